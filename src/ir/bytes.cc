@@ -14,8 +14,18 @@ Bytes Bytes::zeros(size_t size) {
   return b;
 }
 
+Bytes Bytes::uninitialized(size_t size) {
+  Bytes b;
+  auto storage = std::make_shared_for_overwrite<std::byte[]>(size);
+  b.data_ = storage.get();
+  b.size_ = size;
+  b.owner_ = std::move(storage);
+  b.writable_ = true;
+  return b;
+}
+
 Bytes Bytes::copy_of(const void* data, size_t size) {
-  Bytes b = zeros(size);
+  Bytes b = uninitialized(size);
   if (size) std::memcpy(const_cast<std::byte*>(b.data_), data, size);
   return b;
 }

@@ -13,6 +13,8 @@ class Bytes {
   Bytes() = default;
 
   static Bytes zeros(size_t size);
+  // Storage whose contents are undefined until written: for outputs a kernel fills entirely.
+  static Bytes uninitialized(size_t size);
   static Bytes copy_of(const void* data, size_t size);
   static Bytes adopt(std::string&& data);
   // A read-only view of `size` bytes at `data`, kept alive by `owner` (e.g. a file mapping).

@@ -55,6 +55,10 @@ Model load_model(const std::filesystem::path& path);
 Model parse_model(std::string_view bytes, const std::filesystem::path& base_dir,
                   const std::string& display_name = "model");
 
+// Reads one serialized onnx.TensorProto (the input_N.pb / output_N.pb files of the ONNX backend
+// tests). Error naming the file if it is missing or is not a tensor.
+Tensor load_tensor(const std::filesystem::path& path);
+
 struct SaveOptions {
   enum class ExternalData { Auto, Always, Never };
   // Auto: external data when the model was loaded with it or would not fit in one protobuf (2 GB).

@@ -32,6 +32,12 @@ Tensor::Tensor(DataType dtype, std::vector<int64_t> dims, Bytes data)
                 std::to_string(expected) + " bytes expected)");
 }
 
+Tensor Tensor::uninitialized(DataType dtype, std::vector<int64_t> dims) {
+  if (dtype == DataType::String) return Tensor(dtype, std::move(dims));
+  size_t bytes = data_type_bytes(dtype, element_count(dims));
+  return Tensor(dtype, std::move(dims), Bytes::uninitialized(bytes));
+}
+
 Tensor Tensor::from_strings(std::vector<int64_t> dims, std::vector<std::string> values) {
   Tensor t(DataType::String, std::move(dims));
   if (values.size() != t.strings_.size())

@@ -38,6 +38,8 @@ class Tensor {
   // Takes `data`, which must hold exactly the bytes the shape needs (throws Error if not).
   Tensor(DataType dtype, std::vector<int64_t> dims, Bytes data);
 
+  // Contents undefined until written (not for String).
+  static Tensor uninitialized(DataType dtype, std::vector<int64_t> dims);
   static Tensor from_strings(std::vector<int64_t> dims, std::vector<std::string> values);
   template <class T>
   static Tensor from_values(std::vector<int64_t> dims, std::span<const T> values) {

@@ -1,0 +1,26 @@
+// Splitting work over threads. The engine uses OpenMP, the runtime oneDNN uses too, so kernels
+// and oneDNN primitives share one pool of threads instead of competing.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+
+namespace onnxptq::engine {
+
+// Calls fn(begin, end) over [0, n) in up to `threads` contiguous chunks of at least `min_chunk`
+// items. fn must not throw: check inputs before splitting work.
+template <class F>
+void parallel_for(int threads, int64_t n, int64_t min_chunk, F&& fn) {
+  int64_t chunks = std::min<int64_t>(threads, n / std::max<int64_t>(min_chunk, 1));
+  if (chunks <= 1) {
+    if (n > 0) fn(int64_t{0}, n);
+    return;
+  }
+#pragma omp parallel for num_threads(static_cast<int>(chunks)) schedule(static, 1)
+  for (int64_t c = 0; c < chunks; ++c) fn(n * c / chunks, n * (c + 1) / chunks);
+}
+
+// Number of hardware threads, as the default thread count of a session.
+int hardware_threads();
+
+}  // namespace onnxptq::engine

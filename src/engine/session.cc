@@ -1,0 +1,283 @@
+#include "engine/session.h"
+
+#include <unordered_map>
+#include <unordered_set>
+
+#include "engine/kernel.h"
+#include "engine/parallel.h"
+#include "onnxptq/error.h"
+
+namespace onnxptq::engine {
+namespace {
+
+// Ops whose output differs from run to run: never computed ahead of time.
+const std::unordered_set<std::string> kNondeterministic = {"RandomNormal", "RandomUniform", "RandomNormalLike",
+                                                           "RandomUniformLike", "Multinomial", "Bernoulli"};
+
+std::string where(const ir::Node& node, int64_t opset) {
+  std::string op = node.domain.empty() || node.domain == "ai.onnx" ? node.op_type : node.domain + "." + node.op_type;
+  return "node '" + node.name + "' (" + op + ", opset " + std::to_string(opset) + ")";
+}
+
+// Errors from kernels say what is wrong with the data; the node they belong to goes in front.
+template <class F>
+auto with_node_context(const ir::Node& node, int64_t opset, F&& fn) {
+  try {
+    return fn();
+  } catch (const Error& e) {
+    throw Error(where(node, opset) + ": " + e.what());
+  } catch (const std::bad_alloc&) {
+    throw;
+  } catch (const std::exception& e) {
+    throw Error(where(node, opset) + ": " + e.what());
+  }
+}
+
+}  // namespace
+
+// One graph compiled for running: the main graph, or a subgraph of If/Loop/Scan.
+class GraphExecutor : public GraphRunner {
+ public:
+  GraphExecutor(const ir::Model& model, const ir::Graph& graph, const std::vector<std::string>& outer_names,
+                const SessionOptions& options);
+
+  std::vector<Tensor> run(const RunContext& ctx, std::span<const Tensor* const> outer,
+                          std::span<const Tensor* const> inputs) const override {
+    return run_with_hooks(ctx, outer, inputs, RunHooks{});
+  }
+
+  std::vector<Tensor> run_with_hooks(const RunContext& ctx, std::span<const Tensor* const> outer,
+                                     std::span<const Tensor* const> inputs, const RunHooks& hooks) const;
+
+ private:
+  struct Step {
+    const ir::Node* node;
+    int64_t opset;
+    std::unique_ptr<Kernel> kernel;
+    std::vector<int> inputs;   // -1: omitted
+    std::vector<int> outputs;  // -1: omitted
+    std::vector<int> release;  // slots whose last use is this step
+  };
+
+  int slot_of(const std::string& name) const;
+  int new_slot(const std::string& name);
+  void add_node(const ir::Node& node, const SessionOptions& options);
+
+  const ir::Model& model_;
+  const ir::Graph& graph_;
+  std::unordered_map<std::string, int> slots_;
+  std::vector<std::string> slot_names_;
+  std::vector<const Tensor*> constant_of_slot_;  // non-null for constants
+  std::vector<std::unique_ptr<Tensor>> constants_;
+  size_t outer_count_ = 0;
+  std::vector<int> input_slots_;
+  std::vector<int> output_slots_;
+  std::vector<Step> steps_;
+};
+
+int GraphExecutor::slot_of(const std::string& name) const {
+  auto it = slots_.find(name);
+  if (it == slots_.end()) throw Error("value '" + name + "' is not known in graph '" + graph_.name + "'");
+  return it->second;
+}
+
+int GraphExecutor::new_slot(const std::string& name) {
+  int slot = static_cast<int>(slot_names_.size());
+  slots_[name] = slot;
+  slot_names_.push_back(name);
+  constant_of_slot_.push_back(nullptr);
+  return slot;
+}
+
+GraphExecutor::GraphExecutor(const ir::Model& model, const ir::Graph& graph,
+                             const std::vector<std::string>& outer_names, const SessionOptions& options)
+    : model_(model), graph_(graph) {
+  for (const std::string& name : outer_names) new_slot(name);
+  outer_count_ = outer_names.size();
+  for (const ir::Value* v : graph.inputs()) input_slots_.push_back(new_slot(v->name()));
+  for (const ir::Value* v : graph.initializers()) {
+    auto tensor = std::make_unique<Tensor>(v->initializer());
+    if (options.constant_transform) options.constant_transform(v->name(), *tensor);
+    auto it = slots_.find(v->name());
+    int slot = it != slots_.end() && static_cast<size_t>(it->second) >= outer_count_ ? it->second : new_slot(v->name());
+    constant_of_slot_[slot] = tensor.get();  // for a graph input too: the value when none is fed
+    constants_.push_back(std::move(tensor));
+  }
+  for (const ir::Node* node : graph.topological_order()) add_node(*node, options);
+  for (const ir::Value* v : graph.outputs()) output_slots_.push_back(slot_of(v->name()));
+
+  // Free every produced value after its last use, unless it is an output of the graph.
+  std::vector<int> last_use(slot_names_.size(), -1);
+  for (size_t s = 0; s < steps_.size(); ++s) {
+    for (int slot : steps_[s].inputs)
+      if (slot >= 0) last_use[slot] = static_cast<int>(s);
+    for (int slot : steps_[s].outputs)  // an output nobody reads is freed right away
+      if (slot >= 0 && last_use[slot] < static_cast<int>(s)) last_use[slot] = static_cast<int>(s);
+  }
+  for (int slot : output_slots_) last_use[slot] = -1;
+  for (size_t slot = outer_count_; slot < last_use.size(); ++slot)
+    if (last_use[slot] >= 0 && !constant_of_slot_[slot]) steps_[last_use[slot]].release.push_back(static_cast<int>(slot));
+}
+
+void GraphExecutor::add_node(const ir::Node& node, const SessionOptions& options) {
+  int64_t opset = model_.opset(node.domain);
+  const KernelRegistry& registry = KernelRegistry::instance();
+  const KernelFactory* factory = registry.find(node.domain, node.op_type, opset);
+  if (!factory) {
+    if (registry.knows(node.domain, node.op_type))
+      throw Error(where(node, opset) + ": this opset of the op is not supported");
+    throw Error(where(node, opset) + ": no kernel for this op");
+  }
+
+  KernelInfo info{node, opset, {}, {}, {}, {}};
+  Step step{&node, opset, nullptr, {}, {}, {}};
+  bool all_constant = true;
+  for (const ir::Value* v : node.inputs()) {
+    int slot = v ? slot_of(v->name()) : -1;
+    step.inputs.push_back(slot);
+    const Tensor* constant = slot >= 0 ? constant_of_slot_[slot] : nullptr;
+    // A graph input with an initializer can be overridden by a feed: not a constant.
+    if (constant && graph_.is_input(v)) constant = nullptr;
+    info.constant_inputs.push_back(constant);
+    info.input_types.push_back(v ? v->type : ir::ValueType{});
+    all_constant = all_constant && (!v || constant);
+  }
+  for (const ir::Value* v : graph_.implicit_inputs(&node)) {
+    info.implicit_inputs.push_back(v->name());
+    step.inputs.push_back(slot_of(v->name()));
+    all_constant = false;
+  }
+  info.compile_subgraph = [this, &options](const ir::Graph& sub, const std::vector<std::string>& outer_names) {
+    return std::unique_ptr<GraphRunner>(new GraphExecutor(model_, sub, outer_names, options));
+  };
+  step.kernel = with_node_context(node, opset, [&] { return (*factory)(info); });
+
+  // A node of constants only is computed now, once: shape arithmetic, Constant nodes, weights
+  // given through Constant nodes (which the constant transform then sees as the weights they are).
+  if (all_constant && !kNondeterministic.count(node.op_type)) {
+    std::vector<const Tensor*> in(info.constant_inputs.begin(), info.constant_inputs.end());
+    std::vector<Tensor> out(node.outputs().size());
+    RunContext ctx{hardware_threads()};
+    with_node_context(node, opset, [&] { step.kernel->run(ctx, in, out); });
+    for (size_t i = 0; i < out.size(); ++i) {
+      const ir::Value* v = node.output(i);
+      if (!v) continue;
+      auto tensor = std::make_unique<Tensor>(std::move(out[i]));
+      if (options.constant_transform) options.constant_transform(v->name(), *tensor);
+      constant_of_slot_[new_slot(v->name())] = tensor.get();
+      constants_.push_back(std::move(tensor));
+    }
+    return;
+  }
+  for (const ir::Value* v : node.outputs()) step.outputs.push_back(v ? new_slot(v->name()) : -1);
+  steps_.push_back(std::move(step));
+}
+
+std::vector<Tensor> GraphExecutor::run_with_hooks(const RunContext& ctx, std::span<const Tensor* const> outer,
+                                                  std::span<const Tensor* const> inputs, const RunHooks& hooks) const {
+  std::vector<Tensor> owned(slot_names_.size());
+  std::vector<const Tensor*> value(slot_names_.size(), nullptr);
+  for (size_t i = 0; i < slot_names_.size(); ++i) value[i] = constant_of_slot_[i];
+  for (size_t i = 0; i < outer_count_; ++i) value[i] = outer[i];
+
+  auto produced = [&](int slot) {
+    if (hooks.transform) (*hooks.transform)(slot_names_[slot], owned[slot]);
+    value[slot] = &owned[slot];
+    if (hooks.observe) (*hooks.observe)(slot_names_[slot], owned[slot]);
+  };
+  for (size_t i = 0; i < input_slots_.size(); ++i) {
+    int slot = input_slots_[i];
+    if (i < inputs.size() && inputs[i]) value[slot] = inputs[i];
+    if (!value[slot]) continue;  // an unused optional input: nothing to see
+    if (hooks.transform || hooks.observe) {
+      owned[slot] = *value[slot];  // shares the data; a transform copies before writing
+      produced(slot);
+    }
+  }
+
+  std::vector<const Tensor*> in;
+  std::vector<Tensor> out;
+  for (const Step& step : steps_) {
+    in.assign(step.inputs.size(), nullptr);
+    for (size_t i = 0; i < step.inputs.size(); ++i)
+      if (step.inputs[i] >= 0) in[i] = value[step.inputs[i]];
+    out.assign(step.outputs.size(), Tensor());
+    with_node_context(*step.node, step.opset, [&] { step.kernel->run(ctx, in, out); });
+    for (size_t i = 0; i < step.outputs.size(); ++i) {
+      int slot = step.outputs[i];
+      if (slot < 0) continue;
+      owned[slot] = std::move(out[i]);
+      produced(slot);
+    }
+    for (int slot : step.release) {
+      owned[slot] = Tensor();
+      value[slot] = nullptr;
+    }
+  }
+
+  std::vector<Tensor> results;
+  for (int slot : output_slots_) {
+    if (!value[slot]) throw Error("graph '" + graph_.name + "': output '" + slot_names_[slot] + "' was not computed");
+    results.push_back(*value[slot]);
+  }
+  return results;
+}
+
+// ------------------------------------------------------------------ Session
+
+Session::Session(const ir::Model& model, SessionOptions options) : model_(model), options_(std::move(options)) {
+  if (options_.threads <= 0) options_.threads = hardware_threads();
+  for (const ir::Value* v : model.graph->inputs())
+    if (!v->has_initializer()) inputs_.push_back(v);
+  for (const ir::Value* v : model.graph->outputs()) outputs_.push_back(v);
+  main_ = std::make_unique<GraphExecutor>(model, *model.graph, std::vector<std::string>{}, options_);
+}
+
+Session::~Session() = default;
+
+namespace {
+
+void check_feed(const ir::Value& input, const Tensor& t) {
+  const ir::ValueType& type = input.type;
+  if (!type.is_tensor()) return;
+  if (type.elem_type != DataType::Undefined && t.dtype() != type.elem_type)
+    throw Error("input '" + input.name() + "': expected " + std::string(ir::data_type_name(type.elem_type)) +
+                ", got " + std::string(ir::data_type_name(t.dtype())));
+  if (!type.has_shape) return;
+  bool fits = t.rank() == type.shape.size();
+  for (size_t i = 0; fits && i < type.shape.size(); ++i)
+    fits = !type.shape[i].has_value || type.shape[i].value == t.dims()[i];
+  if (!fits)
+    throw Error("input '" + input.name() + "': expected shape " + type.to_string() + ", got " +
+                ir::dims_to_string(t.dims()));
+}
+
+}  // namespace
+
+std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& feeds, const RunHooks& hooks) const {
+  const ir::Graph& g = *model_.graph;
+  for (const auto& [name, tensor] : feeds) {
+    bool known = false;
+    for (const ir::Value* v : g.inputs()) known = known || v->name() == name;
+    if (!known) {
+      std::string names;
+      for (const ir::Value* v : inputs_) names += (names.empty() ? "" : ", ") + v->name();
+      throw Error("the model has no input named '" + name + "' (its inputs: " + names + ")");
+    }
+  }
+  std::vector<const Tensor*> inputs;
+  for (const ir::Value* v : g.inputs()) {
+    auto it = feeds.find(v->name());
+    if (it == feeds.end()) {
+      if (!v->has_initializer()) throw Error("missing input '" + v->name() + "' (" + v->type.to_string() + ")");
+      inputs.push_back(nullptr);
+      continue;
+    }
+    check_feed(*v, it->second);
+    inputs.push_back(&it->second);
+  }
+  RunContext ctx{options_.threads};
+  return main_->run_with_hooks(ctx, {}, inputs, hooks);
+}
+
+}  // namespace onnxptq::engine

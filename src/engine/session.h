@@ -1,0 +1,65 @@
+// Running a model on the CPU: a schedule built once (topological order, one kernel per node,
+// constants prepared once, buffers freed after their last use), then runs that can be watched
+// (observers see every tensor once) and altered (fake quantization replaces a tensor right after
+// it is produced).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "ir/model.h"
+
+namespace onnxptq::engine {
+
+using ir::Tensor;
+
+// Sees a tensor (graph input or node output) once per run, right after it is produced (and
+// after any transform). Must not keep references to the tensor past the call.
+using TensorObserver = std::function<void(const std::string& name, const Tensor& value)>;
+// May change or replace a tensor right after it is produced, before anything uses it.
+using TensorTransform = std::function<void(const std::string& name, Tensor& value)>;
+
+struct SessionOptions {
+  // Threads a run may use; 0 means every hardware thread.
+  int threads = 0;
+  // Applied once to every constant (initializer, or a Constant node's value) when the session is
+  // built, before kernels prepare them: fake quantization of weights.
+  TensorTransform constant_transform;
+};
+
+struct RunHooks {
+  const TensorObserver* observe = nullptr;
+  const TensorTransform* transform = nullptr;
+};
+
+class GraphExecutor;
+
+class Session {
+ public:
+  // Error naming the node, op type and opset when a node has no kernel or bad attributes. The
+  // model must stay alive and unchanged while the session is used.
+  explicit Session(const ir::Model& model, SessionOptions options = {});
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  // Graph inputs that must be fed (initializers listed as inputs are optional overrides).
+  const std::vector<const ir::Value*>& inputs() const { return inputs_; }
+  const std::vector<const ir::Value*>& outputs() const { return outputs_; }
+
+  // Runs once; returns the graph outputs in order. Thread-safe: several runs may go at once.
+  // Error for a missing or unknown input, or one whose type or shape contradicts the model.
+  std::vector<Tensor> run(const std::map<std::string, Tensor>& feeds, const RunHooks& hooks = {}) const;
+
+ private:
+  const ir::Model& model_;
+  SessionOptions options_;
+  std::vector<const ir::Value*> inputs_;
+  std::vector<const ir::Value*> outputs_;
+  std::unique_ptr<GraphExecutor> main_;
+};
+
+}  // namespace onnxptq::engine

@@ -1,0 +1,190 @@
+// The engine against the ONNX backend test suite (Debian's libonnx-testdata): every test whose
+// ops the engine claims must give the expected outputs (rtol 1e-3, atol 1e-7 for floats, exact
+// for integers, bools and strings); tests using an op the engine does not claim are skipped and
+// counted. ONNXPTQ_CONFORMANCE_FILTER=text runs only the tests whose name contains `text`.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+
+#include "engine/kernel.h"
+#include "engine/session.h"
+#include "ir/float16.h"
+#include "ir/model.h"
+
+namespace onnxptq {
+namespace {
+
+namespace fs = std::filesystem;
+using ir::DataType;
+using ir::Tensor;
+
+const fs::path kBackendData = "/usr/share/libonnx-testdata/data";
+constexpr double kRtol = 1e-3;
+constexpr double kAtol = 1e-7;
+
+// The first op of the model (subgraphs included) that no kernel covers at the model's opset.
+std::string unclaimed_op(const ir::Model& model, const ir::Graph& graph) {
+  const auto& registry = engine::KernelRegistry::instance();
+  for (const auto& node : graph.nodes()) {
+    if (!registry.find(node->domain, node->op_type, model.opset(node->domain)))
+      return (node->domain.empty() ? "" : node->domain + ".") + node->op_type + "-" +
+             std::to_string(model.opset(node->domain));
+    for (const ir::Graph* sub : node->subgraphs())
+      if (std::string op = unclaimed_op(model, *sub); !op.empty()) return op;
+  }
+  return "";
+}
+
+double element_as_double(const Tensor& t, int64_t i) {
+  switch (t.dtype()) {
+    case DataType::Float: return t.values<float>()[i];
+    case DataType::Double: return t.values<double>()[i];
+    case DataType::Float16: return ir::half_to_float(t.values<uint16_t>()[i]);
+    case DataType::BFloat16: return ir::bfloat16_to_float(t.values<uint16_t>()[i]);
+    default: return 0;
+  }
+}
+
+// "" when `got` matches `expected` at the suite's tolerance, else what differs.
+std::string compare(const Tensor& expected, const Tensor& got) {
+  if (expected.dtype() != got.dtype())
+    return std::string("type ") + std::string(ir::data_type_name(got.dtype())) + ", expected " +
+           std::string(ir::data_type_name(expected.dtype()));
+  if (expected.dims() != got.dims())
+    return "shape " + ir::dims_to_string(got.dims()) + ", expected " + ir::dims_to_string(expected.dims());
+  switch (expected.dtype()) {
+    case DataType::Float:
+    case DataType::Double:
+    case DataType::Float16:
+    case DataType::BFloat16:
+      for (int64_t i = 0; i < expected.size(); ++i) {
+        double e = element_as_double(expected, i), g = element_as_double(got, i);
+        if (std::isnan(e) && std::isnan(g)) continue;
+        if (e == g) continue;  // infinities
+        if (!(std::fabs(e - g) <= kAtol + kRtol * std::fabs(e)))
+          return "element " + std::to_string(i) + " is " + std::to_string(g) + ", expected " + std::to_string(e);
+      }
+      return "";
+    case DataType::String:
+      return expected.string_values() == got.string_values() ? "" : "strings differ";
+    default:
+      if (expected.byte_size() != got.byte_size() ||
+          std::memcmp(expected.bytes().data(), got.bytes().data(), expected.byte_size()) != 0) {
+        for (int64_t i = 0; i < expected.size(); ++i) {
+          size_t w = expected.byte_size() / std::max<int64_t>(expected.size(), 1);
+          if (std::memcmp(expected.bytes().data() + i * w, got.bytes().data() + i * w, w) != 0)
+            return "element " + std::to_string(i) + " differs";
+        }
+        return "values differ";
+      }
+      return "";
+  }
+}
+
+enum class Outcome { Passed, Failed, Skipped };
+
+struct CaseResult {
+  Outcome outcome;
+  std::string detail;  // why it failed, or the unclaimed op
+};
+
+// Tests of behaviour the engine does not claim although it has the op: said here, with why.
+const std::map<std::string, std::string> kNotClaimed = {
+    {"test_training_dropout", "training-mode Dropout draws random masks"},
+    {"test_training_dropout_default", "training-mode Dropout draws random masks"},
+    {"test_training_dropout_default_mask", "training-mode Dropout draws random masks"},
+    {"test_training_dropout_mask", "training-mode Dropout draws random masks"},
+};
+
+bool is_tensor_interface(const ir::Graph& g) {
+  for (const auto* list : {&g.inputs(), &g.outputs()})
+    for (const ir::Value* v : *list)
+      if (v->type.kind == ir::ValueType::Kind::Other) return false;
+  return true;
+}
+
+CaseResult run_case(const fs::path& dir) {
+  if (auto it = kNotClaimed.find(dir.filename().string()); it != kNotClaimed.end())
+    return {Outcome::Skipped, it->second};
+  ir::Model model;
+  try {
+    model = ir::load_model(dir / "model.onnx");
+  } catch (const std::exception& e) {
+    return {Outcome::Failed, std::string("load: ") + e.what()};
+  }
+  if (std::string op = unclaimed_op(model, *model.graph); !op.empty()) return {Outcome::Skipped, op};
+  if (!is_tensor_interface(*model.graph)) return {Outcome::Skipped, "sequence or optional values"};
+  try {
+    engine::Session session(model);
+    std::vector<fs::path> sets;
+    for (const auto& entry : fs::directory_iterator(dir))
+      if (entry.is_directory() && entry.path().filename().string().rfind("test_data_set_", 0) == 0)
+        sets.push_back(entry.path());
+    std::sort(sets.begin(), sets.end());
+    for (const fs::path& set : sets) {
+      std::map<std::string, Tensor> feeds;
+      const auto& graph_inputs = model.graph->inputs();
+      for (size_t i = 0; fs::exists(set / ("input_" + std::to_string(i) + ".pb")); ++i) {
+        if (i >= graph_inputs.size()) return {Outcome::Failed, "more input files than graph inputs"};
+        feeds[graph_inputs[i]->name()] = ir::load_tensor(set / ("input_" + std::to_string(i) + ".pb"));
+      }
+      std::vector<Tensor> outputs = session.run(feeds);
+      for (size_t i = 0; fs::exists(set / ("output_" + std::to_string(i) + ".pb")); ++i) {
+        Tensor expected = ir::load_tensor(set / ("output_" + std::to_string(i) + ".pb"));
+        if (i >= outputs.size()) return {Outcome::Failed, "missing output " + std::to_string(i)};
+        if (std::string diff = compare(expected, outputs[i]); !diff.empty())
+          return {Outcome::Failed, set.filename().string() + " output " + std::to_string(i) + ": " + diff};
+      }
+    }
+  } catch (const std::exception& e) {
+    return {Outcome::Failed, e.what()};
+  }
+  return {Outcome::Passed, ""};
+}
+
+void run_suite(const std::string& suite) {
+  fs::path root = kBackendData / suite;
+  ASSERT_TRUE(fs::is_directory(root)) << "libonnx-testdata is not installed";
+  const char* filter = std::getenv("ONNXPTQ_CONFORMANCE_FILTER");
+  std::vector<fs::path> cases;
+  for (const auto& entry : fs::directory_iterator(root))
+    if (fs::exists(entry.path() / "model.onnx") &&
+        (!filter || entry.path().filename().string().find(filter) != std::string::npos))
+      cases.push_back(entry.path());
+  std::sort(cases.begin(), cases.end());
+
+  int passed = 0, failed = 0, skipped = 0;
+  std::map<std::string, int> skipped_ops;
+  std::ofstream report("conformance_" + suite + ".txt");
+  for (const fs::path& dir : cases) {
+    CaseResult r = run_case(dir);
+    std::string name = dir.filename().string();
+    switch (r.outcome) {
+      case Outcome::Passed: ++passed; report << "PASS " << name << "\n"; break;
+      case Outcome::Skipped: ++skipped; ++skipped_ops[r.detail]; report << "SKIP " << name << " (" << r.detail << ")\n"; break;
+      case Outcome::Failed:
+        ++failed;
+        report << "FAIL " << name << ": " << r.detail << "\n";
+        ADD_FAILURE() << name << ": " << r.detail;
+        break;
+    }
+  }
+  std::string ops;
+  for (const auto& [op, n] : skipped_ops) ops += " " + op + (n > 1 ? "(" + std::to_string(n) + ")" : "");
+  std::cout << "backend " << suite << " tests: " << passed << " passed, " << failed << " failed, " << skipped
+            << " skipped\n  skipped for unclaimed ops:" << ops << "\n";
+}
+
+TEST(BackendConformance, Node) { run_suite("node"); }
+TEST(BackendConformance, PytorchConverted) { run_suite("pytorch-converted"); }
+TEST(BackendConformance, PytorchOperator) { run_suite("pytorch-operator"); }
+TEST(BackendConformance, Simple) { run_suite("simple"); }
+
+}  // namespace
+}  // namespace onnxptq
