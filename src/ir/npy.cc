@@ -151,7 +151,9 @@ std::string npy_bytes(const Tensor& tensor) {
   if (!code) throw Error("a " + std::string(data_type_name(tensor.dtype())) + " tensor cannot be written as .npy");
   std::string descr = std::string(data_type_bits(tensor.dtype()) == 8 ? "|" : "<") + code;
   std::string shape = "(";
-  for (size_t i = 0; i < tensor.rank(); ++i) shape += std::to_string(tensor.dims()[i]) + (tensor.rank() == 1 || i + 1 < tensor.rank() ? "," : "");
+  // Spelled as numpy spells it ("(2, 3)", "(3,)", "()"), so the files are byte-identical.
+  for (size_t i = 0; i < tensor.rank(); ++i)
+    shape += std::to_string(tensor.dims()[i]) + (tensor.rank() == 1 ? "," : i + 1 < tensor.rank() ? ", " : "");
   shape += ")";
   std::string header = "{'descr': '" + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
   // Magic, version, length field, then the header padded with spaces and a newline so the data

@@ -130,3 +130,61 @@ TEST(Cli, BadModelFiles) {
 
 }  // namespace
 }  // namespace onnxptq
+
+namespace onnxptq {
+namespace {
+
+// `onnxptq run` writes outputs numpy reads, with the values the model defines.
+TEST(CliRun, RunsAModelOnNpyInputsAndWritesNpyOutputs) {
+  fs::path dir = fs::temp_directory_path() / ("onnxptq_cli_run_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "make.py") << R"(import numpy as np, onnx, sys
+from onnx import helper, TensorProto
+d = sys.argv[1]
+g = helper.make_graph([helper.make_node('Identity', ['x'], ['y/out:0'])], 'g',
+    [helper.make_tensor_value_info('x', TensorProto.FLOAT, [2, 3])],
+    [helper.make_tensor_value_info('y/out:0', TensorProto.FLOAT, [2, 3])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]), d + '/m.onnx')
+g = helper.make_graph([helper.make_node('Identity', ['x'], ['y'])], 'g',
+    [helper.make_tensor_value_info('x', TensorProto.FLOAT, ['N', 3, 'W'])],
+    [helper.make_tensor_value_info('y', TensorProto.FLOAT, ['N', 3, 'W'])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]), d + '/dynamic.onnx')
+np.save(d + '/x.npy', np.arange(6, dtype=np.float32).reshape(2, 3))
+)";
+  ASSERT_EQ(std::system(("/usr/bin/python3 " + (dir / "make.py").string() + " " + dir.string()).c_str()), 0);
+  std::string model = (dir / "m.onnx").string();
+  CliRun r = onnxptq("run " + model + " --inputs x=" + (dir / "x.npy").string() + " --outputs " + (dir / "out").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(run("/usr/bin/python3 -c \"import numpy as np; a = np.load('" + (dir / "out/y_out_0.npy").string() +
+                "'); assert (a == np.arange(6).reshape(2, 3)).all()\"").code,
+            0);
+
+  // Bad uses: one line each, exit 2.
+  expect_one_line_error(onnxptq("run " + model), "give --inputs FILE... or --random SEED");
+  expect_one_line_error(onnxptq("run " + model + " --inputs " + (dir / "nope.npy").string()),
+                        (dir / "nope.npy").string() + ": no such file");
+  expect_one_line_error(onnxptq("run " + model + " --inputs z=" + (dir / "x.npy").string()),
+                        "the model has no input named 'z' (its inputs: x)");
+  expect_one_line_error(onnxptq("run " + model + " --random 1 --shape x=3x3"),
+                        "--shape x=[3,3] does not fit the model's float[2,3]");
+  CliRun timed = onnxptq("run " + model + " --random 3 --repeat 3 --json");
+  ASSERT_EQ(timed.code, 0) << timed.err;
+  auto j = nlohmann::json::parse(timed.out);
+  EXPECT_EQ(j["latencies_ms"].size(), 3u);
+  EXPECT_GT(j["peak_rss_mb"].get<double>(), 0);
+
+  // The seeded random inputs are the ones the ONNX Runtime oracle makes from the same seed.
+  if (std::system("node --version >/dev/null 2>&1") == 0) {
+    std::string args = (dir / "dynamic.onnx").string() + " --random 42 --shape x=2x3x17 --outputs ";
+    ASSERT_EQ(run("node " + (fs::path(ONNXPTQ_SOURCE_DIR) / "tests/oracle/ort_run.js").string() + " " + args +
+                  (dir / "ort").string()).code, 0);
+    CliRun r = onnxptq("run " + args + (dir / "ours").string());
+    ASSERT_EQ(r.code, 0) << r.err;
+    EXPECT_EQ(slurp(dir / "ort/inputs/x.npy"), slurp(dir / "ours/inputs/x.npy"));
+    EXPECT_EQ(slurp(dir / "ort/y.npy"), slurp(dir / "ours/y.npy"));
+  }
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace onnxptq
