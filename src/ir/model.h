@@ -46,6 +46,10 @@ class Model {
   void set_opset(std::string_view domain_name, int64_t version);
 };
 
+// A deep copy of the model whose tensors share storage with the original (copy-on-write), so
+// rewriting the copy never touches the original and copying costs no tensor bytes.
+Model clone_model(const Model& model);
+
 // Reads a model and the external data files it refers to. Error (naming the file and what is
 // wrong) for a missing or unreadable file, data that is not an ONNX model, a truncated file,
 // missing or short external data, a node input nothing produces, or a cycle.

@@ -38,6 +38,8 @@ TEST(BackendRoundTrip, EveryTestModelSurvivesLoadSaveLoad) {
       if (!diff.empty()) failures.push_back(label + ": " + diff.substr(0, 400));
       // Saving is deterministic: the second save gives the same bytes as the first.
       if (bytes != ir::serialize_model(model)) failures.push_back(label + ": two saves differ");
+      // A clone is the same model.
+      if (ir::serialize_model(ir::clone_model(model)) != bytes) failures.push_back(label + ": the clone differs");
     } catch (const std::exception& e) {
       failures.push_back(label + ": " + e.what());
     }

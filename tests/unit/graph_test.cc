@@ -167,3 +167,33 @@ TEST(ValueType, ShapesAndText) {
 
 }  // namespace
 }  // namespace onnxptq::ir
+
+#include "ir/model.h"
+
+namespace onnxptq::ir {
+namespace {
+
+TEST(CloneModel, IsIndependentButSharesTensorStorage) {
+  Model m;
+  m.set_opset("", 13);
+  Graph& g = *m.graph;
+  Value* x = g.add_value("x");
+  Value* w = g.add_value("w");
+  Value* y = g.add_value("y");
+  g.set_initializer(w, Tensor::from_values<float>({2}, std::vector<float>{1, 2}));
+  g.add_input(x);
+  g.add_node("Add", {x, w}, {y}, "add");
+  g.add_output(y);
+
+  Model c = clone_model(m);
+  EXPECT_EQ(serialize_model(c), serialize_model(m));
+  EXPECT_TRUE(c.graph->find_value("w")->initializer().bytes().same_storage(w->initializer().bytes()));
+  c.graph->find_value("w")->mutable_initializer().mutable_values<float>()[0] = 5;
+  c.graph->remove_node(c.graph->nodes()[0].get());
+  EXPECT_EQ(w->initializer().values<float>()[0], 1.0f);  // the original keeps its data
+  EXPECT_EQ(g.node_count(), 1u);
+  EXPECT_EQ(x->uses().size(), 1u);
+}
+
+}  // namespace
+}  // namespace onnxptq::ir
