@@ -3,6 +3,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "engine/fusion.h"
 #include "engine/kernel.h"
 #include "engine/parallel.h"
 #include "onnxptq/error.h"
@@ -225,12 +226,18 @@ std::vector<Tensor> GraphExecutor::run_with_hooks(const RunContext& ctx, std::sp
 
 // ------------------------------------------------------------------ Session
 
-Session::Session(const ir::Model& model, SessionOptions options) : model_(model), options_(std::move(options)) {
+Session::Session(const ir::Model& model, SessionOptions options)
+    : model_(ir::clone_model(model)), options_(std::move(options)) {
   if (options_.threads <= 0) options_.threads = hardware_threads();
-  for (const ir::Value* v : model.graph->inputs())
+  if (options_.optimize && KernelRegistry::instance().find(kEngineDomain, "FusedConv", 1)) {
+    model_.set_opset(kEngineDomain, 1);
+    auto visible = [this](const ir::Value* v) { return options_.visible.count(v->name()) > 0; };
+    fuse_conv_activations(*model_.graph, visible);
+  }
+  for (const ir::Value* v : model_.graph->inputs())
     if (!v->has_initializer()) inputs_.push_back(v);
-  for (const ir::Value* v : model.graph->outputs()) outputs_.push_back(v);
-  main_ = std::make_unique<GraphExecutor>(model, *model.graph, std::vector<std::string>{}, options_);
+  for (const ir::Value* v : model_.graph->outputs()) outputs_.push_back(v);
+  main_ = std::make_unique<GraphExecutor>(model_, *model_.graph, std::vector<std::string>{}, options_);
 }
 
 Session::~Session() = default;

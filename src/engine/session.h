@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <unordered_set>
 #include <vector>
 
 #include "ir/model.h"
@@ -28,6 +29,11 @@ struct SessionOptions {
   // Applied once to every constant (initializer, or a Constant node's value) when the session is
   // built, before kernels prepare them: fake quantization of weights.
   TensorTransform constant_transform;
+  // Speed rewrites on the session's own copy of the model (a Conv and the activation after it run
+  // as one primitive, say). A tensor fused away is seen by no observer or transform: name the
+  // tensors those need in `visible` (graph inputs and outputs always are), or turn `optimize` off.
+  bool optimize = true;
+  std::unordered_set<std::string> visible;
 };
 
 struct RunHooks {
@@ -40,7 +46,8 @@ class GraphExecutor;
 class Session {
  public:
   // Error naming the node, op type and opset when a node has no kernel or bad attributes. The
-  // model must stay alive and unchanged while the session is used.
+  // session runs its own copy of the model (sharing tensor storage), so the model may change or
+  // go away afterwards.
   explicit Session(const ir::Model& model, SessionOptions options = {});
   ~Session();
   Session(const Session&) = delete;
@@ -55,7 +62,7 @@ class Session {
   std::vector<Tensor> run(const std::map<std::string, Tensor>& feeds, const RunHooks& hooks = {}) const;
 
  private:
-  const ir::Model& model_;
+  ir::Model model_;
   SessionOptions options_;
   std::vector<const ir::Value*> inputs_;
   std::vector<const ir::Value*> outputs_;

@@ -1,0 +1,72 @@
+// Engine-internal fusion: a Conv and the activation after it become one FusedConv node (domain
+// onnxptq.engine), run as one oneDNN primitive with a post-op, wherever no observer needs the
+// tensor between them.
+#include "engine/fusion.h"
+
+#include <set>
+
+namespace onnxptq::engine {
+namespace {
+
+bool is_default_domain(const ir::Node& n) { return n.domain.empty() || n.domain == "ai.onnx"; }
+
+// The activation's parameters as FusedConv attributes, or false if it cannot be fused (a Clip
+// whose bounds are not constants, say).
+bool activation_attributes(const ir::Node& act, std::vector<ir::Attribute>& out) {
+  static const std::set<std::string> kFusable = {"Relu", "LeakyRelu", "Clip", "HardSigmoid",
+                                                 "HardSwish", "Sigmoid", "Tanh"};
+  if (!is_default_domain(act) || !kFusable.count(act.op_type)) return false;
+  float alpha = 0, beta = 0;
+  if (act.op_type == "LeakyRelu") {
+    alpha = act.attr_float("alpha", 0.01f);
+  } else if (act.op_type == "HardSigmoid") {
+    alpha = act.attr_float("alpha", 0.2f);
+    beta = act.attr_float("beta", 0.5f);
+  } else if (act.op_type == "Clip") {
+    alpha = act.attr_float("min", -3.402823466e38f);  // opset < 11: attributes
+    beta = act.attr_float("max", 3.402823466e38f);
+    for (size_t i = 1; i < act.inputs().size() && i < 3; ++i) {  // opset >= 11: optional inputs
+      const ir::Value* bound = act.input(i);
+      if (!bound) continue;
+      if (!bound->has_initializer() || bound->initializer().dtype() != ir::DataType::Float ||
+          bound->initializer().size() != 1)
+        return false;
+      (i == 1 ? alpha : beta) = bound->initializer().values<float>()[0];
+    }
+  }
+  out.push_back(ir::Attribute::of_string("activation", act.op_type));
+  out.push_back(ir::Attribute::of_floats("activation_params", {alpha, beta}));
+  return true;
+}
+
+}  // namespace
+
+int fuse_conv_activations(ir::Graph& graph, const std::function<bool(const ir::Value*)>& visible) {
+  int fused = 0;
+  for (size_t i = 0; i < graph.nodes().size(); ++i) {
+    ir::Node* conv = graph.nodes()[i].get();
+    if (conv->op_type != "Conv" || !is_default_domain(*conv) || conv->outputs().size() != 1) continue;
+    ir::Value* mid = conv->output(0);
+    if (!mid || mid->uses().size() != 1 || graph.is_output(mid) || visible(mid)) continue;
+    ir::Node* act = mid->uses()[0].node;
+    if (act->graph() != &graph || act->input(0) != mid || act->outputs().size() != 1) continue;
+    std::vector<ir::Attribute> extra;
+    if (!activation_attributes(*act, extra)) continue;
+
+    ir::Value* out = act->output(0);
+    std::vector<ir::Value*> inputs = conv->inputs();
+    std::string name = conv->name;
+    std::vector<ir::Attribute> attributes = std::move(conv->attributes);
+    graph.remove_node(act);
+    ir::Node* f = graph.insert_node_before(conv, "FusedConv", inputs, {}, name, kEngineDomain);
+    graph.remove_node(conv);
+    graph.set_node_output(f, 0, out);
+    f->attributes = std::move(attributes);
+    for (auto& a : extra) f->attributes.push_back(std::move(a));
+    graph.remove_value(mid);
+    ++fused;
+  }
+  return fused;
+}
+
+}  // namespace onnxptq::engine
