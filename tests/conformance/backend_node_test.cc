@@ -109,6 +109,14 @@ bool is_tensor_interface(const ir::Graph& g) {
   return true;
 }
 
+// ONNX 1.12 writes bfloat16 test tensors as uint16 (numpy has no bfloat16): the same bits,
+// reinterpreted where the model says the value is bfloat16.
+Tensor as_declared(Tensor t, const ir::Value& declared) {
+  if (t.dtype() == DataType::UInt16 && declared.type.is_tensor() && declared.type.elem_type == DataType::BFloat16)
+    return Tensor(DataType::BFloat16, t.dims(), t.bytes());
+  return t;
+}
+
 CaseResult run_case(const fs::path& dir) {
   if (auto it = kNotClaimed.find(dir.filename().string()); it != kNotClaimed.end())
     return {Outcome::Skipped, it->second};
@@ -132,12 +140,14 @@ CaseResult run_case(const fs::path& dir) {
       const auto& graph_inputs = model.graph->inputs();
       for (size_t i = 0; fs::exists(set / ("input_" + std::to_string(i) + ".pb")); ++i) {
         if (i >= graph_inputs.size()) return {Outcome::Failed, "more input files than graph inputs"};
-        feeds[graph_inputs[i]->name()] = ir::load_tensor(set / ("input_" + std::to_string(i) + ".pb"));
+        feeds[graph_inputs[i]->name()] =
+            as_declared(ir::load_tensor(set / ("input_" + std::to_string(i) + ".pb")), *graph_inputs[i]);
       }
       std::vector<Tensor> outputs = session.run(feeds);
       for (size_t i = 0; fs::exists(set / ("output_" + std::to_string(i) + ".pb")); ++i) {
-        Tensor expected = ir::load_tensor(set / ("output_" + std::to_string(i) + ".pb"));
         if (i >= outputs.size()) return {Outcome::Failed, "missing output " + std::to_string(i)};
+        Tensor expected = as_declared(ir::load_tensor(set / ("output_" + std::to_string(i) + ".pb")),
+                                      *model.graph->outputs()[i]);
         if (std::string diff = compare(expected, outputs[i]); !diff.empty())
           return {Outcome::Failed, set.filename().string() + " output " + std::to_string(i) + ": " + diff};
       }
