@@ -1,0 +1,203 @@
+#include "calib/statistics.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "onnxptq/error.h"
+
+namespace onnxptq::calib {
+
+void MinMaxStats::add(size_t sample, const float* data, size_t n, bool keep_per_sample) {
+  float lo = std::numeric_limits<float>::infinity(), hi = -lo;
+  for (size_t i = 0; i < n; ++i) {
+    float x = data[i];
+    if (!std::isfinite(x)) continue;
+    lo = std::min(lo, x);
+    hi = std::max(hi, x);
+  }
+  if (lo > hi) return;  // nothing finite
+  min = std::min(min, static_cast<double>(lo));
+  max = std::max(max, static_cast<double>(hi));
+  max_abs = std::max(max_abs, std::max(std::fabs(min), std::fabs(max)));
+  if (keep_per_sample) {
+    Range& r = per_sample.try_emplace(sample, Range{lo, hi}).first->second;
+    r.lo = std::min(r.lo, static_cast<double>(lo));  // a sample seen in parts (several runs)
+    r.hi = std::max(r.hi, static_cast<double>(hi));
+  }
+}
+
+void MinMaxStats::merge(const MinMaxStats& other) {
+  min = std::min(min, other.min);
+  max = std::max(max, other.max);
+  max_abs = std::max(max_abs, other.max_abs);
+  for (const auto& [sample, r] : other.per_sample) {
+    auto [it, fresh] = per_sample.try_emplace(sample, r);
+    if (!fresh) {
+      it->second.lo = std::min(it->second.lo, r.lo);
+      it->second.hi = std::max(it->second.hi, r.hi);
+    }
+  }
+}
+
+Range MinMaxStats::moving_average(double constant) const {
+  if (per_sample.empty()) return {min, max};
+  Range r = per_sample.begin()->second;
+  for (auto it = std::next(per_sample.begin()); it != per_sample.end(); ++it) {
+    r.lo += constant * (it->second.lo - r.lo);
+    r.hi += constant * (it->second.hi - r.hi);
+  }
+  return r;
+}
+
+Histogram::Histogram(double lo, double hi, size_t bins) : lo_(lo), hi_(hi), counts_(bins, 0) {
+  if (bins == 0) throw Error("a histogram needs at least one bin");
+  if (!(hi >= lo)) throw Error("histogram range is empty");
+}
+
+size_t Histogram::bin_of(double x) const {
+  if (hi_ <= lo_) return counts_.size() / 2;  // a constant tensor: everything in the middle
+  double position = (x - lo_) / (hi_ - lo_) * static_cast<double>(counts_.size());
+  if (!(position > 0)) return 0;
+  return std::min(static_cast<size_t>(position), counts_.size() - 1);
+}
+
+void Histogram::add(const float* data, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (std::isfinite(data[i])) ++counts_[bin_of(data[i])];
+}
+
+void Histogram::add_abs(const float* data, size_t n) {
+  for (size_t i = 0; i < n; ++i)
+    if (std::isfinite(data[i])) ++counts_[bin_of(std::fabs(data[i]))];
+}
+
+void Histogram::merge(const Histogram& other) {
+  if (other.counts_.size() != counts_.size() || other.lo_ != lo_ || other.hi_ != hi_)
+    throw Error("histograms over different bins cannot be merged");
+  for (size_t i = 0; i < counts_.size(); ++i) counts_[i] += other.counts_[i];
+}
+
+uint64_t Histogram::total() const { return std::accumulate(counts_.begin(), counts_.end(), uint64_t{0}); }
+
+namespace {
+
+// Gives empty entries a small mass taken evenly from the others, so KL stays finite. False when
+// there is nothing to smooth (all zero).
+bool smooth(std::vector<double>& d, double eps = 1e-4) {
+  size_t zeros = static_cast<size_t>(std::count(d.begin(), d.end(), 0.0));
+  size_t nonzeros = d.size() - zeros;
+  if (nonzeros == 0) return false;
+  double take = eps * static_cast<double>(zeros) / static_cast<double>(nonzeros);
+  for (double& v : d) v = v == 0 ? eps : v - take;
+  return true;
+}
+
+double kl_divergence(std::vector<double> p, std::vector<double> q) {
+  if (!smooth(p) || !smooth(q)) return std::numeric_limits<double>::infinity();
+  double sp = std::accumulate(p.begin(), p.end(), 0.0), sq = std::accumulate(q.begin(), q.end(), 0.0);
+  double kl = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    double pi = p[i] / sp, qi = q[i] / sq;
+    if (pi <= 0) continue;
+    if (qi <= 0) return std::numeric_limits<double>::infinity();
+    kl += pi * std::log(pi / qi);
+  }
+  return kl;
+}
+
+}  // namespace
+
+Range entropy_range(const Histogram& h, size_t quantized_bins, double observed_min, double observed_max) {
+  const auto& hist = h.counts();
+  size_t bins = hist.size();
+  if (bins % 2 != 0 || quantized_bins == 0 || quantized_bins > bins)
+    throw Error("entropy calibration needs an even bin count of at least num_quantized_bins");
+  size_t zero = bins / 2;
+  size_t best_i = zero;
+  double best_kl = std::numeric_limits<double>::infinity();
+  for (size_t i = std::max<size_t>(quantized_bins / 2, 1); i <= zero; ++i) {
+    size_t start = zero - i, end = zero + i;
+    std::vector<double> p(hist.begin() + static_cast<ptrdiff_t>(start), hist.begin() + static_cast<ptrdiff_t>(end));
+    std::vector<double> sliced = p;
+    for (size_t k = 0; k < start; ++k) p.front() += static_cast<double>(hist[k]);  // outliers onto the edges
+    for (size_t k = end; k < bins; ++k) p.back() += static_cast<double>(hist[k]);
+    // Merge the window into quantized_bins levels, then spread each level back over the bins
+    // that hold data (bins empty in p stay empty in q).
+    size_t width = sliced.size(), per = width / quantized_bins;
+    std::vector<double> q(width, 0.0);
+    for (size_t level = 0; level < quantized_bins; ++level) {
+      size_t a = level * per, b = level + 1 == quantized_bins ? width : a + per;
+      double mass = 0;
+      size_t nonzero = 0;
+      for (size_t k = a; k < b; ++k) {
+        mass += sliced[k];
+        nonzero += p[k] != 0;
+      }
+      if (nonzero == 0) continue;
+      for (size_t k = a; k < b; ++k) q[k] = p[k] != 0 ? mass / static_cast<double>(nonzero) : 0.0;
+    }
+    double kl = kl_divergence(p, q);
+    if (kl < best_kl) {
+      best_kl = kl;
+      best_i = i;
+    }
+  }
+  return {std::max(h.edge(zero - best_i), observed_min), std::min(h.edge(zero + best_i), observed_max)};
+}
+
+Range percentile_range_symmetric(const Histogram& abs_hist, double percentile, double observed_min,
+                                 double observed_max) {
+  if (!(percentile >= 0 && percentile <= 100)) throw Error("percentile must be within [0, 100]");
+  double total = static_cast<double>(abs_hist.total());
+  double threshold = abs_hist.hi();
+  double cumulative = 0;
+  for (size_t i = 0; i < abs_hist.bins() && total > 0; ++i) {
+    cumulative += static_cast<double>(abs_hist.counts()[i]);
+    if (cumulative / total >= percentile / 100) {
+      threshold = abs_hist.edge(i + 1);
+      break;
+    }
+  }
+  return {std::max(-threshold, observed_min), std::min(threshold, observed_max)};
+}
+
+Range percentile_range(const Histogram& h, double percentile) {
+  if (!(percentile >= 0 && percentile <= 100)) throw Error("percentile must be within [0, 100]");
+  double total = static_cast<double>(h.total());
+  double cut = (100 - percentile) / 200;
+  Range r{h.lo(), h.hi()};
+  if (total == 0) return r;
+  double cumulative = 0;
+  bool low_found = false;
+  for (size_t i = 0; i < h.bins(); ++i) {
+    cumulative += static_cast<double>(h.counts()[i]);
+    double share = cumulative / total;
+    if (!low_found && share > cut) {
+      r.lo = h.edge(i);
+      low_found = true;
+    }
+    if (share >= 1 - cut) {
+      r.hi = h.edge(i + 1);
+      break;
+    }
+  }
+  return r;
+}
+
+std::pair<double, double> histogram_mean_std(const Histogram& h, bool cube_root) {
+  double n = 0, sum = 0, sum_sq = 0;
+  for (size_t i = 0; i < h.bins(); ++i) {
+    double c = static_cast<double>(h.counts()[i]);
+    double v = (h.edge(i) + h.edge(i + 1)) / 2;
+    if (cube_root) v = std::cbrt(v);
+    n += c;
+    sum += c * v;
+    sum_sq += c * v * v;
+  }
+  if (n == 0) return {0, 0};
+  double mean = sum / n;
+  return {mean, std::sqrt(std::max(sum_sq / n - mean * mean, 0.0))};
+}
+
+}  // namespace onnxptq::calib
