@@ -100,6 +100,13 @@ const std::map<std::string, std::string> kNotClaimed = {
     {"test_training_dropout_default", "training-mode Dropout draws random masks"},
     {"test_training_dropout_default_mask", "training-mode Dropout draws random masks"},
     {"test_training_dropout_mask", "training-mode Dropout draws random masks"},
+    // ONNX 1.12's data truncates float to bfloat16; ONNX Runtime and later ONNX round to nearest even.
+    {"test_cast_FLOAT_to_BFLOAT16", "the test data truncates float to bfloat16 (onnx#3876)"},
+    {"test_castlike_FLOAT_to_BFLOAT16", "the test data truncates float to bfloat16 (onnx#3876)"},
+    {"test_castlike_FLOAT_to_BFLOAT16_expanded", "the test data truncates float to bfloat16 (onnx#3876)"},
+    // The input data has shape [1] where the model declares [3,4]: the engine refuses such a feed.
+    {"test_castlike_BFLOAT16_to_FLOAT", "the test data contradicts the model's input shape"},
+    {"test_castlike_BFLOAT16_to_FLOAT_expanded", "the test data contradicts the model's input shape"},
 };
 
 bool is_tensor_interface(const ir::Graph& g) {
