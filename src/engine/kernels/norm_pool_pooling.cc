@@ -1,0 +1,408 @@
+// MaxPool, AveragePool, LpPool, GlobalAveragePool and GlobalMaxPool over N x C x D1 x ... x Dk.
+//
+// The sliding pools take 1 to 3 spatial axes, handled as 3 (missing leading axes have size 1).
+// The window of each output position is clipped to the input once per axis before the loops,
+// so the inner loops read only valid elements and never test bounds.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <limits>
+
+#include "engine/kernels/norm_pool.h"
+#include "engine/parallel.h"
+
+namespace onnxptq::engine {
+namespace {
+
+enum class PoolOp { Max, Average, Lp };
+
+int64_t pool_ceil_div(int64_t a, int64_t b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
+
+// One spatial axis: sizes, and per output position the range of kernel taps inside the input.
+struct PoolAxis {
+  int64_t in = 1, out = 1, kernel = 1, stride = 1, dilation = 1, pad_begin = 0, pad_end = 0;
+  std::vector<int64_t> first, last;  // taps [first[o], last[o]) fall inside the input
+  std::vector<int64_t> padded_taps;  // taps inside the input with its pads (count_include_pad)
+  int64_t interior_lo = 0, interior_hi = 0;  // outputs [lo, hi) have every tap inside the input
+
+  void prepare_taps() {
+    first.resize(out);
+    last.resize(out);
+    padded_taps.resize(out);
+    for (int64_t o = 0; o < out; ++o) {
+      const int64_t start = o * stride - pad_begin;
+      first[o] = start >= 0 ? 0 : std::min(kernel, pool_ceil_div(-start, dilation));
+      last[o] = std::max(first[o], std::min(kernel, pool_ceil_div(in - start, dilation)));
+      padded_taps[o] = std::max<int64_t>(0, std::min(kernel, pool_ceil_div(in + pad_end - start, dilation)));
+    }
+    const int64_t extent = (kernel - 1) * dilation + 1;
+    interior_lo = std::min(out, pool_ceil_div(pad_begin, stride));
+    interior_hi = in + pad_begin >= extent ? std::min(out, (in + pad_begin - extent) / stride + 1) : 0;
+    interior_hi = std::max(interior_hi, interior_lo);
+  }
+  int64_t start(int64_t o) const { return o * stride - pad_begin; }
+};
+
+struct PoolAttributes {
+  std::string op_type;
+  std::vector<int64_t> kernel, strides, pads, dilations;
+  std::string auto_pad;
+  bool ceil_mode = false;
+
+  explicit PoolAttributes(const ir::Node& node) : op_type(node.op_type) {
+    kernel = node.attr_ints("kernel_shape", {});
+    const size_t k = kernel.size();
+    if (k == 0) throw Error(op_type + " needs the kernel_shape attribute");
+    if (k > 3) throw Error(op_type + " over " + std::to_string(k) + " spatial axes is not supported (at most 3)");
+    strides = node.attr_ints("strides", std::vector<int64_t>(k, 1));
+    pads = node.attr_ints("pads", std::vector<int64_t>(2 * k, 0));
+    dilations = node.attr_ints("dilations", std::vector<int64_t>(k, 1));
+    auto_pad = node.attr_string("auto_pad", "NOTSET");
+    ceil_mode = node.attr_int("ceil_mode", 0) != 0;
+    if (strides.size() != k || dilations.size() != k || pads.size() != 2 * k)
+      throw Error("kernel_shape " + ir::dims_to_string(kernel) + " needs " + std::to_string(k) + " strides and dilations and " +
+                  std::to_string(2 * k) + " pads, got strides " + ir::dims_to_string(strides) + ", dilations " +
+                  ir::dims_to_string(dilations) + ", pads " + ir::dims_to_string(pads));
+    if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" && auto_pad != "SAME_LOWER")
+      throw Error("auto_pad '" + auto_pad + "' is not one of NOTSET, VALID, SAME_UPPER, SAME_LOWER");
+    for (size_t i = 0; i < k; ++i) {
+      if (kernel[i] < 1) throw Error("kernel_shape " + ir::dims_to_string(kernel) + " must be positive");
+      if (strides[i] < 1) throw Error("strides " + ir::dims_to_string(strides) + " must be positive");
+      if (dilations[i] < 1) throw Error("dilations " + ir::dims_to_string(dilations) + " must be positive");
+      if (pads[i] < 0 || pads[i + k] < 0) throw Error("pads " + ir::dims_to_string(pads) + " must not be negative");
+      // A window wholly in the padding would have nothing to pool.
+      const int64_t extent = (kernel[i] - 1) * dilations[i] + 1;
+      if (pads[i] >= extent || pads[i + k] >= extent)
+        throw Error("pads " + ir::dims_to_string(pads) + " must be smaller than the kernel " + ir::dims_to_string(kernel));
+    }
+  }
+
+  // The three axes for an input of shape `dims` (N, C, spatial...), leading axes of size 1 added.
+  std::array<PoolAxis, 3> axes_for(const std::vector<int64_t>& dims) const {
+    const size_t k = kernel.size();
+    if (dims.size() != k + 2)
+      throw Error("input " + ir::dims_to_string(dims) + " does not match kernel_shape " + ir::dims_to_string(kernel) +
+                  ": expected rank " + std::to_string(k + 2));
+    std::array<PoolAxis, 3> axes;
+    for (size_t i = 0; i < k; ++i) {
+      PoolAxis& a = axes[3 - k + i];
+      a.in = dims[2 + i];
+      a.kernel = kernel[i];
+      a.stride = strides[i];
+      a.dilation = dilations[i];
+      const int64_t extent = (kernel[i] - 1) * dilations[i] + 1;
+      if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+        a.out = pool_ceil_div(a.in, a.stride);
+        const int64_t total = std::max<int64_t>(0, (a.out - 1) * a.stride + extent - a.in);
+        a.pad_begin = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+        a.pad_end = total - a.pad_begin;
+      } else {
+        if (auto_pad == "NOTSET") {
+          a.pad_begin = pads[i];
+          a.pad_end = pads[i + k];
+        }
+        const int64_t span = a.in + a.pad_begin + a.pad_end - extent;
+        if (span < 0)
+          throw Error("kernel extent " + std::to_string(extent) + " is larger than the padded input axis of size " +
+                      std::to_string(a.in + a.pad_begin + a.pad_end) + " (input " + ir::dims_to_string(dims) + ")");
+        a.out = (ceil_mode ? pool_ceil_div(span, a.stride) : span / a.stride) + 1;
+        // A window that would start in the end padding is dropped.
+        if (ceil_mode && (a.out - 1) * a.stride >= a.in + a.pad_begin) --a.out;
+      }
+      a.prepare_taps();
+    }
+    for (size_t i = 0; i < 3 - k; ++i) axes[i].prepare_taps();
+    return axes;
+  }
+};
+
+struct PoolOptions {
+  bool count_include_pad = false;  // AveragePool
+  bool column_major = false;       // MaxPool storage_order 1, for the Indices
+  int64_t p = 2;                   // LpPool
+};
+
+// Max pools start from -infinity (the lowest value for integers) and keep the larger value: a
+// NaN is skipped as by fmax (a window of NaN only gives -inf). The plain comparison compiles to
+// one maxps; NaN propagation would cost four more instructions per element.
+template <class T>
+constexpr T pool_max_init() {
+  if constexpr (std::numeric_limits<T>::has_infinity) return -std::numeric_limits<T>::infinity();
+  else return std::numeric_limits<T>::lowest();
+}
+template <class T>
+inline T pool_max(T acc, T v) {
+  return v > acc ? v : acc;
+}
+
+// y[j] = combine(y[j], x[j * stride]) for j in [0, n); Stride 0: the runtime `stride`.
+template <PoolOp Op, int64_t Stride, class T>
+void pool_row_tap(T* y, const T* x, int64_t n, int64_t stride) {
+  const int64_t step = Stride ? Stride : stride;
+  if constexpr (Op == PoolOp::Max) {
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) y[j] = pool_max(y[j], x[j * step]);
+  } else {
+#pragma omp simd
+    for (int64_t j = 0; j < n; ++j) y[j] += x[j * step];
+  }
+}
+
+// The same for the K adjacent taps of a window row in one pass.
+template <PoolOp Op, int64_t Stride, int64_t K, class T>
+void pool_row_taps(T* y, const T* x, int64_t n) {
+  static_assert(K == 2 || K == 3);
+  auto combine = [](T acc, T v) {
+    if constexpr (Op == PoolOp::Max) return pool_max(acc, v);
+    else return acc + v;
+  };
+  // The taps are written out: -O2 does not unroll an inner loop before vectorising.
+#pragma omp simd
+  for (int64_t j = 0; j < n; ++j) {
+    T acc = combine(combine(y[j], x[j * Stride]), x[j * Stride + 1]);
+    if constexpr (K == 3) acc = combine(acc, x[j * Stride + 2]);
+    y[j] = acc;
+  }
+}
+
+// One output row (fixed o0, o1) at a time. The columns whose window lies wholly inside the
+// input (the interior, nearly all of them) are accumulated tap by tap over the whole row, in
+// vectorised loops; the border columns and the Indices and LpPool cases go one output at a
+// time over their clipped windows.
+template <PoolOp Op, class T>
+void pool_compute(const RunContext& ctx, const T* x, T* y, int64_t* indices, int64_t planes,
+                  const std::array<PoolAxis, 3>& ax, const PoolOptions& opt) {
+  using A = std::conditional_t<std::is_same_v<T, double>, double, float>;  // Average and Lp sums
+  const PoolAxis &a0 = ax[0], &a1 = ax[1], &a2 = ax[2];
+  const int64_t in_plane = a0.in * a1.in * a2.in, out_plane = a0.out * a1.out * a2.out;
+  const bool row_path = Op != PoolOp::Lp && indices == nullptr;
+  parallel_for(ctx.threads, planes, std::max<int64_t>(1, 4096 / std::max<int64_t>(out_plane, 1)), [&](int64_t begin, int64_t end) {
+    for (int64_t plane = begin; plane < end; ++plane) {
+      const T* xp = x + plane * in_plane;
+      for (int64_t o0 = 0; o0 < a0.out; ++o0)
+        for (int64_t o1 = 0; o1 < a1.out; ++o1) {
+          const int64_t s0 = a0.start(o0), s1 = a1.start(o1);
+          const int64_t f0 = a0.first[o0], l0 = a0.last[o0], f1 = a1.first[o1], l1 = a1.last[o1];
+          const int64_t row_out = (plane * a0.out + o0) * a1.out + o1;
+          T* yrow = y + row_out * a2.out;
+          // Offset of input row (t0, t1) in the plane.
+          auto row_at = [&](int64_t t0, int64_t t1) { return ((s0 + t0 * a0.dilation) * a1.in + s1 + t1 * a1.dilation) * a2.in; };
+
+          auto one_output = [&](int64_t o2) {
+            const int64_t s2 = a2.start(o2), f2 = a2.first[o2], l2 = a2.last[o2];
+            if constexpr (Op == PoolOp::Max) {
+              T best = pool_max_init<T>();
+              int64_t best_at = f0 < l0 && f1 < l1 && f2 < l2 ? row_at(f0, f1) + s2 + f2 * a2.dilation : 0;
+              for (int64_t t0 = f0; t0 < l0; ++t0)
+                for (int64_t t1 = f1; t1 < l1; ++t1) {
+                  const int64_t row = row_at(t0, t1) + s2;
+                  if (!indices) {
+                    for (int64_t t2 = f2; t2 < l2; ++t2) best = pool_max(best, xp[row + t2 * a2.dilation]);
+                    continue;
+                  }
+                  for (int64_t t2 = f2; t2 < l2; ++t2) {
+                    const T v = xp[row + t2 * a2.dilation];
+                    if (v > best) {
+                      best = v;
+                      best_at = row + t2 * a2.dilation;
+                    }
+                  }
+                }
+              yrow[o2] = best;
+              if (indices) {
+                int64_t at = best_at;
+                if (opt.column_major) {  // the same element, counted with the first axis fastest
+                  const int64_t i2 = at % a2.in, i1 = at / a2.in % a1.in, i0 = at / (a2.in * a1.in);
+                  at = i0 + a0.in * (i1 + a1.in * i2);
+                }
+                indices[row_out * a2.out + o2] = plane * in_plane + at;
+              }
+            } else {
+              A sum = 0;
+              for (int64_t t0 = f0; t0 < l0; ++t0)
+                for (int64_t t1 = f1; t1 < l1; ++t1) {
+                  const T* row = xp + row_at(t0, t1) + s2;
+                  for (int64_t t2 = f2; t2 < l2; ++t2) {
+                    const A v = static_cast<A>(row[t2 * a2.dilation]);
+                    if constexpr (Op == PoolOp::Average) sum += v;
+                    else sum += opt.p == 2 ? v * v : opt.p == 1 ? std::fabs(v) : std::pow(std::fabs(v), static_cast<A>(opt.p));
+                  }
+                }
+              if constexpr (Op == PoolOp::Average) {
+                const int64_t count = opt.count_include_pad ? a0.padded_taps[o0] * a1.padded_taps[o1] * a2.padded_taps[o2]
+                                                            : (l0 - f0) * (l1 - f1) * (l2 - f2);
+                yrow[o2] = static_cast<T>(count > 0 ? sum / static_cast<A>(count) : A(0));
+              } else {
+                yrow[o2] = static_cast<T>(opt.p == 2 ? std::sqrt(sum) : opt.p == 1 ? sum : std::pow(sum, A(1) / static_cast<A>(opt.p)));
+              }
+            }
+          };
+
+          const int64_t lo = row_path ? a2.interior_lo : a2.out, hi = row_path ? a2.interior_hi : a2.out;
+          for (int64_t o2 = 0; o2 < lo; ++o2) one_output(o2);
+          for (int64_t o2 = hi; o2 < a2.out; ++o2) one_output(o2);
+          if constexpr (Op != PoolOp::Lp) {
+            if (lo >= hi) continue;
+            const T init = Op == PoolOp::Max ? pool_max_init<T>() : T(0);
+            for (int64_t j = lo; j < hi; ++j) yrow[j] = init;
+            const int64_t stride = a2.stride;
+            for (int64_t t0 = f0; t0 < l0; ++t0)
+              for (int64_t t1 = f1; t1 < l1; ++t1) {
+                const T* xrow = xp + row_at(t0, t1);
+                // Strides 1 and 2 and widths 2 and 3 as constants: the compiler turns the loads
+                // into whole-vector loads and shuffles, and the taps of a row go in one pass.
+                const T* first = xrow + lo * stride - a2.pad_begin;  // xrow[j * stride + tap] is inside
+                const int64_t n = hi - lo, k = a2.kernel;
+                if (a2.dilation == 1 && stride == 1 && k == 3) pool_row_taps<Op, 1, 3>(yrow + lo, first, n);
+                else if (a2.dilation == 1 && stride == 2 && k == 3) pool_row_taps<Op, 2, 3>(yrow + lo, first, n);
+                else if (a2.dilation == 1 && stride == 2 && k == 2) pool_row_taps<Op, 2, 2>(yrow + lo, first, n);
+                else if (a2.dilation == 1 && stride == 1 && k == 2) pool_row_taps<Op, 1, 2>(yrow + lo, first, n);
+                else
+                  for (int64_t t2 = 0; t2 < k; ++t2) {
+                    if (stride == 1) pool_row_tap<Op, 1>(yrow + lo, first + t2 * a2.dilation, n, 1);
+                    else if (stride == 2) pool_row_tap<Op, 2>(yrow + lo, first + t2 * a2.dilation, n, 2);
+                    else pool_row_tap<Op, 0>(yrow + lo, first + t2 * a2.dilation, n, stride);
+                  }
+              }
+            if constexpr (Op == PoolOp::Average) {
+              const int64_t count = opt.count_include_pad ? a0.padded_taps[o0] * a1.padded_taps[o1] * a2.kernel
+                                                          : (l0 - f0) * (l1 - f1) * a2.kernel;
+              const T scale = count > 0 ? T(1) / static_cast<T>(count) : T(0);
+#pragma omp simd
+              for (int64_t j = lo; j < hi; ++j) yrow[j] *= scale;
+            }
+          }
+        }
+    }
+  });
+}
+
+template <PoolOp Op>
+class PoolKernel : public Kernel {
+ public:
+  explicit PoolKernel(const KernelInfo& info) : attrs_(info.node) {
+    const ir::Node& node = info.node;
+    if constexpr (Op == PoolOp::Max) {
+      const int64_t order = node.attr_int("storage_order", 0);
+      if (order != 0 && order != 1) throw Error("storage_order " + std::to_string(order) + " is not 0 or 1");
+      opt_.column_major = order == 1;
+      want_indices_ = node.outputs().size() > 1 && node.output(1) != nullptr;
+    } else if constexpr (Op == PoolOp::Average) {
+      opt_.count_include_pad = node.attr_int("count_include_pad", 0) != 0;
+    } else {
+      // LpPool-1 has p as a float; later versions as an int.
+      const ir::Attribute* p = node.find_attribute("p");
+      opt_.p = p == nullptr ? 2 : p->type == ir::AttrType::Float ? static_cast<int64_t>(p->f) : p->i;
+      if (p && p->type == ir::AttrType::Float && static_cast<float>(opt_.p) != p->f)
+        throw Error("p " + std::to_string(p->f) + " is not a whole number");
+      if (opt_.p < 1) throw Error("p " + std::to_string(opt_.p) + " must be 1 or more");
+    }
+  }
+
+  void run(const RunContext& ctx, std::span<const Tensor* const> in, std::span<Tensor> out) const override {
+    const Tensor& x = *in[0];
+    const std::array<PoolAxis, 3> ax = attrs_.axes_for(x.dims());
+    std::vector<int64_t> out_dims = {x.dims()[0], x.dims()[1]};
+    for (size_t i = 3 - attrs_.kernel.size(); i < 3; ++i) out_dims.push_back(ax[i].out);
+    const int64_t planes = x.dims()[0] * x.dims()[1];
+    Tensor indices;
+    if (want_indices_) indices = Tensor::uninitialized(DataType::Int64, out_dims);
+    int64_t* ip = want_indices_ ? indices.mutable_values<int64_t>().data() : nullptr;
+
+    const DataType type = x.dtype();
+    if (norm_pool_is_half(type)) {
+      Tensor xf = as_float32(x);
+      Tensor yf = Tensor::uninitialized(DataType::Float, out_dims);
+      pool_compute<Op>(ctx, xf.values<float>().data(), yf.mutable_values<float>().data(), ip, planes, ax, opt_);
+      out[0] = float32_as(yf, type);
+    } else {
+      Tensor y = Tensor::uninitialized(type, out_dims);
+      auto compute = [&](auto tag) {
+        using T = typename decltype(tag)::type;
+        pool_compute<Op>(ctx, x.values<T>().data(), y.mutable_values<T>().data(), ip, planes, ax, opt_);
+      };
+      bool known = Op == PoolOp::Max ? norm_pool_visit_type<float, double, int8_t, uint8_t>(type, compute)
+                                     : norm_pool_visit_type<float, double>(type, compute);
+      if (!known) throw Error(attrs_.op_type + " does not take " + norm_pool_type_name(type) + " tensors");
+      out[0] = std::move(y);
+    }
+    if (want_indices_ && out.size() > 1) out[1] = std::move(indices);
+  }
+
+ private:
+  PoolAttributes attrs_;
+  PoolOptions opt_;
+  bool want_indices_ = false;
+};
+
+// GlobalAveragePool and GlobalMaxPool: one value per (n, c) plane, from contiguous data.
+template <class T, bool Max>
+void global_pool_compute(const RunContext& ctx, const T* x, T* y, int64_t planes, int64_t size) {
+  parallel_for(ctx.threads, planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(size, 1)), [&](int64_t begin, int64_t end) {
+    for (int64_t plane = begin; plane < end; ++plane) {
+      const T* xp = x + plane * size;
+      T lanes[8];
+      for (T& l : lanes) l = Max ? -std::numeric_limits<T>::infinity() : T(0);
+      int64_t i = 0;
+      for (; i + 8 <= size; i += 8)
+        for (int j = 0; j < 8; ++j) {
+          if constexpr (Max) lanes[j] = (xp[i + j] > lanes[j] || xp[i + j] != xp[i + j]) ? xp[i + j] : lanes[j];
+          else lanes[j] += xp[i + j];
+        }
+      T acc = lanes[0];
+      for (int j = 1; j < 8; ++j) acc = Max ? ((lanes[j] > acc || lanes[j] != lanes[j]) ? lanes[j] : acc) : acc + lanes[j];
+      for (; i < size; ++i) acc = Max ? ((xp[i] > acc || xp[i] != xp[i]) ? xp[i] : acc) : acc + xp[i];
+      y[plane] = Max ? acc : acc / static_cast<T>(size);
+    }
+  });
+}
+
+template <bool Max>
+class GlobalPoolKernel : public Kernel {
+ public:
+  explicit GlobalPoolKernel(const KernelInfo& info) : op_type_(info.node.op_type) {}
+
+  void run(const RunContext& ctx, std::span<const Tensor* const> in, std::span<Tensor> out) const override {
+    const Tensor& x = *in[0];
+    if (x.rank() < 2) throw Error(op_type_ + " needs an input of shape N x C x ..., got " + ir::dims_to_string(x.dims()));
+    std::vector<int64_t> out_dims(x.rank(), 1);
+    out_dims[0] = x.dims()[0];
+    out_dims[1] = x.dims()[1];
+    const int64_t planes = out_dims[0] * out_dims[1];
+    const int64_t size = planes > 0 ? x.size() / planes : 0;
+    const DataType type = x.dtype();
+    if (norm_pool_is_half(type)) {
+      Tensor xf = as_float32(x);
+      Tensor yf = Tensor::uninitialized(DataType::Float, out_dims);
+      global_pool_compute<float, Max>(ctx, xf.values<float>().data(), yf.mutable_values<float>().data(), planes, size);
+      out[0] = float32_as(yf, type);
+      return;
+    }
+    Tensor y = Tensor::uninitialized(type, out_dims);
+    bool known = norm_pool_visit_type<float, double>(type, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      global_pool_compute<T, Max>(ctx, x.values<T>().data(), y.mutable_values<T>().data(), planes, size);
+    });
+    if (!known) throw Error(op_type_ + " does not take " + norm_pool_type_name(type) + " tensors");
+    out[0] = std::move(y);
+  }
+
+ private:
+  std::string op_type_;
+};
+
+}  // namespace
+
+void norm_pool_register_pooling(KernelRegistry& r) {
+  // One kernel per pool reads every attribute with its default, so the versions (MaxPool 8:
+  // storage_order and Indices, 10: dilations and ceil_mode, 12: int8/uint8; AveragePool 7:
+  // count_include_pad, 10: ceil_mode, 19: dilations; LpPool 2: integer p, 18: ceil_mode and
+  // dilations) need no separate handling.
+  r.add("", "MaxPool", 1, kLatestOpset, kernel_factory<PoolKernel<PoolOp::Max>>());
+  r.add("", "AveragePool", 1, kLatestOpset, kernel_factory<PoolKernel<PoolOp::Average>>());
+  r.add("", "LpPool", 1, kLatestOpset, kernel_factory<PoolKernel<PoolOp::Lp>>());
+  r.add("", "GlobalAveragePool", 1, kLatestOpset, kernel_factory<GlobalPoolKernel<false>>());
+  r.add("", "GlobalMaxPool", 1, kLatestOpset, kernel_factory<GlobalPoolKernel<true>>());
+}
+
+}  // namespace onnxptq::engine
