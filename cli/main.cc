@@ -1,4 +1,6 @@
 // The `onnxptq` command. Exit codes: 0 success, 2 bad input or usage, 1 internal error.
+#include <malloc.h>
+
 #include <iostream>
 #include <new>
 
@@ -6,6 +8,11 @@
 #include "onnxptq/error.h"
 
 int main(int argc, char** argv) {
+  // Activations of a few MB are freed and allocated again on every run: keep them on the heap
+  // instead of mapping and unmapping them each time (page faults were ~10% of a run). The peak
+  // memory is the same.
+  mallopt(M_MMAP_THRESHOLD, 512 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1024 << 20);
   CLI::App app{"onnxptq: post-training quantization of ONNX models", "onnxptq"};
   app.set_version_flag("--version", "onnxptq 0.1.0");
   app.require_subcommand(1);
