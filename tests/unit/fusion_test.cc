@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <random>
+
 #include "engine/fusion.h"
+#include "engine/session.h"
 #include "ir/model.h"
 
 namespace onnxptq::engine {
@@ -10,16 +13,20 @@ namespace {
 struct ConvThen {
   ir::Model m;
   ir::Value *c, *y;
-  explicit ConvThen(const std::string& activation) {
+  explicit ConvThen(const std::string& activation, int64_t kernel = 3) {
     ir::Graph& g = *m.graph;
     ir::Value* x = g.add_value("x");
     ir::Value* w = g.add_value("w");
-    g.set_initializer(w, ir::Tensor(ir::DataType::Float, {4, 3, 3, 3}));
+    std::mt19937 rng(5);
+    std::normal_distribution<float> normal(0.f, 1.f);
+    std::vector<float> weights(static_cast<size_t>(16 * 8 * kernel * kernel));
+    for (float& v : weights) v = normal(rng);
+    g.set_initializer(w, ir::Tensor::from_values<float>({16, 8, kernel, kernel}, weights));
     c = g.add_value("c");
     y = g.add_value("y");
     g.add_input(x);
     ir::Node* conv = g.add_node("Conv", {x, w}, {c}, "conv");
-    conv->set_attribute(ir::Attribute::of_ints("pads", {1, 1, 1, 1}));
+    if (kernel == 3) conv->set_attribute(ir::Attribute::of_ints("pads", {1, 1, 1, 1}));
     g.add_node(activation, {c}, {y}, "act");
     g.add_output(y);
   }
@@ -81,6 +88,43 @@ TEST(FuseConvActivations, LeavesWhatMustStaySeen) {
   g.add_input(bound);
   g.set_node_input(g.nodes()[1].get(), 2, bound);
   EXPECT_EQ(fuse_conv_activations(g, nothing_visible), 0);
+}
+
+// The fused kernel (one oneDNN primitive with a post-op) computes what Conv then the activation
+// compute, for 3x3 convolutions (blocked layout) and 1x1 ones (plain layout) alike.
+TEST(FusedConv, SameOutputsAsConvThenActivation) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<float> xs(2 * 8 * 9 * 7);
+  for (float& v : xs) v = normal(rng);
+  std::map<std::string, ir::Tensor> feeds = {{"x", ir::Tensor::from_values<float>({2, 8, 9, 7}, xs)}};
+  for (const char* activation : {"Relu", "LeakyRelu", "Clip", "HardSigmoid", "HardSwish", "Sigmoid", "Tanh"}) {
+    for (int64_t kernel : {1, 3}) {
+      ConvThen t(activation, kernel);
+      if (std::string(activation) == "Clip") {
+        ir::Graph& g = *t.m.graph;
+        ir::Value* lo = g.add_value("lo");
+        ir::Value* hi = g.add_value("hi");
+        g.set_initializer(lo, ir::Tensor::from_values<float>({}, std::vector<float>{-0.5f}));
+        g.set_initializer(hi, ir::Tensor::from_values<float>({}, std::vector<float>{1.5f}));
+        g.set_node_input(g.nodes()[1].get(), 1, lo);
+        g.set_node_input(g.nodes()[1].get(), 2, hi);
+      }
+      t.m.set_opset("", 17);
+      SessionOptions plain;
+      plain.optimize = false;
+      std::vector<ir::Tensor> want = Session(t.m, plain).run(feeds);
+      bool saw_conv_output = false;
+      TensorObserver observe = [&](const std::string& name, const ir::Tensor&) { saw_conv_output |= name == "c"; };
+      std::vector<ir::Tensor> got = Session(t.m).run(feeds, {&observe});
+      EXPECT_FALSE(saw_conv_output) << activation << ": not fused";
+      ASSERT_EQ(got[0].dims(), want[0].dims()) << activation;
+      auto g = got[0].values<float>(), w = want[0].values<float>();
+      int64_t differ = 0;
+      for (size_t i = 0; i < w.size(); ++i) differ += std::fabs(g[i] - w[i]) > 1e-5f * (1 + std::fabs(w[i]));
+      EXPECT_EQ(differ, 0) << activation << " after a " << kernel << "x" << kernel << " Conv";
+    }
+  }
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 // shape), double through the reference loop, float16 and bfloat16 computed as float.
 #include <optional>
 
+#include "engine/fusion.h"
 #include "engine/kernels/linear.h"
 #include "engine/parallel.h"
 
@@ -252,9 +253,30 @@ std::unique_ptr<Kernel> make_conv_kernel(const KernelInfo& info, std::vector<Pos
   return std::make_unique<ConvKernel>(info, std::move(post_ops));
 }
 
+namespace {
+
+// The post-op of a FusedConv node made by fuse_conv_activations (engine/fusion.h).
+PostOp fused_activation(const ir::Node& node) {
+  std::string op = node.attr_string("activation", "");
+  std::vector<float> params = node.attr_floats("activation_params", {0.f, 0.f});
+  if (params.size() != 2) throw Error("FusedConv: activation_params must hold 2 floats");
+  static const std::unordered_map<std::string, PostOp::Kind> kinds = {
+      {"Relu", PostOp::Kind::Relu},         {"LeakyRelu", PostOp::Kind::LeakyRelu},
+      {"Clip", PostOp::Kind::Clip},         {"HardSigmoid", PostOp::Kind::HardSigmoid},
+      {"HardSwish", PostOp::Kind::HardSwish}, {"Sigmoid", PostOp::Kind::Sigmoid},
+      {"Tanh", PostOp::Kind::Tanh}};
+  auto kind = kinds.find(op);
+  if (kind == kinds.end()) throw Error("FusedConv: unknown activation '" + op + "'");
+  return PostOp{kind->second, params[0], params[1]};
+}
+
+}  // namespace
+
 void register_conv_kernels(KernelRegistry& r) {
   // Conv-1 and Conv-11 differ only in the wording of the spec; Conv-22 adds bfloat16.
   r.add("", "Conv", 1, kLatestOpset, [](const KernelInfo& info) { return make_conv_kernel(info, {}); });
+  r.add(kEngineDomain, "FusedConv", 1, 1,
+        [](const KernelInfo& info) { return make_conv_kernel(info, {fused_activation(info.node)}); });
 }
 
 }  // namespace onnxptq::engine::linear
