@@ -3,12 +3,27 @@
 // tensor between them.
 #include "engine/fusion.h"
 
+#include <optional>
 #include <set>
 
 namespace onnxptq::engine {
 namespace {
 
 bool is_default_domain(const ir::Node& n) { return n.domain.empty() || n.domain == "ai.onnx"; }
+
+// The float scalar a value holds for good: an initializer, or the output of a Constant node
+// (exporters such as PyTorch's write Clip bounds that way).
+std::optional<float> constant_float_scalar(const ir::Value* v) {
+  const ir::Tensor* t = nullptr;
+  if (v->has_initializer()) {
+    t = &v->initializer();
+  } else if (const ir::Node* p = v->producer(); p && p->op_type == "Constant" && is_default_domain(*p)) {
+    const ir::Attribute* value = p->find_attribute("value");
+    if (value && value->type == ir::AttrType::Tensor) t = &value->t;
+  }
+  if (!t || t->dtype() != ir::DataType::Float || t->size() != 1) return std::nullopt;
+  return t->values<float>()[0];
+}
 
 // The activation's parameters as FusedConv attributes, or false if it cannot be fused (a Clip
 // whose bounds are not constants, say).
@@ -28,10 +43,9 @@ bool activation_attributes(const ir::Node& act, std::vector<ir::Attribute>& out)
     for (size_t i = 1; i < act.inputs().size() && i < 3; ++i) {  // opset >= 11: optional inputs
       const ir::Value* bound = act.input(i);
       if (!bound) continue;
-      if (!bound->has_initializer() || bound->initializer().dtype() != ir::DataType::Float ||
-          bound->initializer().size() != 1)
-        return false;
-      (i == 1 ? alpha : beta) = bound->initializer().values<float>()[0];
+      std::optional<float> value = constant_float_scalar(bound);
+      if (!value) return false;
+      (i == 1 ? alpha : beta) = *value;
     }
   }
   out.push_back(ir::Attribute::of_string("activation", act.op_type));

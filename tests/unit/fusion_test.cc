@@ -68,6 +68,19 @@ TEST(FuseConvActivations, ParametersOfLeakyReluHardSigmoidAndClip) {
   g.set_node_input(g.nodes()[1].get(), 2, hi);
   EXPECT_EQ(fuse_conv_activations(g, nothing_visible), 1);
   EXPECT_EQ(g.nodes()[0]->attr_floats("activation_params", {}), (std::vector<float>{0.0f, 6.0f}));
+
+  ConvThen exported("Clip");  // bounds from Constant nodes, as PyTorch exports them
+  ir::Graph& e = *exported.m.graph;
+  ir::Value* top = e.add_value("top");
+  ir::Node* constant = e.insert_node_before(e.nodes()[0].get(), "Constant", {}, {}, "six");
+  e.set_node_output(constant, 0, top);
+  constant->set_attribute(ir::Attribute::of_tensor("value", ir::Tensor::from_values<float>({}, std::vector<float>{6})));
+  e.set_node_input(e.nodes()[2].get(), 2, top);
+  EXPECT_EQ(fuse_conv_activations(e, nothing_visible), 1);
+  EXPECT_EQ(e.find_value("c"), nullptr);
+  const ir::Node* fused = e.nodes()[1].get();
+  EXPECT_EQ(fused->op_type, "FusedConv");
+  EXPECT_EQ(fused->attr_floats("activation_params", {}), (std::vector<float>{-3.402823466e38f, 6.0f}));
 }
 
 TEST(FuseConvActivations, LeavesWhatMustStaySeen) {

@@ -154,6 +154,7 @@ struct ForwardPlan {
   dnnl::reorder src_reorder, dst_reorder, weights_reorder, summand_reorder;
   std::shared_ptr<const dnnl::memory> packed_weights;  // constant weights in pd's layout
   bool reference = false;  // oneDNN declined: the kernel runs its loop
+  bool post_ops_after = false;  // the primitive has none: the kernel applies them to its output
 };
 
 // Fills in the reorders of `plan` (pd, prim and the user descriptors set) and packs
