@@ -1,0 +1,435 @@
+#include "calib/calibrate.h"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <exception>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "calib/statistics.h"
+#include "engine/kernel.h"
+#include "engine/parallel.h"
+#include "engine/session.h"
+#include "onnxptq/error.h"
+#include "quant/params.h"
+
+namespace onnxptq::calib {
+
+namespace {
+
+constexpr std::array<std::pair<Method, const char*>, 6> kMethods = {{
+    {Method::MinMax, "MinMax"},
+    {Method::Entropy, "Entropy"},
+    {Method::Percentile, "Percentile"},
+    {Method::Distribution, "Distribution"},
+    {Method::NonOverflow, "NonOverflow"},
+    {Method::MinMSE, "MinMSE"},
+}};
+
+}  // namespace
+
+Method parse_method(const std::string& name) {
+  for (const auto& [method, text] : kMethods)
+    if (name == text) return method;
+  std::string known;
+  for (const auto& [method, text] : kMethods) known += (known.empty() ? "" : ", ") + std::string(text);
+  throw Error("unknown calibration method '" + name + "' (known: " + known + ")");
+}
+
+const char* method_name(Method method) {
+  for (const auto& [m, text] : kMethods)
+    if (m == method) return text;
+  return "?";
+}
+
+bool is_power_of_two(Method method) { return method == Method::NonOverflow || method == Method::MinMSE; }
+
+std::vector<std::string> tensors_to_calibrate(const ir::Model& model, const std::set<std::string>& op_types) {
+  std::vector<std::string> names;
+  std::set<std::string> seen;
+  auto consider = [&](const ir::Value* v) {
+    if (!v || v->has_initializer()) return;
+    // Of unknown type (no value_info): kept, and calibrated only if it turns out float at run time.
+    bool unknown = v->type.kind == ir::ValueType::Kind::None ||
+                   (v->type.is_tensor() && v->type.elem_type == ir::DataType::Undefined);
+    bool is_float = v->type.is_tensor() &&
+                    (v->type.elem_type == ir::DataType::Float || v->type.elem_type == ir::DataType::Float16);
+    if (!unknown && !is_float) return;
+    if (seen.insert(v->name()).second) names.push_back(v->name());
+  };
+  for (const ir::Node* node : model.graph->topological_order()) {
+    if (!op_types.empty() && !op_types.count(node->op_type)) continue;
+    for (const ir::Value* v : node->inputs()) consider(v);
+    for (const ir::Value* v : node->outputs()) consider(v);
+  }
+  return names;
+}
+
+namespace {
+
+// What one worker keeps of one tensor. Everything summed across samples is either exact
+// (extrema, integer counts) or kept per sample and summed in sample order at the end, so the
+// result is the same for any number of workers.
+struct TensorStats {
+  MinMaxStats minmax;
+  Histogram histogram;
+  std::map<size_t, std::array<double, quant::kMinMseCandidates>> squared_errors;  // MinMSE "All"
+  std::map<size_t, int> best_pos;  // MinMSE "MostCommon": each sample's own best position
+};
+
+bool method_symmetric(const CalibOptions& o) {
+  if (o.symmetric) return *o.symmetric;
+  return is_power_of_two(o.method) || o.method == Method::Percentile;
+}
+
+// Checks a float input of a sample: how many values are NaN or infinite.
+size_t count_non_finite(const ir::Tensor& t) {
+  if (t.dtype() != ir::DataType::Float && t.dtype() != ir::DataType::Float16 && t.dtype() != ir::DataType::Double)
+    return 0;
+  ir::Tensor f = engine::as_float32(t);
+  size_t bad = 0;
+  for (float v : f.values<float>()) bad += !std::isfinite(v);
+  return bad;
+}
+
+TensorRange bounds(double lo, double hi) {
+  TensorRange r;
+  r.lo = lo;
+  r.hi = hi;
+  return r;
+}
+
+// The best of the MinMSE candidates around p0 on these values (strict <: the coarsest wins ties).
+int best_candidate(const std::array<double, quant::kMinMseCandidates>& errors, int p0) {
+  int best = 0;
+  for (int i = 1; i < quant::kMinMseCandidates; ++i)
+    if (errors[i] < errors[best]) best = i;
+  return quant::minmse_candidate(p0, best);
+}
+
+class Calibrator {
+ public:
+  Calibrator(const ir::Model& model, const std::vector<std::string>& tensors, DataReader& reader,
+             const CalibOptions& options)
+      : reader_(reader), options_(options), symmetric_(method_symmetric(options)) {
+    std::set<std::string> known;
+    for (const auto& node : model.graph->nodes())
+      for (const ir::Value* v : node->outputs())
+        if (v) known.insert(v->name());
+    for (const ir::Value* v : model.graph->inputs()) known.insert(v->name());
+    for (size_t i = 0; i < tensors.size(); ++i) {
+      if (!known.count(tensors[i])) throw Error("calibration: the model has no tensor '" + tensors[i] + "'");
+      index_.emplace(tensors[i], i);
+    }
+    names_ = tensors;
+    if (options.workers < 1) throw Error("calibration: workers must be at least 1");
+    if (options.method == Method::Entropy && (options.num_bins < 2 || options.num_bins % 2 != 0 ||
+                                              options.num_quantized_bins < 1 || options.num_quantized_bins > options.num_bins))
+      throw Error("Entropy needs an even number of bins (got " + std::to_string(options.num_bins) +
+                  ") and 1 <= quantized bins <= bins (got " + std::to_string(options.num_quantized_bins) + ")");
+    if (options.num_bins < 1) throw Error("calibration: the number of histogram bins must be at least 1");
+    if (options.method == Method::Percentile && !(options.percentile >= 0 && options.percentile <= 100))
+      throw Error("CalibPercentile must be in [0, 100], got " + std::to_string(options.percentile));
+    if (options.method == Method::Distribution && options.scenario != "same" && options.scenario != "p3")
+      throw Error("Distribution scenario must be 'same' or 'p3', got '" + options.scenario + "'");
+    if (options.method == Method::MinMSE && options.minmse_mode != "All" && options.minmse_mode != "MostCommon")
+      throw Error("MinMSEMode must be 'All' or 'MostCommon', got '" + options.minmse_mode + "'");
+    if (options.method == Method::MinMSE && options.minmse_mode == "MostCommon" && !symmetric_)
+      throw Error("MinMSEMode 'MostCommon' needs a symmetric range (CalibTensorRangeSymmetric)");
+    if (options.moving_average && options.method != Method::MinMax && options.method != Method::NonOverflow)
+      throw Error(std::string("CalibMovingAverage applies to MinMax and NonOverflow, not ") + method_name(options.method));
+    if (options.moving_average && !(options.averaging_constant >= 0 && options.averaging_constant <= 1))
+      throw Error("CalibMovingAverageConstant must be in [0, 1], got " + std::to_string(options.averaging_constant));
+    if (is_power_of_two(options.method)) qrange_ = quant::quant_range(options.activation_type, symmetric_);
+
+    int threads = options.threads > 0 ? options.threads : engine::hardware_threads();
+    engine::SessionOptions so;
+    so.threads = std::max(1, threads / options.workers);
+    so.visible.insert(tensors.begin(), tensors.end());
+    session_ = std::make_unique<engine::Session>(model, so);
+  }
+
+  CalibrationResult run() {
+    bool minmse_all = options_.method == Method::MinMSE && options_.minmse_mode == "All";
+    bool histograms = options_.method == Method::Entropy || options_.method == Method::Percentile ||
+                      options_.method == Method::Distribution;
+    int passes = (minmse_all || histograms) ? 2 : 1;
+    if (passes == 2 && !reader_.can_rewind())
+      throw Error(std::string(method_name(options_.method)) + " reads the data twice (extrema first), and " +
+                  reader_.describe() + " cannot start over");
+
+    log("calibration pass 1 of " + std::to_string(passes) + ": extrema of " + std::to_string(names_.size()) +
+        " tensors");
+    bool keep_per_sample = options_.moving_average;
+    bool most_common = options_.method == Method::MinMSE && !minmse_all;
+    run_pass(true, [&](TensorStats& s, size_t, size_t sample, const float* x, size_t n) {
+      s.minmax.add(sample, x, n, keep_per_sample || most_common);
+      if (most_common) s.best_pos[sample] = sample_best_pos(s.minmax.per_sample.at(sample), x, n);
+    });
+    std::vector<TensorStats> merged = merge_first_pass();
+
+    if (passes == 2) {
+      reader_.rewind();
+      log("calibration pass 2 of 2: " + std::string(minmse_all ? "squared errors" : "histograms") + " over the extrema");
+      // Fixed per tensor before the pass, so every worker bins (or quantizes) the same way.
+      std::vector<Histogram> empty(names_.size());
+      std::vector<std::pair<int, int64_t>> candidates(names_.size());
+      for (size_t i = 0; i < names_.size(); ++i) {
+        const MinMaxStats& m = merged[i].minmax;
+        if (m.empty()) continue;
+        if (minmse_all) {
+          quant::ScaleZeroPoint p = quant::pof2_scale(m.min, m.max, qrange_, options_.activation_type, symmetric_);
+          candidates[i] = {quant::scale_to_pos(p.scale), p.zero_point};
+        } else if (options_.method == Method::Percentile && symmetric_) {
+          empty[i] = Histogram(0, m.max_abs, options_.num_bins);
+        } else if (options_.method == Method::Percentile) {
+          empty[i] = Histogram(m.min, m.max, options_.num_bins);
+        } else {
+          empty[i] = Histogram(-m.max_abs, m.max_abs, options_.num_bins);
+        }
+      }
+      quant::QRange clip = minmse_all ? quant::clip_range(options_.activation_type) : quant::QRange{};
+      bool abs_values = options_.method == Method::Percentile && symmetric_;
+      run_pass(false, [&](TensorStats& s, size_t i, size_t sample, const float* x, size_t n) {
+        if (minmse_all) {
+          auto& e = s.squared_errors[sample];
+          for (int c = 0; c < quant::kMinMseCandidates; ++c)
+            e[c] += quant::pof2_squared_error(x, n, quant::minmse_candidate(candidates[i].first, c), candidates[i].second, clip);
+        } else {
+          if (s.histogram.bins() == 0) s.histogram = empty[i];
+          if (abs_values) s.histogram.add_abs(x, n);
+          else s.histogram.add(x, n);
+        }
+      });
+      for (size_t i = 0; i < names_.size(); ++i) {
+        for (auto& w : workers_) {
+          if (w[i].histogram.bins() == 0) continue;
+          if (merged[i].histogram.bins() == 0) merged[i].histogram = w[i].histogram;
+          else merged[i].histogram.merge(w[i].histogram);
+        }
+        for (auto& w : workers_) merged[i].squared_errors.merge(w[i].squared_errors);
+      }
+      for (size_t i = 0; i < names_.size(); ++i)
+        if (minmse_all && !merged[i].minmax.empty()) merged[i].best_pos[0] = best_candidate(summed(merged[i]), candidates[i].first);
+    }
+
+    CalibrationResult result;
+    result.samples = samples_;
+    result.skipped = skipped_;
+    result.passes = passes;
+    if (samples_ == skipped_.size())
+      throw Error("calibration: no usable sample in " + reader_.describe() +
+                  (samples_ ? " (every sample has NaN or Inf)" : " (it gave none)"));
+    std::vector<std::string> unseen;
+    for (size_t i = 0; i < names_.size(); ++i) {
+      if (merged[i].minmax.empty()) {
+        unseen.push_back(names_[i]);
+        continue;
+      }
+      result.ranges[names_[i]] = range_of(merged[i]);
+    }
+    if (!unseen.empty())
+      log("calibration: no range for " + std::to_string(unseen.size()) + " tensors never computed as floats (e.g. '" +
+          unseen[0] + "')");
+    return result;
+  }
+
+ private:
+  // Reads every sample once, split over the workers, and calls
+  // reduce(stats, tensor index, sample index, values, count) on each calibrated tensor.
+  template <class Reduce>
+  void run_pass(bool first, Reduce&& reduce) {
+    workers_.assign(options_.workers, std::vector<TensorStats>(names_.size()));
+    size_t next_index = 0;
+    std::mutex reader_mutex;
+    std::exception_ptr failure;
+    std::atomic<bool> stop{false};
+    auto work = [&](int worker) {
+      std::vector<TensorStats>& stats = workers_[worker];
+      try {
+        while (!stop) {
+          std::optional<Feed> feed;
+          size_t sample;
+          {
+            std::lock_guard<std::mutex> lock(reader_mutex);
+            if (options_.max_samples && next_index >= options_.max_samples) break;
+            feed = reader_.next();
+            if (!feed) break;
+            sample = next_index++;
+          }
+          if (!check_sample(first, sample, *feed)) continue;
+          engine::TensorObserver observe = [&](const std::string& name, const ir::Tensor& t) {
+            auto it = index_.find(name);
+            if (it == index_.end()) return;
+            size_t i = it->second;
+            if (t.dtype() != ir::DataType::Float && t.dtype() != ir::DataType::Float16 &&
+                t.dtype() != ir::DataType::BFloat16)
+              return;  // shapes and indices are not quantized
+            if (t.dtype() == ir::DataType::Float) {
+              reduce(stats[i], i, sample, t.values<float>().data(), t.size());
+            } else {
+              ir::Tensor f = engine::as_float32(t);
+              reduce(stats[i], i, sample, f.values<float>().data(), f.size());
+            }
+          };
+          try {
+            session_->run(*feed, {&observe});
+          } catch (const Error& e) {
+            throw Error("calibration sample " + std::to_string(sample) + " of " + reader_.describe() + ": " + e.what());
+          }
+        }
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(reader_mutex);
+        if (!failure) failure = std::current_exception();
+        stop = true;
+      }
+    };
+    if (options_.workers == 1) {
+      work(0);
+    } else {
+      std::vector<std::thread> threads;
+      for (int w = 0; w < options_.workers; ++w) threads.emplace_back(work, w);
+      for (auto& t : threads) t.join();
+    }
+    if (failure) std::rethrow_exception(failure);
+    if (first) samples_ = next_index;
+  }
+
+  // Whether to use the sample: a non-finite input skips it (reported once, on the first pass) or
+  // fails the run with `strict`.
+  bool check_sample(bool first, size_t sample, const Feed& feed) {
+    for (const auto& [name, t] : feed) {
+      size_t bad = count_non_finite(t);
+      if (!bad) continue;
+      std::string what = "calibration sample " + std::to_string(sample) + ", input '" + name + "': " +
+                         std::to_string(bad) + " NaN or Inf value" + (bad == 1 ? "" : "s");
+      if (options_.strict) throw Error(what + " (--strict)");
+      if (first) {
+        std::lock_guard<std::mutex> lock(skipped_mutex_);
+        skipped_.push_back(sample);
+        log(what + "; sample skipped");
+      }
+      return false;
+    }
+    return true;
+  }
+
+  // The first pass's statistics of every worker, merged.
+  std::vector<TensorStats> merge_first_pass() {
+    std::sort(skipped_.begin(), skipped_.end());
+    std::vector<TensorStats> merged(names_.size());
+    for (size_t i = 0; i < names_.size(); ++i)
+      for (auto& w : workers_) {
+        merged[i].minmax.merge(w[i].minmax);
+        merged[i].best_pos.merge(w[i].best_pos);
+      }
+    return merged;
+  }
+
+  // MinMSE "MostCommon": one sample's own search, from its own extrema.
+  int sample_best_pos(const Range& r, const float* x, size_t n) const {
+    quant::ScaleZeroPoint p = quant::pof2_scale(r.lo, r.hi, qrange_, options_.activation_type, symmetric_);
+    int p0 = quant::scale_to_pos(p.scale);
+    quant::QRange clip = quant::clip_range(options_.activation_type);
+    std::array<double, quant::kMinMseCandidates> errors{};
+    for (int c = 0; c < quant::kMinMseCandidates; ++c)
+      errors[c] = quant::pof2_squared_error(x, n, quant::minmse_candidate(p0, c), p.zero_point, clip);
+    return best_candidate(errors, p0);
+  }
+
+  // The squared errors of every sample, summed in sample order.
+  static std::array<double, quant::kMinMseCandidates> summed(const TensorStats& s) {
+    std::array<double, quant::kMinMseCandidates> total{};
+    for (const auto& [sample, e] : s.squared_errors)
+      for (int c = 0; c < quant::kMinMseCandidates; ++c) total[c] += e[c];
+    return total;
+  }
+
+  // The range a power-of-two position and its zero point represent (quant_range table).
+  TensorRange pof2_range(int pos, double rmin, double rmax) const {
+    int64_t zp = quant::pof2_zero_point(rmin, rmax, qrange_, options_.activation_type, symmetric_, pos);
+    double s = quant::pos_to_scale(pos);
+    TensorRange r;
+    r.lo = static_cast<double>(qrange_.min - zp) * s;
+    r.hi = static_cast<double>(qrange_.max - zp) * s;
+    r.pos = pos;
+    return r;
+  }
+
+  TensorRange range_of(const TensorStats& s) const {
+    const MinMaxStats& m = s.minmax;
+    TensorRange r;
+    switch (options_.method) {
+      case Method::MinMax:
+      case Method::NonOverflow: {
+        Range x = options_.moving_average ? m.moving_average(options_.averaging_constant) : Range{m.min, m.max};
+        if (symmetric_) {
+          double a = std::max(std::fabs(x.lo), std::fabs(x.hi));
+          x = {-a, a};
+        }
+        if (options_.method == Method::MinMax) return bounds(x.lo, x.hi);
+        return pof2_range(quant::pof2_non_overflow_pos(x.lo, x.hi, qrange_, options_.activation_type, symmetric_),
+                          x.lo, x.hi);
+      }
+      case Method::MinMSE: {
+        if (options_.minmse_mode == "All") return pof2_range(s.best_pos.at(0), m.min, m.max);
+        // The most frequent position; ties go to the largest (the finest scale).
+        std::map<int, size_t> counts;
+        for (const auto& [sample, pos] : s.best_pos) ++counts[pos];
+        auto best = counts.begin();
+        for (auto it = counts.begin(); it != counts.end(); ++it)
+          if (it->second >= best->second) best = it;
+        return pof2_range(best->first, m.min, m.max);
+      }
+      case Method::Entropy: {
+        if (m.max_abs == 0) return bounds(0, 0);
+        Range x = entropy_range(s.histogram, options_.num_quantized_bins, m.min, m.max);
+        return bounds(x.lo, x.hi);
+      }
+      case Method::Percentile: {
+        if (m.max_abs == 0 || m.min == m.max) return bounds(m.min, m.max);
+        Range x = symmetric_ ? percentile_range_symmetric(s.histogram, options_.percentile, m.min, m.max)
+                             : percentile_range(s.histogram, options_.percentile);
+        return bounds(x.lo, x.hi);
+      }
+      case Method::Distribution: {
+        if (m.max_abs == 0) return bounds(0, 0);
+        auto [mean, std] = histogram_mean_std(s.histogram, options_.scenario == "p3");
+        r.lo = s.histogram.lo();
+        r.hi = s.histogram.hi();
+        r.mean = mean;
+        r.std = std;
+        return r;
+      }
+    }
+    return r;
+  }
+
+  void log(const std::string& message) {
+    if (options_.log) options_.log(message);
+  }
+
+  DataReader& reader_;
+  const CalibOptions& options_;
+  bool symmetric_;
+  quant::QRange qrange_;
+  std::vector<std::string> names_;
+  std::unordered_map<std::string, size_t> index_;
+  std::unique_ptr<engine::Session> session_;
+  std::vector<std::vector<TensorStats>> workers_;
+  size_t samples_ = 0;
+  std::vector<size_t> skipped_;
+  std::mutex skipped_mutex_;
+};
+
+}  // namespace
+
+CalibrationResult calibrate(const ir::Model& model, const std::vector<std::string>& tensors, DataReader& reader,
+                            const CalibOptions& options) {
+  return Calibrator(model, tensors, reader, options).run();
+}
+
+}  // namespace onnxptq::calib

@@ -1,0 +1,86 @@
+// Calibration: runs the float model over calibration samples with the engine, reduces each
+// chosen tensor to statistics as soon as it is produced, and turns them into a range per tensor
+// with one of the seeds' methods. Memory does not depend on the number of samples (beyond a few
+// numbers per sample and tensor), and the ranges do not depend on the number of workers.
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "calib/data_reader.h"
+#include "ir/model.h"
+
+namespace onnxptq::calib {
+
+enum class Method {
+  MinMax,        // extrema (optionally their moving average)
+  Entropy,       // KL-divergence threshold on a histogram of x over [-t, t]
+  Percentile,    // a percentile of |x| (symmetric) or of x on each side
+  Distribution,  // mean and standard deviation of x (float8 scales)
+  NonOverflow,   // the finest power-of-two scale whose range holds the extrema
+  MinMSE,        // power-of-two scale with the least squared error
+};
+
+// "MinMax", "Entropy", "Percentile", "Distribution", "NonOverflow", "MinMSE" (the seeds'
+// enum member names); Error naming the known ones otherwise.
+Method parse_method(const std::string& name);
+const char* method_name(Method method);
+bool is_power_of_two(Method method);
+
+struct CalibOptions {
+  Method method = Method::MinMax;
+  // CalibTensorRangeSymmetric. Unset: the method's default (power-of-two methods and
+  // Percentile: true; the others: false).
+  std::optional<bool> symmetric;
+  bool moving_average = false;  // CalibMovingAverage (MinMax, NonOverflow)
+  double averaging_constant = 0.01;  // CalibMovingAverageConstant
+  size_t num_bins = 2048;  // histogram methods
+  size_t num_quantized_bins = 128;  // Entropy
+  double percentile = 99.999;  // CalibPercentile
+  std::string scenario = "same";  // Distribution: "same" or "p3"
+  std::string minmse_mode = "All";  // MinMSE: "All" or "MostCommon"
+  // The activation type the power-of-two methods quantize to (int8, uint8, int16, uint16).
+  ir::DataType activation_type = ir::DataType::Int8;
+  size_t max_samples = 0;  // 0: every sample the reader gives
+  int threads = 0;  // engine threads in all (0: every hardware thread)
+  int workers = 1;  // samples run at once, each on threads / workers threads
+  bool strict = false;  // a sample with NaN or Inf fails the run instead of being skipped
+  // Progress and warnings (a pass starting, a sample skipped); default: nothing.
+  std::function<void(const std::string&)> log;
+};
+
+struct TensorRange {
+  double lo = 0;
+  double hi = 0;
+  // Power-of-two methods: the position p of the scale 2^-p; [lo, hi] is then exactly what
+  // that scale and its zero point represent.
+  std::optional<int> pos;
+  // Distribution only: the mean and standard deviation.
+  double mean = 0;
+  double std = 0;
+};
+
+struct CalibrationResult {
+  std::map<std::string, TensorRange> ranges;
+  size_t samples = 0;  // samples used
+  std::vector<size_t> skipped;  // indices of samples skipped for NaN or Inf
+  int passes = 0;  // times the data was read
+};
+
+// ORT's select_tensors_to_calibrate: inputs and outputs of nodes whose op type is in `op_types`
+// (every node when empty) that are float or float16 and not initializers, in graph order. Unlike
+// ORT, values of unknown type are kept too (calibration then skips those that are not floats).
+std::vector<std::string> tensors_to_calibrate(const ir::Model& model, const std::set<std::string>& op_types);
+
+// Calibrates `tensors` of `model`. The reader must rewind for methods that read the data twice
+// (histograms and MinMSE "All" need the extrema first). Error for a tensor the model does not
+// have, a sample that does not fit the model (naming the sample), no usable sample.
+CalibrationResult calibrate(const ir::Model& model, const std::vector<std::string>& tensors, DataReader& reader,
+                            const CalibOptions& options);
+
+}  // namespace onnxptq::calib

@@ -1,0 +1,101 @@
+#include "quant/params.h"
+
+#include <algorithm>
+#include <cfloat>
+#include <string>
+
+#include "onnxptq/error.h"
+
+namespace onnxptq::quant {
+
+QRange quant_range(ir::DataType type, bool symmetric, bool reduce_range) {
+  using ir::DataType;
+  switch (type) {
+    case DataType::UInt8: return reduce_range ? QRange{0, 127} : QRange{0, 255};
+    case DataType::Int8:
+      return reduce_range ? QRange{-64, 64} : symmetric ? QRange{-127, 127} : QRange{-128, 127};
+    case DataType::UInt16: return reduce_range ? QRange{0, 32767} : QRange{0, 65535};
+    case DataType::Int16:
+      return reduce_range ? QRange{-16384, 16384} : symmetric ? QRange{-32767, 32767} : QRange{-32768, 32767};
+    case DataType::UInt32: return reduce_range ? QRange{0, 2147483647} : QRange{0, 4294967295};
+    case DataType::Int32:
+      return reduce_range ? QRange{-1073741824, 1073741824}
+             : symmetric  ? QRange{-2147483647, 2147483647}
+                          : QRange{-2147483648LL, 2147483647};
+    default:
+      throw Error("no integer range for " + std::string(ir::data_type_name(type)) +
+                  ": quantized types are int8, uint8, int16, uint16, int32, uint32");
+  }
+}
+
+QRange clip_range(ir::DataType type) { return quant_range(type, true, false); }
+
+ScaleZeroPoint float_scale(double rmin, double rmax, QRange q, bool symmetric) {
+  rmin = std::min(rmin, 0.0);
+  rmax = std::max(rmax, 0.0);
+  if (rmin == -HUGE_VAL) rmin = -DBL_MAX / 2;
+  if (rmax == HUGE_VAL) rmax = DBL_MAX / 2;
+  if (symmetric) {
+    double m = std::max(-rmin, rmax);
+    rmin = -m;
+    rmax = m;
+  }
+  double scale = (rmax - rmin) / static_cast<double>(q.max - q.min);
+  if (!(scale >= FLT_MIN)) return {1.0, 0};
+  // Python's round(): half to even, as the seeds compute it.
+  return {scale, static_cast<int64_t>(std::nearbyint(static_cast<double>(q.min) - rmin / scale))};
+}
+
+int scale_to_pos(double scale) {
+  scale = std::clamp(scale, std::ldexp(1.0, -127), std::ldexp(1.0, 127));
+  return static_cast<int>(std::nearbyint(-std::log2(scale)));
+}
+
+int64_t pof2_zero_point(double rmin, double rmax, QRange q, ir::DataType type, bool symmetric, int pos) {
+  ScaleZeroPoint f = float_scale(rmin, rmax, q, symmetric);
+  double s = pos_to_scale(pos);
+  double rmin2 = std::min(static_cast<double>(q.min - f.zero_point) * s, 0.0);
+  auto zp = static_cast<int64_t>(std::nearbyint(static_cast<double>(q.min) - rmin2 / s));
+  if (symmetric && type == ir::DataType::UInt8 && zp == 127) zp = 128;
+  return zp;
+}
+
+ScaleZeroPoint pof2_scale(double rmin, double rmax, QRange q, ir::DataType type, bool symmetric) {
+  int pos = scale_to_pos(float_scale(rmin, rmax, q, symmetric).scale);
+  return {pos_to_scale(pos), pof2_zero_point(rmin, rmax, q, type, symmetric, pos)};
+}
+
+int pof2_non_overflow_pos(double rmin, double rmax, QRange q, ir::DataType type, bool symmetric) {
+  if (symmetric) {
+    double m = std::max(std::fabs(rmin), std::fabs(rmax));
+    rmin = -m;
+    rmax = m;
+  }
+  auto holds = [&](int pos) {
+    double s = pos_to_scale(pos);
+    int64_t zp = pof2_zero_point(rmin, rmax, q, type, symmetric, pos);
+    return static_cast<double>(q.max - zp) * s >= rmax && static_cast<double>(q.min - zp) * s <= rmin;
+  };
+  // The nearest position is at most one step too fine for the range (a zero point off by one
+  // may need one more); a range of zeros holds at any position.
+  int pos = scale_to_pos(float_scale(rmin, rmax, q, symmetric).scale);
+  for (int tries = 0; tries < 4 && !holds(pos); ++tries) --pos;
+  if (!holds(pos)) throw Error("no power-of-two scale holds the range [" + std::to_string(rmin) + ", " + std::to_string(rmax) + "]");
+  return pos;
+}
+
+double pof2_squared_error(const float* x, size_t n, int pos, int64_t zero_point, QRange clip) {
+  // x / 2^-pos in float32 (the seeds divide in float32); dequantized in float32 too.
+  const auto s = static_cast<float>(pos_to_scale(pos));
+  const auto zp = static_cast<float>(zero_point);
+  const auto lo = static_cast<float>(clip.min), hi = static_cast<float>(clip.max);
+  double sum = 0;
+  for (size_t i = 0; i < n; ++i) {
+    float q = std::min(std::max(std::nearbyint(x[i] / s) + zp, lo), hi);
+    double e = static_cast<double>((q - zp) * s) - static_cast<double>(x[i]);
+    sum += e * e;
+  }
+  return sum;
+}
+
+}  // namespace onnxptq::quant

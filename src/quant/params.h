@@ -1,0 +1,60 @@
+// Quantization parameters from a range: the integer range of each type, float scales and
+// zero points, and power-of-two scales, with the exact rounding rules of the seeds
+// (shared/spec/vai_q_onnx.md §3.1-3.3). Calibration and the quantizer both use them.
+#pragma once
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "ir/data_type.h"
+
+namespace onnxptq::quant {
+
+struct QRange {
+  int64_t min = 0;
+  int64_t max = 0;
+};
+
+// The integer range of an 8/16/32-bit integer type: the reduced range when `reduce_range`, else
+// the symmetric one (signed types only: [-127, 127]) when `symmetric`, else the full range.
+// Error for other types.
+QRange quant_range(ir::DataType type, bool symmetric, bool reduce_range = false);
+
+// The range quantized values are clipped to when arrays are quantized (weights, MinMSE): the
+// symmetric range for signed types, the full range for unsigned ones.
+QRange clip_range(ir::DataType type);
+
+struct ScaleZeroPoint {
+  double scale = 1;
+  int64_t zero_point = 0;
+};
+
+// Float scale and zero point for [rmin, rmax] (widened to include 0; made symmetric when asked).
+// A scale below FLT_MIN gives (1, 0).
+ScaleZeroPoint float_scale(double rmin, double rmax, QRange q, bool symmetric);
+
+// The position p of a power-of-two scale 2^-p nearest to `scale` (rint of -log2, ties to even),
+// the scale clamped to [2^-127, 2^127] first.
+int scale_to_pos(double scale);
+inline double pos_to_scale(int pos) { return std::ldexp(1.0, -pos); }
+
+// The power-of-two scale for [rmin, rmax] and its zero point (recomputed from the snapped scale;
+// uint8 symmetric keeps 128).
+ScaleZeroPoint pof2_scale(double rmin, double rmax, QRange q, ir::DataType type, bool symmetric);
+// The zero point pof2_scale gives [rmin, rmax] when the scale is 2^-pos.
+int64_t pof2_zero_point(double rmin, double rmax, QRange q, ir::DataType type, bool symmetric, int pos);
+// The largest position (the finest scale) whose representable range [(q.min - zp) s, (q.max - zp) s]
+// holds [rmin, rmax]: no value overflows. (vai_q_onnx 1.16 rounds -log2 to nearest instead,
+// which may clip the extremes by up to a factor sqrt(2); 1.14 did this.)
+int pof2_non_overflow_pos(double rmin, double rmax, QRange q, ir::DataType type, bool symmetric);
+
+// Sum of squared errors of quantizing x (n values) with scale 2^-pos and `zero_point`, clipped to
+// `clip`: q = clip(rne(x / s) + zp), error (float32((q - zp) * s) - x)^2, summed in double.
+double pof2_squared_error(const float* x, size_t n, int pos, int64_t zero_point, QRange clip);
+
+// The MinMSE candidates around the NonOverflow position p0: p0 - 1 ... p0 + 3, coarsest first.
+inline constexpr int kMinMseCandidates = 5;
+inline int minmse_candidate(int p0, int i) { return p0 + i - 1; }
+
+}  // namespace onnxptq::quant

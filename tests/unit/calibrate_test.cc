@@ -1,0 +1,328 @@
+// Calibration end to end through the engine: each method against values computed here by
+// other means (sorting, brute force over every power-of-two position, closed forms), and the
+// streaming properties: the same ranges for any number of workers, bad samples reported.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+
+#include "calib/calibrate.h"
+#include "onnxptq/error.h"
+#include "quant/params.h"
+
+namespace onnxptq::calib {
+namespace {
+
+using ir::DataType;
+
+// x [n] -> Neg -> y -> Neg -> z: y is -x and z is x, so the ranges of x are known exactly.
+ir::Model negations(int64_t n) {
+  ir::Model m;
+  m.set_opset("", 13);
+  ir::Graph& g = *m.graph;
+  ir::Value* x = g.add_value("x");
+  x->type = ir::ValueType::tensor(DataType::Float, {n});
+  ir::Value* y = g.add_value("y");
+  ir::Value* z = g.add_value("z");
+  g.add_input(x);
+  g.add_node("Neg", {x}, {y}, "neg1");
+  g.add_node("Neg", {y}, {z}, "neg2");
+  g.add_output(z);
+  return m;
+}
+
+// Samples from a list, rewindable or not.
+class ListReader : public DataReader {
+ public:
+  ListReader(std::vector<std::vector<float>> samples, bool rewindable = true)
+      : samples_(std::move(samples)), rewindable_(rewindable) {}
+  std::optional<Feed> next() override {
+    if (next_ >= samples_.size()) return std::nullopt;
+    const auto& s = samples_[next_++];
+    return Feed{{"x", ir::Tensor::from_values<float>({static_cast<int64_t>(s.size())}, s)}};
+  }
+  std::optional<size_t> size() const override { return samples_.size(); }
+  bool can_rewind() const override { return rewindable_; }
+  void rewind() override { next_ = 0; }
+  std::string describe() const override { return "the test list"; }
+
+ private:
+  std::vector<std::vector<float>> samples_;
+  bool rewindable_;
+  size_t next_ = 0;
+};
+
+std::vector<std::vector<float>> gaussian_samples(size_t count, size_t n, uint32_t seed, float outlier = 0) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  std::vector<std::vector<float>> samples(count, std::vector<float>(n));
+  for (auto& s : samples)
+    for (float& v : s) v = normal(rng);
+  if (outlier != 0) {
+    samples[0][0] = outlier;
+    samples[count - 1][n - 1] = -outlier * 0.9f;
+  }
+  return samples;
+}
+
+CalibOptions with_method(Method method) {
+  CalibOptions o;
+  o.method = method;
+  return o;
+}
+
+CalibrationResult run(const std::vector<std::vector<float>>& samples, CalibOptions o, bool rewindable = true) {
+  ListReader reader(samples, rewindable);
+  ir::Model m = negations(static_cast<int64_t>(samples[0].size()));
+  o.threads = 1;
+  return calibrate(m, {"x", "y", "z"}, reader, o);
+}
+
+TEST(Calibrate, MinMaxIsTheExtremaOverEverySample) {
+  auto samples = gaussian_samples(7, 100, 1);
+  float lo = 1e9f, hi = -1e9f;
+  for (auto& s : samples)
+    for (float v : s) lo = std::min(lo, v), hi = std::max(hi, v);
+  CalibrationResult r = run(samples, {});
+  EXPECT_EQ(r.samples, 7u);
+  EXPECT_EQ(r.passes, 1);
+  EXPECT_EQ(r.ranges.at("x").lo, lo);
+  EXPECT_EQ(r.ranges.at("x").hi, hi);
+  EXPECT_EQ(r.ranges.at("y").lo, -hi);  // y = -x
+  EXPECT_EQ(r.ranges.at("y").hi, -lo);
+  EXPECT_EQ(r.ranges.at("z").hi, hi);
+
+  CalibOptions sym;
+  sym.symmetric = true;
+  CalibrationResult s = run(samples, sym);
+  EXPECT_EQ(s.ranges.at("x").hi, std::max(-lo, hi));
+  EXPECT_EQ(s.ranges.at("x").lo, -std::max(-lo, hi));
+
+  CalibOptions first_three;
+  first_three.max_samples = 3;
+  EXPECT_EQ(run(samples, first_three).samples, 3u);
+}
+
+TEST(Calibrate, MovingAverageFollowsSampleOrder) {
+  auto samples = gaussian_samples(10, 50, 2);
+  CalibOptions o;
+  o.moving_average = true;
+  o.averaging_constant = 0.3;
+  CalibrationResult r = run(samples, o);
+  double lo = 0, hi = 0;
+  for (size_t i = 0; i < samples.size(); ++i) {
+    double slo = *std::min_element(samples[i].begin(), samples[i].end());
+    double shi = *std::max_element(samples[i].begin(), samples[i].end());
+    lo = i == 0 ? slo : lo + 0.3 * (slo - lo);
+    hi = i == 0 ? shi : hi + 0.3 * (shi - hi);
+  }
+  EXPECT_NEAR(r.ranges.at("x").lo, lo, 1e-12);
+  EXPECT_NEAR(r.ranges.at("x").hi, hi, 1e-12);
+}
+
+TEST(Calibrate, PercentileOfAUniformGridIsWithinOneBin) {
+  // |x| is uniform on a fine grid over [0, 10]: the 99th percentile of |x| is 9.9.
+  std::vector<std::vector<float>> samples(4);
+  for (int i = 0; i < 40000; ++i) samples[i % 4].push_back((i % 2 ? -1.f : 1.f) * 10.f * static_cast<float>(i) / 39999.f);
+  CalibOptions o;
+  o.method = Method::Percentile;
+  o.percentile = 99;
+  CalibrationResult r = run(samples, o);
+  EXPECT_EQ(r.passes, 2);
+  double bin = 10.0 / 2048;
+  EXPECT_NEAR(r.ranges.at("x").hi, 9.9, bin);
+  EXPECT_GE(r.ranges.at("x").hi, 9.9);  // at least 99% inside
+  EXPECT_EQ(r.ranges.at("x").lo, -r.ranges.at("x").hi);
+
+  o.symmetric = false;  // 0.5% cut from each end of x
+  CalibrationResult a = run(samples, o);
+  EXPECT_NEAR(a.ranges.at("x").hi, 9.9, 2 * 20.0 / 2048);
+  EXPECT_NEAR(a.ranges.at("x").lo, -9.9, 2 * 20.0 / 2048);
+}
+
+TEST(Calibrate, EntropyClipsOutliersOfAGaussian) {
+  auto samples = gaussian_samples(8, 5000, 3, 60.f);
+  CalibOptions o;
+  o.method = Method::Entropy;
+  CalibrationResult r = run(samples, o);
+  const TensorRange& x = r.ranges.at("x");
+  EXPECT_GT(x.hi, 2.0);  // keeps the body of N(0, 1)
+  EXPECT_LT(x.hi, 12.0);  // and cuts the outlier at 60
+  EXPECT_GT(x.lo, -12.0);
+  EXPECT_LT(x.lo, -2.0);
+}
+
+TEST(Calibrate, DistributionGivesMeanAndStd) {
+  std::mt19937 rng(4);
+  std::normal_distribution<float> normal(1.5f, 2.f);
+  std::vector<std::vector<float>> samples(5, std::vector<float>(20000));
+  for (auto& s : samples)
+    for (float& v : s) v = normal(rng);
+  CalibOptions o;
+  o.method = Method::Distribution;
+  CalibrationResult r = run(samples, o);
+  EXPECT_NEAR(r.ranges.at("x").mean, 1.5, 0.03);
+  EXPECT_NEAR(r.ranges.at("x").std, 2.0, 0.03);
+  EXPECT_NEAR(r.ranges.at("y").mean, -1.5, 0.03);
+}
+
+// Whether the range that position `pos` and its zero point represent holds [lo, hi].
+bool holds(int pos, double lo, double hi, DataType type, bool symmetric) {
+  quant::QRange q = quant::quant_range(type, symmetric);
+  int64_t zp = quant::pof2_zero_point(lo, hi, q, type, symmetric, pos);
+  double s = std::ldexp(1.0, -pos);
+  return (q.max - zp) * s >= hi && (q.min - zp) * s <= lo;
+}
+
+TEST(Calibrate, NonOverflowIsTheFinestPositionThatHoldsTheRange) {
+  auto samples = gaussian_samples(3, 1000, 5);
+  samples[1][7] = 5.3f;
+  for (DataType type : {DataType::Int8, DataType::UInt8, DataType::Int16}) {
+    CalibOptions o;
+    o.method = Method::NonOverflow;
+    o.activation_type = type;
+    CalibrationResult r = run(samples, o);
+    const TensorRange& x = r.ranges.at("x");
+    ASSERT_TRUE(x.pos.has_value());
+    double m = 5.3f;
+    int brute = -40;
+    for (int p = -40; p <= 40; ++p)
+      if (holds(p, -m, m, type, true)) brute = p;
+    EXPECT_EQ(*x.pos, brute) << ir::data_type_name(type);
+    EXPECT_LE(x.lo, -m);
+    EXPECT_GE(x.hi, m);
+  }
+}
+
+// Squared error of quantizing with 2^-pos, written out separately from the library's.
+double brute_error(const std::vector<std::vector<float>>& samples, int pos, int64_t zp, quant::QRange clip) {
+  double s = std::ldexp(1.0, -pos), sum = 0;
+  for (const auto& v : samples)
+    for (float x : v) {
+      double q = std::clamp(std::nearbyint(static_cast<double>(x) / s) + static_cast<double>(zp),
+                            static_cast<double>(clip.min), static_cast<double>(clip.max));
+      double e = (q - static_cast<double>(zp)) * s - x;
+      sum += e * e;
+    }
+  return sum;
+}
+
+TEST(Calibrate, MinMseAllPicksTheLeastSquaredErrorPosition) {
+  auto samples = gaussian_samples(6, 3000, 6, 40.f);  // outliers: a finer scale than the extrema's wins
+  CalibOptions o;
+  o.method = Method::MinMSE;
+  CalibrationResult r = run(samples, o);
+  EXPECT_EQ(r.passes, 2);
+  const TensorRange& x = r.ranges.at("x");
+  ASSERT_TRUE(x.pos.has_value());
+  int best = 0;
+  double best_error = INFINITY;
+  for (int p = -5; p <= 12; ++p) {  // every plausible position, not only the five candidates
+    double e = brute_error(samples, p, 0, {-127, 127});
+    if (e < best_error) best_error = e, best = p;
+  }
+  EXPECT_EQ(*x.pos, best);
+  int non_overflow = *run(samples, with_method(Method::NonOverflow)).ranges.at("x").pos;
+  EXPECT_GT(*x.pos, non_overflow);  // finer than the scale that holds the outliers
+  EXPECT_DOUBLE_EQ(x.hi, 127 * std::ldexp(1.0, -*x.pos));
+}
+
+TEST(Calibrate, MinMseMostCommonTakesTheMostFrequentSamplePosition) {
+  // Two samples want a fine scale, one a coarse one.
+  std::vector<std::vector<float>> samples = {std::vector<float>(100, 0.1f), std::vector<float>(100, 0.1f),
+                                             std::vector<float>(100, 30.f)};
+  samples[0][0] = samples[1][0] = -0.1f;
+  CalibOptions o;
+  o.method = Method::MinMSE;
+  o.minmse_mode = "MostCommon";
+  CalibrationResult r = run(samples, o);
+  CalibOptions one;
+  one.method = Method::MinMSE;
+  int fine = *run({samples[0]}, one).ranges.at("x").pos;
+  EXPECT_EQ(*r.ranges.at("x").pos, fine);
+  EXPECT_EQ(r.passes, 1);
+}
+
+TEST(Calibrate, SameRangesForAnyNumberOfWorkers) {
+  auto samples = gaussian_samples(23, 700, 7, 9.f);
+  for (Method method : {Method::MinMax, Method::Entropy, Method::Percentile, Method::Distribution, Method::NonOverflow,
+                        Method::MinMSE}) {
+    CalibOptions o;
+    o.method = method;
+    o.moving_average = method == Method::MinMax;
+    CalibrationResult one = run(samples, o);
+    for (int workers : {2, 3}) {
+      o.workers = workers;
+      CalibrationResult many = run(samples, o);
+      for (const auto& [name, r] : one.ranges) {
+        const TensorRange& m = many.ranges.at(name);
+        EXPECT_EQ(r.lo, m.lo) << method_name(method) << " " << name << " workers " << workers;
+        EXPECT_EQ(r.hi, m.hi) << method_name(method) << " " << name << " workers " << workers;
+        EXPECT_EQ(r.pos, m.pos) << method_name(method);
+        EXPECT_EQ(r.std, m.std) << method_name(method);
+      }
+    }
+  }
+}
+
+TEST(Calibrate, NonFiniteSamplesAreSkippedOrFailWithStrict) {
+  auto samples = gaussian_samples(4, 10, 8);
+  samples[2][3] = NAN;
+  samples[2][4] = INFINITY;
+  std::vector<std::string> messages;
+  CalibOptions o;
+  o.log = [&](const std::string& m) { messages.push_back(m); };
+  CalibrationResult r = run(samples, o);
+  EXPECT_EQ(r.skipped, std::vector<size_t>{2});
+  ASSERT_EQ(messages.size(), 2u);  // the pass, and the skipped sample
+  EXPECT_EQ(messages[1], "calibration sample 2, input 'x': 2 NaN or Inf values; sample skipped");
+  float hi = -1e9f;
+  for (size_t i : {0, 1, 3}) hi = std::max(hi, *std::max_element(samples[i].begin(), samples[i].end()));
+  EXPECT_EQ(r.ranges.at("x").hi, hi);
+
+  o.strict = true;
+  try {
+    run(samples, o);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_STREQ(e.what(), "calibration sample 2, input 'x': 2 NaN or Inf values (--strict)");
+  }
+}
+
+TEST(Calibrate, ErrorsNameWhatIsWrong) {
+  auto expect_error = [](auto&& f, const std::string& message) {
+    try {
+      f();
+      ADD_FAILURE() << "no error, expected: " << message;
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), message);
+    }
+  };
+  auto samples = gaussian_samples(2, 10, 9);
+  samples[1].resize(12);  // does not fit x [10]
+  expect_error([&] { run(samples, {}); },
+               "calibration sample 1 of the test list: input 'x': expected shape float[10], got [12]");
+  expect_error([&] { run(gaussian_samples(2, 10, 9), with_method(Method::Entropy), false); },
+               "Entropy reads the data twice (extrema first), and the test list cannot start over");
+  ListReader reader(gaussian_samples(2, 10, 9));
+  ir::Model m = negations(10);
+  expect_error([&] { calibrate(m, {"nope"}, reader, {}); }, "calibration: the model has no tensor 'nope'");
+  expect_error([&] { parse_method("KL"); },
+               "unknown calibration method 'KL' (known: MinMax, Entropy, Percentile, Distribution, NonOverflow, MinMSE)");
+  auto all_nan = gaussian_samples(1, 10, 9);
+  all_nan[0][0] = NAN;
+  expect_error([&] { run(all_nan, {}); }, "calibration: no usable sample in the test list (every sample has NaN or Inf)");
+}
+
+TEST(Calibrate, TensorsToCalibrateFollowOpTypes) {
+  ir::Model m = negations(4);
+  EXPECT_EQ(tensors_to_calibrate(m, {}), (std::vector<std::string>{"x", "y", "z"}));
+  EXPECT_EQ(tensors_to_calibrate(m, {"Neg"}), (std::vector<std::string>{"x", "y", "z"}));
+  EXPECT_TRUE(tensors_to_calibrate(m, {"Conv"}).empty());
+  m.graph->find_value("y")->type = ir::ValueType::tensor(DataType::Int64);  // typed, not float: left out
+  EXPECT_EQ(tensors_to_calibrate(m, {}), (std::vector<std::string>{"x", "z"}));
+}
+
+}  // namespace
+}  // namespace onnxptq::calib
