@@ -50,8 +50,23 @@ bool is_power_of_two(Method method) { return method == Method::NonOverflow || me
 std::vector<std::string> tensors_to_calibrate(const ir::Model& model, const std::set<std::string>& op_types) {
   std::vector<std::string> names;
   std::set<std::string> seen;
+  // Weights are not calibrated, wherever they come from: initializers, Constant nodes, and
+  // nodes computing only from those (an exporter's Identity of a weight, say).
+  std::set<const ir::Value*> constant;
+  for (const ir::Node* node : model.graph->topological_order()) {
+    bool all_constant = true;
+    for (const ir::Value* v : node->inputs())
+      all_constant = all_constant && (!v || (v->has_initializer() && !model.graph->is_input(v)) || constant.count(v));
+    bool has_subgraph = std::any_of(node->attributes.begin(), node->attributes.end(), [](const ir::Attribute& a) {
+      return a.type == ir::AttrType::Graph || a.type == ir::AttrType::Graphs;
+    });
+    bool random = node->op_type.rfind("Random", 0) == 0 || node->op_type == "Bernoulli";
+    if (all_constant && !has_subgraph && !random)
+      for (const ir::Value* v : node->outputs())
+        if (v) constant.insert(v);
+  }
   auto consider = [&](const ir::Value* v) {
-    if (!v || v->has_initializer()) return;
+    if (!v || v->has_initializer() || constant.count(v)) return;
     // Of unknown type (no value_info): kept, and calibrated only if it turns out float at run time.
     bool unknown = v->type.kind == ir::ValueType::Kind::None ||
                    (v->type.is_tensor() && v->type.elem_type == ir::DataType::Undefined);
@@ -161,8 +176,7 @@ class Calibrator {
       throw Error(std::string(method_name(options_.method)) + " reads the data twice (extrema first), and " +
                   reader_.describe() + " cannot start over");
 
-    log("calibration pass 1 of " + std::to_string(passes) + ": extrema of " + std::to_string(names_.size()) +
-        " tensors");
+    if (passes == 2) log("calibration pass 1 of 2: extrema of " + std::to_string(names_.size()) + " tensors");
     bool keep_per_sample = options_.moving_average;
     bool most_common = options_.method == Method::MinMSE && !minmse_all;
     run_pass(true, [&](TensorStats& s, size_t, size_t sample, const float* x, size_t n) {

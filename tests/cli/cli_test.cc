@@ -188,3 +188,75 @@ np.save(d + '/x.npy', np.arange(6, dtype=np.float32).reshape(2, 3))
 
 }  // namespace
 }  // namespace onnxptq
+
+namespace onnxptq {
+namespace {
+
+// `onnxptq calibrate` on a folder of .npy samples numpy wrote: MinMax ranges equal numpy's
+// extrema, a NaN sample is skipped by index (or fails with --strict), and usage errors are one line.
+TEST(CliCalibrate, MinMaxRangesMatchNumpyOverANpyFolder) {
+  fs::path dir = fs::temp_directory_path() / ("onnxptq_cli_calib_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "samples");
+  std::ofstream(dir / "make.py") << R"(import numpy as np, onnx, json, sys
+from onnx import helper, TensorProto
+d = sys.argv[1]
+g = helper.make_graph([helper.make_node('Relu', ['x'], ['r']), helper.make_node('Neg', ['r'], ['y'])], 'g',
+    [helper.make_tensor_value_info('x', TensorProto.FLOAT, [1, 8])],
+    [helper.make_tensor_value_info('y', TensorProto.FLOAT, [1, 8])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]), d + '/m.onnx')
+rng = np.random.default_rng(5)
+xs = [rng.normal(size=(1, 8)).astype(np.float32) * 3 for _ in range(6)]
+for i, x in enumerate(xs):
+    np.save(d + '/samples/s%02d.npy' % i, x)
+a = np.stack(xs)
+r = np.maximum(a, 0)
+json.dump({'x': [float(a.min()), float(a.max())], 'r': [float(r.min()), float(r.max())],
+           'y': [float((-r).min()), float((-r).max())]}, open(d + '/expected.json', 'w'))
+xs[3][0, 2] = np.nan
+for i, x in enumerate(xs):
+    if i == 3: np.save(d + '/nan.npy', x)
+)";
+  ASSERT_EQ(std::system(("/usr/bin/python3 " + (dir / "make.py").string() + " " + dir.string()).c_str()), 0);
+  std::string model = (dir / "m.onnx").string(), samples = (dir / "samples").string();
+  std::string model_bytes = slurp(model);
+  CliRun r = onnxptq("calibrate " + model + " --calib-data " + samples + " -o " + (dir / "ranges.json").string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto got = nlohmann::json::parse(slurp(dir / "ranges.json"));
+  auto want = nlohmann::json::parse(slurp(dir / "expected.json"));
+  EXPECT_EQ(got["samples"], 6);
+  for (const char* name : {"x", "r", "y"}) {
+    EXPECT_EQ(got["tensors"][name]["min"].get<double>(), want[name][0].get<double>()) << name;
+    EXPECT_EQ(got["tensors"][name]["max"].get<double>(), want[name][1].get<double>()) << name;
+  }
+  EXPECT_EQ(slurp(model), model_bytes);  // the input model is never modified
+
+  // --calib-size takes the first files in name order.
+  CliRun first = onnxptq("calibrate " + model + " --calib-data " + samples + " --calib-size 2 --quiet");
+  ASSERT_EQ(first.code, 0) << first.err;
+  EXPECT_EQ(nlohmann::json::parse(first.out)["samples"], 2);
+
+  // A NaN in sample 3: skipped and reported, or an error with --strict.
+  fs::copy_file(dir / "nan.npy", dir / "samples/s03.npy", fs::copy_options::overwrite_existing);
+  CliRun nan = onnxptq("calibrate " + model + " --calib-data " + samples);
+  ASSERT_EQ(nan.code, 0) << nan.err;
+  EXPECT_NE(nan.err.find("calibration sample 3, input 'x': 1 NaN or Inf value; sample skipped"), std::string::npos)
+      << nan.err;
+  EXPECT_EQ(nlohmann::json::parse(nan.out)["skipped_samples"], nlohmann::json::array({3}));
+  expect_one_line_error(onnxptq("calibrate " + model + " --calib-data " + samples + " --strict"),
+                        "calibration sample 3, input 'x': 1 NaN or Inf value (--strict)");
+
+  expect_one_line_error(onnxptq("calibrate " + model), "give calibration data: --calib-data FOLDER or --random N");
+  expect_one_line_error(onnxptq("calibrate " + model + " --random 2 --calib-data " + samples),
+                        "--calib-data and --random exclude each other");
+  expect_one_line_error(onnxptq("calibrate " + model + " --random 2 --method KL"), "unknown calibration method 'KL'");
+  expect_one_line_error(onnxptq("calibrate " + model + " --calib-data " + (dir / "none").string()),
+                        (dir / "none").string() + ": no such folder");
+  expect_one_line_error(onnxptq("calibrate " + model + " --random 2 --random-range x=1"),
+                        "--random-range x: '1' is not LOW:HIGH");
+  EXPECT_FALSE(fs::exists(dir / "bad.json"));
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace onnxptq

@@ -1,0 +1,30 @@
+// The calibration-data options shared by `onnxptq calibrate` and `onnxptq quantize`, and the
+// reader they describe.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "calib/data_reader.h"
+
+namespace onnxptq::cli {
+
+struct CalibDataArgs {
+  std::string calib_data;  // folder of .npy/.npz files, or of images with input_spec
+  std::string input_spec;  // image preprocessing
+  size_t calib_size = 0;  // first N samples; 0: all
+  std::optional<size_t> random;  // N seeded random samples instead of files
+  uint32_t random_seed = 0;
+  std::vector<std::string> random_shapes;  // NAME=AxB...
+  std::vector<std::string> random_ranges;  // NAME=LOW:HIGH
+};
+
+void add_calib_data_options(CLI::App* cmd, CalibDataArgs& args);
+
+// Error when no source or two sources are given, or an option does not go with the source.
+std::unique_ptr<calib::DataReader> open_calib_data(const CalibDataArgs& args, const std::vector<const ir::Value*>& inputs);
+
+}  // namespace onnxptq::cli
