@@ -60,7 +60,7 @@ std::unique_ptr<calib::DataReader> open_calib_data(const CalibDataArgs& a, const
     }
     return calib::make_random_reader(inputs, r);
   }
-  if (!a.input_spec.empty()) throw Error("--input-spec: image folders are not supported yet; give .npy/.npz samples");
+  if (!a.input_spec.empty()) return calib::make_image_folder_reader(a.calib_data, inputs, calib::parse_image_spec(a.input_spec));
   return calib::make_npy_folder_reader(a.calib_data, inputs);
 }
 

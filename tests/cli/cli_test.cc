@@ -260,3 +260,47 @@ for i, x in enumerate(xs):
 
 }  // namespace
 }  // namespace onnxptq
+
+namespace onnxptq {
+namespace {
+
+// `onnxptq calibrate` on a folder of PNG images PIL wrote, preprocessed by --input-spec: the range
+// of the input is numpy's over the same images scaled and normalised.
+TEST(CliCalibrate, ImageFolderWithAnInputSpec) {
+  fs::path dir = fs::temp_directory_path() / ("onnxptq_cli_images_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir / "images");
+  std::ofstream(dir / "make.py") << R"(import numpy as np, onnx, json, sys
+from PIL import Image
+from onnx import helper, TensorProto
+d = sys.argv[1]
+g = helper.make_graph([helper.make_node('Relu', ['x'], ['y'])], 'g',
+    [helper.make_tensor_value_info('x', TensorProto.FLOAT, [1, 3, 6, 5])],
+    [helper.make_tensor_value_info('y', TensorProto.FLOAT, [1, 3, 6, 5])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]), d + '/m.onnx')
+rng = np.random.default_rng(2)
+xs = []
+for i in range(3):
+    a = rng.integers(0, 256, size=(6, 5, 3), dtype=np.uint8)
+    Image.fromarray(a).save(d + '/images/%d.png' % i)
+    xs.append((a.astype(np.float64) / 255 - 0.5) / 0.25)
+a = np.stack(xs)
+json.dump([float(a.min()), float(a.max())], open(d + '/expected.json', 'w'))
+)";
+  ASSERT_EQ(std::system(("/usr/bin/python3 " + (dir / "make.py").string() + " " + dir.string()).c_str()), 0);
+  std::string model = (dir / "m.onnx").string();
+  CliRun r = onnxptq("calibrate " + model + " --calib-data " + (dir / "images").string() +
+                     " --input-spec scale=1/255,mean=0.5,std=0.25 --quiet");
+  ASSERT_EQ(r.code, 0) << r.err;
+  auto got = nlohmann::json::parse(r.out)["tensors"]["x"];
+  auto want = nlohmann::json::parse(slurp(dir / "expected.json"));
+  EXPECT_NEAR(got["min"].get<double>(), want[0].get<double>(), 1e-6);
+  EXPECT_NEAR(got["max"].get<double>(), want[1].get<double>(), 1e-6);
+  expect_one_line_error(onnxptq("calibrate " + model + " --calib-data " + (dir / "images").string() +
+                                " --input-spec resize=7x7"),
+                        "image spec gives [1,3,7,7] but model input 'x' is float[1,3,6,5]");
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace onnxptq
