@@ -9,13 +9,28 @@
 namespace onnxptq::calib {
 
 void MinMaxStats::add(size_t sample, const float* data, size_t n, bool keep_per_sample) {
-  float lo = std::numeric_limits<float>::infinity(), hi = -lo;
-  for (size_t i = 0; i < n; ++i) {
+  // Lanes of running extrema the compiler vectorises; non-finite values are replaced by the
+  // neutral element (min and max are exact, so the lane split changes nothing).
+  constexpr size_t kLanes = 16;
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  float los[kLanes], his[kLanes];
+  std::fill(los, los + kLanes, kInf);
+  std::fill(his, his + kLanes, -kInf);
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (size_t l = 0; l < kLanes; ++l) {
+      float x = data[i + l];
+      bool finite = std::fabs(x) < kInf;  // false for NaN too
+      los[l] = std::min(los[l], finite ? x : kInf);
+      his[l] = std::max(his[l], finite ? x : -kInf);
+    }
+  for (; i < n; ++i) {
     float x = data[i];
-    if (!std::isfinite(x)) continue;
-    lo = std::min(lo, x);
-    hi = std::max(hi, x);
+    if (!(std::fabs(x) < kInf)) continue;
+    los[0] = std::min(los[0], x);
+    his[0] = std::max(his[0], x);
   }
+  float lo = *std::min_element(los, los + kLanes), hi = *std::max_element(his, his + kLanes);
   if (lo > hi) return;  // nothing finite
   min = std::min(min, static_cast<double>(lo));
   max = std::max(max, static_cast<double>(hi));

@@ -89,12 +89,24 @@ double pof2_squared_error(const float* x, size_t n, int pos, int64_t zero_point,
   const auto s = static_cast<float>(pos_to_scale(pos));
   const auto zp = static_cast<float>(zero_point);
   const auto lo = static_cast<float>(clip.min), hi = static_cast<float>(clip.max);
-  double sum = 0;
-  for (size_t i = 0; i < n; ++i) {
+  // Sixteen running sums in a fixed order: the compiler vectorises them (a single sum would be
+  // a serial chain), and the result is still the same on every run.
+  constexpr size_t kLanes = 16;
+  double lanes[kLanes] = {};
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (size_t l = 0; l < kLanes; ++l) {
+      float q = std::min(std::max(std::nearbyint(x[i + l] / s) + zp, lo), hi);
+      double e = static_cast<double>((q - zp) * s) - static_cast<double>(x[i + l]);
+      lanes[l] += e * e;
+    }
+  for (; i < n; ++i) {
     float q = std::min(std::max(std::nearbyint(x[i] / s) + zp, lo), hi);
     double e = static_cast<double>((q - zp) * s) - static_cast<double>(x[i]);
-    sum += e * e;
+    lanes[i % kLanes] += e * e;
   }
+  double sum = 0;
+  for (double v : lanes) sum += v;
   return sum;
 }
 
