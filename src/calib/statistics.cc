@@ -70,22 +70,39 @@ Histogram::Histogram(double lo, double hi, size_t bins) : lo_(lo), hi_(hi), coun
   if (!(hi >= lo)) throw Error("histogram range is empty");
 }
 
-size_t Histogram::bin_of(double x) const {
-  if (hi_ <= lo_) return counts_.size() / 2;  // a constant tensor: everything in the middle
-  double position = (x - lo_) / (hi_ - lo_) * static_cast<double>(counts_.size());
-  if (!(position > 0)) return 0;
-  return std::min(static_cast<size_t>(position), counts_.size() - 1);
+namespace {
+
+// Bins of a chunk of values, computed in a loop the compiler vectorises (numpy's formula:
+// (x - lo) * bins / (hi - lo), clamped), then counted; non-finite values are not counted.
+template <bool kAbs>
+void add_values(std::vector<uint64_t>& counts, double lo, double hi, const float* data, size_t n) {
+  const size_t bins = counts.size();
+  if (hi <= lo) {  // a constant tensor: everything in the middle
+    for (size_t i = 0; i < n; ++i) counts[bins / 2] += std::fabs(data[i]) < HUGE_VALF;
+    return;
+  }
+  const double norm = static_cast<double>(bins) / (hi - lo);
+  const double last = static_cast<double>(bins - 1);
+  constexpr size_t kChunk = 256;
+  int32_t index[kChunk];
+  for (size_t start = 0; start < n; start += kChunk) {
+    size_t m = std::min(kChunk, n - start);
+    for (size_t i = 0; i < m; ++i) {
+      float x = data[start + i];
+      double v = kAbs ? std::fabs(static_cast<double>(x)) : static_cast<double>(x);
+      double position = std::min(std::max((v - lo) * norm, 0.0), last);
+      index[i] = std::fabs(x) < HUGE_VALF ? static_cast<int32_t>(position) : -1;
+    }
+    for (size_t i = 0; i < m; ++i)
+      if (index[i] >= 0) ++counts[static_cast<size_t>(index[i])];
+  }
 }
 
-void Histogram::add(const float* data, size_t n) {
-  for (size_t i = 0; i < n; ++i)
-    if (std::isfinite(data[i])) ++counts_[bin_of(data[i])];
-}
+}  // namespace
 
-void Histogram::add_abs(const float* data, size_t n) {
-  for (size_t i = 0; i < n; ++i)
-    if (std::isfinite(data[i])) ++counts_[bin_of(std::fabs(data[i]))];
-}
+void Histogram::add(const float* data, size_t n) { add_values<false>(counts_, lo_, hi_, data, n); }
+
+void Histogram::add_abs(const float* data, size_t n) { add_values<true>(counts_, lo_, hi_, data, n); }
 
 void Histogram::merge(const Histogram& other) {
   if (other.counts_.size() != counts_.size() || other.lo_ != lo_ || other.hi_ != hi_)

@@ -53,7 +53,6 @@ class Histogram {
   uint64_t total() const;
 
  private:
-  size_t bin_of(double x) const;
   double lo_ = 0, hi_ = 0;
   std::vector<uint64_t> counts_;
 };
