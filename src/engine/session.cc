@@ -5,6 +5,7 @@
 
 #include "engine/fusion.h"
 #include "engine/kernel.h"
+#include "engine/layout.h"
 #include "engine/parallel.h"
 #include "onnxptq/error.h"
 
@@ -39,8 +40,10 @@ auto with_node_context(const ir::Node& node, int64_t opset, F&& fn) {
 // One graph compiled for running: the main graph, or a subgraph of If/Loop/Scan.
 class GraphExecutor : public GraphRunner {
  public:
+  // `unseen`: values the engine made for itself (engine/layout.h), hidden from observers and
+  // transforms, which see the model's own values only.
   GraphExecutor(const ir::Model& model, const ir::Graph& graph, const std::vector<std::string>& outer_names,
-                const SessionOptions& options);
+                const SessionOptions& options, const std::unordered_set<std::string>& unseen = {});
 
   std::vector<Tensor> run(const RunContext& ctx, std::span<const Tensor* const> outer,
                           std::span<const Tensor* const> inputs) const override {
@@ -74,6 +77,7 @@ class GraphExecutor : public GraphRunner {
   std::vector<int> input_slots_;
   std::vector<int> output_slots_;
   std::vector<Step> steps_;
+  std::vector<bool> hooked_;  // per slot: whether observers and transforms see it
 };
 
 int GraphExecutor::slot_of(const std::string& name) const {
@@ -91,7 +95,8 @@ int GraphExecutor::new_slot(const std::string& name) {
 }
 
 GraphExecutor::GraphExecutor(const ir::Model& model, const ir::Graph& graph,
-                             const std::vector<std::string>& outer_names, const SessionOptions& options)
+                             const std::vector<std::string>& outer_names, const SessionOptions& options,
+                             const std::unordered_set<std::string>& unseen)
     : model_(model), graph_(graph) {
   for (const std::string& name : outer_names) new_slot(name);
   outer_count_ = outer_names.size();
@@ -106,6 +111,7 @@ GraphExecutor::GraphExecutor(const ir::Model& model, const ir::Graph& graph,
   }
   for (const ir::Node* node : graph.topological_order()) add_node(*node, options);
   for (const ir::Value* v : graph.outputs()) output_slots_.push_back(slot_of(v->name()));
+  for (const std::string& name : slot_names_) hooked_.push_back(!unseen.count(name));
 
   // Free every produced value after its last use, unless it is an output of the graph.
   std::vector<int> last_use(slot_names_.size(), -1);
@@ -182,9 +188,10 @@ std::vector<Tensor> GraphExecutor::run_with_hooks(const RunContext& ctx, std::sp
   for (size_t i = 0; i < outer_count_; ++i) value[i] = outer[i];
 
   auto produced = [&](int slot) {
-    if (hooks.transform) (*hooks.transform)(slot_names_[slot], owned[slot]);
+    bool hooked = hooked_[slot];
+    if (hooks.transform && hooked) (*hooks.transform)(slot_names_[slot], owned[slot]);
     value[slot] = &owned[slot];
-    if (hooks.observe) (*hooks.observe)(slot_names_[slot], owned[slot]);
+    if (hooks.observe && hooked) (*hooks.observe)(slot_names_[slot], owned[slot]);
   };
   for (size_t i = 0; i < input_slots_.size(); ++i) {
     int slot = input_slots_[i];
@@ -229,15 +236,25 @@ std::vector<Tensor> GraphExecutor::run_with_hooks(const RunContext& ctx, std::sp
 Session::Session(const ir::Model& model, SessionOptions options)
     : model_(ir::clone_model(model)), options_(std::move(options)) {
   if (options_.threads <= 0) options_.threads = hardware_threads();
+  std::unordered_set<std::string> engine_values;  // made by the passes below, seen by no hook
   if (options_.optimize && KernelRegistry::instance().find(kEngineDomain, "FusedConv", 1)) {
     model_.set_opset(kEngineDomain, 1);
     auto visible = [this](const ir::Value* v) { return options_.visible.count(v->name()) > 0; };
     fuse_conv_activations(*model_.graph, visible);
+    std::unordered_set<std::string> model_values;
+    for (const auto& node : model_.graph->nodes())
+      for (const ir::Value* v : node->outputs())
+        if (v) model_values.insert(v->name());
+    // After fusion, so that a convolution and its activation become one NhwcConv.
+    run_convolutions_nhwc(*model_.graph, visible, model_.opset(""));
+    for (const auto& node : model_.graph->nodes())
+      for (const ir::Value* v : node->outputs())
+        if (v && !model_values.count(v->name())) engine_values.insert(v->name());
   }
   for (const ir::Value* v : model_.graph->inputs())
     if (!v->has_initializer()) inputs_.push_back(v);
   for (const ir::Value* v : model_.graph->outputs()) outputs_.push_back(v);
-  main_ = std::make_unique<GraphExecutor>(model_, *model_.graph, std::vector<std::string>{}, options_);
+  main_ = std::make_unique<GraphExecutor>(model_, *model_.graph, std::vector<std::string>{}, options_, engine_values);
 }
 
 Session::~Session() = default;

@@ -1,5 +1,6 @@
 // Conv: float through oneDNN (weights packed once when constant, one primitive per input
 // shape), double through the reference loop, float16 and bfloat16 computed as float.
+#include <array>
 #include <optional>
 
 #include "engine/fusion.h"
@@ -104,6 +105,30 @@ namespace {
 
 dnnl::memory::dims to_dnnl(const std::vector<int64_t>& v) { return dnnl::memory::dims(v.begin(), v.end()); }
 
+// Perms as Transpose takes them: out.dims[i] = in.dims[perm[i]].
+constexpr std::array<int64_t, 4> kNhwcToNchw = {0, 3, 1, 2};
+constexpr std::array<int64_t, 4> kNchwToNhwc = {0, 2, 3, 1};
+
+std::vector<int64_t> permute(const std::vector<int64_t>& dims, const std::array<int64_t, 4>& perm) {
+  return {dims[perm[0]], dims[perm[1]], dims[perm[2]], dims[perm[3]]};
+}
+
+// A float rank-4 tensor transposed (for the rare shapes oneDNN declines).
+Tensor transpose_4d(const Tensor& x, const std::array<int64_t, 4>& perm) {
+  const std::vector<int64_t>& d = x.dims();
+  std::array<int64_t, 4> in_strides = {d[1] * d[2] * d[3], d[2] * d[3], d[3], 1};
+  Tensor y = Tensor::uninitialized(DataType::Float, permute(d, perm));
+  const std::vector<int64_t>& o = y.dims();
+  const float* src = x.values<float>().data();
+  float* dst = y.mutable_values<float>().data();
+  for (int64_t a = 0; a < o[0]; ++a)
+    for (int64_t b = 0; b < o[1]; ++b)
+      for (int64_t c = 0; c < o[2]; ++c)
+        for (int64_t e = 0; e < o[3]; ++e)
+          *dst++ = src[a * in_strides[perm[0]] + b * in_strides[perm[1]] + c * in_strides[perm[2]] + e * in_strides[perm[3]]];
+  return y;
+}
+
 // Whether oneDNN can take the shape at all: 1 to 3 spatial axes, no empty axis.
 bool dnnl_can_run(const ConvShape& s) {
   if (s.in.empty() || s.in.size() > 3) return false;
@@ -123,34 +148,52 @@ std::vector<int64_t> conv_weight_dims(const ConvShape& s) {
   return d;
 }
 
+// A dense f32 descriptor of an N C H W shape stored channels-last (oneDNN's acdb).
+dnnl::memory::desc f32_nhwc_desc(const std::vector<int64_t>& nchw) {
+  return dnnl::memory::desc(to_dnnl(nchw), dnnl::memory::data_type::f32, dnnl::memory::format_tag::nhwc);
+}
+
+// `nhwc`: X and Y are channels-last tensors, and the primitive reads and writes them as they are.
 std::shared_ptr<const ForwardPlan> make_conv_plan(const ConvShape& s, const std::vector<PostOp>& post_ops, bool has_bias,
-                                                  const float* constant_weights, const ForwardPlan* previous) {
+                                                  const float* constant_weights, const ForwardPlan* previous,
+                                                  bool nhwc) {
   auto plan = std::make_shared<ForwardPlan>();
   std::vector<int64_t> x_dims{s.batch, s.in_channels};
   x_dims.insert(x_dims.end(), s.in.begin(), s.in.end());
-  plan->user_src = f32_desc(x_dims);
-  plan->user_dst = f32_desc(s.out_dims());
+  plan->user_src = nhwc ? f32_nhwc_desc(x_dims) : f32_desc(x_dims);
+  plan->user_dst = nhwc ? f32_nhwc_desc(s.out_dims()) : f32_desc(s.out_dims());
   std::vector<int64_t> w_dims = conv_weight_dims(s);
   plan->user_weights = f32_desc(w_dims);
-  bool dense = conv_prefers_dense(s);
+  // Channels-last tensors are given to the primitive as they are: asked to choose ("any") for
+  // every convolution of MobileNetV2, ResNet-50 and PP-OCRv4's detector, oneDNN 2.6 picks that
+  // layout itself (brgconv, brgconv_1x1, brdgmm_dw on AVX-512), so there is no reorder to trade.
+  bool dense = nhwc || conv_prefers_dense(s);
   dnnl::memory::desc src = dense ? plan->user_src : f32_any(x_dims);
   dnnl::memory::desc dst = dense ? plan->user_dst : f32_any(s.out_dims());
   std::vector<int64_t> dilations;  // oneDNN counts the holes: ONNX dilation - 1
   for (int64_t d : s.dilations) dilations.push_back(d - 1);
   try {
-    dnnl::primitive_attr attr = dnnl_attr();
-    // oneDNN's GEMM convolution applies post-ops in a slow scalar pass (a fused Clip made 1x1
-    // convolutions of MobileNetV2 10x slower): on the dense path our own loops apply them.
-    plan->post_ops_after = dense && !post_ops.empty();
-    if (!post_ops.empty() && !dense) attr.set_post_ops(make_dnnl_post_ops(post_ops));
     using cf = dnnl::convolution_forward;
-    auto kind = dnnl::prop_kind::forward_inference;
-    auto alg = dnnl::algorithm::convolution_direct;
-    cf::desc d = has_bias ? cf::desc(kind, alg, src, f32_any(w_dims), f32_desc({s.out_channels}), dst, to_dnnl(s.strides),
-                                     to_dnnl(dilations), to_dnnl(s.pads_begin), to_dnnl(s.pads_end))
-                          : cf::desc(kind, alg, src, f32_any(w_dims), dst, to_dnnl(s.strides), to_dnnl(dilations),
-                                     to_dnnl(s.pads_begin), to_dnnl(s.pads_end));
-    cf::primitive_desc pd(d, attr, dnnl_cpu_engine());
+    auto primitive_desc = [&](bool with_post_ops) {
+      dnnl::primitive_attr attr = dnnl_attr();
+      if (with_post_ops) attr.set_post_ops(make_dnnl_post_ops(post_ops));
+      auto kind = dnnl::prop_kind::forward_inference;
+      auto alg = dnnl::algorithm::convolution_direct;
+      cf::desc d = has_bias ? cf::desc(kind, alg, src, f32_any(w_dims), f32_desc({s.out_channels}), dst, to_dnnl(s.strides),
+                                       to_dnnl(dilations), to_dnnl(s.pads_begin), to_dnnl(s.pads_end))
+                            : cf::desc(kind, alg, src, f32_any(w_dims), dst, to_dnnl(s.strides), to_dnnl(dilations),
+                                       to_dnnl(s.pads_begin), to_dnnl(s.pads_end));
+      return cf::primitive_desc(d, attr, dnnl_cpu_engine());
+    };
+    // oneDNN's GEMM convolution applies post-ops in a slow scalar pass (a fused Clip made 1x1
+    // convolutions of MobileNetV2 10x slower): on the dense NCHW path, or wherever oneDNN picks
+    // GEMM for channels-last tensors (CPUs without brgconv), our own loops apply them.
+    plan->post_ops_after = dense && !nhwc && !post_ops.empty();
+    cf::primitive_desc pd = primitive_desc(!post_ops.empty() && !plan->post_ops_after);
+    if (nhwc && !post_ops.empty() && !has_sum(post_ops) && std::string(pd.impl_info_str()).find("gemm") != std::string::npos) {
+      plan->post_ops_after = true;
+      pd = primitive_desc(false);
+    }
     plan->pd = pd;
     plan->prim = cf(pd);
     forward_plan_finish(*plan, constant_weights, previous, has_sum(post_ops) && !plan->post_ops_after);
@@ -162,15 +205,16 @@ std::shared_ptr<const ForwardPlan> make_conv_plan(const ConvShape& s, const std:
 
 class ConvKernel : public Kernel {
  public:
-  ConvKernel(const KernelInfo& info, std::vector<PostOp> post_ops)
-      : attrs_(info.node, false), post_ops_(std::move(post_ops)) {
+  // `nhwc`: X and Y are [N, H, W, C] tensors (the NhwcConv of engine/layout.h).
+  ConvKernel(const KernelInfo& info, std::vector<PostOp> post_ops, bool nhwc)
+      : attrs_(info.node, false), post_ops_(std::move(post_ops)), nhwc_(nhwc) {
     if (const Tensor* w = info.constant(1); w && is_float_like(w->dtype())) weights_ = as_float32(*w);
     if (const Tensor* b = info.constant(2); b && is_float_like(b->dtype())) bias_ = as_float32(*b);
     // With the shapes known now, the primitive is built and the weights packed at load time.
     if (weights_ && !info.input_types.empty()) {
       if (auto x = info.input_types[0].static_shape(); x && is_float_like(info.input_types[0].elem_type)) {
         try {
-          ConvShape s = conv_resolve(attrs_, *x, weights_->dims());
+          ConvShape s = conv_resolve(attrs_, nchw_dims_of_x(*x), weights_->dims());
           if (dnnl_can_run(s)) plan_for(s, hardware_threads(), info.has_input(2));
         } catch (const std::exception&) {
           // reported by run with the actual input
@@ -186,9 +230,11 @@ class ConvKernel : public Kernel {
     if (w.dtype() != x.dtype() || (b && b->dtype() != x.dtype()))
       throw Error("X, W and B must have one element type, got " + std::string(ir::data_type_name(x.dtype())) + ", " +
                   std::string(ir::data_type_name(w.dtype())) + (b ? ", " + std::string(ir::data_type_name(b->dtype())) : ""));
-    ConvShape s = conv_resolve(attrs_, x.dims(), w.dims());
+    ConvShape s = conv_resolve(attrs_, nchw_dims_of_x(x.dims()), w.dims());
     conv_check_bias(b, s.out_channels);
+    std::vector<int64_t> y_dims = nhwc_ ? permute(s.out_dims(), kNchwToNhwc) : s.out_dims();
     if (x.dtype() == DataType::Double) {
+      if (nhwc_) throw Error("NhwcConv takes float, float16 or bfloat16, got double");
       if (!post_ops_.empty()) throw Error("fused post-ops need float input, got double");
       Tensor y = Tensor::uninitialized(DataType::Double, s.out_dims());
       conv_reference<double>(s, x.values<double>().data(), w.values<double>().data(), b ? b->values<double>().data() : nullptr,
@@ -205,15 +251,15 @@ class ConvKernel : public Kernel {
     Tensor summand;  // the Sum post-op's input, as float
     if (has_sum(post_ops_)) {
       const Tensor* sum = in.size() > 3 ? in[3] : nullptr;
-      if (!sum || sum->dims() != s.out_dims() || sum->dtype() != x.dtype())
-        throw Error("the Sum post-op needs input 3 of shape " + ir::dims_to_string(s.out_dims()) + " and type " +
+      if (!sum || sum->dims() != y_dims || sum->dtype() != x.dtype())
+        throw Error("the Sum post-op needs input 3 of shape " + ir::dims_to_string(y_dims) + " and type " +
                     std::string(ir::data_type_name(x.dtype())) +
                     (sum ? ", got " + ir::dims_to_string(sum->dims()) + " " + std::string(ir::data_type_name(sum->dtype()))
                          : ", got none"));
       summand = as_float32(*sum);
     }
     const float* sp = has_sum(post_ops_) ? summand.values<float>().data() : nullptr;
-    Tensor y = Tensor::uninitialized(DataType::Float, s.out_dims());
+    Tensor y = Tensor::uninitialized(DataType::Float, y_dims);
     float* yp = y.mutable_values<float>().data();
     dnnl_use_threads(ctx.threads);
     std::shared_ptr<const ForwardPlan> plan = dnnl_can_run(s) ? plan_for(s, ctx.threads, b != nullptr, &w32) : nullptr;
@@ -222,6 +268,13 @@ class ConvKernel : public Kernel {
       forward_plan_run(*plan, x32.values<float>().data(), w32.values<float>().data(), bp, yp,
                        plan->post_ops_after ? nullptr : sp);
       post_ops_after = plan->post_ops_after;
+    } else if (nhwc_) {  // the loop works on N C H W: through copies in that layout
+      Tensor x_nchw = transpose_4d(x32, kNhwcToNchw);
+      Tensor y_nchw = Tensor::uninitialized(DataType::Float, s.out_dims());
+      conv_reference<float>(s, x_nchw.values<float>().data(), w32.values<float>().data(), bp,
+                            y_nchw.mutable_values<float>().data());
+      y = transpose_4d(y_nchw, kNchwToNhwc);
+      yp = y.mutable_values<float>().data();
     } else {
       conv_reference<float>(s, x32.values<float>().data(), w32.values<float>().data(), bp, yp);
     }
@@ -245,21 +298,30 @@ class ConvKernel : public Kernel {
     if (!constant) key.insert(key.end(), runtime_weights->dims().begin(), runtime_weights->dims().end());
     return cache_.get(key, [&](const ForwardPlan* previous) {
       dnnl_use_threads(threads);
-      return make_conv_plan(s, post_ops_, has_bias, constant ? weights_->values<float>().data() : nullptr, previous);
+      return make_conv_plan(s, post_ops_, has_bias, constant ? weights_->values<float>().data() : nullptr, previous,
+                            nhwc_);
     });
+  }
+
+  // X's dims in the N C spatial... order that the convolution geometry takes.
+  std::vector<int64_t> nchw_dims_of_x(const std::vector<int64_t>& x) const {
+    if (!nhwc_) return x;
+    if (x.size() != 4) throw Error("NhwcConv takes an [N, H, W, C] input, got shape " + ir::dims_to_string(x));
+    return permute(x, kNhwcToNchw);
   }
 
   ConvAttributes attrs_;
   std::vector<PostOp> post_ops_;
   std::optional<Tensor> weights_;  // constant W as float
   std::optional<Tensor> bias_;     // constant B as float
+  bool nhwc_ = false;
   PlanCache<ForwardPlan> cache_;
 };
 
 }  // namespace
 
 std::unique_ptr<Kernel> make_conv_kernel(const KernelInfo& info, std::vector<PostOp> post_ops) {
-  return std::make_unique<ConvKernel>(info, std::move(post_ops));
+  return std::make_unique<ConvKernel>(info, std::move(post_ops), false);
 }
 
 namespace {
@@ -286,6 +348,12 @@ void register_conv_kernels(KernelRegistry& r) {
   r.add("", "Conv", 1, kLatestOpset, [](const KernelInfo& info) { return make_conv_kernel(info, {}); });
   r.add(kEngineDomain, "FusedConv", 1, 1,
         [](const KernelInfo& info) { return make_conv_kernel(info, {fused_activation(info.node)}); });
+  // Conv or FusedConv on channels-last tensors (engine/layout.h); the activation is optional.
+  r.add(kEngineDomain, "NhwcConv", 1, 1, [](const KernelInfo& info) -> std::unique_ptr<Kernel> {
+    std::vector<PostOp> post_ops;
+    if (info.node.find_attribute("activation")) post_ops.push_back(fused_activation(info.node));
+    return std::make_unique<ConvKernel>(info, std::move(post_ops), true);
+  });
 }
 
 }  // namespace onnxptq::engine::linear

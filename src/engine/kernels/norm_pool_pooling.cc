@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/fusion.h"
 #include "engine/kernels/norm_pool.h"
 #include "engine/parallel.h"
 
@@ -335,6 +336,69 @@ class PoolKernel : public Kernel {
   bool want_indices_ = false;
 };
 
+// MaxPool over channels-last data (N x H x W x C): each window tap is a whole row of channels,
+// so the inner loop runs over contiguous channels whatever the window.
+template <class T>
+void max_pool_channels_last(const RunContext& ctx, const T* x, T* y, int64_t batch, int64_t channels,
+                            const PoolAxis& ah, const PoolAxis& aw) {
+  const int64_t rows = batch * ah.out;
+  parallel_for(ctx.threads, rows, std::max<int64_t>(1, 16384 / std::max<int64_t>(aw.out * channels, 1)),
+               [&](int64_t begin, int64_t end) {
+    for (int64_t row = begin; row < end; ++row) {
+      const int64_t n = row / ah.out, oh = row % ah.out;
+      const T* xn = x + n * ah.in * aw.in * channels;
+      for (int64_t ow = 0; ow < aw.out; ++ow) {
+        T* d = y + (row * aw.out + ow) * channels;
+        std::fill(d, d + channels, pool_max_init<T>());
+        for (int64_t kh = ah.first[oh]; kh < ah.last[oh]; ++kh) {
+          const int64_t ih = ah.start(oh) + kh * ah.dilation;
+          for (int64_t kw = aw.first[ow]; kw < aw.last[ow]; ++kw) {
+            const T* s = xn + (ih * aw.in + aw.start(ow) + kw * aw.dilation) * channels;
+#pragma omp simd
+            for (int64_t c = 0; c < channels; ++c) d[c] = pool_max(d[c], s[c]);
+          }
+        }
+      }
+    }
+  });
+}
+
+// NhwcMaxPool of the channels-last pass (engine/layout.h): MaxPool over 2 spatial axes with X
+// [N, H, W, C], attributes as MaxPool's, and no Indices output.
+class NhwcMaxPoolKernel : public Kernel {
+ public:
+  explicit NhwcMaxPoolKernel(const KernelInfo& info) : attrs_(info.node) {
+    if (attrs_.kernel.size() != 2) throw Error("NhwcMaxPool takes 2 spatial axes, got kernel_shape " + ir::dims_to_string(attrs_.kernel));
+  }
+
+  void run(const RunContext& ctx, std::span<const Tensor* const> in, std::span<Tensor> out) const override {
+    const Tensor& x = *in[0];
+    if (x.rank() != 4) throw Error("NhwcMaxPool takes an [N, H, W, C] input, got " + ir::dims_to_string(x.dims()));
+    const std::vector<int64_t>& d = x.dims();
+    const std::array<PoolAxis, 3> ax = attrs_.axes_for({d[0], d[3], d[1], d[2]});
+    const std::vector<int64_t> out_dims = {d[0], ax[1].out, ax[2].out, d[3]};
+    auto compute = [&]<class T>(const T* xp, T* yp) { max_pool_channels_last<T>(ctx, xp, yp, d[0], d[3], ax[1], ax[2]); };
+    const DataType type = x.dtype();
+    if (norm_pool_is_half(type)) {
+      Tensor xf = as_float32(x);
+      Tensor yf = Tensor::uninitialized(DataType::Float, out_dims);
+      compute(xf.values<float>().data(), yf.mutable_values<float>().data());
+      out[0] = float32_as(yf, type);
+      return;
+    }
+    Tensor y = Tensor::uninitialized(type, out_dims);
+    bool known = norm_pool_visit_type<float, double, int8_t, uint8_t>(type, [&](auto tag) {
+      using T = typename decltype(tag)::type;
+      compute(x.values<T>().data(), y.mutable_values<T>().data());
+    });
+    if (!known) throw Error("NhwcMaxPool does not take " + norm_pool_type_name(type) + " tensors");
+    out[0] = std::move(y);
+  }
+
+ private:
+  PoolAttributes attrs_;
+};
+
 // GlobalAveragePool and GlobalMaxPool: one value per (n, c) plane, from contiguous data.
 template <class T, bool Max>
 void global_pool_compute(const RunContext& ctx, const T* x, T* y, int64_t planes, int64_t size) {
@@ -357,7 +421,43 @@ void global_pool_compute(const RunContext& ctx, const T* x, T* y, int64_t planes
   });
 }
 
-template <bool Max>
+// The same over channels-last data (N x spatial... x C): each channel's values are `channels`
+// apart, so a row of channels is folded into a row of accumulators at a time. The sums take
+// the values in the order global_pool_compute does (8 lanes, then their sum, then the tail),
+// so both layouts give the same result to the bit.
+template <class T, bool Max>
+void global_pool_channels_last(const RunContext& ctx, const T* x, T* y, int64_t batch, int64_t size, int64_t channels) {
+  constexpr int64_t kBlock = 64;  // channels per work item: 8 lanes of 64 stay in L1
+  int64_t blocks = (channels + kBlock - 1) / kBlock;
+  parallel_for(ctx.threads, batch * blocks, std::max<int64_t>(1, 16384 / std::max<int64_t>(size * kBlock, 1)),
+               [&](int64_t begin, int64_t end) {
+    T lanes[8][kBlock];
+    for (int64_t item = begin; item < end; ++item) {
+      int64_t n = item / blocks, c0 = item % blocks * kBlock, width = std::min(kBlock, channels - c0);
+      const T* xn = x + n * size * channels + c0;
+      auto fold = [](T acc, T v) { return Max ? ((v > acc || v != v) ? v : acc) : acc + v; };
+      for (auto& lane : lanes)
+        for (int64_t c = 0; c < width; ++c) lane[c] = Max ? -std::numeric_limits<T>::infinity() : T(0);
+      int64_t i = 0;
+      for (; i + 8 <= size; i += 8)
+        for (int j = 0; j < 8; ++j) {
+          const T* row = xn + (i + j) * channels;
+#pragma omp simd
+          for (int64_t c = 0; c < width; ++c) lanes[j][c] = fold(lanes[j][c], row[c]);
+        }
+      for (int64_t c = 0; c < width; ++c) {
+        T acc = lanes[0][c];
+        for (int j = 1; j < 8; ++j) acc = fold(acc, lanes[j][c]);
+        for (int64_t k = i; k < size; ++k) acc = fold(acc, xn[k * channels + c]);
+        y[n * channels + c0 + c] = Max ? acc : acc / static_cast<T>(size);
+      }
+    }
+  });
+}
+
+// GlobalAveragePool / GlobalMaxPool, and with `ChannelsLast` their NhwcGlobal*Pool twins of
+// the channels-last pass (engine/layout.h): X [N, spatial..., C] gives [N, 1..., C].
+template <bool Max, bool ChannelsLast = false>
 class GlobalPoolKernel : public Kernel {
  public:
   explicit GlobalPoolKernel(const KernelInfo& info) : op_type_(info.node.op_type) {}
@@ -366,22 +466,27 @@ class GlobalPoolKernel : public Kernel {
     const Tensor& x = *in[0];
     if (x.rank() < 2) throw Error(op_type_ + " needs an input of shape N x C x ..., got " + ir::dims_to_string(x.dims()));
     std::vector<int64_t> out_dims(x.rank(), 1);
+    const int64_t channel_axis = ChannelsLast ? static_cast<int64_t>(x.rank()) - 1 : 1;
     out_dims[0] = x.dims()[0];
-    out_dims[1] = x.dims()[1];
-    const int64_t planes = out_dims[0] * out_dims[1];
+    out_dims[channel_axis] = x.dims()[channel_axis];
+    const int64_t planes = out_dims[0] * out_dims[channel_axis];
     const int64_t size = planes > 0 ? x.size() / planes : 0;
+    auto compute = [&]<class T>(const T* xp, T* yp) {
+      if (ChannelsLast) global_pool_channels_last<T, Max>(ctx, xp, yp, out_dims[0], size, out_dims[channel_axis]);
+      else global_pool_compute<T, Max>(ctx, xp, yp, planes, size);
+    };
     const DataType type = x.dtype();
     if (norm_pool_is_half(type)) {
       Tensor xf = as_float32(x);
       Tensor yf = Tensor::uninitialized(DataType::Float, out_dims);
-      global_pool_compute<float, Max>(ctx, xf.values<float>().data(), yf.mutable_values<float>().data(), planes, size);
+      compute(xf.values<float>().data(), yf.mutable_values<float>().data());
       out[0] = float32_as(yf, type);
       return;
     }
     Tensor y = Tensor::uninitialized(type, out_dims);
     bool known = norm_pool_visit_type<float, double>(type, [&](auto tag) {
       using T = typename decltype(tag)::type;
-      global_pool_compute<T, Max>(ctx, x.values<T>().data(), y.mutable_values<T>().data(), planes, size);
+      compute(x.values<T>().data(), y.mutable_values<T>().data());
     });
     if (!known) throw Error(op_type_ + " does not take " + norm_pool_type_name(type) + " tensors");
     out[0] = std::move(y);
@@ -403,6 +508,9 @@ void norm_pool_register_pooling(KernelRegistry& r) {
   r.add("", "LpPool", 1, kLatestOpset, kernel_factory<PoolKernel<PoolOp::Lp>>());
   r.add("", "GlobalAveragePool", 1, kLatestOpset, kernel_factory<GlobalPoolKernel<false>>());
   r.add("", "GlobalMaxPool", 1, kLatestOpset, kernel_factory<GlobalPoolKernel<true>>());
+  r.add(kEngineDomain, "NhwcMaxPool", 1, 1, kernel_factory<NhwcMaxPoolKernel>());
+  r.add(kEngineDomain, "NhwcGlobalAveragePool", 1, 1, kernel_factory<GlobalPoolKernel<false, true>>());
+  r.add(kEngineDomain, "NhwcGlobalMaxPool", 1, 1, kernel_factory<GlobalPoolKernel<true, true>>());
 }
 
 }  // namespace onnxptq::engine

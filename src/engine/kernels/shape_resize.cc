@@ -8,6 +8,7 @@
 #include <numeric>
 #include <optional>
 
+#include "engine/fusion.h"
 #include "engine/kernels/shape.h"
 
 namespace onnxptq::engine::shape {
@@ -130,7 +131,12 @@ void filter_planes(const float* src, float* dst, int64_t in_h, int64_t in_w, con
 
 class ResizeKernel : public Kernel {
  public:
-  ResizeKernel(const KernelInfo& info, bool upsample) : opset_(info.opset), upsample_(upsample) {
+  // `channels_last`: NhwcResize of the channels-last pass (engine/layout.h), X [N, H, W, C] with
+  // roi, scales and sizes still given in N C H W order, and the ONNX opset in `onnx_opset`.
+  ResizeKernel(const KernelInfo& info, bool upsample, bool channels_last = false)
+      : opset_(channels_last ? info.node.attr_int("onnx_opset", 11) : info.opset),
+        upsample_(upsample),
+        channels_last_(channels_last) {
     const ir::Node& n = info.node;
     std::string mode = n.attr_string("mode", "nearest");
     if (mode == "nearest") mode_ = Mode::Nearest;
@@ -165,7 +171,15 @@ class ResizeKernel : public Kernel {
 
   void run(const RunContext& ctx, std::span<const Tensor* const> in, std::span<Tensor> out) const override {
     const Tensor& x = *in[0];
-    std::vector<AxisGeometry> geometry = resolve_geometry(x, in);
+    std::vector<AxisGeometry> geometry;
+    if (channels_last_) {
+      if (x.rank() != 4) throw Error("NhwcResize takes an [N, H, W, C] input, got " + describe(x));
+      const std::vector<int64_t>& d = x.dims();
+      std::vector<AxisGeometry> nchw = resolve_geometry(x, {d[0], d[3], d[1], d[2]}, in);
+      geometry = {nchw[0], nchw[2], nchw[3], nchw[1]};
+    } else {
+      geometry = resolve_geometry(x, x.dims(), in);
+    }
     std::vector<int64_t> dims;
     for (const AxisGeometry& g : geometry) dims.push_back(g.out);
     std::vector<AxisPlan> plans;
@@ -203,8 +217,10 @@ class ResizeKernel : public Kernel {
   }
 
   // Output sizes, scales and regions of interest of every axis, from the inputs of this opset.
-  std::vector<AxisGeometry> resolve_geometry(const Tensor& x, std::span<const Tensor* const> in) const {
-    auto rank = static_cast<int64_t>(x.rank());
+  // `dims`: X's dims in the order the inputs name its axes.
+  std::vector<AxisGeometry> resolve_geometry(const Tensor& x, const std::vector<int64_t>& dims,
+                                             std::span<const Tensor* const> in) const {
+    auto rank = static_cast<int64_t>(dims.size());
     auto input = [&](size_t i) -> const Tensor* {
       return i < in.size() && in[i] && in[i]->size() > 0 ? in[i] : nullptr;
     };
@@ -226,14 +242,13 @@ class ResizeKernel : public Kernel {
       axes.push_back(axis);
     }
     if (!axes_) {
-      axes.resize(x.rank());
+      axes.resize(dims.size());
       std::iota(axes.begin(), axes.end(), int64_t{0});
     }
     auto n = static_cast<int64_t>(axes.size());
 
-    std::vector<AxisGeometry> g(x.rank());
-    for (size_t a = 0; a < x.rank(); ++a)
-      g[a] = {x.dims()[a], x.dims()[a], 1.0, static_cast<double>(x.dims()[a]), 0, 1};
+    std::vector<AxisGeometry> g(dims.size());
+    for (size_t a = 0; a < dims.size(); ++a) g[a] = {dims[a], dims[a], 1.0, static_cast<double>(dims[a]), 0, 1};
 
     if (roi && coord_ == Coord::TfCropAndResize) {
       Tensor r = as_float32(*roi);
@@ -535,12 +550,14 @@ class ResizeKernel : public Kernel {
   std::optional<std::vector<int64_t>> axes_;
   AspectPolicy policy_ = AspectPolicy::Stretch;
   std::vector<double> scales_attr_;
+  bool channels_last_ = false;
 };
 
 struct ResizeFactory {
   bool upsample;
+  bool channels_last = false;
   std::unique_ptr<Kernel> operator()(const KernelInfo& info) const {
-    return std::make_unique<ResizeKernel>(info, upsample);
+    return std::make_unique<ResizeKernel>(info, upsample, channels_last);
   }
 };
 
@@ -549,6 +566,7 @@ struct ResizeFactory {
 void register_resize_kernels(KernelRegistry& r) {
   r.add("", "Resize", 10, kLatestOpset, ResizeFactory{false});
   r.add("", "Upsample", 7, 9, ResizeFactory{true});
+  r.add(kEngineDomain, "NhwcResize", 1, 1, ResizeFactory{false, true});
 }
 
 }  // namespace onnxptq::engine::shape
