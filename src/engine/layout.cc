@@ -288,7 +288,7 @@ ir::Node* transpose_producing(const ir::Value* v, const std::vector<int64_t>& pe
 
 }  // namespace
 
-int revert_isolated_nhwc_convolutions(ir::Graph& graph) {
+int revert_isolated_nhwc_convolutions(ir::Graph& graph, const std::function<bool(const ir::Value*)>& visible) {
   std::vector<ir::Node*> isolated;
   for (const auto& n : graph.nodes()) {
     if (n->op_type != "NhwcConv" || n->domain != kEngineDomain) continue;
@@ -314,7 +314,7 @@ int revert_isolated_nhwc_convolutions(ir::Graph& graph) {
     graph.remove_node(n);
     graph.remove_value(y_nhwc);
     graph.set_node_output(conv, 0, y);
-    if (x_nhwc->uses().empty()) {
+    if (x_nhwc->uses().empty() && !graph.is_output(x_nhwc) && !visible(x_nhwc)) {  // a model's own Transpose may stay
       graph.remove_node(before);
       graph.remove_value(x_nhwc);
     }
@@ -327,7 +327,7 @@ int run_convolutions_nhwc(ir::Graph& graph, const std::function<bool(const ir::V
   int converted = convert_convolutions_to_nhwc(graph);
   if (converted == 0) return 0;
   eliminate_transposes(graph, visible, onnx_opset);
-  return converted - revert_isolated_nhwc_convolutions(graph);
+  return converted - revert_isolated_nhwc_convolutions(graph, visible);
 }
 
 }  // namespace onnxptq::engine

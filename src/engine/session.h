@@ -30,8 +30,10 @@ struct SessionOptions {
   // built, before kernels prepare them: fake quantization of weights.
   TensorTransform constant_transform;
   // Speed rewrites on the session's own copy of the model (a Conv and the activation after it run
-  // as one primitive, say). A tensor fused away is seen by no observer or transform: name the
+  // as one primitive; convolutions and the ops between them run channels-last). A tensor fused
+  // away, or kept only in the engine's own layout, is seen by no observer or transform: name the
   // tensors those need in `visible` (graph inputs and outputs always are), or turn `optimize` off.
+  // Tensors the engine makes for itself (NHWC copies) are never shown to hooks.
   bool optimize = true;
   std::unordered_set<std::string> visible;
 };

@@ -208,6 +208,24 @@ void expect_same_outputs(const ir::Model& m, const std::vector<int64_t>& x_dims,
   }
 }
 
+// ConvNeXt's pattern: the model itself goes channels-last for a few ops and back.
+TEST(NhwcLayout, ModelsOwnTransposesCancelWithTheEngines) {
+  GraphMaker t;
+  ir::Value* a = t.conv(t.input("x"), "a", {});
+  ir::Value* last = t.op("Transpose", {a}, "last");
+  t.g.find_value("last")->producer()->set_attribute(ir::Attribute::of_ints("perm", kToNhwc));
+  ir::Value* r = t.op("Tanh", {last}, "r");
+  ir::Value* first = t.op("Transpose", {r}, "first");
+  t.g.find_value("first")->producer()->set_attribute(ir::Attribute::of_ints("perm", kToNchw));
+  t.g.add_output(t.conv(first, "b", {}));
+  ir::Model copy = ir::clone_model(t.m);
+  EXPECT_EQ(optimize(*copy.graph, nothing_visible), 2);
+  int transposes = 0;
+  for (const auto& n : copy.graph->nodes()) transposes += n->op_type == "Transpose";
+  EXPECT_EQ(transposes, 2);  // x in, the output out
+  expect_same_outputs(t.m, {1, 8, 10, 6}, "the model's own Transposes");
+}
+
 TEST(NhwcLayout, SameOutputsAsNchwOverConvolutionShapes) {
   struct Case {
     const char* what;
@@ -256,6 +274,7 @@ TEST(NhwcLayout, SameOutputsWithGraphOutputsAndVisibleTensorsBetweenConvolutions
   SessionOptions r_visible;
   r_visible.visible = {"r", "c"};
   expect_same_outputs(t.m, {1, 8, 12, 10}, "r and c visible", r_visible);
+  expect_same_outputs(t.m, {0, 8, 12, 10}, "an empty batch (oneDNN declines it: the reference loop runs)");
 }
 
 // A max pool, a squeeze-excitation block, a nearest upsampling and a Concat along channels,
