@@ -93,6 +93,7 @@ struct TensorStats {
   Histogram histogram;
   std::map<size_t, std::array<double, quant::kMinMseCandidates>> squared_errors;  // MinMSE "All"
   std::map<size_t, int> best_pos;  // MinMSE "MostCommon": each sample's own best position
+  int chosen_pos = 0;  // MinMSE "All": the best position over every sample
 };
 
 bool method_symmetric(const CalibOptions& o) {
@@ -227,7 +228,7 @@ class Calibrator {
         for (auto& w : workers_) merged[i].squared_errors.merge(w[i].squared_errors);
       }
       for (size_t i = 0; i < names_.size(); ++i)
-        if (minmse_all && !merged[i].minmax.empty()) merged[i].best_pos[0] = best_candidate(summed(merged[i]), candidates[i].first);
+        if (minmse_all && !merged[i].minmax.empty()) merged[i].chosen_pos = best_candidate(summed(merged[i]), candidates[i].first);
     }
 
     CalibrationResult result;
@@ -389,7 +390,7 @@ class Calibrator {
                           x.lo, x.hi);
       }
       case Method::MinMSE: {
-        if (options_.minmse_mode == "All") return pof2_range(s.best_pos.at(0), m.min, m.max);
+        if (options_.minmse_mode == "All") return pof2_range(s.chosen_pos, m.min, m.max);
         // The most frequent position; ties go to the largest (the finest scale).
         std::map<int, size_t> counts;
         for (const auto& [sample, pos] : s.best_pos) ++counts[pos];
