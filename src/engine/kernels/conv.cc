@@ -227,9 +227,7 @@ class ConvKernel : public Kernel {
     const Tensor& x = *in[0];
     const Tensor& w = *in[1];
     const Tensor* b = in.size() > 2 ? in[2] : nullptr;
-    if (w.dtype() != x.dtype() || (b && b->dtype() != x.dtype()))
-      throw Error("X, W and B must have one element type, got " + std::string(ir::data_type_name(x.dtype())) + ", " +
-                  std::string(ir::data_type_name(w.dtype())) + (b ? ", " + std::string(ir::data_type_name(b->dtype())) : ""));
+    conv_check_types(x, w, b);
     ConvShape s = conv_resolve(attrs_, nchw_dims_of_x(x.dims()), w.dims());
     conv_check_bias(b, s.out_channels);
     std::vector<int64_t> y_dims = nhwc_ ? permute(s.out_dims(), kNchwToNhwc) : s.out_dims();

@@ -174,6 +174,12 @@ ConvShape conv_transpose_resolve(const ConvAttributes& a, const std::vector<int6
   return s;
 }
 
+void conv_check_types(const Tensor& x, const Tensor& w, const Tensor* b) {
+  if (w.dtype() != x.dtype() || (b && b->dtype() != x.dtype()))
+    throw Error("X, W and B must have one element type, got " + std::string(ir::data_type_name(x.dtype())) + ", " +
+                std::string(ir::data_type_name(w.dtype())) + (b ? ", " + std::string(ir::data_type_name(b->dtype())) : ""));
+}
+
 void conv_check_bias(const Tensor* b, int64_t out_channels) {
   if (b && (b->rank() != 1 || b->dims()[0] != out_channels))
     throw Error("B of shape " + ir::dims_to_string(b->dims()) + " must be [" + std::to_string(out_channels) + "]");

@@ -138,6 +138,8 @@ struct ConvShape {
 // against the attributes and resolves pads and the output shape; Error naming what disagrees.
 ConvShape conv_resolve(const ConvAttributes& a, const std::vector<int64_t>& x, const std::vector<int64_t>& w);
 ConvShape conv_transpose_resolve(const ConvAttributes& a, const std::vector<int64_t>& x, const std::vector<int64_t>& w);
+// Checks that X, W and the optional B have one element type.
+void conv_check_types(const Tensor& x, const Tensor& w, const Tensor* b);
 // Checks the optional bias B [M].
 void conv_check_bias(const Tensor* b, int64_t out_channels);
 

@@ -310,23 +310,10 @@ class PoolKernel : public Kernel {
     if (want_indices_) indices = Tensor::uninitialized(DataType::Int64, out_dims);
     int64_t* ip = want_indices_ ? indices.mutable_values<int64_t>().data() : nullptr;
 
-    const DataType type = x.dtype();
-    if (norm_pool_is_half(type)) {
-      Tensor xf = as_float32(x);
-      Tensor yf = Tensor::uninitialized(DataType::Float, out_dims);
-      pool_compute<Op>(ctx, xf.values<float>().data(), yf.mutable_values<float>().data(), ip, planes, ax, opt_);
-      out[0] = float32_as(yf, type);
-    } else {
-      Tensor y = Tensor::uninitialized(type, out_dims);
-      auto compute = [&](auto tag) {
-        using T = typename decltype(tag)::type;
-        pool_compute<Op>(ctx, x.values<T>().data(), y.mutable_values<T>().data(), ip, planes, ax, opt_);
-      };
-      bool known = Op == PoolOp::Max ? norm_pool_visit_type<float, double, int8_t, uint8_t>(type, compute)
-                                     : norm_pool_visit_type<float, double>(type, compute);
-      if (!known) throw Error(attrs_.op_type + " does not take " + norm_pool_type_name(type) + " tensors");
-      out[0] = std::move(y);
-    }
+    auto compute = [&]<class T>(const T* xp, T* yp) { pool_compute<Op>(ctx, xp, yp, ip, planes, ax, opt_); };
+    out[0] = Op == PoolOp::Max
+                 ? norm_pool_compute_typed<float, double, int8_t, uint8_t>(x, out_dims, attrs_.op_type, compute)
+                 : norm_pool_compute_typed<float, double>(x, out_dims, attrs_.op_type, compute);
     if (want_indices_ && out.size() > 1) out[1] = std::move(indices);
   }
 
@@ -378,21 +365,7 @@ class NhwcMaxPoolKernel : public Kernel {
     const std::array<PoolAxis, 3> ax = attrs_.axes_for({d[0], d[3], d[1], d[2]});
     const std::vector<int64_t> out_dims = {d[0], ax[1].out, ax[2].out, d[3]};
     auto compute = [&]<class T>(const T* xp, T* yp) { max_pool_channels_last<T>(ctx, xp, yp, d[0], d[3], ax[1], ax[2]); };
-    const DataType type = x.dtype();
-    if (norm_pool_is_half(type)) {
-      Tensor xf = as_float32(x);
-      Tensor yf = Tensor::uninitialized(DataType::Float, out_dims);
-      compute(xf.values<float>().data(), yf.mutable_values<float>().data());
-      out[0] = float32_as(yf, type);
-      return;
-    }
-    Tensor y = Tensor::uninitialized(type, out_dims);
-    bool known = norm_pool_visit_type<float, double, int8_t, uint8_t>(type, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      compute(x.values<T>().data(), y.mutable_values<T>().data());
-    });
-    if (!known) throw Error("NhwcMaxPool does not take " + norm_pool_type_name(type) + " tensors");
-    out[0] = std::move(y);
+    out[0] = norm_pool_compute_typed<float, double, int8_t, uint8_t>(x, out_dims, "NhwcMaxPool", compute);
   }
 
  private:
@@ -475,21 +448,7 @@ class GlobalPoolKernel : public Kernel {
       if (ChannelsLast) global_pool_channels_last<T, Max>(ctx, xp, yp, out_dims[0], size, out_dims[channel_axis]);
       else global_pool_compute<T, Max>(ctx, xp, yp, planes, size);
     };
-    const DataType type = x.dtype();
-    if (norm_pool_is_half(type)) {
-      Tensor xf = as_float32(x);
-      Tensor yf = Tensor::uninitialized(DataType::Float, out_dims);
-      compute(xf.values<float>().data(), yf.mutable_values<float>().data());
-      out[0] = float32_as(yf, type);
-      return;
-    }
-    Tensor y = Tensor::uninitialized(type, out_dims);
-    bool known = norm_pool_visit_type<float, double>(type, [&](auto tag) {
-      using T = typename decltype(tag)::type;
-      compute(x.values<T>().data(), y.mutable_values<T>().data());
-    });
-    if (!known) throw Error(op_type_ + " does not take " + norm_pool_type_name(type) + " tensors");
-    out[0] = std::move(y);
+    out[0] = norm_pool_compute_typed<float, double>(x, out_dims, op_type_, compute);
   }
 
  private:
