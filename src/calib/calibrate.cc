@@ -51,17 +51,14 @@ std::vector<std::string> tensors_to_calibrate(const ir::Model& model, const std:
   std::vector<std::string> names;
   std::set<std::string> seen;
   // Weights are not calibrated, wherever they come from: initializers, Constant nodes, and
-  // nodes computing only from those (an exporter's Identity of a weight, say).
+  // nodes computing only from those (an exporter's Identity of a weight, say), by the rule the
+  // Session folds constants with.
   std::set<const ir::Value*> constant;
   for (const ir::Node* node : model.graph->topological_order()) {
-    bool all_constant = true;
+    bool all_constant = model.graph->implicit_inputs(node).empty() && !engine::is_nondeterministic(*node);
     for (const ir::Value* v : node->inputs())
       all_constant = all_constant && (!v || (v->has_initializer() && !model.graph->is_input(v)) || constant.count(v));
-    bool has_subgraph = std::any_of(node->attributes.begin(), node->attributes.end(), [](const ir::Attribute& a) {
-      return a.type == ir::AttrType::Graph || a.type == ir::AttrType::Graphs;
-    });
-    bool random = node->op_type.rfind("Random", 0) == 0 || node->op_type == "Bernoulli";
-    if (all_constant && !has_subgraph && !random)
+    if (all_constant)
       for (const ir::Value* v : node->outputs())
         if (v) constant.insert(v);
   }

@@ -12,10 +12,6 @@
 namespace onnxptq::engine {
 namespace {
 
-// Ops whose output differs from run to run: never computed ahead of time.
-const std::unordered_set<std::string> kNondeterministic = {"RandomNormal", "RandomUniform", "RandomNormalLike",
-                                                           "RandomUniformLike", "Multinomial", "Bernoulli"};
-
 std::string where(const ir::Node& node, int64_t opset) {
   std::string op = node.domain.empty() || node.domain == "ai.onnx" ? node.op_type : node.domain + "." + node.op_type;
   return "node '" + node.name + "' (" + op + ", opset " + std::to_string(opset) + ")";
@@ -161,7 +157,7 @@ void GraphExecutor::add_node(const ir::Node& node, const SessionOptions& options
 
   // A node of constants only is computed now, once: shape arithmetic, Constant nodes, weights
   // given through Constant nodes (which the constant transform then sees as the weights they are).
-  if (all_constant && !kNondeterministic.count(node.op_type)) {
+  if (all_constant && !is_nondeterministic(node)) {
     std::vector<const Tensor*> in(info.constant_inputs.begin(), info.constant_inputs.end());
     std::vector<Tensor> out(node.outputs().size());
     RunContext ctx{hardware_threads()};
@@ -232,6 +228,12 @@ std::vector<Tensor> GraphExecutor::run_with_hooks(const RunContext& ctx, std::sp
 }
 
 // ------------------------------------------------------------------ Session
+
+bool is_nondeterministic(const ir::Node& node) {
+  static const std::unordered_set<std::string> ops = {"RandomNormal",      "RandomUniform", "RandomNormalLike",
+                                                      "RandomUniformLike", "Multinomial",   "Bernoulli"};
+  return ops.count(node.op_type) > 0;
+}
 
 Session::Session(const ir::Model& model, SessionOptions options)
     : model_(ir::clone_model(model)), options_(std::move(options)) {

@@ -43,6 +43,10 @@ struct RunHooks {
   const TensorTransform* transform = nullptr;
 };
 
+// Ops whose output differs from run to run: a session never computes them ahead of time, even
+// from constant inputs.
+bool is_nondeterministic(const ir::Node& node);
+
 class GraphExecutor;
 
 class Session {
