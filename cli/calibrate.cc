@@ -25,6 +25,8 @@ struct CalibrateArgs {
   size_t num_bins = 2048;
   size_t num_quantized_bins = 128;
   double percentile = 99.999;
+  std::vector<double> percentile_candidates = {99.99, 99.999, 99.99999};
+  std::string lwp_metric = "mae";
   std::string scenario = "same";
   std::string minmse_mode = "All";
   std::string activation_type = "int8";
@@ -76,6 +78,8 @@ void calibrate_command(const CalibrateArgs& a) {
   o.num_bins = a.num_bins;
   o.num_quantized_bins = a.num_quantized_bins;
   o.percentile = a.percentile;
+  o.percentile_candidates = a.percentile_candidates;
+  o.lwp_metric = a.lwp_metric;
   o.scenario = a.scenario;
   o.minmse_mode = a.minmse_mode;
   o.activation_type = parse_activation_type(a.activation_type);
@@ -114,8 +118,9 @@ void add_calibrate_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("calibrate", "Run the float model over calibration data and write each tensor's range as JSON");
   cmd->add_option("MODEL", a->model, "ONNX model file")->required();
   add_calib_data_options(cmd, a->data);
-  cmd->add_option("--method", a->method,
-                  "MinMax (default), Entropy, Percentile, Distribution, NonOverflow or MinMSE (power-of-two)");
+  cmd->add_option(
+      "--method", a->method,
+      "MinMax (default), Entropy, Percentile, Distribution, LayerWisePercentile, NonOverflow or MinMSE (power-of-two)");
   cmd->add_option("--symmetric", a->symmetric,
                   "true or false: symmetric ranges (CalibTensorRangeSymmetric; default true for Percentile and the power-of-two methods)");
   cmd->add_flag("--moving-average", a->moving_average, "Moving average of the per-sample extrema (CalibMovingAverage; MinMax, NonOverflow)");
@@ -123,9 +128,13 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--num-bins", a->num_bins, "Histogram bins of Entropy, Percentile and Distribution (default 2048)");
   cmd->add_option("--num-quantized-bins", a->num_quantized_bins, "Quantized bins of Entropy (default 128)");
   cmd->add_option("--percentile", a->percentile, "CalibPercentile (default 99.999)");
+  cmd->add_option("--percentile-candidates", a->percentile_candidates,
+                  "LayerWisePercentile: the percentiles tried per tensor (default 99.99 99.999 99.99999)");
+  cmd->add_option("--lwp-metric", a->lwp_metric, "LayerWisePercentile: mae (default) or mse, the error compared");
   cmd->add_option("--scenario", a->scenario, "Distribution: same (default) or p3");
   cmd->add_option("--minmse-mode", a->minmse_mode, "MinMSE: All (default) or MostCommon");
-  cmd->add_option("--activation-type", a->activation_type, "Power-of-two methods: int8 (default), uint8, int16 or uint16");
+  cmd->add_option("--activation-type", a->activation_type,
+                  "Power-of-two methods and LayerWisePercentile: int8 (default), uint8, int16 or uint16");
   cmd->add_option("--op-types", a->op_types, "Calibrate the inputs and outputs of these op types only (default: every node)")
       ->delimiter(',');
   cmd->add_option("--output,-o", a->output, "JSON file to write (default: standard output)");

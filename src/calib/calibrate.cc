@@ -20,13 +20,14 @@ namespace onnxptq::calib {
 
 namespace {
 
-constexpr std::array<std::pair<Method, const char*>, 6> kMethods = {{
+constexpr std::array<std::pair<Method, const char*>, 7> kMethods = {{
     {Method::MinMax, "MinMax"},
     {Method::Entropy, "Entropy"},
     {Method::Percentile, "Percentile"},
     {Method::Distribution, "Distribution"},
     {Method::NonOverflow, "NonOverflow"},
     {Method::MinMSE, "MinMSE"},
+    {Method::LayerWisePercentile, "LayerWisePercentile"},
 }};
 
 }  // namespace
@@ -88,14 +89,18 @@ namespace {
 struct TensorStats {
   MinMaxStats minmax;
   Histogram histogram;
-  std::map<size_t, std::array<double, quant::kMinMseCandidates>> squared_errors;  // MinMSE "All"
+  // Per sample, the error of each candidate: squared errors of the MinMSE "All" positions, or
+  // the LayerWisePercentile metric of each percentile's range.
+  std::map<size_t, std::vector<double>> candidate_errors;
   std::map<size_t, int> best_pos;  // MinMSE "MostCommon": each sample's own best position
   int chosen_pos = 0;  // MinMSE "All": the best position over every sample
+  std::vector<Range> percentile_ranges;  // LayerWisePercentile: one per candidate percentile
+  size_t chosen = 0;                     // LayerWisePercentile: the candidate with the least error
 };
 
 bool method_symmetric(const CalibOptions& o) {
   if (o.symmetric) return *o.symmetric;
-  return is_power_of_two(o.method) || o.method == Method::Percentile;
+  return is_power_of_two(o.method) || o.method == Method::Percentile || o.method == Method::LayerWisePercentile;
 }
 
 // Checks a float input of a sample: how many values are NaN or infinite.
@@ -115,12 +120,57 @@ TensorRange bounds(double lo, double hi) {
   return r;
 }
 
-// The best of the MinMSE candidates around p0 on these values (strict <: the coarsest wins ties).
-int best_candidate(const std::array<double, quant::kMinMseCandidates>& errors, int p0) {
-  int best = 0;
-  for (int i = 1; i < quant::kMinMseCandidates; ++i)
+using CandidateErrors = std::vector<double>;
+
+// One quantization to try: scale, zero point, and the integer range values are clipped to.
+struct Candidate {
+  double scale = 1;
+  int64_t zero_point = 0;
+  quant::QRange clip;
+};
+
+// The error of each candidate on these values, in a fixed block order.
+CandidateErrors candidate_errors(int threads, const float* x, size_t n, const std::vector<Candidate>& candidates,
+                                 ErrorMetric metric) {
+  auto block_errors = [&](const float* block, size_t m) {
+    CandidateErrors e(candidates.size());
+    for (size_t c = 0; c < candidates.size(); ++c)
+      e[c] = quantization_error(block, m, candidates[c].scale, candidates[c].zero_point, candidates[c].clip.min,
+                                candidates[c].clip.max, metric);
+    return e;
+  };
+  CandidateErrors total(candidates.size(), 0.0);
+  for (const CandidateErrors& e : reduce_blocks<CandidateErrors>(threads, x, n, block_errors))
+    for (size_t c = 0; c < e.size(); ++c) total[c] += e[c];
+  return total;
+}
+
+// The MinMSE candidates around the NonOverflow position p0 (clipped as vai_q_onnx quantizes arrays).
+std::vector<Candidate> minmse_candidates(int p0, int64_t zero_point, ir::DataType type) {
+  std::vector<Candidate> out;
+  for (int c = 0; c < quant::kMinMseCandidates; ++c)
+    out.push_back({quant::pos_to_scale(quant::minmse_candidate(p0, c)), zero_point, quant::clip_range(type)});
+  return out;
+}
+
+// Quark's LayerWisePercentile parameters for a candidate range: scale (hi - lo) / (qmax - qmin)
+// + 1e-6 and zero point rne(qmin - lo / scale) over the type's full range. (Quark writes
+// round(lo / scale - qmin), a sign slip that only asymmetric ranges feel.)
+Candidate percentile_candidate(Range r, ir::DataType type) {
+  quant::QRange q = quant::quant_range(type, false);
+  Candidate c;
+  c.scale = (r.hi - r.lo) / static_cast<double>(q.max - q.min) + 1e-6;
+  c.zero_point = static_cast<int64_t>(std::nearbyint(static_cast<double>(q.min) - r.lo / c.scale));
+  c.clip = q;
+  return c;
+}
+
+// The candidate with the least error (strict <: the first wins ties).
+size_t least_error(const CandidateErrors& errors) {
+  size_t best = 0;
+  for (size_t i = 1; i < errors.size(); ++i)
     if (errors[i] < errors[best]) best = i;
-  return quant::minmse_candidate(p0, best);
+  return best;
 }
 
 class Calibrator {
@@ -146,6 +196,14 @@ class Calibrator {
     if (options.num_bins < 1) throw Error("calibration: the number of histogram bins must be at least 1");
     if (options.method == Method::Percentile && !(options.percentile >= 0 && options.percentile <= 100))
       throw Error("CalibPercentile must be in [0, 100], got " + std::to_string(options.percentile));
+    if (options.method == Method::LayerWisePercentile) {
+      if (options.percentile_candidates.empty())
+        throw Error("LayerWisePercentile needs at least one candidate percentile");
+      for (double p : options.percentile_candidates)
+        if (!(p >= 0 && p <= 100)) throw Error("candidate percentiles must be in [0, 100], got " + std::to_string(p));
+      if (options.lwp_metric != "mae" && options.lwp_metric != "mse")
+        throw Error("LayerWisePercentile metric must be 'mae' or 'mse', got '" + options.lwp_metric + "'");
+    }
     if (options.method == Method::Distribution && options.scenario != "same" && options.scenario != "p3")
       throw Error("Distribution scenario must be 'same' or 'p3', got '" + options.scenario + "'");
     if (options.method == Method::MinMSE && options.minmse_mode != "All" && options.minmse_mode != "MostCommon")
@@ -160,73 +218,41 @@ class Calibrator {
 
     int threads = options.threads > 0 ? options.threads : engine::hardware_threads();
     engine::SessionOptions so;
-    so.threads = std::max(1, threads / options.workers);
+    so.threads = threads_ = std::max(1, threads / options.workers);
     so.visible.insert(tensors.begin(), tensors.end());
+    so.hooks_ignore_layout = true;  // every statistic here is per tensor: element order does not matter
     session_ = std::make_unique<engine::Session>(model, so);
   }
 
   CalibrationResult run() {
-    bool minmse_all = options_.method == Method::MinMSE && options_.minmse_mode == "All";
-    bool histograms = options_.method == Method::Entropy || options_.method == Method::Percentile ||
-                      options_.method == Method::Distribution;
-    int passes = (minmse_all || histograms) ? 2 : 1;
-    if (passes == 2 && !reader_.can_rewind())
-      throw Error(std::string(method_name(options_.method)) + " reads the data twice (extrema first), and " +
-                  reader_.describe() + " cannot start over");
+    const Method method = options_.method;
+    const bool minmse_all = method == Method::MinMSE && options_.minmse_mode == "All";
+    const bool layerwise = method == Method::LayerWisePercentile;
+    const bool histograms =
+        method == Method::Entropy || method == Method::Percentile || method == Method::Distribution || layerwise;
+    const int passes = 1 + histograms + (minmse_all || layerwise);
+    if (passes > 1 && !reader_.can_rewind())
+      throw Error(std::string(method_name(method)) + " reads the data " + (passes == 2 ? "twice" : "three times") +
+                  " (extrema first), and " + reader_.describe() + " cannot start over");
+    auto start_pass = [&](int pass, const std::string& what) {
+      if (pass > 1) reader_.rewind();
+      if (passes > 1) log("calibration pass " + std::to_string(pass) + " of " + std::to_string(passes) + ": " + what);
+    };
 
-    if (passes == 2) log("calibration pass 1 of 2: extrema of " + std::to_string(names_.size()) + " tensors");
+    start_pass(1, "extrema of " + std::to_string(names_.size()) + " tensors");
     bool keep_per_sample = options_.moving_average;
-    bool most_common = options_.method == Method::MinMSE && !minmse_all;
+    bool most_common = method == Method::MinMSE && !minmse_all;
     run_pass(true, [&](TensorStats& s, size_t, size_t sample, const float* x, size_t n) {
-      s.minmax.add(sample, x, n, keep_per_sample || most_common);
+      s.minmax.add(sample, x, n, keep_per_sample || most_common, threads_);
       if (most_common) s.best_pos[sample] = sample_best_pos(s.minmax.per_sample.at(sample), x, n);
     });
     std::vector<TensorStats> merged = merge_first_pass();
-
-    if (passes == 2) {
-      reader_.rewind();
-      log("calibration pass 2 of 2: " + std::string(minmse_all ? "squared errors" : "histograms") + " over the extrema");
-      // Fixed per tensor before the pass, so every worker bins (or quantizes) the same way.
-      std::vector<Histogram> empty(names_.size());
-      std::vector<std::pair<int, int64_t>> candidates(names_.size());
-      for (size_t i = 0; i < names_.size(); ++i) {
-        const MinMaxStats& m = merged[i].minmax;
-        if (m.empty()) continue;
-        if (minmse_all) {
-          quant::ScaleZeroPoint p = quant::pof2_scale(m.min, m.max, qrange_, options_.activation_type, symmetric_);
-          candidates[i] = {quant::scale_to_pos(p.scale), p.zero_point};
-        } else if (options_.method == Method::Percentile && symmetric_) {
-          empty[i] = Histogram(0, m.max_abs, options_.num_bins);
-        } else if (options_.method == Method::Percentile) {
-          empty[i] = Histogram(m.min, m.max, options_.num_bins);
-        } else {
-          empty[i] = Histogram(-m.max_abs, m.max_abs, options_.num_bins);
-        }
-      }
-      quant::QRange clip = minmse_all ? quant::clip_range(options_.activation_type) : quant::QRange{};
-      bool abs_values = options_.method == Method::Percentile && symmetric_;
-      run_pass(false, [&](TensorStats& s, size_t i, size_t sample, const float* x, size_t n) {
-        if (minmse_all) {
-          auto& e = s.squared_errors[sample];
-          for (int c = 0; c < quant::kMinMseCandidates; ++c)
-            e[c] += quant::pof2_squared_error(x, n, quant::minmse_candidate(candidates[i].first, c), candidates[i].second, clip);
-        } else {
-          if (s.histogram.bins() == 0) s.histogram = empty[i];
-          if (abs_values) s.histogram.add_abs(x, n);
-          else s.histogram.add(x, n);
-        }
+    if (histograms) collect_histograms(merged, [&] { start_pass(2, "histograms over the extrema"); });
+    if (minmse_all || layerwise)
+      choose_candidates(merged, [&] {
+        start_pass(passes, minmse_all ? "squared errors of the power-of-two candidates"
+                                      : "errors of the candidate percentiles (" + options_.lwp_metric + ")");
       });
-      for (size_t i = 0; i < names_.size(); ++i) {
-        for (auto& w : workers_) {
-          if (w[i].histogram.bins() == 0) continue;
-          if (merged[i].histogram.bins() == 0) merged[i].histogram = w[i].histogram;
-          else merged[i].histogram.merge(w[i].histogram);
-        }
-        for (auto& w : workers_) merged[i].squared_errors.merge(w[i].squared_errors);
-      }
-      for (size_t i = 0; i < names_.size(); ++i)
-        if (minmse_all && !merged[i].minmax.empty()) merged[i].chosen_pos = best_candidate(summed(merged[i]), candidates[i].first);
-    }
 
     CalibrationResult result;
     result.samples = samples_;
@@ -235,13 +261,19 @@ class Calibrator {
     if (samples_ == skipped_.size())
       throw Error("calibration: no usable sample in " + reader_.describe() +
                   (samples_ ? " (every sample has NaN or Inf)" : " (it gave none)"));
+    // Per tensor, on every thread: the entropy search costs as much as many samples.
+    std::vector<TensorRange> ranges(names_.size());
+    engine::parallel_for(threads_ * options_.workers, static_cast<int64_t>(names_.size()), 1,
+                         [&](int64_t b, int64_t e) {
+                           for (auto i = static_cast<size_t>(b); i < static_cast<size_t>(e); ++i)
+                             if (!merged[i].minmax.empty()) ranges[i] = range_of(merged[i]);
+                         });
     std::vector<std::string> unseen;
     for (size_t i = 0; i < names_.size(); ++i) {
-      if (merged[i].minmax.empty()) {
+      if (merged[i].minmax.empty())
         unseen.push_back(names_[i]);
-        continue;
-      }
-      result.ranges[names_[i]] = range_of(merged[i]);
+      else
+        result.ranges[names_[i]] = ranges[i];
     }
     if (!unseen.empty())
       log("calibration: no range for " + std::to_string(unseen.size()) + " tensors never computed as floats (e.g. '" +
@@ -250,6 +282,89 @@ class Calibrator {
   }
 
  private:
+  // The histogram pass: fixed bins per tensor over the first pass's range, so every worker bins
+  // the same way and merging is a sum.
+  template <class Start>
+  void collect_histograms(std::vector<TensorStats>& merged, Start&& start) {
+    const bool percentile = options_.method == Method::Percentile || options_.method == Method::LayerWisePercentile;
+    std::vector<Histogram> empty(names_.size());
+    for (size_t i = 0; i < names_.size(); ++i) {
+      const MinMaxStats& m = merged[i].minmax;
+      if (m.empty()) continue;
+      if (percentile && symmetric_)
+        empty[i] = Histogram(0, m.max_abs, options_.num_bins);
+      else if (percentile)
+        empty[i] = Histogram(m.min, m.max, options_.num_bins);
+      else
+        empty[i] = Histogram(-m.max_abs, m.max_abs, options_.num_bins);
+    }
+    const bool abs_values = percentile && symmetric_;
+    start();
+    run_pass(false, [&](TensorStats& s, size_t i, size_t, const float* x, size_t n) {
+      if (s.histogram.bins() == 0) s.histogram = empty[i];
+      if (abs_values)
+        s.histogram.add_abs(x, n, threads_);
+      else
+        s.histogram.add(x, n, threads_);
+    });
+    for (size_t i = 0; i < names_.size(); ++i)
+      for (auto& w : workers_) {
+        if (w[i].histogram.bins() == 0) continue;
+        if (merged[i].histogram.bins() == 0)
+          merged[i].histogram = w[i].histogram;
+        else
+          merged[i].histogram.merge(w[i].histogram);
+      }
+  }
+
+  // The last pass of MinMSE "All" and LayerWisePercentile: each tensor's candidates are tried on
+  // every sample, the errors summed in sample order, and the least error wins.
+  template <class Start>
+  void choose_candidates(std::vector<TensorStats>& merged, Start&& start) {
+    const bool minmse = options_.method == Method::MinMSE;
+    std::vector<std::vector<Candidate>> candidates(names_.size());
+    std::vector<int> p0(names_.size(), 0);
+    for (size_t i = 0; i < names_.size(); ++i) {
+      TensorStats& t = merged[i];
+      if (t.minmax.empty()) continue;
+      if (minmse) {
+        quant::ScaleZeroPoint p =
+            quant::pof2_scale(t.minmax.min, t.minmax.max, qrange_, options_.activation_type, symmetric_);
+        p0[i] = quant::scale_to_pos(p.scale);
+        candidates[i] = minmse_candidates(p0[i], p.zero_point, options_.activation_type);
+        continue;
+      }
+      for (double percentile : options_.percentile_candidates) {
+        Range r = percentile_range_of(t, percentile);
+        t.percentile_ranges.push_back(r);
+        candidates[i].push_back(percentile_candidate(r, options_.activation_type));
+      }
+    }
+    const ErrorMetric metric = minmse || options_.lwp_metric == "mse" ? ErrorMetric::Squared : ErrorMetric::Absolute;
+    start();
+    run_pass(false, [&](TensorStats& s, size_t i, size_t sample, const float* x, size_t n) {
+      if (candidates[i].empty()) return;  // never a float on the first pass
+      CandidateErrors here = candidate_errors(threads_, x, n, candidates[i], metric);
+      CandidateErrors& e = s.candidate_errors[sample];
+      if (e.empty()) e.assign(here.size(), 0.0);
+      for (size_t c = 0; c < e.size(); ++c) e[c] += here[c];  // a sample seen in parts
+    });
+    for (size_t i = 0; i < names_.size(); ++i) {
+      for (auto& w : workers_) merged[i].candidate_errors.merge(w[i].candidate_errors);
+      if (candidates[i].empty()) continue;
+      CandidateErrors total(candidates[i].size(), 0.0);
+      for (const auto& [sample, e] : merged[i].candidate_errors)
+        for (size_t c = 0; c < e.size(); ++c) total[c] += e[c];
+      merged[i].chosen = least_error(total);  // MinMSE: the coarsest position wins ties
+      if (minmse) merged[i].chosen_pos = quant::minmse_candidate(p0[i], static_cast<int>(merged[i].chosen));
+    }
+  }
+
+  Range percentile_range_of(const TensorStats& s, double percentile) const {
+    return symmetric_ ? percentile_range_symmetric(s.histogram, percentile, s.minmax.min, s.minmax.max)
+                      : percentile_range(s.histogram, percentile);
+  }
+
   // Reads every sample once, split over the workers, and calls
   // reduce(stats, tensor index, sample index, values, count) on each calibrated tensor.
   template <class Reduce>
@@ -345,19 +460,9 @@ class Calibrator {
   int sample_best_pos(const Range& r, const float* x, size_t n) const {
     quant::ScaleZeroPoint p = quant::pof2_scale(r.lo, r.hi, qrange_, options_.activation_type, symmetric_);
     int p0 = quant::scale_to_pos(p.scale);
-    quant::QRange clip = quant::clip_range(options_.activation_type);
-    std::array<double, quant::kMinMseCandidates> errors{};
-    for (int c = 0; c < quant::kMinMseCandidates; ++c)
-      errors[c] = quant::pof2_squared_error(x, n, quant::minmse_candidate(p0, c), p.zero_point, clip);
-    return best_candidate(errors, p0);
-  }
-
-  // The squared errors of every sample, summed in sample order.
-  static std::array<double, quant::kMinMseCandidates> summed(const TensorStats& s) {
-    std::array<double, quant::kMinMseCandidates> total{};
-    for (const auto& [sample, e] : s.squared_errors)
-      for (int c = 0; c < quant::kMinMseCandidates; ++c) total[c] += e[c];
-    return total;
+    std::vector<Candidate> candidates = minmse_candidates(p0, p.zero_point, options_.activation_type);
+    size_t best = least_error(candidate_errors(threads_, x, n, candidates, ErrorMetric::Squared));
+    return quant::minmse_candidate(p0, static_cast<int>(best));
   }
 
   // The range a power-of-two position and its zero point represent (quant_range table).
@@ -403,8 +508,12 @@ class Calibrator {
       }
       case Method::Percentile: {
         if (m.max_abs == 0 || m.min == m.max) return bounds(m.min, m.max);
-        Range x = symmetric_ ? percentile_range_symmetric(s.histogram, options_.percentile, m.min, m.max)
-                             : percentile_range(s.histogram, options_.percentile);
+        Range x = percentile_range_of(s, options_.percentile);
+        return bounds(x.lo, x.hi);
+      }
+      case Method::LayerWisePercentile: {
+        if (m.max_abs == 0 || m.min == m.max) return bounds(m.min, m.max);
+        Range x = s.percentile_ranges.at(s.chosen);
         return bounds(x.lo, x.hi);
       }
       case Method::Distribution: {
@@ -428,6 +537,7 @@ class Calibrator {
   const CalibOptions& options_;
   bool symmetric_;
   quant::QRange qrange_;
+  int threads_ = 1;  // engine threads of each worker, also used to reduce a tensor
   std::vector<std::string> names_;
   std::unordered_map<std::string, size_t> index_;
   std::unique_ptr<engine::Session> session_;

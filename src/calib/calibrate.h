@@ -18,16 +18,17 @@
 namespace onnxptq::calib {
 
 enum class Method {
-  MinMax,        // extrema (optionally their moving average)
-  Entropy,       // KL-divergence threshold on a histogram of x over [-t, t]
-  Percentile,    // a percentile of |x| (symmetric) or of x on each side
-  Distribution,  // mean and standard deviation of x (float8 scales)
-  NonOverflow,   // the finest power-of-two scale whose range holds the extrema
-  MinMSE,        // power-of-two scale with the least squared error
+  MinMax,               // extrema (optionally their moving average)
+  Entropy,              // KL-divergence threshold on a histogram of x over [-t, t]
+  Percentile,           // a percentile of |x| (symmetric) or of x on each side
+  Distribution,         // mean and standard deviation of x (float8 scales)
+  NonOverflow,          // the finest power-of-two scale whose range holds the extrema
+  MinMSE,               // power-of-two scale with the least squared error
+  LayerWisePercentile,  // per tensor, the candidate percentile whose range quantizes with least error
 };
 
-// "MinMax", "Entropy", "Percentile", "Distribution", "NonOverflow", "MinMSE" (the seeds'
-// enum member names); Error naming the known ones otherwise.
+// "MinMax", "Entropy", "Percentile", "Distribution", "NonOverflow", "MinMSE",
+// "LayerWisePercentile" (the seeds' enum member names); Error naming the known ones otherwise.
 Method parse_method(const std::string& name);
 const char* method_name(Method method);
 bool is_power_of_two(Method method);
@@ -42,9 +43,13 @@ struct CalibOptions {
   size_t num_bins = 2048;  // histogram methods
   size_t num_quantized_bins = 128;  // Entropy
   double percentile = 99.999;  // CalibPercentile
+  // LayerWisePercentile: the percentiles tried (Quark's defaults) and the error compared:
+  // "mae" (mean absolute) or "mse" (mean squared) of quantizing with each one's range.
+  std::vector<double> percentile_candidates = {99.99, 99.999, 99.99999};
+  std::string lwp_metric = "mae";
   std::string scenario = "same";  // Distribution: "same" or "p3"
   std::string minmse_mode = "All";  // MinMSE: "All" or "MostCommon"
-  // The activation type the power-of-two methods quantize to (int8, uint8, int16, uint16).
+  // The activation type the power-of-two methods and LayerWisePercentile quantize to.
   ir::DataType activation_type = ir::DataType::Int8;
   size_t max_samples = 0;  // 0: every sample the reader gives
   int threads = 0;  // engine threads in all (0: every hardware thread)

@@ -1,5 +1,4 @@
-// Calibration data: the reader protocol of the seeds (get_next gives one feed, or nothing at the
-// end), and the built-in readers.
+// The built-in calibration data readers (the protocol itself is public: onnxptq/data_reader.h).
 #pragma once
 
 #include <array>
@@ -7,33 +6,19 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include <nlohmann/json_fwd.hpp>
-
 #include "ir/graph.h"
+#include "onnxptq/data_reader.h"
 
 namespace onnxptq::calib {
 
-// One sample: a tensor for each model input, by name.
-using Feed = std::map<std::string, ir::Tensor>;
-
-class DataReader {
- public:
-  virtual ~DataReader() = default;
-  // The next sample, or nothing at the end.
-  virtual std::optional<Feed> next() = 0;
-  // How many samples there are, when known in advance.
-  virtual std::optional<size_t> size() const { return std::nullopt; }
-  // Readers that can start over say so; methods needing several passes use it.
-  virtual bool can_rewind() const { return false; }
-  virtual void rewind();
-  // For messages: "folder calib/ (200 files)".
-  virtual std::string describe() const = 0;
-};
+using onnxptq::DataReader;
+using onnxptq::Feed;
 
 // A folder of .npy or .npz files, one sample a file, in file-name order. An .npz holds one array
 // per model input, keyed by input name; an .npy is the one input of a single-input model.

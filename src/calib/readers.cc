@@ -8,9 +8,9 @@
 #include "ir/npy.h"
 #include "onnxptq/error.h"
 
-namespace onnxptq::calib {
+void onnxptq::DataReader::rewind() { throw Error(describe() + " cannot start over"); }
 
-void DataReader::rewind() { throw Error(describe() + " cannot start over"); }
+namespace onnxptq::calib {
 
 namespace {
 

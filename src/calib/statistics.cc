@@ -2,13 +2,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <mutex>
 #include <numeric>
 
 #include "onnxptq/error.h"
 
 namespace onnxptq::calib {
 
-void MinMaxStats::add(size_t sample, const float* data, size_t n, bool keep_per_sample) {
+namespace {
+
+// The finite extrema of a block, as (min, max); (inf, -inf) when nothing is finite.
+std::pair<float, float> block_extrema(const float* data, size_t n) {
   // Lanes of running extrema the compiler vectorises; non-finite values are replaced by the
   // neutral element (min and max are exact, so the lane split changes nothing).
   constexpr size_t kLanes = 16;
@@ -30,7 +34,45 @@ void MinMaxStats::add(size_t sample, const float* data, size_t n, bool keep_per_
     los[0] = std::min(los[0], x);
     his[0] = std::max(his[0], x);
   }
-  float lo = *std::min_element(los, los + kLanes), hi = *std::max_element(his, his + kLanes);
+  return {*std::min_element(los, los + kLanes), *std::max_element(his, his + kLanes)};
+}
+
+template <ErrorMetric kMetric>
+double summed_error(const float* x, size_t n, float s, float zp, float lo, float hi) {
+  // Sixteen running sums in a fixed order: the compiler vectorises them (a single sum would be
+  // a serial chain).
+  constexpr size_t kLanes = 16;
+  double lanes[kLanes] = {};
+  auto error = [&](float v) {
+    float q = std::min(std::max(std::nearbyint(v / s) + zp, lo), hi);
+    double e = static_cast<double>((q - zp) * s) - static_cast<double>(v);
+    return kMetric == ErrorMetric::Squared ? e * e : std::fabs(e);
+  };
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (size_t l = 0; l < kLanes; ++l) lanes[l] += error(x[i + l]);
+  for (; i < n; ++i) lanes[i % kLanes] += error(x[i]);
+  double sum = 0;
+  for (double v : lanes) sum += v;
+  return sum;
+}
+
+}  // namespace
+
+double quantization_error(const float* x, size_t n, double scale, int64_t zero_point, int64_t qmin, int64_t qmax,
+                          ErrorMetric metric) {
+  auto s = static_cast<float>(scale), zp = static_cast<float>(zero_point);
+  auto lo = static_cast<float>(qmin), hi = static_cast<float>(qmax);
+  return metric == ErrorMetric::Squared ? summed_error<ErrorMetric::Squared>(x, n, s, zp, lo, hi)
+                                        : summed_error<ErrorMetric::Absolute>(x, n, s, zp, lo, hi);
+}
+
+void MinMaxStats::add(size_t sample, const float* data, size_t n, bool keep_per_sample, int threads) {
+  float lo = std::numeric_limits<float>::infinity(), hi = -lo;
+  for (auto [block_lo, block_hi] : reduce_blocks<std::pair<float, float>>(threads, data, n, block_extrema)) {
+    lo = std::min(lo, block_lo);
+    hi = std::max(hi, block_hi);
+  }
   if (lo > hi) return;  // nothing finite
   min = std::min(min, static_cast<double>(lo));
   max = std::max(max, static_cast<double>(hi));
@@ -98,11 +140,26 @@ void add_values(std::vector<uint64_t>& counts, double lo, double hi, const float
   }
 }
 
+// Counts are integers: each thread counts its share into its own bins, and the sum is exact.
+template <bool kAbs>
+void add_split(std::vector<uint64_t>& counts, double lo, double hi, const float* data, size_t n, int threads) {
+  if (threads <= 1 || n < 2 * kReduceBlock) return add_values<kAbs>(counts, lo, hi, data, n);
+  std::mutex mutex;
+  engine::parallel_for(threads, static_cast<int64_t>(n), static_cast<int64_t>(kReduceBlock), [&](int64_t b, int64_t e) {
+    std::vector<uint64_t> own(counts.size(), 0);
+    add_values<kAbs>(own, lo, hi, data + b, static_cast<size_t>(e - b));
+    std::lock_guard<std::mutex> lock(mutex);
+    for (size_t i = 0; i < own.size(); ++i) counts[i] += own[i];
+  });
+}
+
 }  // namespace
 
-void Histogram::add(const float* data, size_t n) { add_values<false>(counts_, lo_, hi_, data, n); }
+void Histogram::add(const float* data, size_t n, int threads) { add_split<false>(counts_, lo_, hi_, data, n, threads); }
 
-void Histogram::add_abs(const float* data, size_t n) { add_values<true>(counts_, lo_, hi_, data, n); }
+void Histogram::add_abs(const float* data, size_t n, int threads) {
+  add_split<true>(counts_, lo_, hi_, data, n, threads);
+}
 
 void Histogram::merge(const Histogram& other) {
   if (other.counts_.size() != counts_.size() || other.lo_ != lo_ || other.hi_ != hi_)

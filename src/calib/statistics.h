@@ -4,6 +4,7 @@
 // samples can be split over workers and merged at the end.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <limits>
@@ -11,12 +12,40 @@
 #include <utility>
 #include <vector>
 
+#include "engine/parallel.h"
+
 namespace onnxptq::calib {
 
 struct Range {
   double lo = 0;
   double hi = 0;
 };
+
+// Reductions of one tensor are split over threads in blocks of a fixed size, whatever the
+// thread count, and per-block results are combined in block order: a floating-point sum comes
+// out the same with any number of threads.
+inline constexpr size_t kReduceBlock = size_t{1} << 15;
+
+// fn(values, count) on each block of `data`, on up to `threads` threads; the results in block order.
+template <class T, class F>
+std::vector<T> reduce_blocks(int threads, const float* data, size_t n, F&& fn) {
+  std::vector<T> out((n + kReduceBlock - 1) / kReduceBlock);
+  engine::parallel_for(threads, static_cast<int64_t>(out.size()), 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) {
+      size_t start = static_cast<size_t>(b) * kReduceBlock;
+      out[static_cast<size_t>(b)] = fn(data + start, std::min(kReduceBlock, n - start));
+    }
+  });
+  return out;
+}
+
+enum class ErrorMetric { Absolute, Squared };
+
+// The summed error (|e| or e^2) of quantizing x with `scale` and `zero_point`, clipped to
+// [qmin, qmax]: q = clip(rne(x / s) + zp), e = float32((q - zp) * s) - x, all in float32 as the
+// runtime ops compute it, summed in double over fixed lanes (the same result on every run).
+double quantization_error(const float* x, size_t n, double scale, int64_t zero_point, int64_t qmin, int64_t qmax,
+                          ErrorMetric metric);
 
 // Extrema of one tensor over every sample, and each sample's own extrema (by sample index, for
 // the moving average, which must come out the same whatever the number of workers).
@@ -27,7 +56,7 @@ struct MinMaxStats {
   std::map<size_t, Range> per_sample;  // filled when keep_per_sample
 
   // NaN and infinities are the caller's to report; they are skipped here.
-  void add(size_t sample, const float* data, size_t n, bool keep_per_sample);
+  void add(size_t sample, const float* data, size_t n, bool keep_per_sample, int threads = 1);
   void merge(const MinMaxStats& other);
   bool empty() const { return min > max; }
   // The exponential moving average of the per-sample extrema in sample order, starting from the
@@ -40,9 +69,9 @@ class Histogram {
  public:
   Histogram() = default;
   Histogram(double lo, double hi, size_t bins);
-  void add(const float* data, size_t n);
+  void add(const float* data, size_t n, int threads = 1);
   // Histogram of |x| (lo must be 0).
-  void add_abs(const float* data, size_t n);
+  void add_abs(const float* data, size_t n, int threads = 1);
   void merge(const Histogram& other);
 
   double lo() const { return lo_; }

@@ -110,8 +110,9 @@ std::vector<size_t> elementwise_data_inputs(const ir::Node& n) {
 
 class TransposeElimination {
  public:
-  TransposeElimination(ir::Graph& graph, const std::function<bool(const ir::Value*)>& visible, int64_t onnx_opset)
-      : graph_(graph), visible_(visible), onnx_opset_(onnx_opset) {}
+  TransposeElimination(ir::Graph& graph, const std::function<bool(const ir::Value*)>& visible, int64_t onnx_opset,
+                       std::map<std::string, std::string>* same_elements)
+      : graph_(graph), visible_(visible), onnx_opset_(onnx_opset), same_elements_(same_elements) {}
 
   int run() {
     int total = 0;
@@ -150,6 +151,7 @@ class TransposeElimination {
   void drop_if_unused(ir::Value* v) {
     if (!v->uses().empty() || seen(v)) return;
     ir::Node* t = v->producer();
+    if (same_elements_) (*same_elements_)[v->name()] = t->input(0)->name();
     removed_.insert(t);
     graph_.remove_node(t);
     graph_.remove_value(v);
@@ -266,14 +268,15 @@ class TransposeElimination {
   ir::Graph& graph_;
   const std::function<bool(const ir::Value*)>& visible_;
   int64_t onnx_opset_;
+  std::map<std::string, std::string>* same_elements_;
   std::unordered_set<const ir::Node*> removed_;
 };
 
 }  // namespace
 
-int eliminate_transposes(ir::Graph& graph, const std::function<bool(const ir::Value*)>& visible,
-                         int64_t onnx_opset) {
-  return TransposeElimination(graph, visible, onnx_opset).run();
+int eliminate_transposes(ir::Graph& graph, const std::function<bool(const ir::Value*)>& visible, int64_t onnx_opset,
+                         std::map<std::string, std::string>* same_elements) {
+  return TransposeElimination(graph, visible, onnx_opset, same_elements).run();
 }
 
 namespace {
@@ -322,11 +325,11 @@ int revert_isolated_nhwc_convolutions(ir::Graph& graph, const std::function<bool
   return static_cast<int>(isolated.size());
 }
 
-int run_convolutions_nhwc(ir::Graph& graph, const std::function<bool(const ir::Value*)>& visible,
-                          int64_t onnx_opset) {
+int run_convolutions_nhwc(ir::Graph& graph, const std::function<bool(const ir::Value*)>& visible, int64_t onnx_opset,
+                          std::map<std::string, std::string>* same_elements) {
   int converted = convert_convolutions_to_nhwc(graph);
   if (converted == 0) return 0;
-  eliminate_transposes(graph, visible, onnx_opset);
+  eliminate_transposes(graph, visible, onnx_opset, same_elements);
   return converted - revert_isolated_nhwc_convolutions(graph, visible);
 }
 

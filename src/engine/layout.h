@@ -5,6 +5,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "ir/graph.h"
@@ -27,10 +29,11 @@ int convert_convolutions_to_nhwc(ir::Graph& graph);
 // nearest Resize, which become the engine's Nhwc* twins. Removes pairs of Transposes that undo
 // each other. A visible value (graph output, or `visible` says so) is never bypassed: what reads
 // it keeps reading it, so observers and transforms see and act as without the pass.
-// `onnx_opset` is the model's default-domain opset (Resize changed its inputs at 11). Returns
-// how many Transposes were moved or removed.
-int eliminate_transposes(ir::Graph& graph, const std::function<bool(const ir::Value*)>& visible,
-                         int64_t onnx_opset);
+// `onnx_opset` is the model's default-domain opset (Resize changed its inputs at 11). For each
+// Transpose output it removes, `same_elements` (when given) gets the name of the value that holds
+// the same elements in another order. Returns how many Transposes were moved or removed.
+int eliminate_transposes(ir::Graph& graph, const std::function<bool(const ir::Value*)>& visible, int64_t onnx_opset,
+                         std::map<std::string, std::string>* same_elements = nullptr);
 
 // NhwcConvs left with a Transpose on each side (an NCHW-only op or a visible value before and
 // after) go back to Conv / FusedConv: there the convolution picks its own best layout, and a
@@ -38,7 +41,7 @@ int eliminate_transposes(ir::Graph& graph, const std::function<bool(const ir::Va
 int revert_isolated_nhwc_convolutions(ir::Graph& graph, const std::function<bool(const ir::Value*)>& visible);
 
 // The whole pass: the three steps above in order. Returns how many NhwcConvs remain.
-int run_convolutions_nhwc(ir::Graph& graph, const std::function<bool(const ir::Value*)>& visible,
-                          int64_t onnx_opset);
+int run_convolutions_nhwc(ir::Graph& graph, const std::function<bool(const ir::Value*)>& visible, int64_t onnx_opset,
+                          std::map<std::string, std::string>* same_elements = nullptr);
 
 }  // namespace onnxptq::engine

@@ -36,10 +36,12 @@ auto with_node_context(const ir::Node& node, int64_t opset, F&& fn) {
 // One graph compiled for running: the main graph, or a subgraph of If/Loop/Scan.
 class GraphExecutor : public GraphRunner {
  public:
-  // `unseen`: values the engine made for itself (engine/layout.h), hidden from observers and
-  // transforms, which see the model's own values only.
+  // Hooks see each value under its own name, except those in `shown_as`: values the engine
+  // made for itself (engine/layout.h) are hidden (no names) or stand for model values that hold
+  // the same elements (SessionOptions::hooks_ignore_layout).
+  using ShownAs = std::unordered_map<std::string, std::vector<std::string>>;
   GraphExecutor(const ir::Model& model, const ir::Graph& graph, const std::vector<std::string>& outer_names,
-                const SessionOptions& options, const std::unordered_set<std::string>& unseen = {});
+                const SessionOptions& options, const ShownAs& shown_as = {});
 
   std::vector<Tensor> run(const RunContext& ctx, std::span<const Tensor* const> outer,
                           std::span<const Tensor* const> inputs) const override {
@@ -73,7 +75,7 @@ class GraphExecutor : public GraphRunner {
   std::vector<int> input_slots_;
   std::vector<int> output_slots_;
   std::vector<Step> steps_;
-  std::vector<bool> hooked_;  // per slot: whether observers and transforms see it
+  std::vector<std::vector<std::string>> hook_names_;  // per slot: the names hooks see it as
 };
 
 int GraphExecutor::slot_of(const std::string& name) const {
@@ -92,7 +94,7 @@ int GraphExecutor::new_slot(const std::string& name) {
 
 GraphExecutor::GraphExecutor(const ir::Model& model, const ir::Graph& graph,
                              const std::vector<std::string>& outer_names, const SessionOptions& options,
-                             const std::unordered_set<std::string>& unseen)
+                             const ShownAs& shown_as)
     : model_(model), graph_(graph) {
   for (const std::string& name : outer_names) new_slot(name);
   outer_count_ = outer_names.size();
@@ -107,7 +109,10 @@ GraphExecutor::GraphExecutor(const ir::Model& model, const ir::Graph& graph,
   }
   for (const ir::Node* node : graph.topological_order()) add_node(*node, options);
   for (const ir::Value* v : graph.outputs()) output_slots_.push_back(slot_of(v->name()));
-  for (const std::string& name : slot_names_) hooked_.push_back(!unseen.count(name));
+  for (const std::string& name : slot_names_) {
+    auto it = shown_as.find(name);
+    hook_names_.push_back(it != shown_as.end() ? it->second : std::vector<std::string>{name});
+  }
 
   // Free every produced value after its last use, unless it is an output of the graph.
   std::vector<int> last_use(slot_names_.size(), -1);
@@ -184,10 +189,11 @@ std::vector<Tensor> GraphExecutor::run_with_hooks(const RunContext& ctx, std::sp
   for (size_t i = 0; i < outer_count_; ++i) value[i] = outer[i];
 
   auto produced = [&](int slot) {
-    bool hooked = hooked_[slot];
-    if (hooks.transform && hooked) (*hooks.transform)(slot_names_[slot], owned[slot]);
+    if (hooks.transform)
+      for (const std::string& name : hook_names_[slot]) (*hooks.transform)(name, owned[slot]);
     value[slot] = &owned[slot];
-    if (hooks.observe && hooked) (*hooks.observe)(slot_names_[slot], owned[slot]);
+    if (hooks.observe)
+      for (const std::string& name : hook_names_[slot]) (*hooks.observe)(name, owned[slot]);
   };
   for (size_t i = 0; i < input_slots_.size(); ++i) {
     int slot = input_slots_[i];
@@ -238,7 +244,7 @@ bool is_nondeterministic(const ir::Node& node) {
 Session::Session(const ir::Model& model, SessionOptions options)
     : model_(ir::clone_model(model)), options_(std::move(options)) {
   if (options_.threads <= 0) options_.threads = hardware_threads();
-  std::unordered_set<std::string> engine_values;  // made by the passes below, seen by no hook
+  GraphExecutor::ShownAs shown_as;  // values made or removed by the passes below
   if (options_.optimize && KernelRegistry::instance().find(kEngineDomain, "FusedConv", 1)) {
     model_.set_opset(kEngineDomain, 1);
     auto visible = [this](const ir::Value* v) { return options_.visible.count(v->name()) > 0; };
@@ -248,15 +254,28 @@ Session::Session(const ir::Model& model, SessionOptions options)
       for (const ir::Value* v : node->outputs())
         if (v) model_values.insert(v->name());
     // After fusion, so that a convolution and its activation become one NhwcConv.
-    run_convolutions_nhwc(*model_.graph, visible, model_.opset(""));
+    std::map<std::string, std::string> same_elements;
+    std::function<bool(const ir::Value*)> kept_in_order = visible;
+    if (options_.hooks_ignore_layout) kept_in_order = [](const ir::Value*) { return false; };
+    run_convolutions_nhwc(*model_.graph, kept_in_order, model_.opset(""), &same_elements);
+    std::unordered_set<std::string> produced;
     for (const auto& node : model_.graph->nodes())
       for (const ir::Value* v : node->outputs())
-        if (v && !model_values.count(v->name())) engine_values.insert(v->name());
+        if (v) produced.insert(v->name());
+    for (const std::string& name : produced)
+      if (!model_values.count(name)) shown_as[name];  // engine-made: hidden
+    // A visible value the pass removed is shown through the value now holding its elements.
+    for (const std::string& name : options_.visible) {
+      std::string holder = name;
+      while (!model_.graph->find_value(holder) && same_elements.count(holder)) holder = same_elements.at(holder);
+      if (holder == name || !model_.graph->find_value(holder)) continue;
+      shown_as.try_emplace(holder, std::vector<std::string>{holder}).first->second.push_back(name);
+    }
   }
   for (const ir::Value* v : model_.graph->inputs())
     if (!v->has_initializer()) inputs_.push_back(v);
   for (const ir::Value* v : model_.graph->outputs()) outputs_.push_back(v);
-  main_ = std::make_unique<GraphExecutor>(model_, *model_.graph, std::vector<std::string>{}, options_, engine_values);
+  main_ = std::make_unique<GraphExecutor>(model_, *model_.graph, std::vector<std::string>{}, options_, shown_as);
 }
 
 Session::~Session() = default;

@@ -36,6 +36,11 @@ struct SessionOptions {
   // Tensors the engine makes for itself (NHWC copies) are never shown to hooks.
   bool optimize = true;
   std::unordered_set<std::string> visible;
+  // For hooks that treat every element alike whatever its position (per-tensor statistics,
+  // per-tensor fake quantization): a visible tensor may then be shown in the engine's own order
+  // (channels-last: the same elements, dims permuted) instead of being kept in ONNX order just
+  // for them, so the channels-last pass runs as if the tensor were not visible.
+  bool hooks_ignore_layout = false;
 };
 
 struct RunHooks {

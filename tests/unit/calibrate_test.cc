@@ -72,10 +72,11 @@ CalibOptions with_method(Method method) {
   return o;
 }
 
-CalibrationResult run(const std::vector<std::vector<float>>& samples, CalibOptions o, bool rewindable = true) {
+CalibrationResult run(const std::vector<std::vector<float>>& samples, CalibOptions o, bool rewindable = true,
+                      int threads = 1) {
   ListReader reader(samples, rewindable);
   ir::Model m = negations(static_cast<int64_t>(samples[0].size()));
-  o.threads = 1;
+  o.threads = threads;
   return calibrate(m, {"x", "y", "z"}, reader, o);
 }
 
@@ -228,6 +229,43 @@ TEST(Calibrate, MinMseAllPicksTheLeastSquaredErrorPosition) {
   EXPECT_DOUBLE_EQ(x.hi, 127 * std::ldexp(1.0, -*x.pos));
 }
 
+// LayerWisePercentile picks, per tensor, the candidate percentile whose range quantizes the
+// data with the least error: the ranges are those of the Percentile method at each candidate,
+// and the errors are recomputed here in double over every value.
+TEST(Calibrate, LayerWisePercentilePicksTheCandidateWithTheLeastError) {
+  auto samples = gaussian_samples(4, 5000, 12, 60.f);
+  const std::vector<double> percentiles = {99.0, 99.9, 99.99, 99.99999};
+  for (const char* metric : {"mae", "mse"}) {
+    CalibOptions o = with_method(Method::LayerWisePercentile);
+    o.percentile_candidates = percentiles;
+    o.lwp_metric = metric;
+    CalibrationResult r = run(samples, o);
+    EXPECT_EQ(r.passes, 3);
+    double best_error = INFINITY;
+    std::pair<double, double> best_range;
+    for (double p : percentiles) {
+      CalibOptions po = with_method(Method::Percentile);
+      po.percentile = p;
+      const TensorRange& c = run(samples, po).ranges.at("x");
+      double scale = (c.hi - c.lo) / 255 + 1e-6;  // int8: qmax - qmin = 255
+      double zp = std::nearbyint(-128 - c.lo / scale);
+      double error = 0;
+      for (const auto& sample : samples)
+        for (float v : sample) {
+          double q = std::clamp(std::nearbyint(v / scale) + zp, -128.0, 127.0);
+          double e = (q - zp) * scale - v;
+          error += std::string(metric) == "mae" ? std::fabs(e) : e * e;
+        }
+      if (error < best_error) best_error = error, best_range = {c.lo, c.hi};
+    }
+    EXPECT_EQ(r.ranges.at("x").lo, best_range.first) << metric;
+    EXPECT_EQ(r.ranges.at("x").hi, best_range.second) << metric;
+  }
+  CalibOptions bad = with_method(Method::LayerWisePercentile);
+  bad.lwp_metric = "max";
+  EXPECT_THROW(run(samples, bad), Error);
+}
+
 TEST(Calibrate, MinMseMostCommonTakesTheMostFrequentSamplePosition) {
   // Two samples want a fine scale, one a coarse one.
   std::vector<std::vector<float>> samples = {std::vector<float>(100, 0.1f), std::vector<float>(100, 0.1f),
@@ -262,6 +300,50 @@ TEST(Calibrate, SameRangesForAnyNumberOfWorkers) {
         EXPECT_EQ(r.pos, m.pos) << method_name(method);
         EXPECT_EQ(r.std, m.std) << method_name(method);
       }
+    }
+  }
+}
+
+// Large tensors are reduced by several threads at once; sums (squared errors, moments) are
+// combined in a fixed block order, so the ranges are exactly those of one thread.
+TEST(Calibrate, SameRangesForAnyNumberOfThreads) {
+  auto samples = gaussian_samples(3, 150001, 11, 7.f);  // several blocks of kReduceBlock values, one partial
+  for (Method method : {Method::MinMax, Method::Entropy, Method::Percentile, Method::Distribution, Method::NonOverflow,
+                        Method::MinMSE, Method::LayerWisePercentile}) {
+    CalibOptions o = with_method(method);
+    CalibrationResult one = run(samples, o);
+    for (int threads : {2, 3}) {
+      CalibrationResult many = run(samples, o, true, threads);
+      for (const auto& [name, r] : one.ranges) {
+        const TensorRange& m = many.ranges.at(name);
+        EXPECT_EQ(r.lo, m.lo) << method_name(method) << " " << name << " threads " << threads;
+        EXPECT_EQ(r.hi, m.hi) << method_name(method) << " " << name << " threads " << threads;
+        EXPECT_EQ(r.pos, m.pos) << method_name(method);
+        EXPECT_EQ(r.std, m.std) << method_name(method);
+      }
+    }
+  }
+}
+
+// Samples of different lengths (sequence lengths, image sizes) through a dynamic dimension:
+// every method runs, and the extrema are those of all values together.
+TEST(Calibrate, SamplesOfDifferentShapesThroughADynamicDimension) {
+  std::vector<std::vector<float>> samples = {{0.5f, -2.f, 1.f}, {3.f, 0.f, -1.f, 0.25f, 2.f, -0.5f, 1.5f}, {-0.75f}};
+  for (Method method : {Method::MinMax, Method::Entropy, Method::Percentile, Method::Distribution, Method::NonOverflow,
+                        Method::MinMSE, Method::LayerWisePercentile}) {
+    ListReader reader(samples);
+    ir::Model m = negations(1);
+    m.graph->find_value("x")->type.shape = {ir::Dim::symbol("length")};
+    CalibOptions o = with_method(method);
+    o.threads = 1;
+    CalibrationResult r = calibrate(m, {"x", "y"}, reader, o);
+    EXPECT_EQ(r.samples, 3u) << method_name(method);
+    ASSERT_EQ(r.ranges.size(), 2u) << method_name(method);
+    if (method == Method::MinMax) {
+      EXPECT_EQ(r.ranges.at("x").lo, -2.0);
+      EXPECT_EQ(r.ranges.at("x").hi, 3.0);
+      EXPECT_EQ(r.ranges.at("y").lo, -3.0);
+      EXPECT_EQ(r.ranges.at("y").hi, 2.0);
     }
   }
 }
@@ -309,7 +391,8 @@ TEST(Calibrate, ErrorsNameWhatIsWrong) {
   ir::Model m = negations(10);
   expect_error([&] { calibrate(m, {"nope"}, reader, {}); }, "calibration: the model has no tensor 'nope'");
   expect_error([&] { parse_method("KL"); },
-               "unknown calibration method 'KL' (known: MinMax, Entropy, Percentile, Distribution, NonOverflow, MinMSE)");
+               "unknown calibration method 'KL' (known: MinMax, Entropy, Percentile, Distribution, NonOverflow, "
+               "MinMSE, LayerWisePercentile)");
   auto all_nan = gaussian_samples(1, 10, 9);
   all_nan[0][0] = NAN;
   expect_error([&] { run(all_nan, {}); }, "calibration: no usable sample in the test list (every sample has NaN or Inf)");

@@ -1,10 +1,12 @@
+#include "engine/layout.h"
+
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 
 #include "engine/fusion.h"
-#include "engine/layout.h"
 #include "engine/session.h"
 #include "ir/model.h"
 
@@ -345,6 +347,59 @@ TEST(NhwcLayout, ObserversAndTransformsSeeTheModelsOwnTensors) {
   std::vector<ir::Tensor> got = Session(t.m, options).run(feeds, {&observe, &halve});
   EXPECT_EQ(seen.size(), 3u);  // x, b, c: nothing the engine made
   EXPECT_EQ(seen["b"], (std::vector<int64_t>{1, 8, 9, 11}));
+  auto g = got[0].values<float>(), w = want[0].values<float>();
+  for (size_t i = 0; i < w.size(); ++i) ASSERT_NEAR(g[i], w[i], 1e-5f * (1 + std::fabs(w[i]))) << i;
+}
+
+// Hooks that ignore layout see a visible tensor as the engine holds it (channels-last between
+// convolutions, so the pass is not held back), with the same elements, and a per-element
+// transform acts as it does on the NCHW tensor.
+TEST(NhwcLayout, HooksIgnoringLayoutSeeTheSameElementsChannelsLast) {
+  GraphMaker t;
+  ir::Value* a = t.conv(t.input("x"), "a", {});
+  ir::Value* b = t.conv(a, "b", {});
+  t.g.add_output(t.conv(t.op("Relu", {b}, "r"), "c", {}));
+  std::vector<int64_t> dims = {1, 8, 9, 11};
+  std::vector<float> x = t.random(static_cast<size_t>(ir::element_count(dims)));
+  std::map<std::string, ir::Tensor> feeds = {{"x", ir::Tensor::from_values<float>(dims, x)}};
+
+  struct Seen {
+    std::vector<int64_t> dims;
+    std::vector<float> sorted;
+  };
+  auto watch = [](std::map<std::string, Seen>& seen) {
+    return TensorObserver([&seen](const std::string& name, const ir::Tensor& v) {
+      auto values = v.values<float>();
+      Seen& s = seen[name];
+      s.dims = v.dims();
+      s.sorted.assign(values.begin(), values.end());
+      std::sort(s.sorted.begin(), s.sorted.end());
+    });
+  };
+  TensorTransform halve = [](const std::string& name, ir::Tensor& v) {
+    if (name != "b") return;
+    std::vector<float> copy(v.values<float>().begin(), v.values<float>().end());
+    for (float& f : copy) f *= 0.5f;
+    v = ir::Tensor::from_values<float>(v.dims(), copy);
+  };
+  SessionOptions plain;
+  plain.optimize = false;
+  std::map<std::string, Seen> want_seen, got_seen;
+  TensorObserver want_observe = watch(want_seen), got_observe = watch(got_seen);
+  std::vector<ir::Tensor> want = Session(t.m, plain).run(feeds, {&want_observe, &halve});
+  SessionOptions options;
+  options.visible = {"a", "b"};
+  options.hooks_ignore_layout = true;
+  std::vector<ir::Tensor> got = Session(t.m, options).run(feeds, {&got_observe, &halve});
+
+  for (const char* name : {"a", "b"}) {
+    ASSERT_TRUE(got_seen.count(name)) << name;
+    EXPECT_EQ(got_seen[name].dims, (std::vector<int64_t>{1, 9, 11, 8})) << name << " is seen channels-last";
+    const std::vector<float>& g = got_seen[name].sorted;
+    const std::vector<float>& w = want_seen[name].sorted;
+    ASSERT_EQ(g.size(), w.size());
+    for (size_t i = 0; i < w.size(); ++i) ASSERT_NEAR(g[i], w[i], 1e-5f * (1 + std::fabs(w[i]))) << name << " " << i;
+  }
   auto g = got[0].values<float>(), w = want[0].values<float>();
   for (size_t i = 0; i < w.size(); ++i) ASSERT_NEAR(g[i], w[i], 1e-5f * (1 + std::fabs(w[i]))) << i;
 }
