@@ -1,6 +1,6 @@
 // The quantize kernel family: Q/DQ (quantize_linear.cc), integer convolutions and matrix
-// products (quantize_integer.cc), the com.microsoft QLinear ops (quantize_qlinear.cc), and the
-// helpers they share.
+// products (quantize_integer.cc), the com.microsoft QLinear ops (quantize_qlinear.cc), the custom
+// Q/DQ ops of vai_q_onnx and Quark (quantize_custom.cc), and the helpers they share.
 #include "engine/kernels/quantize.h"
 
 #include <cmath>
@@ -12,6 +12,7 @@ void register_quantize_kernels(KernelRegistry& r) {
   register_quantize_integer_kernels(r);
   register_quantize_qlinear_kernels(r);
   register_quantize_pool_kernels(r);
+  register_quantize_custom_kernels(r);
 }
 
 void check_scalar(const Tensor& t, const std::string& what) {
