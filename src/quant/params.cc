@@ -28,6 +28,18 @@ QRange quant_range(ir::DataType type, bool symmetric, bool reduce_range) {
   }
 }
 
+QRange quant_range(ir::DataType type, bool symmetric, bool reduce_range, RangeTable table) {
+  using ir::DataType;
+  if (table == RangeTable::ort) {
+    if (type == DataType::Int32 || type == DataType::UInt32)
+      throw Error("ONNX Runtime's quantization ranges have no " + std::string(ir::data_type_name(type)) +
+                  ": its types are int8, uint8, int16, uint16");
+    if (symmetric && !reduce_range && type == DataType::UInt8) return {0, 254};
+    if (symmetric && !reduce_range && type == DataType::UInt16) return {0, 65534};
+  }
+  return quant_range(type, symmetric, reduce_range);
+}
+
 QRange clip_range(ir::DataType type) { return quant_range(type, true, false); }
 
 ScaleZeroPoint float_scale(double rmin, double rmax, QRange q, bool symmetric) {

@@ -21,6 +21,12 @@ struct QRange {
 // Error for other types.
 QRange quant_range(ir::DataType type, bool symmetric, bool reduce_range = false);
 
+// Whose qmin/qmax table: vai_q_onnx and Quark (vai §3.1, quark §5.1: the one above, unsigned types
+// have no symmetric entry, 32-bit types included) or ONNX Runtime (ort §3.2: symmetric uint8 is
+// [0, 254] and uint16 [0, 65534]; no 32-bit types, an Error).
+enum class RangeTable { vai, ort };
+QRange quant_range(ir::DataType type, bool symmetric, bool reduce_range, RangeTable table);
+
 // The range quantized values are clipped to when arrays are quantized (weights, MinMSE): the
 // symmetric range for signed types, the full range for unsigned ones.
 QRange clip_range(ir::DataType type);
@@ -28,6 +34,8 @@ QRange clip_range(ir::DataType type);
 struct ScaleZeroPoint {
   double scale = 1;
   int64_t zero_point = 0;
+  // float16 / bfloat16 targets only (their zero point is a value of that type; zero_point is 0).
+  double float_zero_point = 0;
 };
 
 // Float scale and zero point for [rmin, rmax] (widened to include 0; made symmetric when asked).
