@@ -27,7 +27,7 @@ MODELS = {
     "resnet50": ("{models}/resnet50.onnx", "input", "1x3x224x224"),
     "ppocr_det": (OCR + "/ch_PP-OCRv4_det_infer.onnx", "x", "1x3x640x640"),
 }
-METHODS = ["MinMax", "NonOverflow", "MinMSE", "Entropy", "Percentile", "Distribution"]
+METHODS = ["MinMax", "NonOverflow", "MinMSE", "Entropy", "Percentile", "Distribution", "LayerWisePercentile"]
 
 
 def run_measured(command):

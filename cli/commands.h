@@ -8,5 +8,6 @@ namespace onnxptq::cli {
 void add_inspect_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_calibrate_command(CLI::App& app);
+void add_quantize_command(CLI::App& app);
 
 }  // namespace onnxptq::cli

@@ -355,6 +355,15 @@ std::vector<Value*> Graph::implicit_inputs(const Node* node) const {
   return found;
 }
 
+void Graph::sort_nodes() {
+  std::vector<Node*> order = topological_order();
+  std::unordered_map<const Node*, size_t> rank;
+  for (size_t i = 0; i < order.size(); ++i) rank[order[i]] = i;
+  std::stable_sort(nodes_.begin(), nodes_.end(), [&](const std::unique_ptr<Node>& a, const std::unique_ptr<Node>& b) {
+    return rank[a.get()] < rank[b.get()];
+  });
+}
+
 std::vector<Node*> Graph::topological_order() const {
   // Kahn's algorithm, always taking the earliest ready node in file order, so a graph already
   // in order comes out unchanged.

@@ -220,6 +220,8 @@ class Graph {
   // Nodes in an order where every value is produced before it is used (file order where it
   // already is). Error naming a node on a cycle when there is none.
   std::vector<Node*> topological_order() const;
+  // Puts the node list in that order (as ONNX requires of a saved graph).
+  void sort_nodes();
   // Values from enclosing graphs that `node`'s subgraphs use (what an If needs to run).
   std::vector<Value*> implicit_inputs(const Node* node) const;
 

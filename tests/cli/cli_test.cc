@@ -304,3 +304,48 @@ json.dump([float(a.min()), float(a.max())], open(d + '/expected.json', 'w'))
 
 }  // namespace
 }  // namespace onnxptq
+
+namespace onnxptq {
+namespace {
+
+// `onnxptq quantize`: bad options are one-line errors and write nothing; a good run writes a
+// model, the plan and the report, and leaves the input model as it was.
+TEST(CliQuantize, BadOptionsWriteNothingAndAGoodRunWritesModelPlanAndReport) {
+  fs::path dir = fs::temp_directory_path() / ("onnxptq_cli_quantize_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::path model = fs::path(ONNXPTQ_MODELS_DIR) / "resnet18.onnx";
+  fs::path out = dir / "q.onnx";
+  std::string base = "quantize " + model.string() + " -o " + out.string() + " --random 2 --quiet ";
+  expect_one_line_error(onnxptq(base + "--extra-option Bogus=1"), "unknown extra option 'Bogus'");
+  expect_one_line_error(
+      onnxptq(base + "--activation-type QInt32"),
+      "activation_type QInt32 and weight_type QInt8: QuantFormat.QDQ takes 8- and 16-bit integer types");
+  expect_one_line_error(onnxptq(base + "--nodes-to-exclude no_such_node"),
+                        "the model has no node named 'no_such_node' (in nodes_to_exclude)");
+  expect_one_line_error(onnxptq(base + "--extra-option IPULimitationCheck=true"),
+                        "extra option IPULimitationCheck belongs to the NPU path");
+  EXPECT_FALSE(fs::exists(out));
+
+  std::string before = slurp(model);
+  CliRun ok = onnxptq(base + "--calibrate-method MinMax --activation-type QUInt8 --dump-plan " +
+                      (dir / "plan.json").string() + " --report " + (dir / "report.json").string());
+  ASSERT_EQ(ok.code, 0) << ok.err;
+  EXPECT_EQ(slurp(model), before);
+  nlohmann::json report = nlohmann::json::parse(slurp(dir / "report.json"));
+  EXPECT_EQ(report["quantized_nodes_by_op_type"]["Conv"], 20);  // resnet18 has 20 convolutions
+  nlohmann::json plan = nlohmann::json::parse(slurp(dir / "plan.json"));
+  EXPECT_GT(plan["tensors"].size(), 40u);
+  // python3-onnx's checker (with its shape inference) passes on it.
+  CliRun check =
+      run("/usr/bin/python3 -c \"import onnx, sys; m = onnx.load(sys.argv[1]); "
+          "onnx.checker.check_model(m, full_check=True); "
+          "print(sum(n.op_type == 'DequantizeLinear' for n in m.graph.node))\" " +
+          out.string());
+  ASSERT_EQ(check.code, 0) << check.err;
+  EXPECT_GT(std::stoi(check.out), 40);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace onnxptq

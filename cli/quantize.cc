@@ -1,0 +1,151 @@
+// `onnxptq quantize`: quantize_static of the seeds on the command line.
+#include "quant/quantize.h"
+
+#include <unistd.h>
+
+#include <fstream>
+#include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "cli/calib_data.h"
+#include "cli/commands.h"
+#include "ir/file_io.h"
+#include "ir/model.h"
+#include "onnxptq/error.h"
+
+namespace onnxptq::cli {
+namespace {
+
+struct QuantizeArgs {
+  std::string model;
+  std::string output;
+  std::string config;
+  CalibDataArgs data;
+  std::optional<std::string> quant_format, calibrate_method, activation_type, weight_type;
+  bool per_channel = false, reduce_range = false;
+  std::vector<std::string> op_types, nodes_to_quantize, nodes_to_exclude, input_nodes, output_nodes;
+  std::vector<std::string> extra_options;  // KEY=VALUE
+  std::string dump_plan, report;
+  bool external_data = false;
+  int threads = 0;
+  std::optional<int> workers;
+  bool strict = false;
+  bool quiet = false;
+};
+
+void write_text(const std::string& path, const std::string& text) {
+  ir::AtomicFile file(path);
+  file.write(text.data(), text.size());
+  file.commit();
+}
+
+// KEY=VALUE: the value as JSON when it parses (true, 0.5, ["Conv"], {"MatMul": 1}), else a string.
+std::pair<std::string, nlohmann::json> parse_extra_option(const std::string& text) {
+  size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) throw Error("--extra-option wants KEY=VALUE, got '" + text + "'");
+  std::string value = text.substr(eq + 1);
+  nlohmann::json j = nlohmann::json::parse(value, nullptr, false);
+  if (j.is_discarded()) j = value;
+  return {text.substr(0, eq), j};
+}
+
+quant::QuantConfig config_from(const QuantizeArgs& a) {
+  quant::QuantConfig c;
+  if (!a.config.empty()) {
+    std::ifstream in(a.config);
+    if (!in) throw Error("cannot read config file '" + a.config + "'");
+    nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    if (j.is_discarded()) throw Error("config file '" + a.config + "' is not valid JSON");
+    try {
+      quant::apply_config_json(c, j);
+    } catch (const Error& e) {
+      throw Error("config file '" + a.config + "': " + e.what());
+    }
+  }
+  if (a.quant_format) c.format = quant::parse_quant_format(*a.quant_format);
+  if (a.calibrate_method) c.calibrate_method = calib::parse_method(*a.calibrate_method);
+  if (a.activation_type) c.activation_type = quant::parse_quant_type(*a.activation_type);
+  if (a.weight_type) c.weight_type = quant::parse_quant_type(*a.weight_type);
+  c.per_channel = c.per_channel || a.per_channel;
+  c.reduce_range = c.reduce_range || a.reduce_range;
+  auto add = [](std::vector<std::string>& to, const std::vector<std::string>& from) {
+    to.insert(to.end(), from.begin(), from.end());
+  };
+  add(c.op_types_to_quantize, a.op_types);
+  add(c.nodes_to_quantize, a.nodes_to_quantize);
+  add(c.nodes_to_exclude, a.nodes_to_exclude);
+  add(c.input_nodes, a.input_nodes);
+  add(c.output_nodes, a.output_nodes);
+  for (const std::string& e : a.extra_options) {
+    auto [key, value] = parse_extra_option(e);
+    quant::apply_extra_option(c, key, value);
+  }
+  c.calib.max_samples = a.data.calib_size;
+  c.calib.threads = a.threads;
+  if (a.workers) c.calib.workers = *a.workers;
+  c.calib.strict = a.strict;
+  return c;
+}
+
+void quantize_command(QuantizeArgs a) {
+  quant::QuantConfig config = config_from(a);
+  quant::check_config(config);  // before reading any data
+  ir::Model model = ir::load_model(a.model);
+  std::vector<const ir::Value*> inputs;
+  for (const ir::Value* v : model.graph->inputs())
+    if (!v->has_initializer()) inputs.push_back(v);
+  if (a.data.calib_data.empty() && !a.data.random) a.data.random = 1;  // the seeds' RandomDataReader
+  std::unique_ptr<calib::DataReader> reader = open_calib_data(a.data, inputs);
+
+  bool terminal = !a.quiet && isatty(STDERR_FILENO);
+  std::function<void(const std::string&)> log;
+  if (!a.quiet) log = [terminal](const std::string& m) { std::cerr << (terminal ? "onnxptq: " : "") << m << "\n"; };
+  quant::QuantizeResult result = quant::quantize_static(model, *reader, config, log);
+
+  ir::SaveOptions save;
+  if (a.external_data) save.external_data = ir::SaveOptions::ExternalData::Always;
+  if (!a.dump_plan.empty()) write_text(a.dump_plan, result.plan.to_json().dump(2) + "\n");
+  if (!a.report.empty()) write_text(a.report, quant::report(model, result).dump(2) + "\n");
+  ir::save_model(result.model, a.output, save);
+  if (!a.quiet) std::cerr << quant::summary(model, result) << "quantized model written to " << a.output << "\n";
+}
+
+}  // namespace
+
+void add_quantize_command(CLI::App& app) {
+  auto a = std::make_shared<QuantizeArgs>();
+  CLI::App* cmd = app.add_subcommand("quantize", "Quantize a float ONNX model (quantize_static of vai_q_onnx / Quark)");
+  cmd->add_option("MODEL", a->model, "Float ONNX model file")->required();
+  cmd->add_option("--output,-o", a->output, "Quantized model file to write")->required();
+  add_calib_data_options(cmd, a->data);
+  cmd->add_option("--config", a->config,
+                  "JSON file with quantize_static's arguments and extra_options (docs/options.md)");
+  cmd->add_option("--quant-format", a->quant_format,
+                  "QDQ (default), QOperator, VitisQuantFormat.QDQ, VitisQuantFormat.FixNeuron");
+  cmd->add_option("--calibrate-method", a->calibrate_method,
+                  "MinMSE (default), NonOverflow, MinMax, Entropy, Percentile, Distribution, LayerWisePercentile");
+  cmd->add_option("--activation-type", a->activation_type, "QInt8 (default), QUInt8, QInt16, QUInt16, ...");
+  cmd->add_option("--weight-type", a->weight_type, "QInt8 (default), QUInt8, QInt16, QUInt16, ...");
+  cmd->add_flag("--per-channel", a->per_channel, "Weights quantized per output channel");
+  cmd->add_flag("--reduce-range", a->reduce_range, "7-bit weights (ORT's reduce_range)");
+  cmd->add_option("--op-types-to-quantize", a->op_types, "Only these op types (comma-separated)")->delimiter(',');
+  cmd->add_option("--nodes-to-quantize", a->nodes_to_quantize, "Only these nodes (comma-separated)")->delimiter(',');
+  cmd->add_option("--nodes-to-exclude", a->nodes_to_exclude, "Leave these nodes in float (comma-separated)")
+      ->delimiter(',');
+  cmd->add_option("--input-nodes", a->input_nodes, "Quantize from these nodes on (comma-separated)")->delimiter(',');
+  cmd->add_option("--output-nodes", a->output_nodes, "Quantize up to these nodes (comma-separated)")->delimiter(',');
+  cmd->add_option("--extra-option", a->extra_options, "KEY=VALUE of extra_options (repeatable; VALUE as JSON)");
+  cmd->add_option("--dump-plan", a->dump_plan,
+                  "Write the quantization plan (every tensor's type, scale, zero point) as JSON");
+  cmd->add_option("--report", a->report,
+                  "Write a report as JSON (nodes by op type, float nodes and why, time per phase)");
+  cmd->add_flag("--use-external-data-format", a->external_data, "Write the weights to a .data file beside the model");
+  cmd->add_option("--threads", a->threads, "Threads in all (default: every hardware thread)");
+  cmd->add_option("--workers", a->workers, "Calibration samples run at once (CalibWorkerNum)");
+  cmd->add_flag("--strict", a->strict, "Fail on a calibration sample with NaN or Inf instead of skipping it");
+  cmd->add_flag("--quiet", a->quiet, "Print nothing but errors");
+  cmd->callback([a] { quantize_command(*a); });
+}
+
+}  // namespace onnxptq::cli

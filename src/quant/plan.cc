@@ -1,0 +1,442 @@
+// Marking: which tensors each selected node quantizes, by the per-op rules of ORT's QDQ
+// quantizer (shared/spec/ort_quantization.md §4.2-4.9) and vai_q_onnx (vai_q_onnx.md §4.2-4.7).
+#include "quant/plan.h"
+
+#include <algorithm>
+#include <nlohmann/json.hpp>
+
+#include "onnxptq/error.h"
+#include "quant/tensor_quant.h"
+
+namespace onnxptq::quant {
+
+using ir::DataType;
+
+const std::set<std::string>& default_op_types() {
+  static const std::set<std::string> ops = {"ArgMax",
+                                            "Conv",
+                                            "ConvTranspose",
+                                            "Gemm",
+                                            "MatMul",
+                                            "Add",
+                                            "Mul",
+                                            "Relu",
+                                            "Clip",
+                                            "LeakyRelu",
+                                            "Sigmoid",
+                                            "MaxPool",
+                                            "GlobalAveragePool",
+                                            "AveragePool",
+                                            "Split",
+                                            "Pad",
+                                            "Reshape",
+                                            "Squeeze",
+                                            "Unsqueeze",
+                                            "Resize",
+                                            "Concat",
+                                            "Softmax",
+                                            "Where",
+                                            "Gather",
+                                            "Transpose",
+                                            "EmbedLayerNormalization",
+                                            "InstanceNormalization"};
+  return ops;
+}
+
+TensorPlan* Plan::find(const std::string& name) {
+  auto it = index.find(name);
+  return it == index.end() ? nullptr : &tensors[it->second];
+}
+
+const TensorPlan* Plan::find(const std::string& name) const {
+  auto it = index.find(name);
+  return it == index.end() ? nullptr : &tensors[it->second];
+}
+
+const TensorPlan& Plan::provider(const std::string& name) const {
+  const TensorPlan* t = find(name);
+  if (!t) throw Error("quantization plan: no tensor '" + name + "'");
+  for (size_t hops = 0; !t->shared_from.empty(); ++hops) {
+    if (hops > tensors.size()) throw Error("quantization plan: shared parameters of '" + name + "' form a cycle");
+    t = find(t->shared_from);
+    if (!t) throw Error("quantization plan: '" + name + "' shares the parameters of a tensor not in the plan");
+  }
+  return *t;
+}
+
+std::vector<std::string> Plan::tensors_to_calibrate() const {
+  std::vector<std::string> names;
+  std::set<std::string> seen;
+  for (const TensorPlan& t : tensors) {
+    if (t.role != Role::Activation || !t.shared_from.empty() || t.fixed) continue;
+    const std::string& source = t.range_from.empty() ? t.name : t.range_from;
+    if (seen.insert(source).second) names.push_back(source);
+  }
+  return names;
+}
+
+namespace {
+
+const char* role_name(Role role) {
+  switch (role) {
+    case Role::Activation:
+      return "activation";
+    case Role::Weight:
+      return "weight";
+    case Role::Bias:
+      return "bias";
+  }
+  return "?";
+}
+
+}  // namespace
+
+nlohmann::json Plan::to_json() const {
+  nlohmann::json j;
+  j["quantized_nodes"] = quantized_nodes;
+  j["float_nodes"] = float_nodes;
+  j["removed_activations"] = removed_activations;
+  nlohmann::json list = nlohmann::json::array();
+  for (const TensorPlan& t : tensors) {
+    nlohmann::json e;
+    e["name"] = t.name;
+    e["role"] = role_name(t.role);
+    e["type"] = quant_type_name(t.type);
+    e["symmetric"] = t.symmetric;
+    if (t.axis) e["axis"] = *t.axis;
+    if (!t.shared_from.empty()) e["shared_from"] = t.shared_from;
+    if (!t.range_from.empty()) e["range_from"] = t.range_from;
+    if (t.role == Role::Bias) e["bias_of"] = {t.bias_input, t.bias_weight};
+    if (!t.params.empty()) {
+      nlohmann::json scales = nlohmann::json::array(), zero_points = nlohmann::json::array();
+      for (const ScaleZeroPoint& p : t.params) {
+        scales.push_back(p.scale);
+        zero_points.push_back(p.zero_point);
+      }
+      e["scale"] = t.params.size() == 1 ? scales[0] : scales;
+      e["zero_point"] = t.params.size() == 1 ? zero_points[0] : zero_points;
+    }
+    if (t.pos) e["pos"] = *t.pos;
+    list.push_back(e);
+  }
+  j["tensors"] = list;
+  return j;
+}
+
+namespace {
+
+bool is_float(DataType t) { return t == DataType::Float || t == DataType::Float16; }
+
+class Planner {
+ public:
+  Planner(const ir::Model& model, const QuantConfig& config, const std::map<std::string, DataType>& types)
+      : model_(model), graph_(*model.graph), config_(config), types_(types) {}
+
+  Plan run() {
+    std::vector<ir::Node*> order = graph_.topological_order();
+    std::set<std::string> names;
+    for (const ir::Node* n : order) names.insert(n->name);
+    for (const auto* list : {&config_.nodes_to_exclude, &config_.nodes_to_quantize})
+      for (const std::string& name : *list)
+        if (!names.count(name))
+          throw Error("the model has no node named '" + name + "' (in " +
+                      (list == &config_.nodes_to_exclude ? "nodes_to_exclude" : "nodes_to_quantize") + ")");
+    std::set<std::string> excluded(config_.nodes_to_exclude.begin(), config_.nodes_to_exclude.end());
+    exclude_outside_input_output_nodes(order, excluded);
+    std::set<std::string> selected(config_.nodes_to_quantize.begin(), config_.nodes_to_quantize.end());
+    const std::set<std::string>& op_types =
+        config_.op_types_to_quantize.empty()
+            ? default_op_types()
+            : op_types_storage_ =
+                  std::set<std::string>(config_.op_types_to_quantize.begin(), config_.op_types_to_quantize.end());
+
+    for (const ir::Node* n : order) {
+      std::string why;
+      bool standard = n->domain.empty() || n->domain == "ai.onnx";
+      if (!standard || !op_types.count(n->op_type))
+        why = "op type " + n->op_type + " is not quantized";
+      else if (n->op_type == "QuantizeLinear" || n->op_type == "DequantizeLinear")
+        why = "already a quantize op";
+      else if (excluded.count(n->name))
+        why = "excluded";
+      else if (!selected.empty() && !selected.count(n->name))
+        why = "not in nodes_to_quantize";
+      else
+        why = mark(*n);
+      if (why.empty())
+        plan_.quantized_nodes.push_back(n->name);
+      else
+        plan_.float_nodes[n->name.empty() ? "(" + n->op_type + " without a name)" : n->name] = why;
+    }
+    return std::move(plan_);
+  }
+
+ private:
+  // vai §4.7: nodes before an input node, and after an output node, in topological order.
+  void exclude_outside_input_output_nodes(const std::vector<ir::Node*>& order, std::set<std::string>& excluded) {
+    auto positions = [&](const std::string& name, const char* what) {
+      std::vector<size_t> at;
+      for (size_t i = 0; i < order.size(); ++i)
+        if (order[i]->name == name) at.push_back(i);
+      if (!at.empty()) return at;
+      const ir::Value* v = graph_.find_value(name);
+      if (v && graph_.is_input(v)) {
+        for (const ir::Use& u : v->uses())
+          for (size_t i = 0; i < order.size(); ++i)
+            if (order[i] == u.node) at.push_back(i);
+      } else if (v && graph_.is_output(v) && v->producer()) {
+        for (size_t i = 0; i < order.size(); ++i)
+          if (order[i] == v->producer()) at.push_back(i);
+      }
+      if (at.empty())
+        plan_.warnings.push_back(std::string(what) + " '" + name + "' is neither a node nor a graph input or output");
+      return at;
+    };
+    std::set<std::string> keep;
+    for (const std::string& name : config_.input_nodes)
+      for (size_t i : positions(name, "input node")) {
+        for (size_t k = 0; k < i; ++k) excluded.insert(order[k]->name);
+        keep.insert(order[i]->name);
+      }
+    for (const std::string& name : config_.output_nodes)
+      for (size_t i : positions(name, "output node")) {
+        for (size_t k = i + 1; k < order.size(); ++k) excluded.insert(order[k]->name);
+        keep.insert(order[i]->name);
+      }
+    for (const std::string& name : keep) excluded.erase(name);
+  }
+
+  DataType type_of(const ir::Value* v) const {
+    if (!v) return DataType::Undefined;
+    if (v->has_initializer()) return v->initializer().dtype();
+    if (v->type.is_tensor() && v->type.elem_type != DataType::Undefined) return v->type.elem_type;
+    auto it = types_.find(v->name());
+    return it == types_.end() ? DataType::Undefined : it->second;
+  }
+  bool quantizable(const ir::Value* v) const { return v && is_float(type_of(v)); }
+  bool is_constant(const ir::Value* v) const { return v && v->has_initializer() && !graph_.is_input(v); }
+  bool planned(const ir::Value* v) const { return v && plan_.find(v->name()); }
+
+  TensorPlan& add(const ir::Value* v, Role role) {
+    plan_.index[v->name()] = plan_.tensors.size();
+    TensorPlan& t = plan_.tensors.emplace_back();
+    t.name = v->name();
+    t.role = role;
+    return t;
+  }
+
+  // An activation, or an initializer quantized like one (ORT: activation type and symmetry).
+  void activation(const ir::Value* v) {
+    if (!quantizable(v) || planned(v)) return;
+    TensorPlan& t = add(v, is_constant(v) ? Role::Weight : Role::Activation);
+    t.type = config_.activation_type;
+    t.symmetric = config_.activation_symmetric;
+  }
+
+  void weight(const ir::Value* v, const std::string& op_type, int64_t default_axis) {
+    if (!quantizable(v) || planned(v)) return;
+    if (!is_constant(v)) return activation(v);
+    TensorPlan& t = add(v, Role::Weight);
+    t.type = config_.weight_type;
+    t.symmetric = config_.weights_symmetric();
+    if (config_.per_channel) {
+      auto it = config_.per_channel_axis.find(op_type);
+      t.axis = it != config_.per_channel_axis.end() ? it->second : default_axis;
+    }
+  }
+
+  void bias(const ir::Value* b, const ir::Value* input, const ir::Value* w, double beta) {
+    if (!config_.quantize_bias || !b || !is_constant(b) || !quantizable(b) || planned(b)) return;
+    if (!planned(input) || !planned(w)) return;
+    TensorPlan& t = add(b, Role::Bias);
+    t.type = DataType::Int32;
+    t.symmetric = true;
+    t.bias_input = input->name();
+    t.bias_weight = w->name();
+    t.bias_beta = beta;
+  }
+
+  void output(const ir::Node& n, const ir::Value* v) {
+    if (config_.op_types_to_exclude_output_quantization.count(n.op_type)) return;
+    activation(v);
+  }
+
+  void share(const ir::Value* out, const ir::Value* in) {
+    if (!quantizable(out) || planned(out)) return;
+    const TensorPlan& source = plan_.provider(in->name());
+    TensorPlan& t = add(out, Role::Activation);
+    t.type = source.type;
+    t.symmetric = source.symmetric;
+    t.shared_from = in->name();
+  }
+
+  // Marks the tensors of `n`; returns why it stays float, or nothing when it is quantized.
+  std::string mark(const ir::Node& n) {
+    const std::string& op = n.op_type;
+    int64_t opset = model_.opset("");
+    if (op == "Conv" || op == "ConvTranspose") {
+      activation(n.input(0));
+      weight(n.input(1), op, op == "Conv" ? 0 : 1);
+      bias(n.input(2), n.input(0), n.input(1), 1.0);
+      output(n, n.output(0));
+    } else if (op == "Gemm") {
+      activation(n.input(0));
+      weight(n.input(1), op, n.attr_int("transB", 0) ? 0 : 1);
+      bias(n.input(2), n.input(0), n.input(1), n.attr_float("beta", 1.0f));
+      output(n, n.output(0));
+    } else if (op == "MatMul") {
+      if (config_.matmul_const_b_only && !is_constant(n.input(1))) return "MatMulConstBOnly and B is not a constant";
+      for (const ir::Value* v : n.inputs()) is_constant(v) ? weight(v, op, 1) : activation(v);
+      output(n, n.output(0));
+    } else if (op == "Relu" || op == "Clip") {
+      return removable_activation(n);
+    } else if (op == "Reshape" || op == "Transpose" || op == "Squeeze" || op == "Unsqueeze" || op == "AveragePool" ||
+               op == "Slice" || (op == "Resize" && opset >= 11) || (op == "MaxPool" && opset >= 12)) {
+      if (config_.force_quantize_no_input_check) activation(n.input(0));
+      if (!planned(n.input(0))) return "its input is not quantized";
+      share(n.output(0), n.input(0));
+    } else if (op == "Resize" || op == "MaxPool") {
+      return "opset " + std::to_string(opset) + " is too old to quantize " + op;
+    } else if (op == "Split") {
+      activation(n.input(0));
+      if (!planned(n.input(0))) return "its input is not a float tensor";
+      for (const ir::Value* v : n.outputs()) share(v, n.input(0));
+    } else if (op == "Gather" || op == "GatherElements") {
+      const ir::Value* data = n.input(0);
+      if ((is_constant(data) && quantizable(data)) || config_.force_quantize_no_input_check) activation(data);
+      if (!planned(data)) return "its data input is not quantized";
+      share(n.output(0), data);
+    } else if (op == "Pad") {
+      for (size_t i = 0; i < n.inputs().size(); ++i)
+        if (i != 1) activation(n.input(i));  // pads (and axes) are integers anyway
+      if (!planned(n.input(0))) return "its input is not a float tensor";
+      std::string mode = n.attr_string("mode", "constant");
+      if (mode != "constant" || pads_with_zero(n))
+        share(n.output(0), n.input(0));
+      else
+        output(n, n.output(0));
+    } else if (op == "Where") {
+      if (config_.force_quantize_no_input_check) {
+        activation(n.input(1));
+        activation(n.input(2));
+      }
+      if (!planned(n.input(1)) || !planned(n.input(2))) return "its value inputs are not quantized";
+      share(n.output(0), n.input(1));
+    } else if (op == "InstanceNormalization" || op == "LayerNormalization" || op == "BatchNormalization") {
+      activation(n.input(0));
+      const ir::Value* scale = n.input(1);
+      bool one_d = is_constant(scale) && scale->initializer().rank() <= 1;
+      if (one_d) {  // a 1-D scale has no axis 1: per tensor (ORT warns and does the same)
+        if (quantizable(scale) && !planned(scale)) {
+          TensorPlan& t = add(scale, Role::Weight);
+          t.type = config_.weight_type;
+          t.symmetric = config_.weights_symmetric();
+        }
+      } else {
+        weight(scale, op, 1);
+      }
+      bias(n.input(2), n.input(0), scale, 1.0);
+      for (const ir::Value* v : n.outputs()) output(n, v);
+    } else {
+      generic(n);
+      if (op == "Softmax") softmax_output(n);
+    }
+    return "";
+  }
+
+  void generic(const ir::Node& n) {
+    for (const ir::Value* v : n.inputs()) activation(v);
+    for (const ir::Value* v : n.outputs()) output(n, v);
+  }
+
+  bool pads_with_zero(const ir::Node& n) const {
+    const ir::Value* c = n.input(2);
+    if (!c || c->name().empty()) return true;
+    if (!is_constant(c)) return false;
+    ir::Tensor f = c->initializer();
+    if (f.size() != 1) return false;
+    double v = f.dtype() == DataType::Float ? f.values<float>()[0] : 1.0;
+    return v == 0;
+  }
+
+  // Softmax outputs lie in [0, 1]: ORT sets that range (§3.7); vai_q_onnx fixes the parameters
+  // for power-of-two scales (vai §4.2 QDQSoftmax).
+  void softmax_output(const ir::Node& n) {
+    TensorPlan* t = plan_.find(n.output(0) ? n.output(0)->name() : "");
+    if (!t || t->role != Role::Activation || !t->shared_from.empty()) return;
+    t->fixed = softmax_params(t->type, t->symmetric, config_.power_of_two());
+  }
+
+  static ScaleZeroPoint softmax_params(DataType type, bool symmetric, bool power_of_two) {
+    if (power_of_two) {
+      // vai §4.2: symmetric 2^-(b-1) with the midpoint (unsigned) or 0; asymmetric 2^-b.
+      int bits = ir::data_type_bits(type);
+      bool is_signed = type == DataType::Int8 || type == DataType::Int16 || type == DataType::Int32;
+      double half = std::ldexp(1.0, bits - 1);
+      if (symmetric) return {1.0 / half, is_signed ? 0 : static_cast<int64_t>(half)};
+      return {1.0 / (2 * half), is_signed ? -static_cast<int64_t>(half) : 0};
+    }
+    ScaleOptions o = scale_options_of(Tool::ort);
+    o.symmetric = symmetric;
+    return compute_scale_zp(0.0, 1.0, type, o);  // ORT: the range [0, 1]
+  }
+
+  // Relu and Clip (ORT §4.9): only after a quantized tensor. With asymmetric activations the node
+  // goes away and its producer writes its output, whose range clips; otherwise both are
+  // quantized and the input takes the output's range (§3.7).
+  std::string removable_activation(const ir::Node& n) {
+    ir::Value* in = n.input(0);
+    const ir::Value* out = n.output(0);
+    if (!planned(in)) return "its input is not quantized";
+    bool single_use = in->uses().size() == 1 && in->producer() && !graph_.is_input(in) && !graph_.is_output(in);
+    TensorPlan* in_plan = plan_.find(in->name());
+    bool own_input = in_plan->role == Role::Activation && in_plan->shared_from.empty();
+    if (!config_.activation_symmetric && !config_.keep_removable_activations && single_use && own_input &&
+        in_plan->range_from.empty() && quantizable(out) && !planned(out)) {
+      // The producer will write `out`: `in` leaves the plan.
+      size_t at = plan_.index.at(in->name());
+      plan_.tensors.erase(plan_.tensors.begin() + static_cast<std::ptrdiff_t>(at));
+      plan_.index.erase(in->name());
+      for (auto& [name, i] : plan_.index)
+        if (i > at) --i;
+      activation(out);
+      mark_relu_like(n, out);
+      plan_.removed_activations.insert(out->name());
+      return "";
+    }
+    output(n, out);  // may move the plan's tensors: in_plan is stale from here
+    mark_relu_like(n, out);
+    if (single_use && own_input && planned(out) && plan_.find(out->name())->shared_from.empty())
+      plan_.find(in->name())->range_from = out->name();
+    return "";
+  }
+
+  void mark_relu_like(const ir::Node& n, const ir::Value* out) {
+    TensorPlan* t = out ? plan_.find(out->name()) : nullptr;
+    if (!t) return;
+    if (n.op_type == "Relu") {
+      t->relu_like = true;
+      return;
+    }
+    float lo = n.attr_float("min", -1.0f);
+    const ir::Value* min = n.input(1);
+    if (min && is_constant(min) && min->initializer().size() == 1 && min->initializer().dtype() == DataType::Float)
+      lo = min->initializer().values<float>()[0];
+    t->relu_like = lo == 0.0f;
+  }
+
+  const ir::Model& model_;
+  const ir::Graph& graph_;
+  const QuantConfig& config_;
+  const std::map<std::string, DataType>& types_;
+  std::set<std::string> op_types_storage_;
+  Plan plan_;
+};
+
+}  // namespace
+
+Plan make_plan(const ir::Model& model, const QuantConfig& config, const std::map<std::string, DataType>& types) {
+  return Planner(model, config, types).run();
+}
+
+}  // namespace onnxptq::quant

@@ -1,0 +1,91 @@
+// The quantization plan: for every tensor the quantizer will quantize, its role, type,
+// symmetry, axis and (once assigned) its scales and zero points; which nodes are quantized and
+// why the others stay float. One plan drives calibration (which tensors), simulation and every
+// exporter (shared/DESIGN.md: decide on a plan, simulate from it, export from it).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "calib/calibrate.h"
+#include "ir/model.h"
+#include "quant/config.h"
+#include "quant/params.h"
+
+namespace onnxptq::quant {
+
+enum class Role {
+  Activation,  // quantized with its calibrated range (or an initializer quantized like one)
+  Weight,      // an initializer quantized from its values (per tensor or per channel)
+  Bias,        // an int32 initializer with scale s_input * s_weight
+};
+
+struct TensorPlan {
+  std::string name;
+  Role role = Role::Activation;
+  ir::DataType type = ir::DataType::Int8;
+  bool symmetric = false;
+  std::optional<int64_t> axis;  // weights quantized per channel along this axis
+  // Uses the parameters of this tensor (data movement ops, Split outputs, ...).
+  std::string shared_from;
+  // Takes its range from this tensor's calibration (a Relu/Clip output: ORT's range adjustment).
+  std::string range_from;
+  // Fixed parameters, not from a range (Softmax outputs under vai_q_onnx).
+  std::optional<ScaleZeroPoint> fixed;
+  // Bias: the input and weight of its node, and Gemm's beta.
+  std::string bias_input, bias_weight;
+  double bias_beta = 1;
+  // vai_q_onnx: a Relu-like output (asymmetric with rmin 0 under UseUnsignedReLU).
+  bool relu_like = false;
+
+  // Assigned by assign_parameters: one per tensor, or one per channel, and for weights and
+  // biases their quantized values.
+  std::vector<ScaleZeroPoint> params;
+  std::optional<ir::Tensor> data;
+  std::optional<int> pos;     // power-of-two position, when the scale is one
+  bool bias_clipped = false;  // int32 bias values were clipped
+};
+
+struct Plan {
+  std::vector<TensorPlan> tensors;  // in the order they were marked
+  std::map<std::string, size_t> index;
+  std::vector<std::string> quantized_nodes;
+  std::map<std::string, std::string> float_nodes;  // node name -> why it stays float
+  // Outputs of the Relu/Clip nodes removed (asymmetric activations, ORT §4.9): the node goes,
+  // and its producer writes this tensor, whose range clips.
+  std::set<std::string> removed_activations;
+  std::vector<std::string> warnings;  // what the seeds only warn about (an unknown input_nodes name, ...)
+
+  TensorPlan* find(const std::string& name);
+  const TensorPlan* find(const std::string& name) const;
+  // The tensor whose parameters `name` uses (itself when it has its own).
+  const TensorPlan& provider(const std::string& name) const;
+  // The activations whose ranges calibration must find: exactly those with parameters of their
+  // own computed from a range, including the Relu/Clip outputs others take theirs from.
+  std::vector<std::string> tensors_to_calibrate() const;
+  nlohmann::json to_json() const;
+};
+
+// The op types quantized when op_types_to_quantize is empty (vai §4.2 without the DPU registry).
+const std::set<std::string>& default_op_types();
+
+// The plan for `model`: nodes selected by the config (op types, nodes_to_quantize,
+// nodes_to_exclude, input_nodes/output_nodes), visited in topological order, each marking its
+// tensors by the per-op rules of ORT's QDQ quantizer (shared/spec/ort_quantization.md §4.2) and
+// vai_q_onnx (vai_q_onnx.md §4.2). `types` gives each value's element type where the model does
+// not (from a run of the float model). Error for a node name in nodes_to_exclude,
+// nodes_to_quantize, input_nodes or output_nodes that the model does not have.
+Plan make_plan(const ir::Model& model, const QuantConfig& config, const std::map<std::string, ir::DataType>& types);
+
+// Scales and zero points: activations from the calibrated ranges, weights from their values,
+// biases from their input and weight scales, shared tensors from their providers. Error naming
+// a tensor that needs a range calibration did not give.
+void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& config,
+                       const calib::CalibrationResult& ranges);
+
+}  // namespace onnxptq::quant

@@ -1,0 +1,120 @@
+// Parameters of a plan: activations from calibrated ranges (ORT's rules for float scales,
+// vai_q_onnx's for power-of-two ones), weights from their values, int32 biases from their
+// input and weight scales (after ORT's guard on the weight scale), shared tensors last.
+#include <cmath>
+
+#include "onnxptq/error.h"
+#include "quant/plan.h"
+#include "quant/tensor_quant.h"
+
+namespace onnxptq::quant {
+
+namespace {
+
+const ir::Tensor& initializer_of(const ir::Model& model, const std::string& name) {
+  const ir::Value* v = model.graph->find_value(name);
+  if (!v || !v->has_initializer()) throw Error("quantization plan: '" + name + "' is not an initializer of the model");
+  return v->initializer();
+}
+
+// A power-of-two activation: the scale calibration chose (its range is exactly what 2^-pos and
+// the zero point represent), or, for a Relu-like output under UseUnsignedReLU, the range from 0.
+ScaleZeroPoint pof2_activation(const TensorPlan& t, const calib::TensorRange& r, const QuantConfig& config) {
+  if (t.relu_like && config.use_unsigned_relu && t.symmetric) {
+    ScaleOptions o = scale_options_of(Tool::vai, ScaleKind::power_of_two);
+    o.symmetric = false;
+    o.pof2_position = Pof2Position::non_overflow;
+    return compute_scale_zp(0.0, r.hi, t.type, o);
+  }
+  if (!r.pos) throw Error("calibrated range of '" + t.name + "' has no power-of-two position");
+  double s = pos_to_scale(*r.pos);
+  QRange full = quant_range(t.type, false);
+  auto zp = static_cast<int64_t>(std::nearbyint(static_cast<double>(full.min) - r.lo / s));
+  return {s, std::clamp(zp, full.min, full.max)};
+}
+
+}  // namespace
+
+void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& config,
+                       const calib::CalibrationResult& ranges) {
+  const bool pof2 = config.power_of_two();
+  const Tool tool = pof2 ? Tool::vai : Tool::ort;
+  const ScaleKind kind = pof2 ? ScaleKind::power_of_two : ScaleKind::float_scale;
+
+  for (TensorPlan& t : plan.tensors) {
+    if (t.role != Role::Activation || !t.shared_from.empty()) continue;
+    if (t.fixed) {
+      t.params = {*t.fixed};
+      continue;
+    }
+    const std::string& source = t.range_from.empty() ? t.name : t.range_from;
+    auto it = ranges.ranges.find(source);
+    if (it == ranges.ranges.end())
+      throw Error("calibration gave no range for '" + source + "'" +
+                  (source != t.name ? " (whose range '" + t.name + "' takes)" : "") +
+                  ": it was never computed as a float tensor");
+    const calib::TensorRange& r = it->second;
+    if (pof2) {
+      t.params = {pof2_activation(t, r, config)};
+      t.pos = scale_to_pos(t.params[0].scale);
+    } else {
+      ScaleOptions o = scale_options_of(Tool::ort, ScaleKind::float_scale);
+      o.symmetric = t.symmetric;
+      t.params = {compute_scale_zp(r.lo, r.hi, t.type, o)};
+    }
+  }
+
+  auto weight_options = [&](const TensorPlan& t) {
+    WeightOptions o = weight_options_of(tool, kind);
+    o.scale.symmetric = t.symmetric;
+    o.scale.reduce_range = config.reduce_range;
+    o.axis = t.axis;
+    if (pof2 && config.calibrate_method == calib::Method::MinMSE) o.method = WeightMethod::pof2_min_mse;
+    if (pof2 && config.calibrate_method == calib::Method::NonOverflow)
+      o.scale.pof2_position = Pof2Position::non_overflow;
+    return o;
+  };
+  for (TensorPlan& t : plan.tensors)
+    if (t.role == Role::Weight) t.params = weight_params(initializer_of(model, t.name), t.type, weight_options(t));
+
+  // ORT's guard raises a weight scale whose bias would overflow int32, before weights are quantized.
+  for (TensorPlan& t : plan.tensors) {
+    if (t.role != Role::Bias || pof2) continue;
+    TensorPlan* w = plan.find(t.bias_weight);
+    const TensorPlan& in = plan.provider(t.bias_input);
+    if (!w || w->role != Role::Weight || in.params.empty()) continue;
+    WeightScaleAdjustment a =
+        adjust_weight_scale_for_int32_bias(initializer_of(model, t.name), in.params[0].scale, w->params, w->type);
+    if (!a.adjusted) continue;
+    for (size_t i = 0; i < a.weight_scales.size(); ++i) w->params[i].scale = a.weight_scales[i];
+  }
+  for (TensorPlan& t : plan.tensors) {
+    if (t.role != Role::Weight) continue;
+    t.data = quantize_tensor(initializer_of(model, t.name), t.type, t.params, t.axis, weight_options(t).quantize);
+    if (pof2 && t.params.size() == 1) t.pos = scale_to_pos(t.params[0].scale);
+  }
+
+  for (TensorPlan& t : plan.tensors) {
+    if (t.role != Role::Bias) continue;
+    const TensorPlan& in = plan.provider(t.bias_input);
+    const TensorPlan& w = plan.provider(t.bias_weight);
+    BiasOptions o = bias_options_of(tool);
+    o.beta = t.bias_beta;
+    QuantizedBias b = quantize_bias(initializer_of(model, t.name), in.params.at(0).scale, w.params, o);
+    t.params.clear();
+    for (double s : b.scales) t.params.push_back({s, 0});
+    if (b.scales.size() > 1) t.axis = 0;
+    t.data = std::move(b.data);
+    t.bias_clipped = b.clipped;
+    if (b.clipped) plan.warnings.push_back("bias '" + t.name + "' has values beyond int32: clipped");
+  }
+
+  for (TensorPlan& t : plan.tensors) {
+    if (t.shared_from.empty()) continue;
+    const TensorPlan& p = plan.provider(t.name);
+    t.params = p.params;
+    t.pos = p.pos;
+  }
+}
+
+}  // namespace onnxptq::quant

@@ -1,0 +1,45 @@
+// quantize_static: plan, calibrate, assign parameters, export (shared/DESIGN.md data flow).
+#pragma once
+
+#include <functional>
+#include <map>
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+
+#include "calib/calibrate.h"
+#include "ir/model.h"
+#include "quant/config.h"
+#include "quant/plan.h"
+
+namespace onnxptq::quant {
+
+struct QuantizeResult {
+  ir::Model model;
+  Plan plan;
+  calib::CalibrationResult calibration;
+  std::map<std::string, double> seconds;  // per phase: plan, calibrate, parameters, export
+};
+
+// Quantizes `model` with samples from `reader` (rewound as the methods need). The first sample
+// is run once first to learn each tensor's type (the seeds' smoke test). `log` gets progress
+// lines and warnings. Errors name what is wrong before any work where they can.
+QuantizeResult quantize_static(const ir::Model& model, calib::DataReader& reader, const QuantConfig& config,
+                               const std::function<void(const std::string&)>& log = {});
+
+// Sets one extra_options key (the seeds' names, shared/spec/vai_q_onnx.md §1.6) from a JSON
+// value. Error for an unknown key, a value of the wrong kind, and for keys of features that live
+// elsewhere, naming where (enable_dpu transforms, CLE, fast finetune: not part of this call).
+void apply_extra_option(QuantConfig& config, const std::string& key, const nlohmann::json& value);
+
+// Reads a JSON config: {"quant_format", "calibrate_method", "activation_type", "weight_type",
+// "per_channel", "reduce_range", "op_types_to_quantize", "nodes_to_quantize",
+// "nodes_to_exclude", "input_nodes", "output_nodes", "execution_providers", "extra_options": {...}}.
+// Error naming an unknown key.
+void apply_config_json(QuantConfig& config, const nlohmann::json& json);
+
+// A summary for people (nodes quantized by op type, nodes left float and why, time per phase).
+std::string summary(const ir::Model& float_model, const QuantizeResult& result);
+// The same for machines: {"quantized_nodes_by_op_type", "float_nodes", "seconds", "calibration", "warnings"}.
+nlohmann::json report(const ir::Model& float_model, const QuantizeResult& result);
+
+}  // namespace onnxptq::quant
