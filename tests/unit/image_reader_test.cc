@@ -9,13 +9,13 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
-#include <random>
-
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "calib/data_reader.h"
 #include "ir/npy.h"
 #include "onnxptq/error.h"
+#include "support/one_node.h"
 
 #define STB_IMAGE_WRITE_IMPLEMENTATION
 #define STB_IMAGE_WRITE_STATIC
@@ -30,14 +30,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 // Pixels of `comp` channels, rows top to bottom, pixel(x, y) giving the channel values.
 std::vector<uint8_t> pixels(int width, int height, int comp, const std::function<std::vector<int>(int, int)>& pixel) {

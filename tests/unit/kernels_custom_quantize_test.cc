@@ -19,6 +19,7 @@
 #include "ir/float16.h"
 #include "ir/model.h"
 #include "onnxptq/error.h"
+#include "support/one_node.h"
 
 namespace onnxptq {
 namespace {
@@ -56,42 +57,13 @@ std::vector<T> values_of(const Tensor& t) {
   return {v.begin(), v.end()};
 }
 
-// One input of a one-node model: fed at run time, or an initializer.
-struct In {
-  std::string name;
-  Tensor value;
-  bool constant = false;
-};
+using testing::error_of;
+using In = testing::NodeInput;
 
-// A model of one node of `domain` (imported at version 1) and its outputs, run by a Session.
+// A model of one node of `domain` (imported at version 1, the default domain at 21) and its outputs.
 std::vector<Tensor> run_one(const std::string& op, const std::string& domain, const std::vector<In>& inputs,
                             std::vector<Attribute> attributes = {}, int threads = 2) {
-  ir::Model model;
-  model.ir_version = 10;
-  model.set_opset("", 21);
-  model.set_opset(domain, 1);
-  ir::Graph& g = *model.graph;
-  std::map<std::string, Tensor> feeds;
-  std::vector<ir::Value*> ins;
-  for (const In& in : inputs) {
-    ir::Value* v = g.add_value(in.name);
-    if (in.constant) {
-      g.set_initializer(v, in.value);
-    } else {
-      v->type = ir::ValueType::tensor(in.value.dtype(), in.value.dims());
-      g.add_input(v);
-      feeds[in.name] = in.value;
-    }
-    ins.push_back(v);
-  }
-  ir::Value* y = g.add_value("y");
-  ir::Node* node = g.add_node(op, ins, {y}, "n0", domain);
-  for (Attribute& a : attributes) node->set_attribute(std::move(a));
-  g.add_output(y);
-  engine::SessionOptions options;
-  options.threads = threads;
-  engine::Session session(model, options);
-  return session.run(feeds);
+  return testing::run_node(op, domain, 21, inputs, std::move(attributes), 1, threads);
 }
 
 Tensor run_single(const std::string& op, const std::string& domain, const std::vector<In>& inputs,
@@ -122,15 +94,6 @@ float bf16_round(float x) {
   float r;
   std::memcpy(&r, &u, 4);
   return r;
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 // ---------------------------------------------------------------------------------------------

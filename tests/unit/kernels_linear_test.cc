@@ -18,6 +18,7 @@
 #include "ir/float16.h"
 #include "ir/model.h"
 #include "onnxptq/error.h"
+#include "support/one_node.h"
 
 namespace onnxptq {
 namespace {
@@ -26,52 +27,13 @@ using ir::Attribute;
 using ir::DataType;
 using ir::Tensor;
 
-struct Input {
-  std::string name;  // empty: an omitted optional input
-  Tensor value;
-  bool constant = false;  // an initializer instead of a graph input
-};
+using testing::error_of;
+using Input = testing::NodeInput;
 
-// Runs one node and returns its first output.
+// Runs one node of the default domain and returns its first output.
 Tensor run_node(const std::string& op, int opset, const std::vector<Input>& inputs, std::vector<Attribute> attrs,
                 int threads = 2) {
-  ir::Model m;
-  m.set_opset("", opset);
-  ir::Graph& g = *m.graph;
-  std::vector<ir::Value*> ins;
-  std::map<std::string, Tensor> feeds;
-  for (const Input& in : inputs) {
-    if (in.name.empty()) {
-      ins.push_back(nullptr);
-      continue;
-    }
-    ir::Value* v = g.add_value(in.name);
-    if (in.constant) {
-      g.set_initializer(v, in.value);
-    } else {
-      v->type = ir::ValueType::tensor(in.value.dtype(), in.value.dims());
-      g.add_input(v);
-      feeds[in.name] = in.value;
-    }
-    ins.push_back(v);
-  }
-  ir::Value* y = g.add_value("y");
-  ir::Node* n = g.add_node(op, ins, {y}, "node");
-  for (Attribute& a : attrs) n->set_attribute(std::move(a));
-  g.add_output(y);
-  engine::SessionOptions options;
-  options.threads = threads;
-  engine::Session session(m, options);
-  return session.run(feeds)[0];
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
+  return testing::run_node(op, "", opset, inputs, std::move(attrs), 1, threads)[0];
 }
 
 std::vector<float> random_floats(int64_t n, unsigned seed) {
@@ -537,8 +499,8 @@ TEST(Gemm, TransposesScalesAndEveryBiasShape) {
           at.push_back(Attribute::of_int("transB", tb));
           at.push_back(Attribute::of_float("alpha", alpha));
           at.push_back(Attribute::of_float("beta", beta));
-          SCOPED_TRACE(testing::Message() << "transA " << ta << " transB " << tb << " C " << ir::dims_to_string(cdims)
-                                          << " alpha " << alpha << " beta " << beta);
+          SCOPED_TRACE(::testing::Message() << "transA " << ta << " transB " << tb << " C " << ir::dims_to_string(cdims)
+                                            << " alpha " << alpha << " beta " << beta);
           expect_close(run_node("Gemm", 13, {{"a", a}, {"b", b, true}, {"c", c, ta}}, std::move(at)), {m, n},
                        naive_gemm(a, b, &c, ta, tb, alpha, beta));
         }

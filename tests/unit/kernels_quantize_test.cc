@@ -12,8 +12,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
-#include <functional>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <map>
 #include <random>
@@ -24,6 +24,7 @@
 #include "ir/model.h"
 #include "ir/npy.h"
 #include "onnxptq/error.h"
+#include "support/one_node.h"
 
 namespace onnxptq {
 namespace {
@@ -224,14 +225,7 @@ std::vector<Attribute> attrs(A&&... a) {
   return v;
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 // ---------------------------------------------------------------------------------------------
 // The arithmetic (closed forms)

@@ -1,5 +1,7 @@
 // The engine's Session: schedule, observers, transforms, constants, errors and concurrent runs,
 // on graphs of Identity and If so the kernels under test are only the engine's own plumbing.
+#include "engine/session.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -7,8 +9,8 @@
 #include <functional>
 #include <thread>
 
-#include "engine/session.h"
 #include "onnxptq/error.h"
+#include "support/one_node.h"
 
 namespace onnxptq::engine {
 namespace {
@@ -112,14 +114,7 @@ TEST(Session, ConcurrentRunsGiveTheirOwnResults) {
   EXPECT_EQ(wrong.load(), 0);
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
+using testing::error_of;
 
 TEST(Session, BadFeedsAreClearErrors) {
   ir::Model m = chain_model();
