@@ -90,10 +90,7 @@ void calibrate_command(const CalibrateArgs& a) {
   if (!a.quiet) o.log = [](const std::string& m) { std::cerr << m << "\n"; };
 
   ir::Model model = ir::load_model(a.model);
-  std::vector<const ir::Value*> inputs;
-  for (const ir::Value* v : model.graph->inputs())
-    if (!v->has_initializer()) inputs.push_back(v);
-  std::unique_ptr<calib::DataReader> reader = open_calib_data(a.data, inputs);
+  std::unique_ptr<calib::DataReader> reader = open_calib_data(a.data, model.graph->fed_inputs());
   std::set<std::string> op_types(a.op_types.begin(), a.op_types.end());
   std::vector<std::string> tensors = calib::tensors_to_calibrate(model, op_types);
   calib::CalibrationResult result = calib::calibrate(model, tensors, *reader, o);

@@ -92,11 +92,8 @@ void quantize_command(QuantizeArgs a) {
   quant::QuantConfig config = config_from(a);
   quant::check_config(config);  // before reading any data
   ir::Model model = ir::load_model(a.model);
-  std::vector<const ir::Value*> inputs;
-  for (const ir::Value* v : model.graph->inputs())
-    if (!v->has_initializer()) inputs.push_back(v);
   if (a.data.calib_data.empty() && !a.data.random) a.data.random = 1;  // the seeds' RandomDataReader
-  std::unique_ptr<calib::DataReader> reader = open_calib_data(a.data, inputs);
+  std::unique_ptr<calib::DataReader> reader = open_calib_data(a.data, model.graph->fed_inputs());
 
   bool terminal = !a.quiet && isatty(STDERR_FILENO);
   std::function<void(const std::string&)> log;
@@ -119,8 +116,7 @@ void add_quantize_command(CLI::App& app) {
   cmd->add_option("MODEL", a->model, "Float ONNX model file")->required();
   cmd->add_option("--output,-o", a->output, "Quantized model file to write")->required();
   add_calib_data_options(cmd, a->data);
-  cmd->add_option("--config", a->config,
-                  "JSON file with quantize_static's arguments and extra_options (docs/options.md)");
+  cmd->add_option("--config", a->config, "JSON file with quantize_static's arguments and extra_options (docs/cli.md)");
   cmd->add_option("--quant-format", a->quant_format,
                   "QDQ (default), QOperator, VitisQuantFormat.QDQ, VitisQuantFormat.FixNeuron");
   cmd->add_option("--calibrate-method", a->calibrate_method,

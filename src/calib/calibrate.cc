@@ -131,12 +131,12 @@ struct Candidate {
 
 // The error of each candidate on these values, in a fixed block order.
 CandidateErrors candidate_errors(int threads, const float* x, size_t n, const std::vector<Candidate>& candidates,
-                                 ErrorMetric metric) {
+                                 quant::ErrorMetric metric) {
   auto block_errors = [&](const float* block, size_t m) {
     CandidateErrors e(candidates.size());
     for (size_t c = 0; c < candidates.size(); ++c)
-      e[c] = quantization_error(block, m, candidates[c].scale, candidates[c].zero_point, candidates[c].clip.min,
-                                candidates[c].clip.max, metric);
+      e[c] = quant::quantization_error(block, m, candidates[c].scale, candidates[c].zero_point, candidates[c].clip,
+                                       metric);
     return e;
   };
   CandidateErrors total(candidates.size(), 0.0);
@@ -340,7 +340,8 @@ class Calibrator {
         candidates[i].push_back(percentile_candidate(r, options_.activation_type));
       }
     }
-    const ErrorMetric metric = minmse || options_.lwp_metric == "mse" ? ErrorMetric::Squared : ErrorMetric::Absolute;
+    const quant::ErrorMetric metric =
+        minmse || options_.lwp_metric == "mse" ? quant::ErrorMetric::Squared : quant::ErrorMetric::Absolute;
     start();
     run_pass(false, [&](TensorStats& s, size_t i, size_t sample, const float* x, size_t n) {
       if (candidates[i].empty()) return;  // never a float on the first pass
@@ -461,7 +462,7 @@ class Calibrator {
     quant::ScaleZeroPoint p = quant::pof2_scale(r.lo, r.hi, qrange_, options_.activation_type, symmetric_);
     int p0 = quant::scale_to_pos(p.scale);
     std::vector<Candidate> candidates = minmse_candidates(p0, p.zero_point, options_.activation_type);
-    size_t best = least_error(candidate_errors(threads_, x, n, candidates, ErrorMetric::Squared));
+    size_t best = least_error(candidate_errors(threads_, x, n, candidates, quant::ErrorMetric::Squared));
     return quant::minmse_candidate(p0, static_cast<int>(best));
   }
 

@@ -37,35 +37,7 @@ std::pair<float, float> block_extrema(const float* data, size_t n) {
   return {*std::min_element(los, los + kLanes), *std::max_element(his, his + kLanes)};
 }
 
-template <ErrorMetric kMetric>
-double summed_error(const float* x, size_t n, float s, float zp, float lo, float hi) {
-  // Sixteen running sums in a fixed order: the compiler vectorises them (a single sum would be
-  // a serial chain).
-  constexpr size_t kLanes = 16;
-  double lanes[kLanes] = {};
-  auto error = [&](float v) {
-    float q = std::min(std::max(std::nearbyint(v / s) + zp, lo), hi);
-    double e = static_cast<double>((q - zp) * s) - static_cast<double>(v);
-    return kMetric == ErrorMetric::Squared ? e * e : std::fabs(e);
-  };
-  size_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (size_t l = 0; l < kLanes; ++l) lanes[l] += error(x[i + l]);
-  for (; i < n; ++i) lanes[i % kLanes] += error(x[i]);
-  double sum = 0;
-  for (double v : lanes) sum += v;
-  return sum;
-}
-
 }  // namespace
-
-double quantization_error(const float* x, size_t n, double scale, int64_t zero_point, int64_t qmin, int64_t qmax,
-                          ErrorMetric metric) {
-  auto s = static_cast<float>(scale), zp = static_cast<float>(zero_point);
-  auto lo = static_cast<float>(qmin), hi = static_cast<float>(qmax);
-  return metric == ErrorMetric::Squared ? summed_error<ErrorMetric::Squared>(x, n, s, zp, lo, hi)
-                                        : summed_error<ErrorMetric::Absolute>(x, n, s, zp, lo, hi);
-}
 
 void MinMaxStats::add(size_t sample, const float* data, size_t n, bool keep_per_sample, int threads) {
   float lo = std::numeric_limits<float>::infinity(), hi = -lo;

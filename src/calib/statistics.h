@@ -39,14 +39,6 @@ std::vector<T> reduce_blocks(int threads, const float* data, size_t n, F&& fn) {
   return out;
 }
 
-enum class ErrorMetric { Absolute, Squared };
-
-// The summed error (|e| or e^2) of quantizing x with `scale` and `zero_point`, clipped to
-// [qmin, qmax]: q = clip(rne(x / s) + zp), e = float32((q - zp) * s) - x, all in float32 as the
-// runtime ops compute it, summed in double over fixed lanes (the same result on every run).
-double quantization_error(const float* x, size_t n, double scale, int64_t zero_point, int64_t qmin, int64_t qmax,
-                          ErrorMetric metric);
-
 // Extrema of one tensor over every sample, and each sample's own extrema (by sample index, for
 // the moving average, which must come out the same whatever the number of workers).
 struct MinMaxStats {

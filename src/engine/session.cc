@@ -272,8 +272,7 @@ Session::Session(const ir::Model& model, SessionOptions options)
       shown_as.try_emplace(holder, std::vector<std::string>{holder}).first->second.push_back(name);
     }
   }
-  for (const ir::Value* v : model_.graph->inputs())
-    if (!v->has_initializer()) inputs_.push_back(v);
+  inputs_ = model_.graph->fed_inputs();
   for (const ir::Value* v : model_.graph->outputs()) outputs_.push_back(v);
   main_ = std::make_unique<GraphExecutor>(model_, *model_.graph, std::vector<std::string>{}, options_, shown_as);
 }

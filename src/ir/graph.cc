@@ -355,6 +355,13 @@ std::vector<Value*> Graph::implicit_inputs(const Node* node) const {
   return found;
 }
 
+std::vector<const Value*> Graph::fed_inputs() const {
+  std::vector<const Value*> fed;
+  for (const Value* v : inputs_)
+    if (!v->has_initializer()) fed.push_back(v);
+  return fed;
+}
+
 void Graph::sort_nodes() {
   std::vector<Node*> order = topological_order();
   std::unordered_map<const Node*, size_t> rank;

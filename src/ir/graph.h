@@ -183,6 +183,8 @@ class Graph {
 
   // --- the graph's interface
   const std::vector<Value*>& inputs() const { return inputs_; }
+  // The inputs a run must feed: initializers listed as inputs are optional overrides.
+  std::vector<const Value*> fed_inputs() const;
   const std::vector<Value*>& outputs() const { return outputs_; }
   void add_input(Value* value) { inputs_.push_back(value); }
   void add_output(Value* value) { outputs_.push_back(value); }

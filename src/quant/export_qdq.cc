@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "engine/kernels/quantize.h"
 #include "onnxptq/error.h"
 #include "quant/export.h"
 
@@ -15,31 +16,11 @@ using ir::DataType;
 // A tensor of an integer quant type holding `values`.
 ir::Tensor integer_tensor(DataType type, std::vector<int64_t> dims, const std::vector<int64_t>& values) {
   ir::Tensor t(type, std::move(dims));
-  auto fill = [&](auto* out) {
-    for (size_t i = 0; i < values.size(); ++i) out[i] = static_cast<std::remove_pointer_t<decltype(out)>>(values[i]);
-  };
-  switch (type) {
-    case DataType::Int8:
-      fill(t.mutable_values<int8_t>().data());
-      break;
-    case DataType::UInt8:
-      fill(t.mutable_values<uint8_t>().data());
-      break;
-    case DataType::Int16:
-      fill(t.mutable_values<int16_t>().data());
-      break;
-    case DataType::UInt16:
-      fill(t.mutable_values<uint16_t>().data());
-      break;
-    case DataType::Int32:
-      fill(t.mutable_values<int32_t>().data());
-      break;
-    case DataType::UInt32:
-      fill(t.mutable_values<uint32_t>().data());
-      break;
-    default:
-      throw Error(std::string("QDQ export: ") + quant_type_name(type) + " is not an integer quant type");
-  }
+  engine::visit_integer_quant_type(type, "QDQ export: a zero point", [&](auto tag) {
+    using T = decltype(tag);
+    std::span<T> out = t.mutable_values<T>();
+    for (size_t i = 0; i < values.size(); ++i) out[i] = static_cast<T>(values[i]);
+  });
   return t;
 }
 
@@ -106,19 +87,22 @@ class QdqExporter {
     return v;
   }
 
-  // The scale and zero point initializers of a plan entry (shared ones are made once).
+  // The scale and zero point initializers of a plan entry (shared ones are made once), each a
+  // scalar or a 1-D tensor.
   std::pair<ir::Value*, ir::Value*> scale_and_zero_point(const TensorPlan& t, const std::string& scale_name,
-                                                         const std::string& zp_name, bool vector) {
+                                                         const std::string& zp_name, bool scale_vector,
+                                                         bool zp_vector) {
     std::vector<float> scales;
     std::vector<int64_t> zps;
     for (const ScaleZeroPoint& p : t.params) {
       scales.push_back(static_cast<float>(p.scale));
       zps.push_back(p.zero_point);
     }
-    std::vector<int64_t> dims =
-        vector ? std::vector<int64_t>{static_cast<int64_t>(scales.size())} : std::vector<int64_t>{};
-    ir::Value* s = new_initializer(scale_name, ir::Tensor::from_values<float>(dims, scales));
-    ir::Value* z = new_initializer(zp_name, integer_tensor(t.type, dims, zps));
+    auto dims = [&](bool vector) {
+      return vector ? std::vector<int64_t>{static_cast<int64_t>(scales.size())} : std::vector<int64_t>{};
+    };
+    ir::Value* s = new_initializer(scale_name, ir::Tensor::from_values<float>(dims(scale_vector), scales));
+    ir::Value* z = new_initializer(zp_name, integer_tensor(t.type, dims(zp_vector), zps));
     return {s, z};
   }
 
@@ -139,7 +123,8 @@ class QdqExporter {
   void weight(const TensorPlan& t) {
     ir::Value* w = g_.find_value(t.name);
     if (!w || !t.data) throw Error("QDQ export: weight '" + t.name + "' has no quantized values");
-    auto sz = scale_and_zero_point(t, t.name + "_scale", t.name + "_zero_point", t.axis.has_value());
+    auto sz =
+        scale_and_zero_point(t, t.name + "_scale", t.name + "_zero_point", t.axis.has_value(), t.axis.has_value());
     ir::Value* out = g_.add_unique_value(t.name + "_DequantizeLinear_Output");
     g_.replace_uses(w, out);
     if (config_.add_qdq_pair_to_weight) {
@@ -158,11 +143,9 @@ class QdqExporter {
     ir::Value* b = g_.find_value(t.name);
     if (!b || !t.data) throw Error("QDQ export: bias '" + t.name + "' has no quantized values");
     ir::Value* quantized = new_initializer(t.name + "_quantized", *t.data);
-    auto sz = scale_and_zero_point(t, t.name + "_quantized_scale", t.name + "_quantized_zero_point", true);
-    if (t.params.size() == 1) {  // ORT: a 1-D scale of one element and a scalar zero point
-      sz.second->mutable_initializer() = integer_tensor(DataType::Int32, {}, {0});
-      sz.second->mutable_initializer().name = sz.second->name();
-    }
+    // ORT: the scale always 1-D; the zero point a scalar for one scale.
+    auto sz = scale_and_zero_point(t, t.name + "_quantized_scale", t.name + "_quantized_zero_point", true,
+                                   t.params.size() > 1);
     g_.remove_initializer(b);
     dq(quantized, sz, b, t.name + "_DequantizeLinear", t.params.size() > 1 ? std::optional<int64_t>(0) : std::nullopt);
   }
@@ -176,7 +159,7 @@ class QdqExporter {
     if (known != params_of_.end()) {
       sz = known->second;
     } else {
-      sz = scale_and_zero_point(provider, provider.name + "_scale", provider.name + "_zero_point", false);
+      sz = scale_and_zero_point(provider, provider.name + "_scale", provider.name + "_zero_point", false, false);
       params_of_[provider.name] = sz;
     }
 

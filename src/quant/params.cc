@@ -96,30 +96,35 @@ int pof2_non_overflow_pos(double rmin, double rmax, QRange q, ir::DataType type,
   return pos;
 }
 
-double pof2_squared_error(const float* x, size_t n, int pos, int64_t zero_point, QRange clip) {
-  // x / 2^-pos in float32 (the seeds divide in float32); dequantized in float32 too.
-  const auto s = static_cast<float>(pos_to_scale(pos));
-  const auto zp = static_cast<float>(zero_point);
-  const auto lo = static_cast<float>(clip.min), hi = static_cast<float>(clip.max);
+namespace {
+
+template <ErrorMetric kMetric>
+double summed_error(const float* x, size_t n, float s, float zp, float lo, float hi) {
   // Sixteen running sums in a fixed order: the compiler vectorises them (a single sum would be
-  // a serial chain), and the result is still the same on every run.
+  // a serial chain).
   constexpr size_t kLanes = 16;
   double lanes[kLanes] = {};
+  auto error = [&](float v) {
+    float q = std::min(std::max(std::nearbyint(v / s) + zp, lo), hi);
+    double e = static_cast<double>((q - zp) * s) - static_cast<double>(v);
+    return kMetric == ErrorMetric::Squared ? e * e : std::fabs(e);
+  };
   size_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
-    for (size_t l = 0; l < kLanes; ++l) {
-      float q = std::min(std::max(std::nearbyint(x[i + l] / s) + zp, lo), hi);
-      double e = static_cast<double>((q - zp) * s) - static_cast<double>(x[i + l]);
-      lanes[l] += e * e;
-    }
-  for (; i < n; ++i) {
-    float q = std::min(std::max(std::nearbyint(x[i] / s) + zp, lo), hi);
-    double e = static_cast<double>((q - zp) * s) - static_cast<double>(x[i]);
-    lanes[i % kLanes] += e * e;
-  }
+    for (size_t l = 0; l < kLanes; ++l) lanes[l] += error(x[i + l]);
+  for (; i < n; ++i) lanes[i % kLanes] += error(x[i]);
   double sum = 0;
   for (double v : lanes) sum += v;
   return sum;
+}
+
+}  // namespace
+
+double quantization_error(const float* x, size_t n, double scale, int64_t zero_point, QRange clip, ErrorMetric metric) {
+  auto s = static_cast<float>(scale), zp = static_cast<float>(zero_point);
+  auto lo = static_cast<float>(clip.min), hi = static_cast<float>(clip.max);
+  return metric == ErrorMetric::Squared ? summed_error<ErrorMetric::Squared>(x, n, s, zp, lo, hi)
+                                        : summed_error<ErrorMetric::Absolute>(x, n, s, zp, lo, hi);
 }
 
 }  // namespace onnxptq::quant

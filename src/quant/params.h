@@ -57,9 +57,12 @@ int64_t pof2_zero_point(double rmin, double rmax, QRange q, ir::DataType type, b
 // which may clip the extremes by up to a factor sqrt(2); 1.14 did this.)
 int pof2_non_overflow_pos(double rmin, double rmax, QRange q, ir::DataType type, bool symmetric);
 
-// Sum of squared errors of quantizing x (n values) with scale 2^-pos and `zero_point`, clipped to
-// `clip`: q = clip(rne(x / s) + zp), error (float32((q - zp) * s) - x)^2, summed in double.
-double pof2_squared_error(const float* x, size_t n, int pos, int64_t zero_point, QRange clip);
+enum class ErrorMetric { Absolute, Squared };
+
+// The summed error (|e| or e^2) of quantizing x (n values) with `scale` and `zero_point`, clipped
+// to `clip`: q = clip(rne(x / s) + zp), e = float32((q - zp) * s) - x, all in float32 as the seeds
+// and the runtime ops compute it, summed in double over fixed lanes (the same on every run).
+double quantization_error(const float* x, size_t n, double scale, int64_t zero_point, QRange clip, ErrorMetric metric);
 
 // The MinMSE candidates around the NonOverflow position p0: p0 - 1 ... p0 + 3, coarsest first.
 inline constexpr int kMinMseCandidates = 5;

@@ -144,11 +144,10 @@ class Planner {
     std::set<std::string> excluded(config_.nodes_to_exclude.begin(), config_.nodes_to_exclude.end());
     exclude_outside_input_output_nodes(order, excluded);
     std::set<std::string> selected(config_.nodes_to_quantize.begin(), config_.nodes_to_quantize.end());
-    const std::set<std::string>& op_types =
+    const std::set<std::string> op_types =
         config_.op_types_to_quantize.empty()
             ? default_op_types()
-            : op_types_storage_ =
-                  std::set<std::string>(config_.op_types_to_quantize.begin(), config_.op_types_to_quantize.end());
+            : std::set<std::string>(config_.op_types_to_quantize.begin(), config_.op_types_to_quantize.end());
 
     for (const ir::Node* n : order) {
       std::string why;
@@ -429,7 +428,6 @@ class Planner {
   const ir::Graph& graph_;
   const QuantConfig& config_;
   const std::map<std::string, DataType>& types_;
-  std::set<std::string> op_types_storage_;
   Plan plan_;
 };
 

@@ -1,6 +1,7 @@
 // Parameters of a plan: activations from calibrated ranges (ORT's rules for float scales,
 // vai_q_onnx's for power-of-two ones), weights from their values, int32 biases from their
 // input and weight scales (after ORT's guard on the weight scale), shared tensors last.
+#include <algorithm>
 #include <cmath>
 
 #include "onnxptq/error.h"

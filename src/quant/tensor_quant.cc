@@ -7,7 +7,7 @@
 #include <limits>
 #include <string>
 
-#include "engine/kernels/quantize_math.h"
+#include "engine/kernels/quantize.h"
 #include "ir/float16.h"
 #include "onnxptq/error.h"
 #include "quant/tensor_quant_detail.h"
@@ -139,20 +139,6 @@ ScaleZeroPoint float_target_scale_zp(double rmin, double rmax, DataType type, co
     zp = o.float_zero_point_rule == FloatZeroPoint::vai_midpoint ? -((lo + hi) / 2) / scale
                                                                  : std::nearbyint(r.min - lo / scale);
   return {scale, 0, round_to(type, zp)};
-}
-
-// f(T{}) for the element type of an integer quant type.
-template <class F>
-decltype(auto) visit_integer(DataType t, F&& f) {
-  switch (t) {
-    case DataType::Int8: return f(int8_t{});
-    case DataType::UInt8: return f(uint8_t{});
-    case DataType::Int16: return f(int16_t{});
-    case DataType::UInt16: return f(uint16_t{});
-    case DataType::Int32: return f(int32_t{});
-    case DataType::UInt32: return f(uint32_t{});
-    default: throw_not_quant_type(t);
-  }
 }
 
 // Integer quantization of one slice: the engine's kernels up to 16 bits (bit-exact with ORT's
@@ -360,7 +346,7 @@ void fake_quantize_values(const float* x, size_t n, DataType type, const ScaleZe
     return;
   }
   const QRange r = saturation_range(type, o.saturation);
-  visit_integer(type, [&](auto tag) {
+  engine::visit_integer_quant_type(type, "the quant type", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (sizeof(T) <= 2) {
       engine::fake_quantize_values<T>(x, static_cast<int64_t>(n), static_cast<float>(p.scale),
@@ -392,7 +378,7 @@ ir::Tensor quantize_tensor(const ir::Tensor& x, DataType type, std::span<const S
     return out;
   }
   const QRange r = saturation_range(type, o.saturation);
-  visit_integer(type, [&](auto tag) {
+  engine::visit_integer_quant_type(type, "the quant type", [&](auto tag) {
     using T = decltype(tag);
     auto y = out.mutable_values<T>();
     for_each_run(l,
@@ -415,7 +401,7 @@ ir::Tensor dequantize_tensor(const ir::Tensor& q, std::span<const ScaleZeroPoint
     });
     return out;
   }
-  visit_integer(type, [&](auto tag) {
+  engine::visit_integer_quant_type(type, "the quant type", [&](auto tag) {
     using T = decltype(tag);
     auto v = q.values<T>();
     for_each_run(l, [&](size_t at, size_t n, size_t c) { dequantize_integer<T>(&v[at], n, params[c], &y[at]); });

@@ -140,7 +140,8 @@ ScaleZeroPoint pof2_min_mse(const std::vector<float>& x, double rmin, double rma
   int best = minmse_candidate(p0, 0);
   double best_error = std::numeric_limits<double>::infinity();
   for (int i = 0; i < kMinMseCandidates; ++i) {
-    double e = pof2_squared_error(x.data(), x.size(), minmse_candidate(p0, i), p.zero_point, clip);
+    double e = quantization_error(x.data(), x.size(), pos_to_scale(minmse_candidate(p0, i)), p.zero_point, clip,
+                                  ErrorMetric::Squared);
     if (e < best_error) {
       best_error = e;
       best = minmse_candidate(p0, i);

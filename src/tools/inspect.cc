@@ -104,8 +104,8 @@ ordered_json inspect_model(const ir::Model& model) {
   for (const auto& op : model.opset_import)
     summary["opsets"].push_back({{"domain", op.domain.empty() ? "ai.onnx" : op.domain}, {"version", op.version}});
   summary["inputs"] = ordered_json::array();
-  for (const ir::Value* v : g.inputs())
-    if (!v->has_initializer()) summary["inputs"].push_back(describe_value(*v));  // IR < 4 lists weights too
+  for (const ir::Value* v : g.fed_inputs())
+    summary["inputs"].push_back(describe_value(*v));  // IR < 4 lists weights too
   summary["outputs"] = ordered_json::array();
   for (const ir::Value* v : g.outputs()) summary["outputs"].push_back(describe_value(*v));
   summary["nodes"] = g.node_count();

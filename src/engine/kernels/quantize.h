@@ -36,6 +36,29 @@ decltype(auto) visit_quant_type(DataType type, const std::string& what, F&& fn) 
   }
 }
 
+// The same with uint32_t too, for the custom Q/DQ ops of vai_q_onnx and Quark and the quantizer's
+// tensors (the standard ops stop at int32).
+template <class F>
+decltype(auto) visit_integer_quant_type(DataType type, const std::string& what, F&& fn) {
+  switch (type) {
+    case DataType::Int8:
+      return fn(int8_t{});
+    case DataType::UInt8:
+      return fn(uint8_t{});
+    case DataType::Int16:
+      return fn(int16_t{});
+    case DataType::UInt16:
+      return fn(uint16_t{});
+    case DataType::Int32:
+      return fn(int32_t{});
+    case DataType::UInt32:
+      return fn(uint32_t{});
+    default:
+      throw Error(what + " has type " + std::string(ir::data_type_name(type)) +
+                  ", expected int8, uint8, int16, uint16, int32 or uint32");
+  }
+}
+
 // Calls fn(T{}) for int8 or uint8 only (the QLinear ops and the integer convolutions).
 template <class F>
 decltype(auto) visit_8bit_type(DataType type, const std::string& what, F&& fn) {

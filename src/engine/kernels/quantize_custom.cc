@@ -64,24 +64,10 @@ void check_target_type(DataType type, const std::string& what) {
   }
 }
 
-// Calls fn(T{}) with T the C++ type of an integer target type (checked by check_target_type).
-template <class F>
-void visit_integer_type(DataType type, F&& fn) {
-  switch (type) {
-    case DataType::UInt8: fn(uint8_t{}); return;
-    case DataType::Int8: fn(int8_t{}); return;
-    case DataType::UInt16: fn(uint16_t{}); return;
-    case DataType::Int16: fn(int16_t{}); return;
-    case DataType::UInt32: fn(uint32_t{}); return;
-    case DataType::Int32: fn(int32_t{}); return;
-    default: throw Error("cannot quantize to " + type_name(type));
-  }
-}
-
 // Every value of an integer tensor as int64 (uint32 zero points do not fit int32).
 std::vector<int64_t> int64_values(const Tensor& t) {
   std::vector<int64_t> out;
-  visit_integer_type(t.dtype(), [&](auto tag) {
+  visit_integer_quant_type(t.dtype(), "the zero point", [&](auto tag) {
     auto v = t.values<decltype(tag)>();
     out.assign(v.begin(), v.end());
   });
@@ -213,7 +199,7 @@ class CustomQuantizeKernel : public Kernel {
       });
     } else {
       std::vector<int64_t> zp = int64_values(zp_t);
-      visit_integer_type(type, [&](auto tag) {
+      visit_integer_quant_type(type, "the target", [&](auto tag) {
         using T = decltype(tag);
         T* ys = y.mutable_values<T>().data();
         for_each_run(ctx.threads, n, l,
@@ -264,7 +250,7 @@ class CustomDequantizeKernel : public Kernel {
       });
     } else {
       std::vector<int64_t> zp = int64_values(zp_t);
-      visit_integer_type(type, [&](auto tag) {
+      visit_integer_quant_type(type, "the target", [&](auto tag) {
         using T = decltype(tag);
         const T* qs = x.values<T>().data();
         for_each_run(ctx.threads, n, l, [&](int64_t b, int64_t e, int64_t k) {
