@@ -182,12 +182,16 @@ QuantizeResult quantize_static(const ir::Model& model, calib::DataReader& reader
   auto say = [&](const std::string& line) {
     if (log) log(line);
   };
+  size_t warned = 0;  // the plan's warnings said so far (planning and parameters add some)
+  auto say_warnings = [&](const Plan& plan) {
+    for (; warned < plan.warnings.size(); ++warned) say("warning: " + plan.warnings[warned]);
+  };
   QuantizeResult r;
   auto start = std::chrono::steady_clock::now();
   int threads = config.calib.threads > 0 ? config.calib.threads : engine::hardware_threads();
   std::map<std::string, ir::DataType> types = value_types(model, reader, threads);
   r.plan = make_plan(model, config, types);
-  for (const std::string& w : r.plan.warnings) say("warning: " + w);
+  say_warnings(r.plan);
   r.seconds["plan"] = seconds_since(start);
 
   start = std::chrono::steady_clock::now();
@@ -202,6 +206,7 @@ QuantizeResult quantize_static(const ir::Model& model, calib::DataReader& reader
 
   start = std::chrono::steady_clock::now();
   assign_parameters(r.plan, model, config, r.calibration);
+  say_warnings(r.plan);
   r.seconds["parameters"] = seconds_since(start);
 
   start = std::chrono::steady_clock::now();
