@@ -184,9 +184,8 @@ function randomFloat32(next, count) {
 // Command line
 // ---------------------------------------------------------------------------
 
-const USAGE =
-  'usage: ort_run.js MODEL.onnx (--inputs [name=]file.npy ... | --random SEED [--shape name=AxBx...]) ' +
-  '[--outputs OUT_DIR] [--threads N] [--repeat N] [--warmup N] [--json] [--no-optimize]';
+const USAGE = 'usage: ort_run.js MODEL.onnx (--inputs [name=]file.npy ... | --random SEED [--shape name=AxBx...]) ' +
+    '[--outputs OUT_DIR] [--threads N] [--repeat N] [--warmup N] [--json]';
 
 function parseIntArg(opt, s, min) {
   if (s === undefined || !/^\d+$/.test(s) || Number(s) < min) fail(`${opt} needs an integer >= ${min}, got '${s ?? ''}'`);
@@ -222,8 +221,9 @@ function parseArgs(argv) {
       case '--repeat': a.repeat = parseIntArg(arg, takeOne(), 1); break;
       case '--warmup': a.warmup = parseIntArg(arg, takeOne(), 0); break;
       case '--random': a.random = parseIntArg(arg, takeOne(), 0); break;
-      case '--json': a.json = true; break;
-      case '--no-optimize': a.noOptimize = true; break;
+      case '--json':
+        a.json = true;
+        break;
       case '-h':
       case '--help':
         process.stdout.write(USAGE + '\n');
@@ -387,7 +387,7 @@ async function main() {
       intraOpNumThreads: args.threads,
       interOpNumThreads: 1,
       executionMode: 'sequential',
-      graphOptimizationLevel: args.noOptimize ? 'disabled' : 'all',
+      graphOptimizationLevel: 'all',
       // Only ORT errors on stderr (they also reach us as exceptions): its
       // warnings, e.g. about unused initializers, are multi-line noise here.
       logSeverityLevel: 3,
