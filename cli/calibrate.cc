@@ -9,6 +9,7 @@
 #include "engine/session.h"
 #include "ir/file_io.h"
 #include "ir/model.h"
+#include "quant/quantize.h"
 #include "onnxptq/error.h"
 
 namespace onnxptq::cli {
@@ -89,10 +90,18 @@ void calibrate_command(const CalibrateArgs& a) {
   o.strict = a.strict;
   if (!a.quiet) o.log = [](const std::string& m) { std::cerr << m << "\n"; };
 
+  // Exactly the tensors `onnxptq quantize` would calibrate with the same method, type, symmetry
+  // and op types: the plan's (a Relu's input takes the Relu's range, weights are not calibrated).
+  quant::QuantConfig config;
+  config.calibrate_method = o.method;
+  config.activation_type = o.activation_type;
+  config.activation_symmetric = o.symmetric.value_or(false);
+  config.op_types_to_quantize = a.op_types;
+  config.calib = o;
+
   ir::Model model = ir::load_model(a.model);
   std::unique_ptr<calib::DataReader> reader = open_calib_data(a.data, model.graph->fed_inputs());
-  std::set<std::string> op_types(a.op_types.begin(), a.op_types.end());
-  std::vector<std::string> tensors = calib::tensors_to_calibrate(model, op_types);
+  std::vector<std::string> tensors = quant::plan_quantization(model, *reader, config).tensors_to_calibrate();
   calib::CalibrationResult result = calib::calibrate(model, tensors, *reader, o);
 
   std::string text = ranges_json(result, o).dump(2) + "\n";
@@ -131,8 +140,8 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--scenario", a->scenario, "Distribution: same (default) or p3");
   cmd->add_option("--minmse-mode", a->minmse_mode, "MinMSE: All (default) or MostCommon");
   cmd->add_option("--activation-type", a->activation_type,
-                  "Power-of-two methods and LayerWisePercentile: int8 (default), uint8, int16 or uint16");
-  cmd->add_option("--op-types", a->op_types, "Calibrate the inputs and outputs of these op types only (default: every node)")
+                  "int8 (default), uint8, int16 or uint16: the activation type the ranges are for (power-of-two positions, LayerWisePercentile's errors, which Relu/Clip ranges are kept)");
+  cmd->add_option("--op-types", a->op_types, "Quantize these op types only (op_types_to_quantize; default: the quantizer's set)")
       ->delimiter(',');
   cmd->add_option("--output,-o", a->output, "JSON file to write (default: standard output)");
   cmd->add_option("--threads", a->threads, "Threads in all (default: every hardware thread)");

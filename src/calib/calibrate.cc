@@ -48,39 +48,6 @@ const char* method_name(Method method) {
 
 bool is_power_of_two(Method method) { return method == Method::NonOverflow || method == Method::MinMSE; }
 
-std::vector<std::string> tensors_to_calibrate(const ir::Model& model, const std::set<std::string>& op_types) {
-  std::vector<std::string> names;
-  std::set<std::string> seen;
-  // Weights are not calibrated, wherever they come from: initializers, Constant nodes, and
-  // nodes computing only from those (an exporter's Identity of a weight, say), by the rule the
-  // Session folds constants with.
-  std::set<const ir::Value*> constant;
-  for (const ir::Node* node : model.graph->topological_order()) {
-    bool all_constant = model.graph->implicit_inputs(node).empty() && !engine::is_nondeterministic(*node);
-    for (const ir::Value* v : node->inputs())
-      all_constant = all_constant && (!v || (v->has_initializer() && !model.graph->is_input(v)) || constant.count(v));
-    if (all_constant)
-      for (const ir::Value* v : node->outputs())
-        if (v) constant.insert(v);
-  }
-  auto consider = [&](const ir::Value* v) {
-    if (!v || v->has_initializer() || constant.count(v)) return;
-    // Of unknown type (no value_info): kept, and calibrated only if it turns out float at run time.
-    bool unknown = v->type.kind == ir::ValueType::Kind::None ||
-                   (v->type.is_tensor() && v->type.elem_type == ir::DataType::Undefined);
-    bool is_float = v->type.is_tensor() &&
-                    (v->type.elem_type == ir::DataType::Float || v->type.elem_type == ir::DataType::Float16);
-    if (!unknown && !is_float) return;
-    if (seen.insert(v->name()).second) names.push_back(v->name());
-  };
-  for (const ir::Node* node : model.graph->topological_order()) {
-    if (!op_types.empty() && !op_types.count(node->op_type)) continue;
-    for (const ir::Value* v : node->inputs()) consider(v);
-    for (const ir::Value* v : node->outputs()) consider(v);
-  }
-  return names;
-}
-
 namespace {
 
 // What one worker keeps of one tensor. Everything summed across samples is either exact

@@ -77,11 +77,6 @@ struct CalibrationResult {
   int passes = 0;  // times the data was read
 };
 
-// ORT's select_tensors_to_calibrate: inputs and outputs of nodes whose op type is in `op_types`
-// (every node when empty) that are float or float16 and not initializers, in graph order. Unlike
-// ORT, values of unknown type are kept too (calibration then skips those that are not floats).
-std::vector<std::string> tensors_to_calibrate(const ir::Model& model, const std::set<std::string>& op_types);
-
 // Calibrates `tensors` of `model`. The reader must rewind for methods that read the data twice
 // (histograms and MinMSE "All" need the extrema first). Error for a tensor the model does not
 // have, a sample that does not fit the model (naming the sample), no usable sample.

@@ -176,6 +176,11 @@ void apply_config_json(QuantConfig& c, const nlohmann::json& j) {
   }
 }
 
+Plan plan_quantization(const ir::Model& model, calib::DataReader& reader, const QuantConfig& config) {
+  int threads = config.calib.threads > 0 ? config.calib.threads : engine::hardware_threads();
+  return make_plan(model, config, value_types(model, reader, threads));
+}
+
 QuantizeResult quantize_static(const ir::Model& model, calib::DataReader& reader, const QuantConfig& config,
                                const std::function<void(const std::string&)>& log) {
   check_config(config);
@@ -188,9 +193,7 @@ QuantizeResult quantize_static(const ir::Model& model, calib::DataReader& reader
   };
   QuantizeResult r;
   auto start = std::chrono::steady_clock::now();
-  int threads = config.calib.threads > 0 ? config.calib.threads : engine::hardware_threads();
-  std::map<std::string, ir::DataType> types = value_types(model, reader, threads);
-  r.plan = make_plan(model, config, types);
+  r.plan = plan_quantization(model, reader, config);
   say_warnings(r.plan);
   r.seconds["plan"] = seconds_since(start);
 

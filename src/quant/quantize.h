@@ -26,6 +26,11 @@ struct QuantizeResult {
 QuantizeResult quantize_static(const ir::Model& model, calib::DataReader& reader, const QuantConfig& config,
                                const std::function<void(const std::string&)>& log = {});
 
+// The plan quantize_static makes: the first sample is run once to learn each value's element
+// type (the seeds' smoke test), then the reader is rewound. Its tensors_to_calibrate() are what
+// calibration must observe (`onnxptq calibrate` uses it too).
+Plan plan_quantization(const ir::Model& model, calib::DataReader& reader, const QuantConfig& config);
+
 // Sets one extra_options key (the seeds' names, shared/spec/vai_q_onnx.md §1.6) from a JSON
 // value. Error for an unknown key, a value of the wrong kind, and for keys of features that live
 // elsewhere, naming where (enable_dpu transforms, CLE, fast finetune: not part of this call).

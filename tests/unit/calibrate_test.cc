@@ -398,25 +398,5 @@ TEST(Calibrate, ErrorsNameWhatIsWrong) {
   expect_error([&] { run(all_nan, {}); }, "calibration: no usable sample in the test list (every sample has NaN or Inf)");
 }
 
-TEST(Calibrate, TensorsToCalibrateFollowOpTypes) {
-  ir::Model m = negations(4);
-  EXPECT_EQ(tensors_to_calibrate(m, {}), (std::vector<std::string>{"x", "y", "z"}));
-  EXPECT_EQ(tensors_to_calibrate(m, {"Neg"}), (std::vector<std::string>{"x", "y", "z"}));
-  EXPECT_TRUE(tensors_to_calibrate(m, {"Conv"}).empty());
-  m.graph->find_value("y")->type = ir::ValueType::tensor(DataType::Int64);  // typed, not float: left out
-  EXPECT_EQ(tensors_to_calibrate(m, {}), (std::vector<std::string>{"x", "z"}));
-
-  // A weight from a Constant node through an Identity is not calibrated.
-  ir::Graph& g = *m.graph;
-  ir::Value* c = g.add_value("c");
-  ir::Value* w = g.add_value("w");
-  ir::Value* sum = g.add_value("sum");
-  g.add_node("Constant", {}, {c}, "const")
-      ->set_attribute(ir::Attribute::of_tensor("value", ir::Tensor::from_values<float>({4}, std::vector<float>(4, 1.f))));
-  g.add_node("Identity", {c}, {w}, "weight");
-  g.add_node("Add", {g.find_value("z"), w}, {sum}, "add");
-  EXPECT_EQ(tensors_to_calibrate(m, {"Add"}), (std::vector<std::string>{"z", "sum"}));
-}
-
 }  // namespace
 }  // namespace onnxptq::calib
