@@ -5,7 +5,8 @@ Usage: /usr/bin/python3 bench/calibration.py [--build build] [--samples 10,100,1
            [--methods MinMax,NonOverflow,...] [--models resnet50,ppocr_det] [--threads 2]
 
 For each model, method and sample count N it runs `onnxptq calibrate MODEL --random N --method M`
-(seeded random samples of the model's input shape, every float activation calibrated) and, for
+(seeded random samples of the model's input shape; the tensors `onnxptq quantize` would calibrate
+with that method: its plan's, plus one run of the first sample to learn the value types) and, for
 the same N, `node tests/oracle/ort_run.js MODEL --random 0 --repeat N` (N plain float inferences
 on ONNX Runtime's CPU provider, one warm-up run). Both are whole processes: model loading and
 session creation count on both sides. Prints a markdown table: wall seconds of each, their ratio

@@ -21,6 +21,9 @@ int main(int argc, char** argv) {
   onnxptq::cli::add_run_command(app);
   onnxptq::cli::add_calibrate_command(app);
   onnxptq::cli::add_quantize_command(app);
+  onnxptq::cli::add_preprocess_command(app);
+  onnxptq::cli::add_evaluate_command(app);
+  onnxptq::cli::add_compare_command(app);
 
   // CLI11 reports an unknown subcommand as a missing one; name it instead.
   std::string known;

@@ -48,6 +48,11 @@ const char* method_name(Method method) {
 
 bool is_power_of_two(Method method) { return method == Method::NonOverflow || method == Method::MinMSE; }
 
+bool ranges_symmetric(const CalibOptions& o) {
+  if (o.symmetric) return *o.symmetric;
+  return is_power_of_two(o.method) || o.method == Method::Percentile || o.method == Method::LayerWisePercentile;
+}
+
 namespace {
 
 // What one worker keeps of one tensor. Everything summed across samples is either exact
@@ -64,11 +69,6 @@ struct TensorStats {
   std::vector<Range> percentile_ranges;  // LayerWisePercentile: one per candidate percentile
   size_t chosen = 0;                     // LayerWisePercentile: the candidate with the least error
 };
-
-bool method_symmetric(const CalibOptions& o) {
-  if (o.symmetric) return *o.symmetric;
-  return is_power_of_two(o.method) || o.method == Method::Percentile || o.method == Method::LayerWisePercentile;
-}
 
 // Checks a float input of a sample: how many values are NaN or infinite.
 size_t count_non_finite(const ir::Tensor& t) {
@@ -144,7 +144,7 @@ class Calibrator {
  public:
   Calibrator(const ir::Model& model, const std::vector<std::string>& tensors, DataReader& reader,
              const CalibOptions& options)
-      : reader_(reader), options_(options), symmetric_(method_symmetric(options)) {
+      : reader_(reader), options_(options), symmetric_(ranges_symmetric(options)) {
     std::set<std::string> known;
     for (const auto& node : model.graph->nodes())
       for (const ir::Value* v : node->outputs())

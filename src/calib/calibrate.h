@@ -59,6 +59,10 @@ struct CalibOptions {
   std::function<void(const std::string&)> log;
 };
 
+// Whether `o` calibrates symmetric ranges (-m, m): CalibTensorRangeSymmetric, or by default the
+// power-of-two methods and the percentile ones (as vai_q_onnx and ORT set their calibrators).
+bool ranges_symmetric(const CalibOptions& o);
+
 struct TensorRange {
   double lo = 0;
   double hi = 0;

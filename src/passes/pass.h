@@ -2,6 +2,7 @@
 // says whether it changed anything. Passes that need options take them from PassContext.
 #pragma once
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -13,6 +14,15 @@ namespace onnxptq::passes {
 // what they did (one line each; the CLI prints them under --verbose).
 struct PassContext {
   int64_t target_opset = 13;  // opset_upgrade: models below this opset are converted to it
+  // infer_shapes: libonnx's inference (skip_onnx_shape turns it off), a run of the engine on one
+  // random sample for what static inference cannot give (skip_symbolic_shape turns it off), and
+  // guess_output_rank for nodes neither could type (output rank and type of input 0, as ORT).
+  bool onnx_shape = true;
+  bool engine_shape = true;
+  bool guess_output_rank = false;
+  // Shapes of graph inputs for that sample run; a dynamic dim not given here is 1 in front
+  // (batch) and 64 elsewhere.
+  std::map<std::string, std::vector<int64_t>> input_shapes;
   bool verbose = false;
   std::vector<std::string> log;
 };

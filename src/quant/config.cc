@@ -91,9 +91,15 @@ void check_config(const QuantConfig& c) {
                  (c.weight_type == ir::DataType::Int8 || c.weight_type == ir::DataType::UInt8);
     if (!eight) throw Error(types + ": QuantFormat.QOperator takes 8-bit types only (QLinear ops are 8-bit)");
   }
+  if (c.format == QuantFormat::QOperator && (c.add_qdq_pair_to_weight || c.dedicated_qdq_pair))
+    throw Error(std::string(c.add_qdq_pair_to_weight ? "AddQDQPairToWeight" : "DedicatedQDQPair") +
+                " shapes Q/DQ pairs; QuantFormat.QOperator has none (QLinear ops take quantized weights)");
   if (c.format == QuantFormat::FixNeuron &&
       (c.activation_type != ir::DataType::Int8 || c.weight_type != ir::DataType::Int8))
     throw Error(types + ": VitisQuantFormat.FixNeuron quantizes to QInt8 only");
+  if ((c.format == QuantFormat::VitisQDQ || c.format == QuantFormat::FixNeuron) && c.per_channel)
+    throw Error(std::string("per_channel: ") + quant_format_name(c.format) +
+                " has one scale per tensor (vai_q_onnx's custom ops read only the first value of a 1-D scale)");
   if (c.activation_type == ir::DataType::Float16 || c.activation_type == ir::DataType::BFloat16 ||
       c.weight_type == ir::DataType::Float16 || c.weight_type == ir::DataType::BFloat16) {
     if (c.power_of_two())

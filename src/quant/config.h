@@ -59,6 +59,10 @@ struct QuantConfig {
 
   calib::CalibOptions calib;  // the Calib* extra_options, threads, workers, ...
 
+  // optimize_model (the seeds' default): the float model is prepared first (passes::prepare:
+  // shapes, opset upgrade to 13, graph optimisation).
+  bool optimize_model = true;
+
   bool power_of_two() const { return calib::is_power_of_two(calibrate_method); }
   bool weights_symmetric() const;
 };

@@ -1,6 +1,10 @@
 // Writing a quantized model from a float model and its plan (with parameters assigned).
 #pragma once
 
+#include <cstdint>
+#include <string>
+#include <vector>
+
 #include "ir/model.h"
 #include "quant/config.h"
 #include "quant/plan.h"
@@ -18,5 +22,42 @@ ir::Model export_model(const ir::Model& model, const Plan& plan, const QuantConf
 // QuantizeLinear/DequantizeLinear pair after every quantized activation (one per consumer under
 // DedicatedQDQPair). 16-bit types use opset 21's ops, or com.microsoft's below opset 21.
 ir::Model export_qdq(const ir::Model& model, const Plan& plan, const QuantConfig& config);
+
+// The node family a Q/DQ-shaped format writes (the QDQ writer in export_qdq.cc serves all three).
+struct QdqStyle {
+  std::string domain;          // of the nodes ("": the default domain, or com.microsoft for 16-bit below opset 21)
+  int64_t domain_version = 1;  // imported for a domain other than ""
+  std::string quantize_op = "QuantizeLinear";
+  std::string dequantize_op = "DequantizeLinear";
+  bool fix_neuron = false;       // one FixNeuron node (x, scale, int8 zp) -> x' per quantized tensor
+  bool weights_as_pair = false;  // float weights with a Q/DQ pair, whatever AddQDQPairToWeight says
+};
+ir::Model export_qdq_styled(const ir::Model& model, const Plan& plan, const QuantConfig& config, const QdqStyle& style);
+
+// VitisQuantFormat.QDQ (vai_q_onnx.md §4.1, §5.1-5.2): the QDQ layout with VitisQuantizeLinear /
+// VitisDequantizeLinear (com.vai.quantize v1, no attributes) for every type; weights always float
+// with a pair (vai_q_onnx forces AddQDQPairToWeight), int32 biases stored with a
+// VitisDequantizeLinear writing the bias's name.
+ir::Model export_vitis_qdq(const ir::Model& model, const Plan& plan, const QuantConfig& config);
+
+// VitisQuantFormat.FixNeuron (vai_q_onnx.md §4.1, §5.3): one FixNeuron (ai.onnx.contrib v1) per
+// quantized tensor and weight, named <t>_DequantizeLinear, string attributes bit_width ("8"; "32"
+// for an int32 bias) and pos (rint(-log2(scale))).
+ir::Model export_fix_neuron(const ir::Model& model, const Plan& plan, const QuantConfig& config);
+
+// QuantFormat.QOperator (ort_quantization.md §5): QLinearConv, QLinearMatMul and com.microsoft's
+// QLinearAdd, QLinearMul, QLinearConcat, QLinearSigmoid, QLinearLeakyRelu,
+// QLinearGlobalAveragePool, QLinearAveragePool where a quantized node has every tensor
+// quantized; data movement ops (MaxPool, Reshape, Transpose, Squeeze, Unsqueeze, Split, Slice,
+// Gather, nearest Resize, Pad) run on the quantized tensor; every other node stays float between
+// DequantizeLinear and QuantizeLinear, so the model computes what the QDQ export of the plan does.
+ir::Model export_qoperator(const ir::Model& model, const Plan& plan, const QuantConfig& config);
+
+// The Relu/Clip nodes the plan removed (ORT §4.9): each goes, and its producer writes its output.
+void remove_planned_activations(ir::Graph& graph, const Plan& plan);
+
+// A zero point tensor of `type` (an integer type, float16 or bfloat16) holding each parameter's
+// zero point, with `dims` (a scalar when empty).
+ir::Tensor zero_point_tensor(ir::DataType type, std::vector<int64_t> dims, const std::vector<ScaleZeroPoint>& params);
 
 }  // namespace onnxptq::quant

@@ -1,11 +1,15 @@
 // QuantFormat.QDQ: QuantizeLinear/DequantizeLinear pairs around the float graph, with ORT's
-// names (shared/spec/ort_quantization.md §4.4-4.8, §4.12).
+// names (shared/spec/ort_quantization.md §4.4-4.8, §4.12). The same writer, given another
+// QdqStyle, writes the Vitis formats (export_vitis.cc).
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "engine/kernels/quantize.h"
+#include "ir/float16.h"
 #include "onnxptq/error.h"
 #include "quant/export.h"
+#include "quant/params.h"
 
 namespace onnxptq::quant {
 
@@ -13,39 +17,28 @@ namespace {
 
 using ir::DataType;
 
-// A tensor of an integer quant type holding `values`.
-ir::Tensor integer_tensor(DataType type, std::vector<int64_t> dims, const std::vector<int64_t>& values) {
-  ir::Tensor t(type, std::move(dims));
-  engine::visit_integer_quant_type(type, "QDQ export: a zero point", [&](auto tag) {
-    using T = decltype(tag);
-    std::span<T> out = t.mutable_values<T>();
-    for (size_t i = 0; i < values.size(); ++i) out[i] = static_cast<T>(values[i]);
-  });
-  return t;
-}
-
 class QdqExporter {
  public:
-  QdqExporter(const ir::Model& model, const Plan& plan, const QuantConfig& config)
-      : model_(ir::clone_model(model)), g_(*model_.graph), plan_(plan), config_(config) {}
+  QdqExporter(const ir::Model& model, const Plan& plan, const QuantConfig& config, QdqStyle style)
+      : model_(ir::clone_model(model)), g_(*model_.graph), plan_(plan), config_(config), style_(std::move(style)) {}
 
   ir::Model run() {
-    int64_t opset = model_.opset("");
-    if (opset < 10) throw Error("QDQ needs opset 10 or later; the model has opset " + std::to_string(opset));
-    bool wide = false, per_channel = false;
-    for (const TensorPlan& t : plan_.tensors) {
-      wide = wide || (t.role != Role::Bias && ir::data_type_bits(t.type) == 16);
-      per_channel = per_channel || (t.axis && t.role == Role::Weight);
+    if (style_.domain.empty()) {  // the standard ops: their opset rules (ort §4.8)
+      int64_t opset = model_.opset("");
+      if (opset < 10) throw Error("QDQ needs opset 10 or later; the model has opset " + std::to_string(opset));
+      bool wide = false, per_channel = false;
+      for (const TensorPlan& t : plan_.tensors) {
+        wide = wide || (t.role != Role::Bias && ir::data_type_bits(t.type) == 16);
+        per_channel = per_channel || (t.axis && t.role == Role::Weight);
+      }
+      if (per_channel && opset < 13)
+        throw Error("per-channel quantization needs opset 13 or later; the model has opset " + std::to_string(opset) +
+                    " (upgrade it first)");
+      if (wide && opset < 21) style_.domain = "com.microsoft";  // as ORT does: 16-bit Q/DQ from com.microsoft
     }
-    if (per_channel && opset < 13)
-      throw Error("per-channel quantization needs opset 13 or later; the model has opset " + std::to_string(opset) +
-                  " (upgrade it first)");
-    if (wide && opset < 21) {  // as ORT does: 16-bit Q/DQ from com.microsoft below opset 21
-      domain_ = "com.microsoft";
-      model_.set_opset(domain_, 1);
-    }
+    if (!style_.domain.empty()) model_.set_opset(style_.domain, style_.domain_version);
 
-    for (const std::string& out : plan_.removed_activations) remove_activation(out);
+    remove_planned_activations(g_, plan_);
     for (const TensorPlan& t : plan_.tensors) {
       switch (t.role) {
         case Role::Weight:
@@ -60,7 +53,8 @@ class QdqExporter {
       }
     }
     for (const auto& node : g_.nodes())  // the bias scale already holds beta
-      if (node->op_type == "Gemm" && node->input(2) && plan_.find(node->input(2)->name()))
+      if (node->op_type == "Gemm" && node->input(2) && plan_.find(node->input(2)->name()) &&
+          plan_.find(node->input(2)->name())->role == Role::Bias)
         node->set_attribute(ir::Attribute::of_float("beta", 1.0f));
     g_.sort_nodes();
     model_.producer_name = "onnxptq";
@@ -68,19 +62,6 @@ class QdqExporter {
   }
 
  private:
-  // Relu/Clip whose producer now writes its output (ORT §4.9).
-  void remove_activation(const std::string& out_name) {
-    ir::Value* out = g_.find_value(out_name);
-    ir::Node* act = out ? out->producer() : nullptr;
-    ir::Value* in = act ? act->input(0) : nullptr;
-    ir::Node* producer = in ? in->producer() : nullptr;
-    if (!producer) throw Error("QDQ export: the activation writing '" + out_name + "' has no producer to fuse into");
-    size_t index = in->producer_output();
-    g_.remove_node(act);
-    g_.set_node_output(producer, index, out);
-    if (in->uses().empty() && !g_.is_output(in)) g_.remove_value(in);
-  }
-
   ir::Value* new_initializer(const std::string& name, ir::Tensor tensor) {
     ir::Value* v = g_.add_unique_value(name);
     g_.set_initializer(v, std::move(tensor));
@@ -93,31 +74,52 @@ class QdqExporter {
                                                          const std::string& zp_name, bool scale_vector,
                                                          bool zp_vector) {
     std::vector<float> scales;
-    std::vector<int64_t> zps;
-    for (const ScaleZeroPoint& p : t.params) {
-      scales.push_back(static_cast<float>(p.scale));
-      zps.push_back(p.zero_point);
-    }
+    for (const ScaleZeroPoint& p : t.params) scales.push_back(static_cast<float>(p.scale));
     auto dims = [&](bool vector) {
       return vector ? std::vector<int64_t>{static_cast<int64_t>(scales.size())} : std::vector<int64_t>{};
     };
     ir::Value* s = new_initializer(scale_name, ir::Tensor::from_values<float>(dims(scale_vector), scales));
-    ir::Value* z = new_initializer(zp_name, integer_tensor(t.type, dims(zp_vector), zps));
+    // FixNeuron takes an int8 zero point whatever its bit width (vai §5.3).
+    DataType zp_type = style_.fix_neuron ? DataType::Int8 : t.type;
+    ir::Value* z = new_initializer(zp_name, zero_point_tensor(zp_type, dims(zp_vector), t.params));
     return {s, z};
   }
 
   ir::Node* dq(ir::Value* q, std::pair<ir::Value*, ir::Value*> sz, ir::Value* out, const std::string& name,
                std::optional<int64_t> axis) {
-    ir::Node* n = g_.add_node("DequantizeLinear", {q, sz.first, sz.second}, {out}, g_.fresh_name(name), domain_);
+    ir::Node* n =
+        g_.add_node(style_.dequantize_op, {q, sz.first, sz.second}, {out}, g_.fresh_name(name), style_.domain);
     if (axis) n->set_attribute(ir::Attribute::of_int("axis", *axis));
     return n;
   }
 
   ir::Node* q(ir::Value* x, std::pair<ir::Value*, ir::Value*> sz, ir::Value* out, const std::string& name,
               std::optional<int64_t> axis) {
-    ir::Node* n = g_.add_node("QuantizeLinear", {x, sz.first, sz.second}, {out}, g_.fresh_name(name), domain_);
+    ir::Node* n = g_.add_node(style_.quantize_op, {x, sz.first, sz.second}, {out}, g_.fresh_name(name), style_.domain);
     if (axis) n->set_attribute(ir::Attribute::of_int("axis", *axis));
     return n;
+  }
+
+  // x -> Q -> <t>_QuantizeLinear_Output<suffix> -> DQ -> out, or one FixNeuron x -> out named
+  // <t>_DequantizeLinear<suffix> (vai_q_onnx's _create_fn_nodes) with its string attributes.
+  void pair(ir::Value* x, std::pair<ir::Value*, ir::Value*> sz, ir::Value* out, const TensorPlan& t,
+            const std::string& suffix, std::optional<int64_t> axis) {
+    if (style_.fix_neuron) {
+      ir::Node* n = g_.add_node("FixNeuron", {x, sz.first, sz.second}, {out},
+                                g_.fresh_name(t.name + "_DequantizeLinear" + suffix), style_.domain);
+      const TensorPlan& p = plan_.provider(t.name);
+      n->set_attribute(ir::Attribute::of_string("bit_width", std::to_string(ir::data_type_bits(p.type))));
+      n->set_attribute(ir::Attribute::of_string("pos", std::to_string(fix_neuron_pos(p.params.at(0).scale))));
+      return;
+    }
+    ir::Value* qv = g_.add_unique_value(t.name + "_QuantizeLinear_Output" + suffix);
+    q(x, sz, qv, t.name + "_QuantizeLinear" + suffix, axis);
+    dq(qv, sz, out, t.name + "_DequantizeLinear" + suffix, axis);
+  }
+
+  // vai_q_onnx: int(rint(-log2(scale))) of the float32 scale initializer.
+  static int fix_neuron_pos(double scale) {
+    return static_cast<int>(std::nearbyint(-std::log2(static_cast<double>(static_cast<float>(scale)))));
   }
 
   void weight(const TensorPlan& t) {
@@ -127,10 +129,8 @@ class QdqExporter {
         scale_and_zero_point(t, t.name + "_scale", t.name + "_zero_point", t.axis.has_value(), t.axis.has_value());
     ir::Value* out = g_.add_unique_value(t.name + "_DequantizeLinear_Output");
     g_.replace_uses(w, out);
-    if (config_.add_qdq_pair_to_weight) {
-      ir::Value* qv = g_.add_unique_value(t.name + "_QuantizeLinear_Output");
-      q(w, sz, qv, t.name + "_QuantizeLinear", t.axis);
-      dq(qv, sz, out, t.name + "_DequantizeLinear", t.axis);
+    if (config_.add_qdq_pair_to_weight || style_.weights_as_pair || style_.fix_neuron) {
+      pair(w, sz, out, t, "", t.axis);
       return;
     }
     ir::Value* quantized = new_initializer(t.name + "_quantized", *t.data);
@@ -142,6 +142,13 @@ class QdqExporter {
   void bias(const TensorPlan& t) {
     ir::Value* b = g_.find_value(t.name);
     if (!b || !t.data) throw Error("QDQ export: bias '" + t.name + "' has no quantized values");
+    if (style_.fix_neuron) {  // FixNeuron takes the float bias: bit_width 32 with the int32 bias's scale
+      auto sz = scale_and_zero_point(t, t.name + "_scale", t.name + "_zero_point", false, false);
+      ir::Value* out = g_.add_unique_value(t.name + "_DequantizeLinear_Output");
+      g_.replace_uses(b, out);
+      pair(b, sz, out, t, "", std::nullopt);
+      return;
+    }
     ir::Value* quantized = new_initializer(t.name + "_quantized", *t.data);
     // ORT: the scale always 1-D; the zero point a scalar for one scale.
     auto sz = scale_and_zero_point(t, t.name + "_quantized_scale", t.name + "_quantized_zero_point", true,
@@ -168,9 +175,7 @@ class QdqExporter {
       if (!producer) return;  // a graph input passed straight through: nothing to quantize
       ir::Value* input = g_.add_unique_value(t.name + "_QuantizeLinear_Input");
       g_.set_node_output(producer, v->producer_output(), input);  // readers of v read the DequantizeLinear
-      ir::Value* qv = g_.add_unique_value(t.name + "_QuantizeLinear_Output");
-      q(input, sz, qv, t.name + "_QuantizeLinear", std::nullopt);
-      dq(qv, sz, v, t.name + "_DequantizeLinear", std::nullopt);
+      pair(input, sz, v, t, "", std::nullopt);
       return;
     }
     std::vector<ir::Use> uses = v->uses();
@@ -178,43 +183,80 @@ class QdqExporter {
     if (config_.dedicated_qdq_pair && uses.size() > 1) {
       for (size_t i = 0; i < uses.size(); ++i) {
         std::string suffix = "_" + std::to_string(i + 1);
-        ir::Value* qv = g_.add_unique_value(t.name + "_QuantizeLinear_Output" + suffix);
         ir::Value* out = g_.add_unique_value(t.name + "_DequantizeLinear_Output" + suffix);
         g_.set_node_input(uses[i].node, uses[i].input, out);
-        q(v, sz, qv, t.name + "_QuantizeLinear" + suffix, std::nullopt);
-        dq(qv, sz, out, t.name + "_DequantizeLinear" + suffix, std::nullopt);
+        pair(v, sz, out, t, suffix, std::nullopt);
       }
       return;
     }
     ir::Value* out = g_.add_unique_value(t.name + "_DequantizeLinear_Output");
     g_.replace_uses(v, out);
-    ir::Value* qv = g_.add_unique_value(t.name + "_QuantizeLinear_Output");
-    q(v, sz, qv, t.name + "_QuantizeLinear", std::nullopt);
-    dq(qv, sz, out, t.name + "_DequantizeLinear", std::nullopt);
+    pair(v, sz, out, t, "", std::nullopt);
   }
 
   ir::Model model_;
   ir::Graph& g_;
   const Plan& plan_;
   const QuantConfig& config_;
-  std::string domain_;                                                  // of the Q/DQ ops: "" or com.microsoft
+  QdqStyle style_;
   std::map<std::string, std::pair<ir::Value*, ir::Value*>> params_of_;  // provider -> its scale and zero point
 };
 
 }  // namespace
 
+void remove_planned_activations(ir::Graph& g, const Plan& plan) {
+  for (const std::string& out_name : plan.removed_activations) {
+    ir::Value* out = g.find_value(out_name);
+    ir::Node* act = out ? out->producer() : nullptr;
+    ir::Value* in = act ? act->input(0) : nullptr;
+    ir::Node* producer = in ? in->producer() : nullptr;
+    if (!producer) throw Error("export: the activation writing '" + out_name + "' has no producer to fuse into");
+    size_t index = in->producer_output();
+    g.remove_node(act);
+    g.set_node_output(producer, index, out);
+    if (in->uses().empty() && !g.is_output(in)) g.remove_value(in);
+  }
+}
+
+ir::Tensor zero_point_tensor(DataType type, std::vector<int64_t> dims, const std::vector<ScaleZeroPoint>& params) {
+  ir::Tensor t(type, std::move(dims));
+  if (type == DataType::Float16 || type == DataType::BFloat16) {  // a value of that type (vai §3.2)
+    std::span<uint16_t> out = t.mutable_values<uint16_t>();
+    for (size_t i = 0; i < params.size(); ++i) {
+      auto z = static_cast<float>(params[i].float_zero_point);
+      out[i] = type == DataType::Float16 ? ir::float_to_half(z) : ir::float_to_bfloat16(z);
+    }
+    return t;
+  }
+  engine::visit_integer_quant_type(type, "a zero point", [&](auto tag) {
+    using T = decltype(tag);
+    std::span<T> out = t.mutable_values<T>();
+    for (size_t i = 0; i < params.size(); ++i) out[i] = static_cast<T>(params[i].zero_point);
+  });
+  return t;
+}
+
+ir::Model export_qdq_styled(const ir::Model& model, const Plan& plan, const QuantConfig& config,
+                            const QdqStyle& style) {
+  return QdqExporter(model, plan, config, style).run();
+}
+
 ir::Model export_qdq(const ir::Model& model, const Plan& plan, const QuantConfig& config) {
-  return QdqExporter(model, plan, config).run();
+  return export_qdq_styled(model, plan, config, QdqStyle{});
 }
 
 ir::Model export_model(const ir::Model& model, const Plan& plan, const QuantConfig& config) {
   switch (config.format) {
     case QuantFormat::QDQ:
       return export_qdq(model, plan, config);
-    default:
-      throw Error(std::string("quant format ") + quant_format_name(config.format) +
-                  " cannot be written yet (onnxptq writes QuantFormat.QDQ)");
+    case QuantFormat::VitisQDQ:
+      return export_vitis_qdq(model, plan, config);
+    case QuantFormat::FixNeuron:
+      return export_fix_neuron(model, plan, config);
+    case QuantFormat::QOperator:
+      return export_qoperator(model, plan, config);
   }
+  throw Error("unknown quant format");
 }
 
 }  // namespace onnxptq::quant

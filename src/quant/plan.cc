@@ -247,6 +247,15 @@ class Planner {
   void bias(const ir::Value* b, const ir::Value* input, const ir::Value* w, double beta) {
     if (!config_.quantize_bias || !b || !is_constant(b) || !quantizable(b) || planned(b)) return;
     if (!planned(input) || !planned(w)) return;
+    DataType wt = plan_.find(w->name())->type, it = plan_.provider(input->name()).type;
+    if (quant_type_is_float(wt) || ir::data_type_bits(wt) == 32 || ir::data_type_bits(it) == 32) {
+      // An int32 bias with scale s_in * s_w cannot hold float16/bfloat16 or 32-bit products: the
+      // bias is quantized like a weight, as vai_q_onnx does for its Vitis formats (vai §4.5).
+      TensorPlan& t = add(b, Role::Weight);
+      t.type = wt;
+      t.symmetric = config_.weights_symmetric();
+      return;
+    }
     TensorPlan& t = add(b, Role::Bias);
     t.type = DataType::Int32;
     t.symmetric = true;
@@ -390,8 +399,15 @@ class Planner {
     bool single_use = in->uses().size() == 1 && in->producer() && !graph_.is_input(in) && !graph_.is_output(in);
     TensorPlan* in_plan = plan_.find(in->name());
     bool own_input = in_plan->role == Role::Activation && in_plan->shared_from.empty();
-    if (!config_.activation_symmetric && !config_.keep_removable_activations && single_use && own_input &&
-        in_plan->range_from.empty() && quantizable(out) && !planned(out)) {
+    // vai_q_onnx's VitisExtendedQuantizer never removes them (vai §4.2).
+    bool vitis = config_.format == QuantFormat::VitisQDQ || config_.format == QuantFormat::FixNeuron;
+    // Removing the node is exact only when quantizing its output clips where it does, at 0: not
+    // with a symmetric calibrated range (-m, m), where ORT and vai_q_onnx remove it anyway and
+    // the negative values pass (docs/options.md).
+    calib::CalibOptions calib = config_.calib;
+    calib.method = config_.calibrate_method;
+    if (!config_.activation_symmetric && !calib::ranges_symmetric(calib) && !config_.keep_removable_activations &&
+        !vitis && single_use && own_input && in_plan->range_from.empty() && quantizable(out) && !planned(out)) {
       // The producer will write `out`: `in` leaves the plan.
       size_t at = plan_.index.at(in->name());
       plan_.tensors.erase(plan_.tensors.begin() + static_cast<std::ptrdiff_t>(at));

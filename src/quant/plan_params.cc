@@ -61,6 +61,7 @@ void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& co
     } else {
       ScaleOptions o = scale_options_of(Tool::ort, ScaleKind::float_scale);
       o.symmetric = t.symmetric;
+      if (ir::data_type_bits(t.type) == 32) o.table = RangeTable::vai;  // ORT's table stops at 16 bits
       t.params = {compute_scale_zp(r.lo, r.hi, t.type, o)};
     }
   }
@@ -68,6 +69,7 @@ void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& co
   auto weight_options = [&](const TensorPlan& t) {
     WeightOptions o = weight_options_of(tool, kind);
     o.scale.symmetric = t.symmetric;
+    if (ir::data_type_bits(t.type) == 32) o.scale.table = RangeTable::vai;  // ORT's table stops at 16 bits
     o.scale.reduce_range = config.reduce_range;
     o.axis = t.axis;
     if (pof2 && config.calibrate_method == calib::Method::MinMSE) o.method = WeightMethod::pof2_min_mse;

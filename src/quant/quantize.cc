@@ -8,6 +8,7 @@
 
 #include "engine/parallel.h"
 #include "engine/session.h"
+#include "passes/pipeline.h"
 #include "onnxptq/error.h"
 #include "quant/export.h"
 
@@ -43,6 +44,20 @@ std::map<std::string, ir::DataType> value_types(const ir::Model& model, calib::D
     throw Error("calibration sample 0 of " + reader.describe() + ": " + e.what());
   }
   return types;
+}
+
+// optimize_model: the preparation passes on a copy, the engine's shape run at the first sample's
+// input shapes.
+ir::Model prepare_model(const ir::Model& model, calib::DataReader& reader,
+                        const std::function<void(const std::string&)>& say) {
+  passes::PrepareOptions options;
+  if (std::optional<calib::Feed> feed = reader.next()) {
+    for (const auto& [name, t] : *feed) options.input_shapes[name] = t.dims();
+    if (reader.can_rewind()) reader.rewind();
+  }
+  ir::Model prepared = ir::clone_model(model);
+  for (const std::string& line : passes::prepare(prepared, options).log) say(line);
+  return prepared;
 }
 
 bool json_bool(const std::string& key, const nlohmann::json& v) {
@@ -86,7 +101,12 @@ void apply_extra_option(QuantConfig& c, const std::string& key, const nlohmann::
     c.force_quantize_no_input_check = json_bool(key, v);
   else if (key == "MatMulConstBOnly")
     c.matmul_const_b_only = json_bool(key, v);
-  else if (key == "QDQKeepRemovableActivations")
+  else if (key == "UseQDQVitisCustomOps") {
+    // True (vai_q_onnx's default) is what VitisQuantFormat.QDQ writes: the com.vai.quantize ops.
+    if (!json_bool(key, v))
+      throw Error("UseQDQVitisCustomOps false (vai_q_onnx's ai.onnx.contrib int8 QuantizeLinear/DequantizeLinear) "
+                  "is not written by onnxptq: VitisQuantFormat.QDQ writes VitisQuantizeLinear/VitisDequantizeLinear");
+  } else if (key == "QDQKeepRemovableActivations")
     c.keep_removable_activations = json_bool(key, v);
   else if (key == "OpTypesToExcludeOutputQuantization") {
     std::vector<std::string> ops = json_strings(key, v);
@@ -126,7 +146,7 @@ void apply_extra_option(QuantConfig& c, const std::string& key, const nlohmann::
              key == "ConvertClipToRelu" || key == "RemoveQDQConvLeakyRelu" || key == "RemoveQDQConvPRelu" ||
              key == "SimulateDPU" || key == "IPULimitationCheck" || key.rfind("Convert", 0) == 0 ||
              key.rfind("Adjust", 0) == 0 || key.rfind("Align", 0) == 0 || key == "UsePowerOf2Scale" ||
-             key == "UseQDQVitisCustomOps" || key == "Int16Scale") {
+             key == "Int16Scale") {
     throw Error("extra option " + key + " belongs to the NPU path (enable_dpu, power-of-two XINT8), not built yet");
   } else if (key.rfind("CLE", 0) == 0 || key == "ReplaceClip6Relu") {
     throw Error("extra option " + key + " belongs to cross-layer equalization (include_cle), not built yet");
@@ -152,6 +172,8 @@ void apply_config_json(QuantConfig& c, const nlohmann::json& j) {
       c.per_channel = json_bool(key, v);
     else if (key == "reduce_range")
       c.reduce_range = json_bool(key, v);
+    else if (key == "optimize_model")
+      c.optimize_model = json_bool(key, v);
     else if (key == "op_types_to_quantize")
       c.op_types_to_quantize = json_strings(key, v);
     else if (key == "nodes_to_quantize")
@@ -177,11 +199,23 @@ void apply_config_json(QuantConfig& c, const nlohmann::json& j) {
 }
 
 Plan plan_quantization(const ir::Model& model, calib::DataReader& reader, const QuantConfig& config) {
+  // A prepared model (shape inference) types every value: no run needed to learn them.
+  std::map<std::string, ir::DataType> types;
+  bool all_typed = true;
+  for (const auto& node : model.graph->nodes())
+    for (const ir::Value* v : node->outputs())
+      if (v) {
+        if (v->type.is_tensor() && v->type.elem_type != ir::DataType::Undefined)
+          types[v->name()] = v->type.elem_type;
+        else
+          all_typed = false;
+      }
+  if (all_typed) return make_plan(model, config, types);
   int threads = config.calib.threads > 0 ? config.calib.threads : engine::hardware_threads();
   return make_plan(model, config, value_types(model, reader, threads));
 }
 
-QuantizeResult quantize_static(const ir::Model& model, calib::DataReader& reader, const QuantConfig& config,
+QuantizeResult quantize_static(const ir::Model& float_model, calib::DataReader& reader, const QuantConfig& config,
                                const std::function<void(const std::string&)>& log) {
   check_config(config);
   auto say = [&](const std::string& line) {
@@ -193,6 +227,12 @@ QuantizeResult quantize_static(const ir::Model& model, calib::DataReader& reader
   };
   QuantizeResult r;
   auto start = std::chrono::steady_clock::now();
+  if (config.optimize_model) {
+    r.prepared = prepare_model(float_model, reader, say);
+    r.seconds["prepare"] = seconds_since(start);
+    start = std::chrono::steady_clock::now();
+  }
+  const ir::Model& model = r.prepared ? *r.prepared : float_model;
   r.plan = plan_quantization(model, reader, config);
   say_warnings(r.plan);
   r.seconds["plan"] = seconds_since(start);
@@ -233,7 +273,7 @@ std::map<std::string, int> quantized_by_op_type(const ir::Model& model, const Pl
 std::string summary(const ir::Model& float_model, const QuantizeResult& r) {
   std::ostringstream out;
   out << "quantized nodes by op type:";
-  for (const auto& [op, n] : quantized_by_op_type(float_model, r.plan)) out << " " << op << " " << n << ",";
+  for (const auto& [op, n] : quantized_by_op_type(r.prepared ? *r.prepared : float_model, r.plan)) out << " " << op << " " << n << ",";
   out.seekp(-1, std::ios_base::cur);
   out << "\n";
   std::map<std::string, int> reasons;
@@ -244,7 +284,7 @@ std::string summary(const ir::Model& float_model, const QuantizeResult& r) {
     out << "\n";
   }
   out << "time:";
-  for (const char* phase : {"plan", "calibrate", "parameters", "export"})
+  for (const char* phase : {"prepare", "plan", "calibrate", "parameters", "export"})
     if (r.seconds.count(phase))
       out << " " << phase << " " << std::fixed << std::setprecision(2) << r.seconds.at(phase) << " s";
   out << "\n";
@@ -253,7 +293,7 @@ std::string summary(const ir::Model& float_model, const QuantizeResult& r) {
 
 nlohmann::json report(const ir::Model& float_model, const QuantizeResult& r) {
   nlohmann::json j;
-  j["quantized_nodes_by_op_type"] = quantized_by_op_type(float_model, r.plan);
+  j["quantized_nodes_by_op_type"] = quantized_by_op_type(r.prepared ? *r.prepared : float_model, r.plan);
   j["float_nodes"] = r.plan.float_nodes;
   j["removed_activations"] = r.plan.removed_activations;
   j["seconds"] = r.seconds;

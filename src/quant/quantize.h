@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <map>
+#include <optional>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
 
@@ -15,19 +16,22 @@ namespace onnxptq::quant {
 
 struct QuantizeResult {
   ir::Model model;
+  // With optimize_model: the prepared float model the plan's node and tensor names refer to.
+  std::optional<ir::Model> prepared;
   Plan plan;
   calib::CalibrationResult calibration;
   std::map<std::string, double> seconds;  // per phase: plan, calibrate, parameters, export
 };
 
-// Quantizes `model` with samples from `reader` (rewound as the methods need). The first sample
-// is run once first to learn each tensor's type (the seeds' smoke test). `log` gets progress
-// lines and warnings. Errors name what is wrong before any work where they can.
+// Quantizes `model` with samples from `reader` (rewound as the methods need): with
+// optimize_model, the preparation passes first (on a copy), then the plan (plan_quantization),
+// calibration, parameters and export. `log` gets progress lines and warnings. Errors name what is wrong before any work where they can.
 QuantizeResult quantize_static(const ir::Model& model, calib::DataReader& reader, const QuantConfig& config,
                                const std::function<void(const std::string&)>& log = {});
 
-// The plan quantize_static makes: the first sample is run once to learn each value's element
-// type (the seeds' smoke test), then the reader is rewound. Its tensors_to_calibrate() are what
+// The plan quantize_static makes. Where the model does not give every value's element type
+// (no shape inference ran), the first sample is run once to learn them (the seeds' smoke
+// test), then the reader is rewound. Its tensors_to_calibrate() are what
 // calibration must observe (`onnxptq calibrate` uses it too).
 Plan plan_quantization(const ir::Model& model, calib::DataReader& reader, const QuantConfig& config);
 

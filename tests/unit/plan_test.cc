@@ -92,6 +92,27 @@ TEST(Plan, SymmetricReluStaysAndItsInputTakesItsRange) {
   EXPECT_EQ(p.tensors_to_calibrate(), (std::vector<std::string>{"x", "r"}));
 }
 
+// Asymmetric activations, but ranges calibrated symmetric (the power-of-two methods' and
+// Percentile's default, or CalibTensorRangeSymmetric): quantizing r would not clip at 0, so
+// removing the Relu would let negative values through. It stays.
+TEST(Plan, ReluStaysWhenCalibratedRangesAreSymmetric) {
+  ir::Model m = conv_relu_pool();
+  for (calib::Method method : {calib::Method::MinMSE, calib::Method::NonOverflow, calib::Method::Percentile}) {
+    QuantConfig c;
+    c.calibrate_method = method;
+    Plan p = make_plan(m, c, all_float(m));
+    EXPECT_TRUE(p.removed_activations.empty()) << calib::method_name(method);
+    EXPECT_EQ(p.find("c")->range_from, "r");
+  }
+  QuantConfig c;
+  c.calibrate_method = calib::Method::MinMax;
+  c.calib.symmetric = true;
+  EXPECT_TRUE(make_plan(m, c, all_float(m)).removed_activations.empty());
+  c.calibrate_method = calib::Method::MinMSE;
+  c.calib.symmetric = false;  // asymmetric power-of-two ranges clip at 0: removed
+  EXPECT_EQ(make_plan(m, c, all_float(m)).removed_activations, std::set<std::string>{"r"});
+}
+
 TEST(Plan, SelectionAndBadOptions) {
   ir::Model m = conv_relu_pool();
   QuantConfig c;

@@ -1,0 +1,54 @@
+// `onnxptq compare`: the error of a quantized model tensor by tensor, worst first.
+#include "tools/compare.h"
+
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/calib_data.h"
+#include "cli/commands.h"
+#include "ir/file_io.h"
+#include "onnxptq/error.h"
+
+namespace onnxptq::cli {
+
+namespace {
+
+void write_text(const std::string& path, const std::string& text) {
+  ir::AtomicFile file(path);
+  file.write(text.data(), text.size());
+  file.commit();
+}
+
+}  // namespace
+
+void add_compare_command(CLI::App& app) {
+  struct Args {
+    std::string float_model, quantized_model, json, csv;
+    CalibDataArgs data;
+    size_t top = 20;
+    int threads = 0;
+  };
+  auto a = std::make_shared<Args>();
+  CLI::App* cmd = app.add_subcommand(
+      "compare", "Error of each quantized activation (SQNR, cosine, max error) against the float model, worst first");
+  cmd->add_option("FLOAT_MODEL", a->float_model, "The float ONNX model")->required();
+  cmd->add_option("QUANT_MODEL", a->quantized_model, "Its quantized version (QDQ)")->required();
+  add_calib_data_options(cmd, a->data);
+  cmd->add_option("--top", a->top, "Tensors shown on the terminal (default 20; 0: all)");
+  cmd->add_option("--json", a->json, "Write every tensor's errors as JSON to this file");
+  cmd->add_option("--csv", a->csv, "Write every tensor's errors as CSV to this file");
+  cmd->add_option("--threads", a->threads, "Threads (default: every hardware thread)");
+  cmd->callback([a] {
+    ir::Model float_model = ir::load_model(a->float_model);
+    ir::Model quantized_model = ir::load_model(a->quantized_model);
+    CalibDataArgs data = a->data;
+    if (data.calib_data.empty() && !data.random) data.random = 1;  // as quantize does
+    std::unique_ptr<calib::DataReader> reader = open_calib_data(data, float_model.graph->fed_inputs());
+    std::vector<tools::TensorError> errors = tools::compare_models(float_model, quantized_model, *reader, a->threads);
+    if (!a->json.empty()) write_text(a->json, tools::comparison_json(errors).dump(2) + "\n");
+    if (!a->csv.empty()) write_text(a->csv, tools::comparison_csv(errors));
+    std::cout << tools::format_comparison(errors, a->top);
+  });
+}
+
+}  // namespace onnxptq::cli

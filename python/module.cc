@@ -1,0 +1,351 @@
+// onnxptq._core: the C++ quantizer and evaluate tool for Python (the package python/onnxptq gives
+// them the vai_q_onnx and Quark names). Numpy arrays from a reader become tensors without a copy
+// where their layout allows; the GIL is released while the core works and taken back only to
+// pull the next sample from a Python reader.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <iostream>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "calib/data_reader.h"
+#include "ir/model.h"
+#include "onnxptq/error.h"
+#include "quant/quantize.h"
+#include "tools/evaluate.h"
+
+namespace py = pybind11;
+
+namespace onnxptq::python {
+namespace {
+
+// Keeps a Python object alive as long as a tensor views its memory. The last tensor may be
+// freed on any thread of the core, so the reference is dropped under the GIL.
+std::shared_ptr<const void> hold(py::object object) {
+  PyObject* p = object.release().ptr();
+  return std::shared_ptr<const void>(p, [](const void* q) {
+    py::gil_scoped_acquire gil;
+    Py_DECREF(static_cast<PyObject*>(const_cast<void*>(q)));
+  });
+}
+
+// The element type of a numpy dtype; Undefined for types ONNX has no name for here.
+ir::DataType data_type_of(const py::dtype& dtype) {
+  char kind = dtype.kind();
+  size_t size = static_cast<size_t>(dtype.itemsize());
+  if (kind == 'f') {
+    if (size == 2) return ir::DataType::Float16;
+    if (size == 4) return ir::DataType::Float;
+    if (size == 8) return ir::DataType::Double;
+  } else if (kind == 'i') {
+    if (size == 1) return ir::DataType::Int8;
+    if (size == 2) return ir::DataType::Int16;
+    if (size == 4) return ir::DataType::Int32;
+    if (size == 8) return ir::DataType::Int64;
+  } else if (kind == 'u') {
+    if (size == 1) return ir::DataType::UInt8;
+    if (size == 2) return ir::DataType::UInt16;
+    if (size == 4) return ir::DataType::UInt32;
+    if (size == 8) return ir::DataType::UInt64;
+  } else if (kind == 'b') {
+    return ir::DataType::Bool;
+  }
+  return ir::DataType::Undefined;
+}
+
+void warn(const std::string& message) {
+  if (PyErr_WarnEx(PyExc_UserWarning, message.c_str(), 1) != 0) throw py::error_already_set();
+}
+
+// The seeds' calibration data reader protocol over any Python object with get_next() returning
+// a dict of input name to numpy array, or None (or an empty dict) at the end. A reader with
+// rewind() (or reset()) is asked to start over; any other is read once and its samples (the
+// arrays themselves, not copies) are replayed for the quantizer's later passes.
+class PythonReader final : public DataReader {
+ public:
+  PythonReader(py::object reader, const std::vector<const ir::Value*>& inputs) : reader_(std::move(reader)) {
+    for (const ir::Value* v : inputs) inputs_[v->name()] = v->type.elem_type;
+    name_ = py::str(py::type::of(reader_).attr("__name__"));
+    if (!py::hasattr(reader_, "get_next"))
+      throw Error("calibration_data_reader: a " + name_ + " has no get_next() method");
+    for (const char* method : {"rewind", "reset"})
+      if (py::hasattr(reader_, method) && PyCallable_Check(reader_.attr(method).ptr())) {
+        rewind_method_ = method;
+        break;
+      }
+    if (py::hasattr(reader_, "__len__")) {
+      try {
+        size_ = py::len(reader_);
+      } catch (const py::error_already_set&) {
+        PyErr_Clear();  // a length it cannot tell is no length
+      }
+    }
+  }
+
+  std::optional<Feed> next() override {
+    if (rewind_method_.empty() && position_ < cache_.size()) return cache_[position_++];
+    if (done_) return std::nullopt;
+    py::gil_scoped_acquire gil;
+    // Ctrl-C while the core was working arrives here, as KeyboardInterrupt.
+    if (PyErr_CheckSignals() != 0) throw py::error_already_set();
+    py::object sample = reader_.attr("get_next")();
+    if (sample.is_none() || (PyDict_Check(sample.ptr()) && py::len(sample) == 0)) {
+      done_ = true;
+      return std::nullopt;
+    }
+    Feed feed = to_feed(sample);
+    ++pulled_;
+    if (rewind_method_.empty()) {
+      cache_.push_back(feed);
+      ++position_;
+    }
+    return feed;
+  }
+
+  std::optional<size_t> size() const override { return size_; }
+  bool can_rewind() const override { return true; }
+
+  void rewind() override {
+    position_ = 0;
+    if (rewind_method_.empty()) return;
+    py::gil_scoped_acquire gil;
+    reader_.attr(rewind_method_.c_str())();
+    done_ = false;
+    pulled_ = 0;
+  }
+
+  std::string describe() const override { return "Python reader " + name_; }
+
+ private:
+  Feed to_feed(const py::object& sample) {
+    std::string where = "calibration_data_reader " + name_ + ", sample " + std::to_string(pulled_);
+    if (!PyDict_Check(sample.ptr()))
+      throw Error(where + ": get_next() returned a " + std::string(py::str(py::type::of(sample).attr("__name__"))) +
+                  "; expected a dict of input name to numpy array, or None at the end");
+    py::module_ numpy = py::module_::import("numpy");
+    Feed feed;
+    for (auto [key, value] : py::reinterpret_borrow<py::dict>(sample)) {
+      if (!py::isinstance<py::str>(key)) throw Error(where + ": a key of the dict is not a string");
+      std::string name = py::str(key);
+      auto input = inputs_.find(name);
+      if (input == inputs_.end()) throw Error(where + ": '" + name + "' is not an input of the model" + known_inputs());
+      feed[name] = to_tensor(name, input->second, py::reinterpret_borrow<py::object>(value), numpy, where);
+    }
+    for (const auto& [name, type] : inputs_)
+      if (!feed.count(name)) throw Error(where + ": no array for the model input '" + name + "'" + known_inputs());
+    return feed;
+  }
+
+  ir::Tensor to_tensor(const std::string& name, ir::DataType expected, py::object value, py::module_& numpy,
+                       const std::string& where) {
+    py::array array = numpy.attr("asarray")(value);
+    ir::DataType got = data_type_of(array.dtype());
+    if (got != expected) {
+      bool widened = got == ir::DataType::Double && expected == ir::DataType::Float;
+      if (!widened)
+        throw Error(where + ", input '" + name + "': array of " + std::string(py::str(array.dtype())) +
+                    ", the model wants " + std::string(ir::data_type_name(expected)));
+      if (!warned_double_) {
+        warn(where + ", input '" + name + "': float64 array converted to float32 (the model input's type)");
+        warned_double_ = true;
+      }
+      array = array.attr("astype")("float32");
+    }
+    bool native = py::bool_(array.dtype().attr("isnative"));
+    if (!native) array = array.attr("astype")(array.dtype().attr("newbyteorder")("="));
+    if (!(array.flags() & py::array::c_style)) {
+      if (!warned_layout_) {
+        warn(where + ", input '" + name + "': array is not C-contiguous; copied to C order");
+        warned_layout_ = true;
+      }
+      array = numpy.attr("ascontiguousarray")(array);
+    }
+    std::vector<int64_t> dims(array.shape(), array.shape() + array.ndim());
+    auto data = static_cast<const std::byte*>(array.data());
+    size_t bytes = static_cast<size_t>(array.nbytes());
+    // Read again after the whole first pass: a reader that refills one array would change
+    // the samples already cached.
+    if (rewind_method_.empty() && bytes > 0) {
+      auto [it, fresh] = cached_data_.emplace(data, pulled_);
+      if (!fresh)
+        throw Error(where + ", input '" + name + "': the same array as sample " + std::to_string(it->second) +
+                    "; a reader without rewind() must return a new array for each sample");
+    }
+    return ir::Tensor(expected, std::move(dims), ir::Bytes::view(hold(array), data, bytes));
+  }
+
+  std::string known_inputs() const {
+    std::string known;
+    for (const auto& [name, type] : inputs_) known += (known.empty() ? "" : ", ") + name;
+    return " (model inputs: " + known + ")";
+  }
+
+  py::object reader_;
+  std::string name_;
+  std::map<std::string, ir::DataType> inputs_;
+  std::string rewind_method_;
+  std::optional<size_t> size_;
+  std::vector<Feed> cache_;
+  std::map<const std::byte*, size_t> cached_data_;
+  size_t position_ = 0;
+  size_t pulled_ = 0;
+  bool done_ = false;
+  bool warned_double_ = false;
+  bool warned_layout_ = false;
+};
+
+std::vector<int64_t> shape_of(const py::handle& shape, const std::string& what) {
+  std::vector<int64_t> dims;
+  size_t i = 0;
+  for (py::handle d : shape) {
+    bool is_int = py::isinstance<py::int_>(d) && !py::isinstance<py::bool_>(d);
+    int64_t v = is_int ? d.cast<int64_t>() : 0;
+    // The seeds' rule: a batch dimension that is not a positive integer becomes 1.
+    if (v <= 0) {
+      if (i != 0) throw Error(what + ": dimension " + std::to_string(i) + " must be a positive integer");
+      v = 1;
+    }
+    dims.push_back(v);
+    ++i;
+  }
+  return dims;
+}
+
+bool is_sequence(const py::handle& h) { return py::isinstance<py::list>(h) || py::isinstance<py::tuple>(h); }
+
+// random_data_reader_input_shape: one shape for every input, a list of shapes by input
+// position, or a dict of input name to shape.
+std::map<std::string, std::vector<int64_t>> random_shapes(const py::object& spec,
+                                                          const std::vector<const ir::Value*>& inputs) {
+  const std::string what = "random_data_reader_input_shape";
+  std::map<std::string, std::vector<int64_t>> shapes;
+  if (spec.is_none()) return shapes;
+  if (py::isinstance<py::dict>(spec)) {
+    for (auto [key, shape] : spec.cast<py::dict>()) {
+      std::string name = py::str(key);
+      bool known = false;
+      for (const ir::Value* v : inputs) known = known || v->name() == name;
+      if (!known) throw Error(what + ": '" + name + "' is not an input of the model");
+      shapes[name] = shape_of(shape, what + "['" + name + "']");
+    }
+    return shapes;
+  }
+  if (!is_sequence(spec)) throw Error(what + ": expected a list, a tuple or a dict of input name to shape");
+  py::sequence seq = spec.cast<py::sequence>();
+  if (py::len(seq) == 0) return shapes;
+  if (is_sequence(seq[0])) {
+    if (py::len(seq) != inputs.size())
+      throw Error(what + ": " + std::to_string(py::len(seq)) + " shapes for " + std::to_string(inputs.size()) +
+                  " model inputs");
+    for (size_t i = 0; i < inputs.size(); ++i)
+      shapes[inputs[i]->name()] = shape_of(seq[i], what + "[" + std::to_string(i) + "]");
+  } else {
+    for (const ir::Value* v : inputs) shapes[v->name()] = shape_of(seq, what);
+  }
+  return shapes;
+}
+
+std::map<std::string, std::pair<double, double>> random_ranges(const py::object& spec) {
+  std::map<std::string, std::pair<double, double>> ranges;
+  if (spec.is_none()) return ranges;
+  if (!py::isinstance<py::dict>(spec))
+    throw Error("RandomDataReaderInputDataRange: expected a dict of input name to [low, high]");
+  for (auto [key, range] : spec.cast<py::dict>()) {
+    std::string name = py::str(key);
+    if (!is_sequence(range) || py::len(range) != 2)
+      throw Error("RandomDataReaderInputDataRange['" + name + "']: expected [low, high]");
+    py::sequence r = py::reinterpret_borrow<py::sequence>(range);
+    ranges[name] = {r[0].cast<double>(), r[1].cast<double>()};
+  }
+  return ranges;
+}
+
+// quantize_static of the core with a config in the JSON form of `onnxptq quantize --config`.
+// Returns {"summary": text, "warnings": [...], "report": {...}}.
+py::dict quantize_static(const std::string& model_input, const std::string& model_output, py::object reader,
+                         const std::string& config_json, py::object shapes, py::object ranges, bool external_data,
+                         bool log_progress, size_t calib_size) {
+  quant::QuantConfig config;
+  nlohmann::json j = nlohmann::json::parse(config_json);
+  quant::apply_config_json(config, j);
+  config.calib.max_samples = calib_size;  // Quark's CalibDataSize (0: every sample)
+  quant::check_config(config);            // before reading any data
+  ir::Model model;
+  {
+    py::gil_scoped_release nogil;
+    model = ir::load_model(model_input);
+  }
+  std::vector<const ir::Value*> inputs = model.graph->fed_inputs();
+  std::unique_ptr<DataReader> data;
+  if (reader.is_none()) {
+    calib::RandomReaderOptions r;  // the seeds' RandomDataReader: one sample (seed 0 here)
+    r.shapes = random_shapes(shapes, inputs);
+    r.ranges = random_ranges(ranges);
+    data = calib::make_random_reader(inputs, r);
+  } else {
+    if (!shapes.is_none() && !(is_sequence(shapes) && py::len(shapes) == 0) &&
+        !(py::isinstance<py::dict>(shapes) && py::len(shapes) == 0))
+      throw Error("random_data_reader_input_shape is for the random data reader (calibration_data_reader=None)");
+    if (!ranges.is_none())
+      throw Error("RandomDataReaderInputDataRange is for the random data reader (calibration_data_reader=None)");
+    data = std::make_unique<PythonReader>(reader, inputs);
+  }
+
+  std::mutex log_mutex;
+  std::vector<std::string> warnings;
+  auto log = [&](const std::string& line) {
+    std::lock_guard<std::mutex> lock(log_mutex);
+    if (line.rfind("warning: ", 0) == 0) warnings.push_back(line.substr(9));
+    if (log_progress) std::cerr << "onnxptq: " << line << std::endl;
+  };
+  std::string summary;
+  nlohmann::json report;
+  {
+    py::gil_scoped_release nogil;
+    quant::QuantizeResult result = quant::quantize_static(model, *data, config, log);
+    ir::SaveOptions save;
+    if (external_data) save.external_data = ir::SaveOptions::ExternalData::Always;
+    ir::save_model(result.model, model_output, save);
+    summary = quant::summary(model, result);
+    report = quant::report(model, result);
+  }
+  py::dict out;
+  out["summary"] = summary;
+  out["warnings"] = warnings;
+  out["report"] = py::module_::import("json").attr("loads")(report.dump());
+  return out;
+}
+
+// The checks quantize_static makes on its arguments before reading anything (for presets).
+void check_config(const std::string& config_json) {
+  quant::QuantConfig config;
+  quant::apply_config_json(config, nlohmann::json::parse(config_json));
+  quant::check_config(config);
+}
+
+py::dict evaluate(const std::string& baseline, const std::string& quantized) {
+  tools::EvaluateReport report;
+  {
+    py::gil_scoped_release nogil;
+    report = tools::evaluate_folders(baseline, quantized);
+  }
+  py::dict out = py::module_::import("json").attr("loads")(tools::report_json(report).dump());
+  out["text"] = tools::format_report(report);
+  return out;
+}
+
+}  // namespace
+}  // namespace onnxptq::python
+
+PYBIND11_MODULE(_core, m) {
+  m.doc() = "onnxptq's C++ core: quantize_static and the evaluate tool (use the onnxptq package)";
+  py::register_exception<onnxptq::Error>(m, "Error", PyExc_ValueError);
+  m.def("quantize_static", &onnxptq::python::quantize_static, py::arg("model_input"), py::arg("model_output"),
+        py::arg("reader"), py::arg("config_json"), py::arg("random_shapes"), py::arg("random_ranges"),
+        py::arg("external_data"), py::arg("log_progress"), py::arg("calib_size"));
+  m.def("check_config", &onnxptq::python::check_config, py::arg("config_json"));
+  m.def("evaluate", &onnxptq::python::evaluate, py::arg("baseline"), py::arg("quantized"));
+}

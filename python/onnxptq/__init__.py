@@ -1,0 +1,242 @@
+"""onnxptq: post-training quantization of ONNX models, done by a C++ core.
+
+The vai_q_onnx names (``import onnxptq as vai_q_onnx``): quantize_static, QuantFormat,
+VitisQuantFormat, QuantType, VitisQuantType, CalibrationMethod, PowerOfTwoMethod and
+CalibrationDataReader. The Quark names are in onnxptq.quark; the evaluate tool is
+``python -m onnxptq.evaluate``. See docs/python.md.
+"""
+
+import abc
+import enum
+import json
+import os
+import sys
+import warnings
+
+from . import _core
+
+__version__ = "0.1.0"
+
+# Errors of the core (bad model, option, data) arrive as this, with the core's message.
+Error = _core.Error
+
+
+class QuantFormat(enum.Enum):
+    """ONNX Runtime's quant formats (onnxruntime.quantization.QuantFormat)."""
+
+    QOperator = 0
+    QDQ = 1
+
+
+class VitisQuantFormat(enum.Enum):
+    """vai_q_onnx's own formats: custom Q/DQ ops (QDQ) and FixNeuron nodes."""
+
+    QDQ = 2
+    FixNeuron = 3
+    BFPFixNeuron = 4
+
+
+class QuantType(enum.Enum):
+    """ONNX Runtime's quant types (onnxruntime.quantization.QuantType)."""
+
+    QInt8 = 0
+    QUInt8 = 1
+    QFLOAT8E4M3FN = 2
+    QInt16 = 3
+    QUInt16 = 4
+
+
+class VitisQuantType(enum.Enum):
+    """vai_q_onnx 1.16's extra types (VitisQuantFormat.QDQ)."""
+
+    QInt16 = 3
+    QUInt16 = 4
+    QInt32 = 5
+    QUInt32 = 6
+    QFloat16 = 7
+    QBFloat16 = 8
+
+
+class CalibrationMethod(enum.Enum):
+    """Float-scale calibration methods (onnxruntime.quantization.CalibrationMethod)."""
+
+    MinMax = 0
+    Entropy = 1
+    Percentile = 2
+    Distribution = 3
+
+
+class PowerOfTwoMethod(enum.Enum):
+    """Power-of-two scale calibration methods of vai_q_onnx."""
+
+    NonOverflow = 0
+    MinMSE = 1
+
+
+class CalibrationDataReader(abc.ABC):
+    """ONNX Runtime's reader protocol: get_next() returns one sample, a dict of input name to
+    numpy array, or None at the end. Subclassing is optional: any object with get_next() is a
+    reader. A reader with rewind() (or reset()) is asked to start over when the quantizer reads
+    the data again; any other is read once and its samples are kept (the arrays, not copies)."""
+
+    @abc.abstractmethod
+    def get_next(self):
+        """The next sample as {input name: numpy array}, or None at the end."""
+
+    def __iter__(self):
+        return self
+
+    def __next__(self):
+        sample = self.get_next()
+        if sample is None:
+            raise StopIteration
+        return sample
+
+
+# Enum classes whose member names the core reads, by role. Another class (onnxruntime's own
+# enums, say) is read by its class name too, so that it cannot silently mean something else.
+_FORMAT_CLASSES = ("QuantFormat", "VitisQuantFormat", "ExtendedQuantFormat")
+_TYPE_CLASSES = ("QuantType", "VitisQuantType", "ExtendedQuantType")
+_METHOD_CLASSES = ("CalibrationMethod", "PowerOfTwoMethod", "LayerWiseMethod")
+
+
+def _enum_name(value, argument, classes):
+    if isinstance(value, str):
+        return value
+    cls = type(value).__name__
+    name = getattr(value, "name", None)
+    if name is None or cls not in classes:
+        raise TypeError(f"{argument}: expected a member of {', '.join(classes)} or its name, got {value!r}")
+    return name
+
+
+def _format_name(value):
+    if isinstance(value, str):
+        return value
+    # By class and member: Quark's ExtendedQuantFormat.QDQ (com.amd.quark ops) is not
+    # VitisQuantFormat.QDQ (com.vai.quantize ops); the core says which ones it writes.
+    return f"{type(value).__name__}.{_enum_name(value, 'quant_format', _FORMAT_CLASSES)}"
+
+
+def _names(value, argument):
+    if value is None:
+        return []
+    if isinstance(value, str):
+        return [value]
+    try:
+        return [str(v) for v in value]
+    except TypeError:
+        raise TypeError(f"{argument}: expected a list of strings, got {value!r}") from None
+
+
+def _json_value(value):
+    """Values of extra_options as JSON: enum members by name, numpy scalars as numbers."""
+    if isinstance(value, enum.Enum):
+        return value.name
+    if hasattr(value, "item") and callable(value.item):  # numpy scalars and 0-d arrays
+        return value.item()
+    if hasattr(value, "tolist") and callable(value.tolist):  # numpy arrays
+        return value.tolist()
+    raise TypeError(f"extra_options: cannot pass {value!r} to the quantizer")
+
+
+def _unbuilt(option, part):
+    return Error(f"{option}: {part} is not built in onnxptq yet")
+
+
+def _run(model_input, model_output, reader, config, extra_options, random_shape, use_external_data_format,
+         print_summary, log_progress, calib_size=0):
+    """Calls the core; `config` holds the arguments in the JSON form of `onnxptq quantize --config`."""
+    if not isinstance(model_input, (str, os.PathLike)):
+        raise TypeError(f"model_input: expected a file path, got {type(model_input).__name__}")
+    if not isinstance(model_output, (str, os.PathLike)):
+        raise TypeError(f"model_output: expected a file path, got {type(model_output).__name__}")
+    extra = dict(extra_options or {})
+    # The random reader's value ranges are an argument of the reader, not of the core's config.
+    ranges = extra.pop("RandomDataReaderInputDataRange", None)
+    config = dict(config, extra_options=extra)
+    text = json.dumps(config, default=_json_value, allow_nan=False)
+    result = _core.quantize_static(os.fspath(model_input), os.fspath(model_output), reader, text, random_shape,
+                                   ranges, bool(use_external_data_format), bool(log_progress), int(calib_size))
+    for warning in result["warnings"]:
+        warnings.warn(warning, stacklevel=3)
+    if print_summary:
+        print(result["summary"], end="")
+        sys.stdout.flush()
+    return result["report"]
+
+
+def quantize_static(model_input,
+                    model_output,
+                    calibration_data_reader,
+                    quant_format=QuantFormat.QDQ,
+                    calibrate_method=PowerOfTwoMethod.MinMSE,
+                    input_nodes=[],
+                    output_nodes=[],
+                    op_types_to_quantize=[],
+                    random_data_reader_input_shape=[],
+                    per_channel=False,
+                    reduce_range=False,
+                    activation_type=QuantType.QInt8,
+                    weight_type=QuantType.QInt8,
+                    nodes_to_quantize=None,
+                    nodes_to_exclude=None,
+                    optimize_model=True,
+                    use_external_data_format=False,
+                    execution_providers=['CPUExecutionProvider'],
+                    enable_dpu=False,
+                    convert_fp16_to_fp32=False,
+                    convert_nchw_to_nhwc=False,
+                    include_cle=False,
+                    extra_options={},
+                    *,
+                    inclue_cle=None,
+                    fp16_fp32_convert=None,
+                    debug_mode=False,
+                    print_summary=True):
+    """vai_q_onnx.quantize_static: quantizes the model file `model_input` with samples from
+    `calibration_data_reader` (None: one random sample) and writes `model_output`.
+
+    The signature and defaults are those of the vai_q_onnx user guide (shared/seeds/000);
+    `inclue_cle` (the guide's spelling) and `fp16_fp32_convert` (vai_q_onnx 1.16's name) are
+    accepted as the same arguments as `include_cle` and `convert_fp16_to_fp32`. An argument
+    whose feature the core lacks raises onnxptq.Error naming it; errors of the core arrive as
+    onnxptq.Error with the core's message. `debug_mode` prints the core's progress lines on
+    stderr; `print_summary` prints the quantized nodes by op type and the time per phase.
+    Returns the report of `onnxptq quantize --report` as a dict.
+    """
+    if inclue_cle is not None:
+        include_cle = include_cle or inclue_cle
+    if fp16_fp32_convert is not None:
+        convert_fp16_to_fp32 = convert_fp16_to_fp32 or fp16_fp32_convert
+    if enable_dpu:
+        raise _unbuilt("enable_dpu=True", "the NPU path (graph rewrites, DPU simulation, NPU limitation checks)")
+    if convert_fp16_to_fp32:
+        raise _unbuilt("convert_fp16_to_fp32=True", "float16 to float32 model conversion")
+    if convert_nchw_to_nhwc:
+        raise _unbuilt("convert_nchw_to_nhwc=True", "NCHW to NHWC input conversion")
+    if include_cle:
+        raise _unbuilt("include_cle=True", "cross-layer equalization (CLE)")
+    config = {
+        "quant_format": _format_name(quant_format),
+        "calibrate_method": _enum_name(calibrate_method, "calibrate_method", _METHOD_CLASSES),
+        "activation_type": _enum_name(activation_type, "activation_type", _TYPE_CLASSES),
+        "weight_type": _enum_name(weight_type, "weight_type", _TYPE_CLASSES),
+        "per_channel": bool(per_channel),
+        "reduce_range": bool(reduce_range),
+        "op_types_to_quantize": _names(op_types_to_quantize, "op_types_to_quantize"),
+        "nodes_to_quantize": _names(nodes_to_quantize, "nodes_to_quantize"),
+        "nodes_to_exclude": _names(nodes_to_exclude, "nodes_to_exclude"),
+        "input_nodes": _names(input_nodes, "input_nodes"),
+        "output_nodes": _names(output_nodes, "output_nodes"),
+        "execution_providers": _names(execution_providers, "execution_providers"),
+        "optimize_model": bool(optimize_model),
+    }
+    return _run(model_input, model_output, calibration_data_reader, config, extra_options,
+                random_data_reader_input_shape, use_external_data_format, print_summary, debug_mode)
+
+
+__all__ = [
+    "CalibrationDataReader", "CalibrationMethod", "Error", "PowerOfTwoMethod", "QuantFormat", "QuantType",
+    "VitisQuantFormat", "VitisQuantType", "quantize_static",
+]

@@ -1,0 +1,188 @@
+"""onnxptq.quark: the seed's A8W8 script with only its imports changed, presets by the spec's
+table, and the bytes of `onnxptq quantize` with the same options."""
+
+import dataclasses
+
+import pytest
+
+import onnxptq
+from onnxptq import quark
+from conftest import quantize_nodes, real_model, run_cli, run_python, write_samples
+
+# Seed 003, "How to Quantize a Float Model with A8W8/A16W8 Config", with its imports changed and
+# the data loading filled in (the seed leaves it to the user). PRESET is replaced per test.
+SEED_A8W8 = '''
+import os
+import sys
+
+import numpy as np
+from onnxptq import CalibrationDataReader  # the seed: from onnxruntime.quantization.calibrate import ...
+from onnxptq.quark import Config, get_default_config  # the seed: from quark.onnx.quantization.config import ...
+from onnxptq.quark import ModelQuantizer  # the seed: from quark.onnx import ModelQuantizer
+
+# Define model paths
+float_model_path, quantized_model_path, calib_data_folder = sys.argv[1:4]
+model_input_name = 'input'
+
+# Define calibration data reader for static quantization
+class CalibDataReader(CalibrationDataReader):
+    def __init__(self, calib_data_folder: str, model_input_name: str):
+        self.input_name = model_input_name
+        self.data = self._load_calibration_data(calib_data_folder)
+        self.data_iter = None
+
+    # Customize this function to preprocess calibration datasets as needed
+    def _load_calibration_data(self, data_folder: str):
+        processed_data = [np.load(os.path.join(data_folder, f)) for f in sorted(os.listdir(data_folder))]
+        return processed_data
+
+    def get_next(self):
+        if self.data_iter is None:
+            self.data_iter = iter([{self.input_name: data} for data in self.data])
+        return next(self.data_iter, None)
+
+# Instantiate the calibration data reader
+calib_data_reader = CalibDataReader(calib_data_folder, model_input_name)
+
+# Set up quantization with a specified configuration
+quant_config = get_default_config("PRESET")
+quantization_config = Config(global_quant_config=quant_config )
+quantizer = ModelQuantizer(quantization_config)
+
+# Quantize the ONNX model and save to specified path
+quantizer.quantize_model(float_model_path, quantized_model_path, calib_data_reader)
+'''
+
+
+def test_seed_a8w8_script_names_the_missing_parts(tmp_path):
+    write_samples(tmp_path / "calib", (1, 3, 224, 224), 1)
+    proc = run_python(SEED_A8W8.replace("PRESET", "A8W8"), real_model("resnet18"), tmp_path / "q.onnx",
+                      tmp_path / "calib")
+    assert proc.returncode != 0
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("onnxptq._core.Error: preset A8W8: extra option FoldRelu:"), last
+    assert "not built" in last
+    assert not (tmp_path / "q.onnx").exists()
+
+
+@pytest.mark.parametrize("preset,cli_options", [
+    # quark_onnx.md §2.2: QDQ, Percentile, u8/s8, ForceQuantizeNoInputCheck.
+    ("U8S8_AAWS", ["--calibrate-method", "Percentile", "--activation-type", "QUInt8", "--weight-type", "QInt8",
+                   "--extra-option", "ForceQuantizeNoInputCheck=true"]),
+    # QDQ, MinMax, u8/s8, ForceQuantizeNoInputCheck.
+    ("INT8_CNN_DEFAULT", ["--calibrate-method", "MinMax", "--activation-type", "QUInt8", "--weight-type", "QInt8",
+                          "--extra-option", "ForceQuantizeNoInputCheck=true"]),
+])
+def test_seed_a8w8_script_with_a_built_preset_writes_the_cli_bytes(tmp_path, preset, cli_options):
+    model = real_model("mobilenet_v2")
+    write_samples(tmp_path / "calib", (1, 3, 224, 224), 2)
+    proc = run_python(SEED_A8W8.replace("PRESET", preset), model, tmp_path / "py.onnx", tmp_path / "calib")
+    assert proc.returncode == 0, proc.stderr
+    run_cli("quantize", model, "-o", tmp_path / "cli.onnx", "--calib-data", tmp_path / "calib", "--quant-format", "QDQ",
+            *cli_options, "--quiet")
+    assert (tmp_path / "py.onnx").read_bytes() == (tmp_path / "cli.onnx").read_bytes()
+    assert quantize_nodes(tmp_path / "py.onnx").get("QuantizeLinear", 0) > 0
+
+
+def test_quantization_config_defaults_are_the_specs():
+    # quark_onnx.md §1.2 (include_cle: docs/python.md says why False).
+    c = quark.QuantizationConfig()
+    assert c.calibrate_method == onnxptq.CalibrationMethod.MinMax
+    assert c.quant_format == onnxptq.QuantFormat.QDQ
+    assert c.activation_type == onnxptq.QuantType.QInt8 and c.weight_type == onnxptq.QuantType.QInt8
+    assert c.execution_providers == ['CPUExecutionProvider']
+    assert c.optimize_model is True and c.print_summary is True and c.ignore_warnings is True
+    assert c.log_severity_level == 1 and c.extra_options == {} and c.algorithms is None
+    for f in ("per_channel", "reduce_range", "use_dynamic_quant", "use_external_data_format", "include_sq",
+              "include_fast_ft", "enable_npu_cnn", "enable_npu_transformer", "debug_mode", "crypto_mode"):
+        assert getattr(c, f) is False, f
+    assert [f.name for f in dataclasses.fields(quark.Config)] == ["global_quant_config"]
+
+
+def test_presets_follow_the_spec_table():
+    c = quark.get_default_config("U8S8_AAWS")
+    assert (c.quant_format, c.calibrate_method, c.activation_type, c.weight_type) == (
+        onnxptq.QuantFormat.QDQ, onnxptq.CalibrationMethod.Percentile, onnxptq.QuantType.QUInt8,
+        onnxptq.QuantType.QInt8)
+    assert c.extra_options == {"ForceQuantizeNoInputCheck": True}
+    c = quark.get_default_config("S8S8_AAWS")
+    assert c.extra_options == {"Percentile": 99.9999, "ForceQuantizeNoInputCheck": True}
+    c = quark.get_default_config("U8U8_AAWA")
+    assert c.extra_options == {"ActivationSymmetric": False, "WeightSymmetric": False,
+                               "ForceQuantizeNoInputCheck": True}
+    assert c.weight_type == onnxptq.QuantType.QUInt8
+    # Each call gives a new object.
+    a, b = quark.get_default_config("U8S8_AAWS"), quark.get_default_config("U8S8_AAWS")
+    a.extra_options["X"] = 1
+    assert "X" not in b.extra_options
+
+
+@pytest.mark.parametrize("preset,missing", [
+    ("XINT8", "enable_npu_cnn"),
+    ("A8W8", "FoldRelu"),
+    ("A16W8", "FoldRelu"),
+    ("BF16", "QuantizeAllOpTypes"),
+    ("INT8_TRANSFORMER_DEFAULT", "enable_npu_transformer"),
+    ("U8S8_AAWS_ADAROUND", "include_fast_ft"),
+    ("INT8_CNN_ACCURATE", "include_fast_ft"),
+    ("BFP16", "BFP"),
+    ("UINT8_DYNAMIC_QUANT", "use_dynamic_quant"),
+])
+def test_presets_needing_unbuilt_parts_name_them(preset, missing):
+    with pytest.raises(onnxptq.Error) as error:
+        quark.get_default_config(preset)
+    assert preset in str(error.value) and missing in str(error.value) and "not built" in str(error.value)
+
+
+def test_unknown_preset_is_a_value_error():
+    with pytest.raises(ValueError, match="unknown preset 'NOPE'"):
+        quark.get_default_config("NOPE")
+
+
+@pytest.mark.parametrize("preset", ["U16S8_AAWS", "S16S8_ASWS", "INT16_CNN_DEFAULT", "FP16"])
+def test_extended_format_presets_carry_the_cores_refusal(tiny_model, tmp_path, preset):
+    # ExtendedQuantFormat.QDQ (com.amd.quark ops) reaches the core by its name; the core says
+    # whether it writes it, in the words `onnxptq quantize --quant-format` prints.
+    expected = run_cli("quantize", tiny_model, "-o", tmp_path / "cli.onnx", "--random", "1", "--quant-format",
+                       "ExtendedQuantFormat.QDQ", check=False)
+    assert expected.returncode == 2
+    with pytest.raises(onnxptq.Error) as error:
+        quark.get_default_config(preset)
+    assert str(error.value) == f"preset {preset}: " + expected.stderr.strip()[len("error: "):]
+    assert "ExtendedQuantFormat.QDQ" in str(error.value)
+
+
+def test_unbuilt_fields_and_options_raise_at_quantize(tiny_model, tmp_path):
+    for change in (dict(include_cle=True), dict(enable_npu_cnn=True), dict(extra_op_types_to_quantize=["Relu"]),
+                   dict(extra_options={"FoldRelu": True})):
+        q = dataclasses.replace(quark.QuantizationConfig(), **change)
+        with pytest.raises(onnxptq.Error, match="not built"):
+            quark.ModelQuantizer(quark.Config(global_quant_config=q)).quantize_model(tiny_model,
+                                                                                    str(tmp_path / "q.onnx"))
+
+
+def test_quark_option_names_reach_the_core(tiny_model, tmp_path):
+    # Quark's "Percentile" is vai_q_onnx's CalibPercentile: a different percentile, other bytes.
+    write_samples(tmp_path / "calib", (1, 3, 8, 8), 3)
+    run_cli("quantize", tiny_model, "-o", tmp_path / "cli.onnx", "--calib-data", tmp_path / "calib",
+            "--calibrate-method", "Percentile", "--extra-option", "CalibPercentile=99.0", "--quiet")
+    from test_vai import FolderReader
+    q = quark.QuantizationConfig(calibrate_method=onnxptq.CalibrationMethod.Percentile,
+                                 print_summary=False, extra_options={"Percentile": 99.0})
+    quark.ModelQuantizer(quark.Config(global_quant_config=q)).quantize_model(
+        tiny_model, str(tmp_path / "py.onnx"), FolderReader(tmp_path / "calib", "x"))
+    assert (tmp_path / "py.onnx").read_bytes() == (tmp_path / "cli.onnx").read_bytes()
+
+
+def test_calib_data_size_is_the_clis_calib_size(tiny_model, tmp_path):
+    write_samples(tmp_path / "calib", (1, 3, 8, 8), 4, seed=9)
+    run_cli("quantize", tiny_model, "-o", tmp_path / "cli.onnx", "--calib-data", tmp_path / "calib",
+            "--calibrate-method", "MinMax", "--calib-size", "2", "--quiet")
+    from test_vai import FolderReader
+    q = quark.QuantizationConfig(print_summary=False, extra_options={"CalibDataSize": 2})
+    quark.ModelQuantizer(quark.Config(global_quant_config=q)).quantize_model(
+        tiny_model, str(tmp_path / "py.onnx"), FolderReader(tmp_path / "calib", "x"))
+    assert (tmp_path / "py.onnx").read_bytes() == (tmp_path / "cli.onnx").read_bytes()
+    run_cli("quantize", tiny_model, "-o", tmp_path / "all.onnx", "--calib-data", tmp_path / "calib",
+            "--calibrate-method", "MinMax", "--quiet")
+    assert (tmp_path / "all.onnx").read_bytes() != (tmp_path / "cli.onnx").read_bytes()

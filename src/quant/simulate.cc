@@ -1,0 +1,90 @@
+#include "quant/simulate.h"
+
+#include "onnxptq/error.h"
+#include "quant/export.h"
+#include "quant/tensor_quant.h"
+
+namespace onnxptq::quant {
+
+namespace {
+
+// The arithmetic of the quantize/dequantize ops each format writes.
+QuantizeOptions quantize_options_of(QuantFormat format) {
+  QuantizeOptions o;
+  if (format == QuantFormat::VitisQDQ || format == QuantFormat::FixNeuron) o.float_cast = FloatCast::vitis_op;
+  return o;
+}
+
+}  // namespace
+
+Simulation::Simulation(const ir::Model& model, const Plan& plan, const QuantConfig& config, int threads) {
+  const QuantizeOptions qo = quantize_options_of(config.format);
+  // Weights and biases: the values the exported DequantizeLinear computes from the stored ones.
+  auto constants = std::make_shared<std::map<std::string, ir::Tensor>>();
+  engine::SessionOptions so;
+  so.threads = threads;
+  // Activation parameters are per tensor: the fake quantization treats every element alike.
+  so.hooks_ignore_layout = true;
+  for (const TensorPlan& t : plan.tensors) {
+    if (!model.graph->find_value(t.name))
+      throw Error("simulation: the planned tensor '" + t.name + "' is not in the model");
+    if (t.role != Role::Activation) {
+      if (!t.data || t.params.empty())
+        throw Error("simulation: " + std::string(t.role == Role::Weight ? "weight" : "bias") + " '" + t.name +
+                    "' has no quantized values (parameters not assigned)");
+      // An int32 bias has one scale per weight channel (along its only axis) or one in all.
+      std::optional<int64_t> axis =
+          t.role == Role::Bias ? (t.params.size() > 1 ? std::optional<int64_t>(0) : std::nullopt) : t.axis;
+      constants->emplace(t.name, dequantize_tensor(*t.data, t.params, axis, qo));
+      continue;
+    }
+    const TensorPlan& provider = plan.provider(t.name);
+    if (provider.params.size() != 1)
+      throw Error("simulation: activation '" + t.name + "' has " + std::to_string(provider.params.size()) +
+                  " parameters, expected one (parameters not assigned)");
+    activations_[t.name] = {provider.type, provider.params[0]};
+    so.visible.insert(t.name);
+  }
+
+  auto fake_quantize = [this, qo](const std::string& name, ir::Tensor& value) {
+    auto it = activations_.find(name);
+    if (it == activations_.end()) return;
+    const Activation& a = it->second;
+    if (value.dtype() == ir::DataType::Float) {
+      std::span<float> v = value.mutable_values<float>();
+      fake_quantize_values(v.data(), v.size(), a.type, a.params, qo, v.data());
+    } else {
+      value = fake_quantize_tensor(value, a.type, std::span<const ScaleZeroPoint>(&a.params, 1), std::nullopt, qo);
+    }
+  };
+  transform_ = fake_quantize;
+  // Constants: weights and biases replaced, initializers quantized as activations fake-quantized.
+  so.constant_transform = [constants, fake_quantize](const std::string& name, ir::Tensor& value) {
+    auto it = constants->find(name);
+    if (it != constants->end())
+      value = it->second;
+    else
+      fake_quantize(name, value);
+  };
+  // The graph as exported: Relu/Clip nodes the plan removed are gone, and a Gemm whose bias is
+  // quantized has beta in the bias scale.
+  ir::Model simulated = ir::clone_model(model);
+  remove_planned_activations(*simulated.graph, plan);
+  for (const auto& node : simulated.graph->nodes())
+    if (node->op_type == "Gemm" && node->input(2) && plan.find(node->input(2)->name()) &&
+        plan.find(node->input(2)->name())->role == Role::Bias)
+      node->set_attribute(ir::Attribute::of_float("beta", 1.0f));
+  session_ = std::make_unique<engine::Session>(simulated, so);
+}
+
+Simulation::~Simulation() = default;
+
+std::vector<ir::Tensor> Simulation::run(const std::map<std::string, ir::Tensor>& feeds,
+                                        const engine::TensorObserver* observe) const {
+  engine::RunHooks hooks;
+  hooks.transform = &transform_;
+  hooks.observe = observe;
+  return session_->run(feeds, hooks);
+}
+
+}  // namespace onnxptq::quant

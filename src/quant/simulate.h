@@ -1,0 +1,44 @@
+// Simulation: the float model run with the plan applied as fake quantization (shared/DESIGN.md:
+// decide on a plan, simulate from it, export from it). Weights and biases are the plan's
+// quantized values dequantized; every quantized activation is quantized and dequantized right
+// after it is produced, with its provider's parameters. The exported QDQ model run by the engine
+// gives the same numbers.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/session.h"
+#include "ir/model.h"
+#include "quant/config.h"
+#include "quant/plan.h"
+
+namespace onnxptq::quant {
+
+class Simulation {
+ public:
+  // `model` is the float model the plan was made for (after preparation, if any); the plan's
+  // parameters must be assigned. Error naming a planned tensor the model does not have, or
+  // one without parameters.
+  Simulation(const ir::Model& model, const Plan& plan, const QuantConfig& config, int threads = 0);
+  ~Simulation();
+
+  const engine::Session& session() const { return *session_; }
+  // The graph outputs in order. `observe` (optional) sees every fake-quantized tensor as the
+  // quantized model would hold it (after its fake quantization).
+  std::vector<ir::Tensor> run(const std::map<std::string, ir::Tensor>& feeds,
+                              const engine::TensorObserver* observe = nullptr) const;
+
+ private:
+  struct Activation {
+    ir::DataType type;
+    ScaleZeroPoint params;
+  };
+  std::map<std::string, Activation> activations_;  // value name -> what its Q/DQ pair does
+  engine::TensorTransform transform_;
+  std::unique_ptr<engine::Session> session_;
+};
+
+}  // namespace onnxptq::quant

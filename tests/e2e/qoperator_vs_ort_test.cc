@@ -1,0 +1,107 @@
+// QuantFormat.QOperator models of real networks (torchvision exports nobody here wrote): ONNX
+// Runtime (npm onnxruntime-node) loads and runs them, each output agrees with the engine's run of
+// the same model within one quantization step of that output, and (float scales) with the
+// engine's run of the QDQ export of the same plan within one step; python3-onnx's checker passes.
+//
+// Not held to the QDQ export: power-of-two scales. ORT's QLinearAdd rounds (x / s + zp) where
+// QuantizeLinear rounds x / s and then adds zp; with power-of-two scales the sum of two
+// quantized tensors often lands exactly on a half step, which then rounds the other way when zp
+// is odd, and the residual Adds' one-step flips reach 1-2 steps (resnet18) and 2-3 steps
+// (mobilenet_v2) at the logits. ORT and the engine still agree exactly on the QOperator model.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "calib/data_reader.h"
+#include "ir/npy.h"
+#include "quant/export.h"
+#include "quant/quantize.h"
+#include "support/export_models.h"
+
+namespace onnxptq {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Case {
+  std::string label;
+  std::string model;
+  ir::DataType activation;
+  calib::Method method;
+  bool compare_with_qdq;
+};
+
+class QOperatorVsOrt : public ::testing::TestWithParam<Case> {};
+
+TEST_P(QOperatorVsOrt, OrtRunsItAndAgreesWithinOneStep) {
+  const Case& c = GetParam();
+  fs::path source = fs::path(ONNXPTQ_MODELS_DIR) / (c.model + ".onnx");
+  ASSERT_TRUE(fs::exists(source)) << source;
+  fs::path dir = fs::temp_directory_path() / ("onnxptq_qop_vs_ort_" + std::to_string(getpid()) + "_" + c.label);
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+
+  ir::Model model = ir::load_model(source);
+  calib::RandomReaderOptions ro;
+  ro.count = 6;
+  ro.seed = 3;  // the compared runs use seeds 7 and 8: not calibration samples
+  std::unique_ptr<calib::DataReader> reader = calib::make_random_reader(model.graph->fed_inputs(), ro);
+  quant::QuantConfig config;
+  config.format = quant::QuantFormat::QOperator;
+  config.activation_type = c.activation;
+  config.calibrate_method = c.method;
+  config.calib.threads = 2;
+  quant::QuantizeResult q = quant::quantize_static(model, *reader, config);
+  fs::path path = dir / "q.onnx";
+  ir::save_model(q.model, path);
+  EXPECT_EQ(testing::onnx_check(path), "");
+  std::cout << c.label << ": QLinearConv " << testing::count_ops(q.model, "QLinearConv") << ", QLinearAdd "
+            << testing::count_ops(q.model, "QLinearAdd") << ", QLinearGlobalAveragePool "
+            << testing::count_ops(q.model, "QLinearGlobalAveragePool") << ", float Conv "
+            << testing::count_ops(q.model, "Conv") << ", QuantizeLinear "
+            << testing::count_ops(q.model, "QuantizeLinear") << ", DequantizeLinear "
+            << testing::count_ops(q.model, "DequantizeLinear") << "\n";
+  EXPECT_GT(testing::count_ops(q.model, "QLinearConv"), 15);
+  EXPECT_EQ(testing::count_ops(q.model, "Conv"), 0);
+
+  const ir::Model& planned = q.prepared ? *q.prepared : model;  // the model the plan's names refer to
+  quant::QuantConfig qdq_config = config;
+  qdq_config.format = quant::QuantFormat::QDQ;
+  ir::Model qdq = quant::export_qdq(planned, q.plan, qdq_config);
+  ir::Model reloaded = ir::load_model(path);
+  for (uint32_t seed : {7u, 8u}) {
+    std::map<std::string, ir::Tensor> feeds = testing::random_feeds(reloaded, seed);
+    std::vector<ir::Tensor> ort = testing::ort_run(path, reloaded, feeds, dir / std::to_string(seed));
+    std::vector<ir::Tensor> engine = testing::run_model(reloaded, feeds);
+    std::vector<ir::Tensor> from_qdq = testing::run_model(qdq, feeds);
+    ASSERT_EQ(ort.size(), engine.size());
+    for (size_t i = 0; i < ort.size(); ++i) {
+      const std::string& name = reloaded.graph->outputs()[i]->name();
+      ASSERT_TRUE(q.plan.find(name)) << "output " << name << " is not quantized";
+      double step = q.plan.provider(name).params.at(0).scale;
+      double vs_ort = testing::max_steps(ort[i], engine[i], step);
+      double vs_qdq = testing::max_steps(from_qdq[i], engine[i], step);
+      std::cout << c.label << " seed " << seed << " output " << name << ": |ORT - onnxptq| <= " << vs_ort
+                << " steps, |QDQ - QOperator| <= " << vs_qdq << " steps\n";
+      EXPECT_LE(vs_ort, 1.001) << name;
+      if (c.compare_with_qdq) EXPECT_LE(vs_qdq, 1.001) << name;
+    }
+  }
+  if (!HasFailure()) fs::remove_all(dir);  // kept for a look otherwise
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> all;
+  for (const char* model : {"resnet18", "mobilenet_v2"}) {
+    all.push_back({std::string(model) + "_u8s8", model, ir::DataType::UInt8, calib::Method::MinMax, true});
+    all.push_back({std::string(model) + "_pof2", model, ir::DataType::Int8, calib::Method::MinMSE, false});
+  }
+  return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(RealModels, QOperatorVsOrt, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.label; });
+
+}  // namespace
+}  // namespace onnxptq

@@ -1,0 +1,169 @@
+#include "support/export_models.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include "calib/calibrate.h"
+#include "calib/data_reader.h"
+#include "ir/npy.h"
+#include "onnxptq/error.h"
+
+namespace onnxptq::testing {
+
+namespace {
+
+ir::Tensor random_tensor(std::vector<int64_t> dims, std::mt19937& rng, float lo, float hi) {
+  std::uniform_real_distribution<float> u(lo, hi);
+  std::vector<float> v(static_cast<size_t>(ir::element_count(dims)));
+  for (float& e : v) e = u(rng);
+  return ir::Tensor::from_values<float>(std::move(dims), v);
+}
+
+}  // namespace
+
+ir::Model export_test_model(int64_t opset) {
+  ir::Model m;
+  m.set_opset("", opset);
+  ir::Graph& g = *m.graph;
+  g.name = "export_test";
+  std::mt19937 rng(42);
+  auto value = [&](const std::string& name) { return g.add_value(name); };
+  auto init = [&](const std::string& name, ir::Tensor t) {
+    ir::Value* v = g.add_value(name);
+    g.set_initializer(v, std::move(t));
+    return v;
+  };
+  ir::Value* x = value("x");
+  x->type = ir::ValueType::tensor(ir::DataType::Float, {1, 3, 8, 8});
+  g.add_input(x);
+  ir::Value* w = init("w", random_tensor({8, 3, 3, 3}, rng, -0.5f, 0.5f));
+  ir::Value* b = init("b", random_tensor({8}, rng, -0.2f, 0.2f));
+  ir::Node* conv = g.add_node("Conv", {x, w, b}, {value("c")}, "conv");
+  conv->set_attribute(ir::Attribute::of_ints("pads", {1, 1, 1, 1}));
+  g.add_node("Relu", {g.find_value("c")}, {value("r")}, "relu");
+  ir::Node* pool = g.add_node("MaxPool", {g.find_value("r")}, {value("p")}, "maxpool");
+  pool->set_attribute(ir::Attribute::of_ints("kernel_shape", {2, 2}));
+  pool->set_attribute(ir::Attribute::of_ints("strides", {2, 2}));
+  ir::Value* p = g.find_value("p");
+  g.add_node("Sigmoid", {p}, {value("s")}, "sigmoid");
+  ir::Node* leaky = g.add_node("LeakyRelu", {p}, {value("l")}, "leaky");
+  leaky->set_attribute(ir::Attribute::of_float("alpha", 0.1f));
+  g.add_node("Add", {g.find_value("s"), g.find_value("l")}, {value("a")}, "add");
+  g.add_node("Mul", {g.find_value("a"), p}, {value("mu")}, "mul");
+  ir::Node* concat = g.add_node("Concat", {g.find_value("mu"), p}, {value("cc")}, "concat");
+  concat->set_attribute(ir::Attribute::of_int("axis", 1));
+  ir::Node* avg = g.add_node("AveragePool", {g.find_value("cc")}, {value("ap")}, "avgpool");
+  avg->set_attribute(ir::Attribute::of_ints("kernel_shape", {2, 2}));
+  avg->set_attribute(ir::Attribute::of_ints("strides", {2, 2}));
+  g.add_node("GlobalAveragePool", {g.find_value("ap")}, {value("gp")}, "gap");
+  ir::Value* shape = init("shape", ir::Tensor::from_values<int64_t>({2}, std::vector<int64_t>{1, 16}));
+  g.add_node("Reshape", {g.find_value("gp"), shape}, {value("f")}, "reshape");
+  ir::Value* f = g.find_value("f");
+  ir::Value* w2 = init("w2", random_tensor({16, 5}, rng, -1.0f, 1.0f));
+  ir::Value* b2 = init("b2", random_tensor({5}, rng, -0.5f, 0.5f));
+  g.add_node("Gemm", {f, w2, b2}, {value("y")}, "gemm");
+  ir::Value* mm = init("mm", random_tensor({16, 4}, rng, -1.0f, 1.0f));
+  g.add_node("MatMul", {f, mm}, {value("m")}, "matmul");
+  for (auto [out, size] : {std::pair{"y", 5}, std::pair{"m", 4}}) {
+    ir::Value* v = g.find_value(out);
+    v->type = ir::ValueType::tensor(ir::DataType::Float, {1, size});
+    g.add_output(v);
+  }
+  return m;
+}
+
+quant::Plan calibrated_plan(const ir::Model& model, const quant::QuantConfig& config, size_t samples) {
+  std::map<std::string, ir::DataType> types;
+  for (const auto& n : model.graph->nodes())
+    for (const ir::Value* v : n->outputs()) types[v->name()] = ir::DataType::Float;
+  quant::Plan plan = quant::make_plan(model, config, types);
+  calib::RandomReaderOptions ro;
+  ro.seed = 1;
+  ro.count = samples;
+  for (const ir::Value* v : model.graph->fed_inputs()) ro.ranges[v->name()] = {-1.0, 1.0};
+  std::unique_ptr<calib::DataReader> reader = calib::make_random_reader(model.graph->fed_inputs(), ro);
+  calib::CalibOptions co = config.calib;
+  co.method = config.calibrate_method;
+  co.threads = 2;
+  if (config.power_of_two()) co.activation_type = config.activation_type;
+  calib::CalibrationResult ranges = calib::calibrate(model, plan.tensors_to_calibrate(), *reader, co);
+  quant::assign_parameters(plan, model, config, ranges);
+  return plan;
+}
+
+std::map<std::string, ir::Tensor> random_feeds(const ir::Model& model, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::map<std::string, ir::Tensor> feeds;
+  for (const ir::Value* v : model.graph->fed_inputs()) {
+    std::vector<int64_t> dims;  // an unknown dimension (a dynamic batch) is 1
+    for (const ir::Dim& d : v->type.shape) dims.push_back(d.has_value ? d.value : 1);
+    feeds[v->name()] = random_tensor(dims, rng, -1.5f, 1.5f);
+  }
+  return feeds;
+}
+
+std::vector<ir::Tensor> run_model(const ir::Model& model, const std::map<std::string, ir::Tensor>& feeds, bool optimize,
+                                  engine::SessionOptions options, const engine::TensorTransform* transform) {
+  options.optimize = optimize;
+  options.threads = 2;
+  engine::Session session(model, std::move(options));
+  engine::RunHooks hooks;
+  hooks.transform = transform;
+  return session.run(feeds, hooks);
+}
+
+int count_ops(const ir::Model& model, const std::string& op_type) {
+  int n = 0;
+  for (const auto& node : model.graph->nodes()) n += node->op_type == op_type;
+  return n;
+}
+
+std::vector<ir::Tensor> ort_run(const std::filesystem::path& path, const ir::Model& model,
+                                const std::map<std::string, ir::Tensor>& feeds, const std::filesystem::path& dir) {
+  namespace fs = std::filesystem;
+  fs::create_directories(dir);
+  std::string command = "node " + (fs::path(ONNXPTQ_SOURCE_DIR) / "tests/oracle/ort_run.js").string() + " " +
+                        path.string() + " --threads 2 --outputs " + dir.string() + " --inputs";
+  for (const auto& [name, t] : feeds) {
+    fs::path file = dir / ("input_" + name + ".npy");
+    ir::save_npy(t, file);
+    command += " " + name + "=" + file.string();
+  }
+  if (std::system(command.c_str()) != 0) throw Error("ONNX Runtime failed: " + command);
+  std::vector<ir::Tensor> out;
+  for (const ir::Value* v : model.graph->outputs()) {
+    std::string file = v->name();
+    std::replace(file.begin(), file.end(), '/', '_');
+    std::replace(file.begin(), file.end(), ':', '_');
+    out.push_back(ir::load_npy(dir / (file + ".npy")));
+  }
+  return out;
+}
+
+std::string onnx_check(const std::filesystem::path& path) {
+  std::string command =
+      "/usr/bin/python3 -c \"import onnx, sys; onnx.checker.check_model(sys.argv[1], full_check=True)\" " +
+      path.string() + " 2>&1";
+  std::string out;
+  FILE* pipe = popen(command.c_str(), "r");
+  if (!pipe) return "cannot run python3";
+  char buf[4096];
+  while (size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
+  int status = pclose(pipe);
+  return status == 0 ? "" : (out.empty() ? "the checker failed" : out);
+}
+
+double max_steps(const ir::Tensor& a, const ir::Tensor& b, double step) {
+  auto x = a.values<float>(), y = b.values<float>();
+  if (x.size() != y.size()) return INFINITY;
+  double worst = 0;
+  for (size_t i = 0; i < x.size(); ++i) {
+    double d = std::fabs(static_cast<double>(x[i]) - y[i]);
+    worst = std::max(worst, std::isnan(d) ? INFINITY : d);
+  }
+  return worst / step;
+}
+
+}  // namespace onnxptq::testing

@@ -1,0 +1,50 @@
+// Test support for the exporters: a small float model with the ops the formats treat
+// differently, its plan calibrated on random samples, and engine runs of a model.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/session.h"
+#include "ir/model.h"
+#include "quant/config.h"
+#include "quant/plan.h"
+
+namespace onnxptq::testing {
+
+// x [1,3,8,8] -> Conv(w, b) -> Relu -> MaxPool -> {Sigmoid, LeakyRelu} -> Add -> Concat(with the
+// MaxPool output) -> AveragePool -> GlobalAveragePool... see export_models.cc for the whole graph:
+// two graph outputs, y (a Gemm with bias) and m (a MatMul with a constant B).
+ir::Model export_test_model(int64_t opset = 13);
+
+// The plan of `model` for `config`, calibrated on `samples` random inputs in [-1, 1] (seed 1).
+quant::Plan calibrated_plan(const ir::Model& model, const quant::QuantConfig& config, size_t samples = 4);
+
+// A random input for every fed graph input, values in [-1.5, 1.5] (seed `seed`).
+std::map<std::string, ir::Tensor> random_feeds(const ir::Model& model, uint32_t seed);
+
+// The model's outputs on `feeds`, run by the engine with or without its speed rewrites.
+std::vector<ir::Tensor> run_model(const ir::Model& model, const std::map<std::string, ir::Tensor>& feeds,
+                                  bool optimize = true, engine::SessionOptions options = {},
+                                  const engine::TensorTransform* transform = nullptr);
+
+// How many nodes of `op_type` (any domain) the model has.
+int count_ops(const ir::Model& model, const std::string& op_type);
+
+// ONNX Runtime's outputs (tests/oracle/ort_run.js, 2 threads) of the model file `path` on `feeds`,
+// in the order of `model`'s graph outputs; the inputs and outputs go through .npy files in `dir`.
+// Error when ORT fails to load or run it.
+std::vector<ir::Tensor> ort_run(const std::filesystem::path& path, const ir::Model& model,
+                                const std::map<std::string, ir::Tensor>& feeds, const std::filesystem::path& dir);
+
+// python3-onnx's checker with full_check (shape inference) on the model file: "" when it passes,
+// else what it printed.
+std::string onnx_check(const std::filesystem::path& path);
+
+// The largest |a - b| over the elements, in units of `step`.
+double max_steps(const ir::Tensor& a, const ir::Tensor& b, double step);
+
+}  // namespace onnxptq::testing

@@ -1,0 +1,46 @@
+// Test support for graph passes: run a model before and after a pass on the same seeded inputs
+// and compare, count nodes by op type, and build small graphs with random constants.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "ir/model.h"
+
+namespace onnxptq::testing {
+
+using Feeds = std::map<std::string, ir::Tensor>;
+
+// Seeded values in [-2, 2) (normal-looking data with both signs), or in [lo, hi).
+ir::Tensor random_float(std::vector<int64_t> dims, uint32_t seed, float lo = -2.0f, float hi = 2.0f);
+
+// Seeded random feeds for every input a run must feed (their shapes from the model, dynamic
+// dimensions from `shapes`), uniform in [-2, 2).
+Feeds random_feeds(const ir::Model& model, uint32_t seed,
+                   const std::map<std::string, std::vector<int64_t>>& shapes = {});
+
+// The model's outputs on `feeds`, run by the engine.
+std::vector<ir::Tensor> run_model(const ir::Model& model, const Feeds& feeds);
+
+// The worst over the outputs of max |expected - got| / (max - min of expected); infinity when
+// the shapes differ or a value is NaN in one only.
+double relative_diff(const std::vector<ir::Tensor>& expected, const std::vector<ir::Tensor>& got);
+
+// The smallest (max - min) over the float outputs: 0 when some output is constant, and a
+// comparison of it would show nothing.
+double smallest_range(const std::vector<ir::Tensor>& outputs);
+
+// Nodes of the main graph of this op type.
+size_t count_ops(const ir::Model& model, std::string_view op_type);
+
+// A float initializer `name` of `dims`, seeded random values in [lo, hi).
+ir::Value* add_random_initializer(ir::Graph& graph, const std::string& name, std::vector<int64_t> dims, uint32_t seed,
+                                  float lo = -1.0f, float hi = 1.0f);
+
+// A value `name` with a float tensor type of `dims` (-1: a symbolic dimension).
+ir::Value* add_float_value(ir::Graph& graph, const std::string& name, const std::vector<int64_t>& dims);
+
+}  // namespace onnxptq::testing
