@@ -33,6 +33,7 @@ struct QuantizeArgs {
   bool strict = false;
   bool quiet = false;
   bool no_optimize_model = false;
+  bool include_cle = false;
 };
 
 void write_text(const std::string& path, const std::string& text) {
@@ -87,6 +88,7 @@ quant::QuantConfig config_from(const QuantizeArgs& a) {
   if (a.workers) c.calib.workers = *a.workers;
   c.calib.strict = a.strict;
   if (a.no_optimize_model) c.optimize_model = false;
+  if (a.include_cle) c.include_cle = true;
   return c;
 }
 
@@ -143,6 +145,8 @@ void add_quantize_command(CLI::App& app) {
   cmd->add_option("--workers", a->workers, "Calibration samples run at once (CalibWorkerNum)");
   cmd->add_flag("--strict", a->strict, "Fail on a calibration sample with NaN or Inf instead of skipping it");
   cmd->add_flag("--quiet", a->quiet, "Print nothing but errors");
+  cmd->add_flag("--include-cle", a->include_cle,
+                "include_cle=True: cross-layer equalization of the float weights before calibration (CLE* extra options)");
   cmd->add_flag("--no-optimize-model", a->no_optimize_model,
                 "optimize_model=False: quantize the model as given, without `onnxptq preprocess`'s passes");
   cmd->callback([a] { quantize_command(*a); });

@@ -215,8 +215,6 @@ def quantize_static(model_input,
         raise _unbuilt("convert_fp16_to_fp32=True", "float16 to float32 model conversion")
     if convert_nchw_to_nhwc:
         raise _unbuilt("convert_nchw_to_nhwc=True", "NCHW to NHWC input conversion")
-    if include_cle:
-        raise _unbuilt("include_cle=True", "cross-layer equalization (CLE)")
     config = {
         "quant_format": _format_name(quant_format),
         "calibrate_method": _enum_name(calibrate_method, "calibrate_method", _METHOD_CLASSES),
@@ -231,6 +229,7 @@ def quantize_static(model_input,
         "output_nodes": _names(output_nodes, "output_nodes"),
         "execution_providers": _names(execution_providers, "execution_providers"),
         "optimize_model": bool(optimize_model),
+        "include_cle": bool(include_cle),
     }
     return _run(model_input, model_output, calibration_data_reader, config, extra_options,
                 random_data_reader_input_shape, use_external_data_format, print_summary, debug_mode)

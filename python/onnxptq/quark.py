@@ -48,8 +48,7 @@ class Int16Method(enum.Enum):
 
 @dataclasses.dataclass
 class QuantizationConfig:
-    """Quark's legacy QuantizationConfig, fields and defaults as in quark_onnx.md §1.2, except
-    include_cle (see docs/python.md: False, as in the releases before CLE became the default)."""
+    """Quark's legacy QuantizationConfig, fields and defaults as in quark_onnx.md §1.2."""
 
     calibrate_method: Any = CalibrationMethod.MinMax
     quant_format: Any = QuantFormat.QDQ
@@ -74,7 +73,7 @@ class QuantizationConfig:
     convert_nchw_to_nhwc: bool = False
     include_sq: bool = False
     include_rotation: bool = False
-    include_cle: bool = False
+    include_cle: bool = True
     include_auto_mp: bool = False
     include_fast_ft: bool = False
     enable_npu_cnn: bool = False
@@ -99,7 +98,6 @@ _UNBUILT_FLAGS = {
     "convert_nchw_to_nhwc": "NCHW to NHWC input conversion",
     "include_sq": "SmoothQuant",
     "include_rotation": "QuaRot rotation",
-    "include_cle": "cross-layer equalization (CLE)",
     "include_auto_mp": "automatic mixed precision",
     "include_fast_ft": "fast finetune (AdaRound, AdaQuant)",
     "enable_npu_cnn": "the NPU CNN path (XINT8 graph rewrites, DPU simulation, NPU limitation checks)",
@@ -175,6 +173,7 @@ def _core_config(config):
         "output_nodes": _names(config.output_nodes, "output_nodes"),
         "execution_providers": _names(config.execution_providers, "execution_providers"),
         "optimize_model": bool(config.optimize_model),
+        "include_cle": bool(config.include_cle),
     }, extra
 
 

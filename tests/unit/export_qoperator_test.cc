@@ -92,7 +92,9 @@ TEST_P(QOperatorExport, QLinearOpsThatOrtRunsAndThatAgreeWithQdq) {
       std::cout << c.label << " seed " << seed << " output " << name << ": |ORT - onnxptq| <= " << vs_ort
                 << " steps, |QDQ - QOperator| <= " << vs_qdq << " steps\n";
       EXPECT_LE(vs_ort, 1.001) << name;
-      if (c.compare_with_qdq) EXPECT_LE(vs_qdq, 1.001) << name;
+      if (c.compare_with_qdq) {
+        EXPECT_LE(vs_qdq, 1.001) << name;
+      }
     }
   }
   if (!HasFailure()) fs::remove_all(dir);

@@ -81,7 +81,9 @@ TEST(BFloat16, EveryBFloat16SurvivesARoundTrip) {
   for (uint32_t b = 0; b < 65536; ++b) {
     float f = bfloat16_to_float(static_cast<uint16_t>(b));
     EXPECT_EQ(std::bit_cast<uint32_t>(f), b << 16);
-    if (!std::isnan(f)) ASSERT_EQ(float_to_bfloat16(f), b);
+    if (!std::isnan(f)) {
+      ASSERT_EQ(float_to_bfloat16(f), b);
+    }
   }
 }
 

@@ -272,7 +272,9 @@ TEST_P(OptimizationListOnRealModels, SameOutputsFewerNodes) {
             << ", max abs diff / range " << diff << "\n";
   // det's BN folding moves its output by about as much as float rounding does anywhere in it
   // (1e-5 to 3e-5 of the range): checked against ONNX Runtime in PpOcrDetAgainstOnnxRuntime.
-  if (std::string(GetParam()) != "ppocr_det") EXPECT_LE(diff, 1e-5);
+  if (std::string(GetParam()) != "ppocr_det") {
+    EXPECT_LE(diff, 1e-5);
+  }
   EXPECT_LT(after.graph->node_count(), before.graph->node_count());
   // Folded; det's BN after an Add has nothing to fold into (convert_bn_to_conv is optional).
   EXPECT_EQ(count_ops(after, "BatchNormalization"), std::string(GetParam()) == "ppocr_det" ? 1u : 0u);

@@ -61,8 +61,9 @@ TEST(Plan, AsymmetricReluIsRemovedAndItsProducerTakesItsOutput) {
 
   // Exported: no Relu, the Conv writes r, and y keeps its name through a DequantizeLinear.
   calib::CalibrationResult ranges;
-  ranges.ranges["x"] = {-1, 1};
-  ranges.ranges["r"] = {0, 6};
+  ranges.ranges["x"].lo = -1;
+  ranges.ranges["x"].hi = 1;
+  ranges.ranges["r"].hi = 6;
   assign_parameters(p, m, c, ranges);
   ir::Model q = export_qdq(m, p, c);
   int relus = 0, dqs = 0;
