@@ -36,6 +36,7 @@ struct CalibrateArgs {
   int workers = 1;
   bool strict = false;
   bool quiet = false;
+  bool no_optimize_model = false;
 };
 
 ir::DataType parse_activation_type(const std::string& t) {
@@ -91,7 +92,8 @@ void calibrate_command(const CalibrateArgs& a) {
   if (!a.quiet) o.log = [](const std::string& m) { std::cerr << m << "\n"; };
 
   // Exactly the tensors `onnxptq quantize` would calibrate with the same method, type, symmetry
-  // and op types: the plan's (a Relu's input takes the Relu's range, weights are not calibrated).
+  // and op types: the plan's on the prepared model (a Relu's input takes the Relu's range, weights
+  // are not calibrated).
   quant::QuantConfig config;
   config.calibrate_method = o.method;
   config.activation_type = o.activation_type;
@@ -99,8 +101,12 @@ void calibrate_command(const CalibrateArgs& a) {
   config.op_types_to_quantize = a.op_types;
   config.calib = o;
 
-  ir::Model model = ir::load_model(a.model);
-  std::unique_ptr<calib::DataReader> reader = open_calib_data(a.data, model.graph->fed_inputs());
+  config.optimize_model = !a.no_optimize_model;
+
+  ir::Model loaded = ir::load_model(a.model);
+  std::unique_ptr<calib::DataReader> reader = open_calib_data(a.data, loaded.graph->fed_inputs());
+  std::optional<ir::Model> prepared = quant::prepare_float_model(loaded, *reader, config);
+  const ir::Model& model = prepared ? *prepared : loaded;
   std::vector<std::string> tensors = quant::plan_quantization(model, *reader, config).tensors_to_calibrate();
   calib::CalibrationResult result = calib::calibrate(model, tensors, *reader, o);
 
@@ -146,6 +152,9 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--output,-o", a->output, "JSON file to write (default: standard output)");
   cmd->add_option("--threads", a->threads, "Threads in all (default: every hardware thread)");
   cmd->add_option("--workers", a->workers, "Samples run at once, sharing the threads (CalibWorkerNum; default 1)");
+  cmd->add_flag("--no-optimize-model", a->no_optimize_model,
+                "Calibrate the model as given, without the preparation passes `quantize` runs first (tensor names "
+                "then are the model's own)");
   cmd->add_flag("--strict", a->strict, "Fail on a sample with NaN or Inf instead of skipping it");
   cmd->add_flag("--quiet", a->quiet, "Print no progress or warnings");
   cmd->callback([a] { calibrate_command(*a); });

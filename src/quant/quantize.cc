@@ -236,6 +236,28 @@ void apply_config_json(QuantConfig& c, const nlohmann::json& j) {
   }
 }
 
+std::optional<ir::Model> prepare_float_model(const ir::Model& model, calib::DataReader& reader,
+                                             const QuantConfig& config,
+                                             const std::function<void(const std::string&)>& log,
+                                             std::map<std::string, double>* seconds) {
+  auto say = [&](const std::string& line) {
+    if (log) log(line);
+  };
+  std::optional<ir::Model> prepared;
+  auto start = std::chrono::steady_clock::now();
+  if (config.optimize_model) {
+    prepared = prepare_model(model, reader, say);
+    if (seconds) (*seconds)["prepare"] = seconds_since(start);
+    start = std::chrono::steady_clock::now();
+  }
+  if (config.include_cle || config.cle.replace_clip6_relu) {
+    if (!prepared) prepared = ir::clone_model(model);
+    equalize(*prepared, config, say);
+    if (seconds) (*seconds)["cle"] = seconds_since(start);
+  }
+  return prepared;
+}
+
 Plan plan_quantization(const ir::Model& model, calib::DataReader& reader, const QuantConfig& config) {
   // A prepared model (shape inference) types every value: no run needed to learn them.
   std::map<std::string, ir::DataType> types;
@@ -264,18 +286,8 @@ QuantizeResult quantize_static(const ir::Model& float_model, calib::DataReader& 
     for (; warned < plan.warnings.size(); ++warned) say("warning: " + plan.warnings[warned]);
   };
   QuantizeResult r;
+  r.prepared = prepare_float_model(float_model, reader, config, log, &r.seconds);
   auto start = std::chrono::steady_clock::now();
-  if (config.optimize_model) {
-    r.prepared = prepare_model(float_model, reader, say);
-    r.seconds["prepare"] = seconds_since(start);
-    start = std::chrono::steady_clock::now();
-  }
-  if (config.include_cle || config.cle.replace_clip6_relu) {
-    if (!r.prepared) r.prepared = ir::clone_model(float_model);
-    equalize(*r.prepared, config, say);
-    r.seconds["cle"] = seconds_since(start);
-    start = std::chrono::steady_clock::now();
-  }
   const ir::Model& model = r.prepared ? *r.prepared : float_model;
   r.plan = plan_quantization(model, reader, config);
   say_warnings(r.plan);

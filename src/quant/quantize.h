@@ -29,6 +29,14 @@ struct QuantizeResult {
 QuantizeResult quantize_static(const ir::Model& model, calib::DataReader& reader, const QuantConfig& config,
                                const std::function<void(const std::string&)>& log = {});
 
+// The float model as quantize_static quantizes it, on a copy: optimize_model's preparation passes,
+// then include_cle / ReplaceClip6Relu; nullopt when none of them is asked for. Adds the time of
+// each step ("prepare", "cle") to `seconds` when given.
+std::optional<ir::Model> prepare_float_model(const ir::Model& model, calib::DataReader& reader,
+                                             const QuantConfig& config,
+                                             const std::function<void(const std::string&)>& log = {},
+                                             std::map<std::string, double>* seconds = nullptr);
+
 // The plan quantize_static makes. Where the model does not give every value's element type
 // (no shape inference ran), the first sample is run once to learn them (the seeds' smoke
 // test), then the reader is rewound. Its tensors_to_calibrate() are what

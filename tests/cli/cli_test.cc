@@ -270,6 +270,43 @@ for i, x in enumerate(xs):
 namespace onnxptq {
 namespace {
 
+// `onnxptq calibrate` calibrates the model `quantize` would plan for: after the preparation
+// passes (the Identity goes, Mul reads x), or the model as given with --no-optimize-model.
+TEST(CliCalibrate, TensorsOfThePreparedModelUnlessNoOptimizeModel) {
+  fs::path dir = fs::temp_directory_path() / ("onnxptq_cli_calib_prep_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ofstream(dir / "make.py") << R"(import onnx, sys
+from onnx import helper, TensorProto
+g = helper.make_graph([helper.make_node('Identity', ['x'], ['i']), helper.make_node('Mul', ['i', 'two'], ['m'])], 'g',
+    [helper.make_tensor_value_info('x', TensorProto.FLOAT, [1, 8])],
+    [helper.make_tensor_value_info('m', TensorProto.FLOAT, [1, 8])],
+    [helper.make_tensor('two', TensorProto.FLOAT, [], [2.0])])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]), sys.argv[1] + '/m.onnx')
+)";
+  ASSERT_EQ(std::system(("/usr/bin/python3 " + (dir / "make.py").string() + " " + dir.string()).c_str()), 0);
+  std::string model = (dir / "m.onnx").string();
+  auto keys = [](const std::string& out) {
+    nlohmann::json ranges = nlohmann::json::parse(out);  // outlives the loop over its items
+    std::set<std::string> names;
+    for (const auto& [name, range] : ranges["tensors"].items()) names.insert(name);
+    return names;
+  };
+  CliRun prepared = onnxptq("calibrate " + model + " --random 2 --quiet");
+  ASSERT_EQ(prepared.code, 0) << prepared.err;
+  EXPECT_EQ(keys(prepared.out), (std::set<std::string>{"x", "m"}));
+  CliRun as_given = onnxptq("calibrate " + model + " --random 2 --quiet --no-optimize-model");
+  ASSERT_EQ(as_given.code, 0) << as_given.err;
+  EXPECT_EQ(keys(as_given.out), (std::set<std::string>{"i", "m"}));
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace onnxptq
+
+namespace onnxptq {
+namespace {
+
 // `onnxptq calibrate` on a folder of PNG images PIL wrote, preprocessed by --input-spec: the range
 // of the input is numpy's over the same images scaled and normalised.
 TEST(CliCalibrate, ImageFolderWithAnInputSpec) {
