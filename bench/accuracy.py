@@ -34,6 +34,9 @@ CONFIGS = [
     ("A16W8", ["--calibrate-method", "MinMax", "--activation-type", "QInt16", "--weight-type", "QInt8",
                "--extra-option", "ActivationSymmetric=true"],
      "int16 symmetric activations, int8 weights, MinMax, QDQ (Quark's A16W8 without FoldRelu/AlignConcat)"),
+    ("A16W8 per channel", ["--calibrate-method", "MinMax", "--activation-type", "QInt16", "--weight-type", "QInt8",
+                           "--extra-option", "ActivationSymmetric=true", "--per-channel"],
+     "A16W8 with per-channel weights: how much of A16W8's error is the int8 per-tensor weights"),
     ("XINT8 (seed default)", [],
      "power-of-two scales, MinMSE, int8 (vai_q_onnx's defaults)"),
 ]
