@@ -78,8 +78,9 @@ const std::set<std::string>& default_op_types();
 // nodes_to_exclude, input_nodes/output_nodes), visited in topological order, each marking its
 // tensors by the per-op rules of ORT's QDQ quantizer (shared/spec/ort_quantization.md §4.2) and
 // vai_q_onnx (vai_q_onnx.md §4.2). `types` gives each value's element type where the model does
-// not (from a run of the float model). Error for a node name in nodes_to_exclude,
-// nodes_to_quantize, input_nodes or output_nodes that the model does not have.
+// not (from a run of the float model). Error for a node name in nodes_to_exclude or
+// nodes_to_quantize that the model does not have; one in input_nodes or output_nodes is a
+// warning in plan.warnings (as vai_q_onnx).
 Plan make_plan(const ir::Model& model, const QuantConfig& config, const std::map<std::string, ir::DataType>& types);
 
 // Scales and zero points: activations from the calibrated ranges, weights from their values,
