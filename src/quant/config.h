@@ -61,6 +61,9 @@ struct QuantConfig {
   // include_cle and the CLE* / ReplaceClip6Relu extra_options: cross-layer equalization of the
   // float model before calibration (passes/cle.h).
   bool include_cle = false;
+  // RemoveInputInit: graph inputs that are initializers (old exporters list every weight as an
+  // input) stop being inputs, so they are quantized as the weights they are.
+  bool remove_input_init = true;
   passes::CleOptions cle;
 
   calib::CalibOptions calib;  // the Calib* extra_options, threads, workers, ...

@@ -162,7 +162,9 @@ void apply_extra_option(QuantConfig& c, const std::string& key, const nlohmann::
     if (!v.is_array()) throw Error("extra option " + key + ": expected a list of numbers");
     c.calib.percentile_candidates.clear();
     for (const auto& p : v) c.calib.percentile_candidates.push_back(json_number(key, p));
-  } else if (key == "RemoveInputInit" || key == "RandomDataReaderInputDataRange" || key == "UseRandomData") {
+  } else if (key == "RemoveInputInit") {
+    c.remove_input_init = json_bool(key, v);
+  } else if (key == "RandomDataReaderInputDataRange" || key == "UseRandomData") {
     throw Error("extra option " + key + " is given on the command line (--random, --random-range) in this version");
   } else if (key == "ConvertBNToConv" || key == "ConvertReduceMeanToGlobalAvgPool" || key == "SplitLargeKernelPool" ||
              key == "ConvertSplitToSlice" || key == "FuseInstanceNorm" || key == "FuseL2Norm" ||
@@ -245,8 +247,16 @@ std::optional<ir::Model> prepare_float_model(const ir::Model& model, calib::Data
   };
   std::optional<ir::Model> prepared;
   auto start = std::chrono::steady_clock::now();
+  std::vector<std::string> input_inits;
+  for (const ir::Value* v : model.graph->inputs())
+    if (v->has_initializer()) input_inits.push_back(v->name());
+  if (config.remove_input_init && !input_inits.empty()) {
+    prepared = ir::clone_model(model);
+    for (const std::string& name : input_inits) prepared->graph->remove_input(prepared->graph->find_value(name));
+    say("RemoveInputInit: " + std::to_string(input_inits.size()) + " graph inputs that are initializers are weights");
+  }
   if (config.optimize_model) {
-    prepared = prepare_model(model, reader, say);
+    prepared = prepare_model(prepared ? *prepared : model, reader, say);
     if (seconds) (*seconds)["prepare"] = seconds_since(start);
     start = std::chrono::steady_clock::now();
   }

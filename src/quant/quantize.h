@@ -29,8 +29,8 @@ struct QuantizeResult {
 QuantizeResult quantize_static(const ir::Model& model, calib::DataReader& reader, const QuantConfig& config,
                                const std::function<void(const std::string&)>& log = {});
 
-// The float model as quantize_static quantizes it, on a copy: optimize_model's preparation passes,
-// then include_cle / ReplaceClip6Relu; nullopt when none of them is asked for. Adds the time of
+// The float model as quantize_static quantizes it, on a copy: RemoveInputInit, optimize_model's
+// preparation passes, then include_cle / ReplaceClip6Relu; nullopt when none of them applies. Adds the time of
 // each step ("prepare", "cle") to `seconds` when given.
 std::optional<ir::Model> prepare_float_model(const ir::Model& model, calib::DataReader& reader,
                                              const QuantConfig& config,
