@@ -55,6 +55,8 @@ ir::Model export_qoperator(const ir::Model& model, const Plan& plan, const Quant
 
 // The Relu/Clip nodes the plan removed (ORT §4.9): each goes, and its producer writes its output.
 void remove_planned_activations(ir::Graph& graph, const Plan& plan);
+// Sets beta to 1 on a Gemm whose bias the plan quantizes as int32: that bias's scale holds beta.
+void drop_gemm_beta_held_by_bias(ir::Node& node, const Plan& plan);
 
 // A zero point tensor of `type` (an integer type, float16 or bfloat16) holding each parameter's
 // zero point, with `dims` (a scalar when empty).

@@ -52,10 +52,7 @@ class QdqExporter {
           break;
       }
     }
-    for (const auto& node : g_.nodes())  // the bias scale already holds beta
-      if (node->op_type == "Gemm" && node->input(2) && plan_.find(node->input(2)->name()) &&
-          plan_.find(node->input(2)->name())->role == Role::Bias)
-        node->set_attribute(ir::Attribute::of_float("beta", 1.0f));
+    for (const auto& node : g_.nodes()) drop_gemm_beta_held_by_bias(*node, plan_);
     g_.sort_nodes();
     model_.producer_name = "onnxptq";
     return std::move(model_);
@@ -216,6 +213,12 @@ void remove_planned_activations(ir::Graph& g, const Plan& plan) {
     g.set_node_output(producer, index, out);
     if (in->uses().empty() && !g.is_output(in)) g.remove_value(in);
   }
+}
+
+void drop_gemm_beta_held_by_bias(ir::Node& node, const Plan& plan) {
+  const TensorPlan* bias = node.input(2) ? plan.find(node.input(2)->name()) : nullptr;
+  if (node.op_type == "Gemm" && bias && bias->role == Role::Bias)
+    node.set_attribute(ir::Attribute::of_float("beta", 1.0f));
 }
 
 ir::Tensor zero_point_tensor(DataType type, std::vector<int64_t> dims, const std::vector<ScaleZeroPoint>& params) {

@@ -312,9 +312,7 @@ class QOperatorExporter {
       g_.set_node_output(n, i, raw);
       q_[v->name()] = quantize(raw, v->name());
     }
-    // The bias scale holds Gemm's beta (as in the QDQ export).
-    if (n->op_type == "Gemm" && planned(n->input(2)) && plan_.find(n->input(2)->name())->role == Role::Bias)
-      n->set_attribute(ir::Attribute::of_float("beta", 1.0f));
+    drop_gemm_beta_held_by_bias(*n, plan_);
   }
 
   // The outputs of a quantized form: <t>_quantized; <t> itself is left to a DequantizeLinear.

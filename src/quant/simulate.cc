@@ -70,10 +70,7 @@ Simulation::Simulation(const ir::Model& model, const Plan& plan, const QuantConf
   // quantized has beta in the bias scale.
   ir::Model simulated = ir::clone_model(model);
   remove_planned_activations(*simulated.graph, plan);
-  for (const auto& node : simulated.graph->nodes())
-    if (node->op_type == "Gemm" && node->input(2) && plan.find(node->input(2)->name()) &&
-        plan.find(node->input(2)->name())->role == Role::Bias)
-      node->set_attribute(ir::Attribute::of_float("beta", 1.0f));
+  for (const auto& node : simulated.graph->nodes()) drop_gemm_beta_held_by_bias(*node, plan);
   session_ = std::make_unique<engine::Session>(simulated, so);
 }
 
