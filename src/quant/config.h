@@ -68,6 +68,29 @@ struct QuantConfig {
 
   calib::CalibOptions calib;  // the Calib* extra_options, threads, workers, ...
 
+  // enable_dpu (vai_q_onnx) / enable_npu_cnn (Quark): the NPU path of shared/spec/vai_q_onnx.md
+  // §6-§9: the graph rewrites of passes/dpu.h (switched by their own extra_options keys), the QDQ
+  // removal around annotated activations, SimulateDPU, and the IPU limitation check on the plan.
+  bool enable_dpu = false;
+  std::map<std::string, bool> dpu_pass_switches;  // extra_options key -> on/off, over dpu_pass_options()
+  bool simulate_dpu = true;                       // SimulateDPU (master switch of §8)
+  bool remove_qdq_conv_leaky_relu = false;        // RemoveQDQConvLeakyRelu
+  bool remove_qdq_conv_prelu = false;             // RemoveQDQConvPRelu
+  // IPULimitationCheck and its Adjust* sub-options (vai §9; Quark MaxLoopNum). The Align* keys
+  // below are shared: on power-of-two plans they are §9's position rules, on float scales Quark's
+  // align_quantize_info (quark_onnx.md §7.3 b).
+  struct IpuCheck {
+    bool enabled = true;  // IPULimitationCheck (only with enable_dpu)
+    bool adjust_shift_cut = true, adjust_shift_bias = true, adjust_shift_read = true, adjust_shift_write = true,
+         adjust_hard_sigmoid = true, adjust_shift_swish = true;
+    int max_loops = 2;  // vai_q_onnx 1.16 sweeps exactly twice; Quark's MaxLoopNum (5) stops early when nothing changes
+  } ipu;
+  // Quark's alignment options (unset: the default of the path, see docs/options.md).
+  std::optional<bool> align_concat, align_pool, align_pad, align_slice, align_transpose, align_reshape;
+  std::optional<bool> align_eltwise_quant_type;  // AlignEltwiseQuantType
+  bool adjust_bias_scale = true;                 // AdjustBiasScale
+  bool fold_relu = false;                        // FoldRelu (Quark)
+
   // optimize_model (the seeds' default): the float model is prepared first (passes::prepare:
   // shapes, opset upgrade to 13, graph optimisation).
   bool optimize_model = true;

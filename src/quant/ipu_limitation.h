@@ -1,0 +1,28 @@
+// IPULimitationCheck: the NPU's shift constraints on a power-of-two plan (shared/spec/vai_q_onnx.md §9).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "ir/model.h"
+#include "quant/config.h"
+#include "quant/plan.h"
+
+namespace onnxptq::quant {
+
+// One position changed by a rule.
+struct IpuAdjustment {
+  std::string rule;    // "AdjustShiftCut", "AlignConcat", ...
+  std::string node;    // the node the rule looked at
+  std::string tensor;  // the tensor whose position changed (its parameter provider)
+  int from = 0, to = 0;
+};
+
+// Changes the power-of-two positions of `plan` (after assign_parameters) so that §9.2's
+// constraints hold on `model`, in §9.3's order, sweeping config.ipu.max_loops times (or until
+// nothing changes), with the sub-options of config.ipu and config.align_*. Weights and biases
+// whose position changes are quantized again from their float values (vai_q_onnx does not: a
+// documented bug). Returns every change made, in order.
+std::vector<IpuAdjustment> apply_ipu_limitations(Plan& plan, const ir::Model& model, const QuantConfig& config);
+
+}  // namespace onnxptq::quant
