@@ -12,5 +12,10 @@ void add_quantize_command(CLI::App& app);
 void add_preprocess_command(CLI::App& app);
 void add_evaluate_command(CLI::App& app);
 void add_compare_command(CLI::App& app);
+void add_check_npu_command(CLI::App& app);
+void add_presets_command(CLI::App& app);
+
+// The exit status of a command that ran but has findings to report (check-npu: 1 for violations).
+int& command_status();
 
 }  // namespace onnxptq::cli

@@ -1,4 +1,5 @@
-// The `onnxptq` command. Exit codes: 0 success, 2 bad input or usage, 1 internal error.
+// The `onnxptq` command. Exit codes: 0 success, 2 bad input or usage, 1 internal error (or, from
+// check-npu, violations found).
 #include <malloc.h>
 
 #include <iostream>
@@ -24,6 +25,8 @@ int main(int argc, char** argv) {
   onnxptq::cli::add_preprocess_command(app);
   onnxptq::cli::add_evaluate_command(app);
   onnxptq::cli::add_compare_command(app);
+  onnxptq::cli::add_check_npu_command(app);
+  onnxptq::cli::add_presets_command(app);
 
   // CLI11 reports an unknown subcommand as a missing one; name it instead.
   std::string known;
@@ -52,5 +55,10 @@ int main(int argc, char** argv) {
     std::cerr << "internal error: " << e.what() << "\n";
     return 1;
   }
-  return 0;
+  return onnxptq::cli::command_status();
+}
+
+int& onnxptq::cli::command_status() {
+  static int status = 0;
+  return status;
 }

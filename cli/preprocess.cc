@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "ir/model.h"
 #include "onnxptq/error.h"
+#include "passes/model_format.h"
 #include "passes/pipeline.h"
 #include "tools/random_inputs.h"
 
@@ -22,6 +23,8 @@ struct PreprocessArgs {
   bool auto_merge = false;
   std::optional<int64_t> int_max;
   bool verbose = false;
+  bool convert_fp16_to_fp32 = false;
+  bool convert_nchw_to_nhwc = false;
   bool save_as_external_data = false;
   bool all_tensors_to_one_file = false;
   std::optional<std::string> external_data_location;
@@ -81,6 +84,11 @@ void preprocess_command(PreprocessArgs a) {
     for (const ir::Value* v : model.graph->fed_inputs()) known = known || v->name() == name;
     if (!known) throw Error("--shape names '" + name + "', which is not an input of the model");
   }
+  // The format conversions first (as quantize_static runs them); what they did or skipped is always said.
+  passes::PassContext converting;
+  if (a.convert_fp16_to_fp32) passes::convert_fp16_to_fp32(model, converting);
+  if (a.convert_nchw_to_nhwc) passes::convert_nchw_to_nhwc(model, converting);
+  for (const std::string& line : converting.log) std::cerr << line << "\n";
   passes::PrepareResult result = passes::prepare(model, a.prepare);
   if (a.verbose)
     for (const std::string& line : result.log) std::cerr << line << "\n";
@@ -115,6 +123,10 @@ void add_preprocess_command(CLI::App& app) {
   cmd->add_flag("--guess-output-rank", a->prepare.guess_output_rank,
                 "Outputs nothing could type get the element type and rank of the node's input 0");
   cmd->add_flag("--verbose,-v", a->verbose, "Print what each pass did");
+  cmd->add_flag("--convert-fp16-to-fp32", a->convert_fp16_to_fp32,
+                "First make a float16 model float32 (tensors, inputs, outputs, Casts)");
+  cmd->add_flag("--convert-nchw-to-nhwc", a->convert_nchw_to_nhwc,
+                "First declare 4-D NCHW image inputs NHWC (a Transpose moved into the graph)");
   cmd->add_flag("--save-as-external-data", a->save_as_external_data,
                 "Write the tensors to a data file beside the model");
   cmd->add_flag("--all-tensors-to-one-file", a->all_tensors_to_one_file,

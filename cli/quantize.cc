@@ -13,6 +13,7 @@
 #include "ir/file_io.h"
 #include "ir/model.h"
 #include "onnxptq/error.h"
+#include "quant/presets.h"
 
 namespace onnxptq::cli {
 namespace {
@@ -34,6 +35,9 @@ struct QuantizeArgs {
   bool quiet = false;
   bool no_optimize_model = false;
   bool include_cle = false;
+  bool convert_fp16_to_fp32 = false, convert_nchw_to_nhwc = false;
+  bool no_include_cle = false;
+  bool enable_dpu = false;
 };
 
 void write_text(const std::string& path, const std::string& text) {
@@ -54,9 +58,13 @@ std::pair<std::string, nlohmann::json> parse_extra_option(const std::string& tex
 
 quant::QuantConfig config_from(const QuantizeArgs& a) {
   quant::QuantConfig c;
-  if (!a.config.empty()) {
+  if (quant::find_preset(a.config)) {
+    quant::apply_preset(c, a.config);  // a preset's name before a file of that name
+  } else if (!a.config.empty()) {
     std::ifstream in(a.config);
-    if (!in) throw Error("cannot read config file '" + a.config + "'");
+    if (!in)
+      throw Error("--config '" + a.config +
+                  "' is neither a preset nor a readable file (presets: " + quant::preset_names() + ")");
     nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
     if (j.is_discarded()) throw Error("config file '" + a.config + "' is not valid JSON");
     try {
@@ -89,6 +97,10 @@ quant::QuantConfig config_from(const QuantizeArgs& a) {
   c.calib.strict = a.strict;
   if (a.no_optimize_model) c.optimize_model = false;
   if (a.include_cle) c.include_cle = true;
+  if (a.convert_fp16_to_fp32) c.convert_fp16_to_fp32 = true;
+  if (a.convert_nchw_to_nhwc) c.convert_nchw_to_nhwc = true;
+  if (a.no_include_cle) c.include_cle = false;  // Quark's presets turn it on
+  if (a.enable_dpu) c.enable_dpu = true;
   return c;
 }
 
@@ -120,9 +132,12 @@ void add_quantize_command(CLI::App& app) {
   cmd->add_option("MODEL", a->model, "Float ONNX model file")->required();
   cmd->add_option("--output,-o", a->output, "Quantized model file to write")->required();
   add_calib_data_options(cmd, a->data);
-  cmd->add_option("--config", a->config, "JSON file with quantize_static's arguments and extra_options (docs/cli.md)");
-  cmd->add_option("--quant-format", a->quant_format,
-                  "QDQ (default), QOperator, VitisQuantFormat.QDQ, VitisQuantFormat.FixNeuron");
+  cmd->add_option("--config", a->config,
+                  "A preset (`onnxptq presets`) or a JSON file with quantize_static's arguments and extra_options; "
+                  "the other options override it (docs/cli.md)");
+  cmd->add_option(
+      "--quant-format", a->quant_format,
+      "QDQ (default), QOperator, VitisQuantFormat.QDQ, VitisQuantFormat.FixNeuron, ExtendedQuantFormat.QDQ");
   cmd->add_option("--calibrate-method", a->calibrate_method,
                   "MinMSE (default), NonOverflow, MinMax, Entropy, Percentile, Distribution, LayerWisePercentile");
   cmd->add_option("--activation-type", a->activation_type, "QInt8 (default), QUInt8, QInt16, QUInt16, ...");
@@ -145,8 +160,19 @@ void add_quantize_command(CLI::App& app) {
   cmd->add_option("--workers", a->workers, "Calibration samples run at once (CalibWorkerNum)");
   cmd->add_flag("--strict", a->strict, "Fail on a calibration sample with NaN or Inf instead of skipping it");
   cmd->add_flag("--quiet", a->quiet, "Print nothing but errors");
-  cmd->add_flag("--include-cle", a->include_cle,
-                "include_cle=True: cross-layer equalization of the float weights before calibration (CLE* extra options)");
+  CLI::Option* include_cle = cmd->add_flag(
+      "--include-cle", a->include_cle,
+      "include_cle=True: cross-layer equalization of the float weights before calibration (CLE* extra options)");
+  cmd->add_flag("--no-include-cle", a->no_include_cle,
+                "include_cle=False, over a --config that turns it on (Quark's presets do)")
+      ->excludes(include_cle);
+  cmd->add_flag("--enable-dpu", a->enable_dpu,
+                "enable_dpu=True: the NPU path (power-of-two QDQ; graph rewrites, QDQ removal before fused "
+                "activations, SimulateDPU; their extra options)");
+  cmd->add_flag("--convert-fp16-to-fp32", a->convert_fp16_to_fp32,
+                "convert_fp16_to_fp32=True: a float16 model made float32 first (float16 samples are widened)");
+  cmd->add_flag("--convert-nchw-to-nhwc", a->convert_nchw_to_nhwc,
+                "convert_nchw_to_nhwc=True: 4-D NCHW image inputs declared NHWC first (NCHW samples are transposed)");
   cmd->add_flag("--no-optimize-model", a->no_optimize_model,
                 "optimize_model=False: quantize the model as given, without `onnxptq preprocess`'s passes");
   cmd->callback([a] { quantize_command(*a); });

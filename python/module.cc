@@ -14,6 +14,7 @@
 #include "calib/data_reader.h"
 #include "ir/model.h"
 #include "onnxptq/error.h"
+#include "quant/presets.h"
 #include "quant/quantize.h"
 #include "tools/evaluate.h"
 
@@ -326,6 +327,19 @@ void check_config(const std::string& config_json) {
   quant::check_config(config);
 }
 
+// The preset table (src/quant/presets.h): [{"name", "description", "config": JSON text}, ...].
+py::list presets() {
+  py::list out;
+  for (const quant::Preset& p : quant::presets()) {
+    py::dict d;
+    d["name"] = p.name;
+    d["description"] = p.description;
+    d["config"] = p.config.dump();
+    out.append(d);
+  }
+  return out;
+}
+
 py::dict evaluate(const std::string& baseline, const std::string& quantized) {
   tools::EvaluateReport report;
   {
@@ -347,5 +361,6 @@ PYBIND11_MODULE(_core, m) {
         py::arg("reader"), py::arg("config_json"), py::arg("random_shapes"), py::arg("random_ranges"),
         py::arg("external_data"), py::arg("log_progress"), py::arg("calib_size"));
   m.def("check_config", &onnxptq::python::check_config, py::arg("config_json"));
+  m.def("presets", &onnxptq::python::presets);
   m.def("evaluate", &onnxptq::python::evaluate, py::arg("baseline"), py::arg("quantized"));
 }

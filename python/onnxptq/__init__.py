@@ -209,12 +209,6 @@ def quantize_static(model_input,
         include_cle = include_cle or inclue_cle
     if fp16_fp32_convert is not None:
         convert_fp16_to_fp32 = convert_fp16_to_fp32 or fp16_fp32_convert
-    if enable_dpu:
-        raise _unbuilt("enable_dpu=True", "the NPU path (graph rewrites, DPU simulation, NPU limitation checks)")
-    if convert_fp16_to_fp32:
-        raise _unbuilt("convert_fp16_to_fp32=True", "float16 to float32 model conversion")
-    if convert_nchw_to_nhwc:
-        raise _unbuilt("convert_nchw_to_nhwc=True", "NCHW to NHWC input conversion")
     config = {
         "quant_format": _format_name(quant_format),
         "calibrate_method": _enum_name(calibrate_method, "calibrate_method", _METHOD_CLASSES),
@@ -230,6 +224,9 @@ def quantize_static(model_input,
         "execution_providers": _names(execution_providers, "execution_providers"),
         "optimize_model": bool(optimize_model),
         "include_cle": bool(include_cle),
+        "enable_dpu": bool(enable_dpu),
+        "convert_fp16_to_fp32": bool(convert_fp16_to_fp32),
+        "convert_nchw_to_nhwc": bool(convert_nchw_to_nhwc),
     }
     return _run(model_input, model_output, calibration_data_reader, config, extra_options,
                 random_data_reader_input_shape, use_external_data_format, print_summary, debug_mode)

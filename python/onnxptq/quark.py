@@ -2,11 +2,10 @@
 get_default_config (shared/spec/quark_onnx.md §1.1, §1.2, §2.2).
 
 A configuration whose feature the core lacks (the NPU paths, CLE, fast finetune, BFP/MX types,
-...) raises onnxptq.Error naming it, when the preset is asked for or when the model is
-quantized; nothing is silently left out. See docs/python.md.
+...) raises onnxptq.Error naming it when the model is quantized (get_default_config returns
+every preset, as Quark does); nothing is silently left out. See docs/python.md.
 """
 
-import copy
 import dataclasses
 import enum
 import json
@@ -94,13 +93,10 @@ class Config:
 # Switches whose algorithm the core does not have yet: field -> what is missing.
 _UNBUILT_FLAGS = {
     "use_dynamic_quant": "dynamic quantization (quantize_dynamic)",
-    "convert_fp16_to_fp32": "float16 to float32 model conversion",
-    "convert_nchw_to_nhwc": "NCHW to NHWC input conversion",
     "include_sq": "SmoothQuant",
     "include_rotation": "QuaRot rotation",
     "include_auto_mp": "automatic mixed precision",
     "include_fast_ft": "fast finetune (AdaRound, AdaQuant)",
-    "enable_npu_cnn": "the NPU CNN path (XINT8 graph rewrites, DPU simulation, NPU limitation checks)",
     "enable_npu_transformer": "the NPU transformer path",
     "specific_tensor_precision": "per-tensor precision overrides (MixedPrecisionTensor)",
     "crypto_mode": "crypto mode (models kept in memory only)",
@@ -114,21 +110,8 @@ _RENAMED_OPTIONS = {
     "MinMSEModePof2Scale": "MinMSEMode",
 }
 
-# Quark's extra_options of features the core does not have yet (the core names the others).
+# Quark's extra_options the core does not know (the core itself names the features it lacks).
 _UNBUILT_OPTIONS = {
-    "FoldRelu": "folding Relu/Clip into the quantized producer (FoldRelu)",
-    "AlignEltwiseQuantType": "activation types for elementwise weights (AlignEltwiseQuantType)",
-    "AlignSlice": "scale alignment (AlignSlice)",
-    "AlignConcat": "scale alignment (AlignConcat)",
-    "QuantizeAllOpTypes": "quantizing every op type (QuantizeAllOpTypes)",
-    "Int32Bias": "the Int32Bias switch",
-    "Int16Bias": "int16 biases (Int16Bias)",
-    "DedicateDQNode": "one DequantizeLinear per consumer (DedicateDQNode)",
-    "BFPAttributes": "BFP data types",
-    "MXAttributes": "MX data types",
-    "UseMatMulNBits": "MatMulNBits weight-only quantization",
-    "FastFinetune": "fast finetune (AdaRound, AdaQuant)",
-    "AutoMixprecision": "automatic mixed precision",
     "UseRandomData": "the UseRandomData switch (pass no calibration_data_reader instead)",
     "TensorQuantOverrides": "per-tensor quantization overrides (TensorQuantOverrides)",
     "CalibPassthroughOpTypes": "calibration passthrough op types",
@@ -147,15 +130,13 @@ def _check(config, what):
     if config.subgraphs_to_exclude:
         raise _unbuilt(f"{what}subgraphs_to_exclude", "excluding subgraphs")
     for key in config.extra_options:
-        if key in _UNBUILT_OPTIONS and not (key == "AlignSlice" and config.extra_options[key] is False):
+        if key in _UNBUILT_OPTIONS:
             raise _unbuilt(f"{what}extra option {key}", _UNBUILT_OPTIONS[key])
 
 
 def _core_config(config):
     extra = {}
     for key, value in config.extra_options.items():
-        if key == "AlignSlice" and value is False:
-            continue  # switching off an alignment the core never does
         if key in ("CalibDataSize", "RandomDataReaderInputShape"):
             continue  # arguments of the readers, not extra options of the core
         extra[_RENAMED_OPTIONS.get(key, key)] = value
@@ -174,103 +155,56 @@ def _core_config(config):
         "execution_providers": _names(config.execution_providers, "execution_providers"),
         "optimize_model": bool(config.optimize_model),
         "include_cle": bool(config.include_cle),
+        "enable_dpu": bool(config.enable_npu_cnn),  # Quark's XINT8 quantizer is vai_q_onnx's dpu quantizer
+        "convert_fp16_to_fp32": bool(config.convert_fp16_to_fp32),
+        "convert_nchw_to_nhwc": bool(config.convert_nchw_to_nhwc),
     }, extra
 
 
-_FQNIC = {"ForceQuantizeNoInputCheck": True}
-_A8W8_EXTRA = {"ActivationSymmetric": True, **_FQNIC, "AlignSlice": False, "FoldRelu": True, "AlignConcat": True}
-_ADAROUND = {"DataSize": 1000, "FixedSeed": 1705472343, "BatchSize": 2, "NumIterations": 1000, "LearningRate": 0.1,
-             "OptimAlgorithm": "adaround", "OptimDevice": "cpu", "InferDevice": "cpu", "EarlyStop": True}
-_ADAQUANT = dict(_ADAROUND, LearningRate=1e-5, OptimAlgorithm="adaquant")
+# The presets are the core's table (src/quant/presets.h, `onnxptq presets`), written in the core's
+# JSON config; these turn it back into Quark's names.
+_QUARK_OPTION_NAMES = {core: quark for quark, core in _RENAMED_OPTIONS.items()}
+_QUARK_FIELDS = {"enable_dpu": "enable_npu_cnn"}
+_METHODS = {m.name: m for cls in (CalibrationMethod, PowerOfTwoMethod, LayerWiseMethod) for m in cls}
+_FORMAT_ENUMS = {"QuantFormat": QuantFormat, "VitisQuantFormat": VitisQuantFormat,
+                 "ExtendedQuantFormat": ExtendedQuantFormat}
+_TYPE_ENUMS = {"QuantType": QuantType, "VitisQuantType": VitisQuantType, "ExtendedQuantType": ExtendedQuantType}
 
 
-def _preset(fmt, method, act, wgt, extra, **fields):
-    return dict(quant_format=fmt, calibrate_method=method, activation_type=act, weight_type=wgt, extra_options=extra,
-                **fields)
+def _member(text, enums, default_class):
+    """"ExtendedQuantType.QInt16" -> ExtendedQuantType.QInt16; a bare name is a member of default_class."""
+    cls, _, name = text.rpartition(".")
+    return getattr(enums[cls or default_class], name)
 
 
-_EQDQ = ExtendedQuantFormat.QDQ
-_MINMAX = CalibrationMethod.MinMax
-_PERCENTILE = CalibrationMethod.Percentile
-_U8, _S8 = QuantType.QUInt8, QuantType.QInt8
-_U16, _S16 = ExtendedQuantType.QUInt16, ExtendedQuantType.QInt16
-
-# DefaultConfigMapping (quark_onnx.md §2.2).
-_PRESETS = {
-    "XINT8": _preset(QuantFormat.QDQ, PowerOfTwoMethod.MinMSE, _U8, _S8, {"ActivationSymmetric": True, **_FQNIC},
-                     enable_npu_cnn=True),
-    "S8S8_AAWS": _preset(QuantFormat.QDQ, _PERCENTILE, _S8, _S8, {"Percentile": 99.9999, **_FQNIC}),
-    "U8S8_AAWS": _preset(QuantFormat.QDQ, _PERCENTILE, _U8, _S8, dict(_FQNIC)),
-    "U8U8_AAWA": _preset(QuantFormat.QDQ, _PERCENTILE, _U8, _U8,
-                         {"ActivationSymmetric": False, "WeightSymmetric": False, **_FQNIC}),
-    "S16S8_ASWS": _preset(_EQDQ, _PERCENTILE, _S16, _S8, {"ActivationSymmetric": True, **_FQNIC}),
-    "U16S8_AAWS": _preset(_EQDQ, _PERCENTILE, _U16, _S8, dict(_FQNIC)),
-    "A8W8": _preset(_EQDQ, _MINMAX, _S8, _S8, dict(_A8W8_EXTRA)),
-    "A16W8": _preset(_EQDQ, _MINMAX, _S16, _S8, dict(_A8W8_EXTRA, AlignEltwiseQuantType=True)),
-    "FP16": _preset(_EQDQ, _MINMAX, ExtendedQuantType.QFloat16, ExtendedQuantType.QFloat16, dict(_FQNIC)),
-    "BF16": _preset(_EQDQ, _MINMAX, ExtendedQuantType.QBFloat16, ExtendedQuantType.QBFloat16,
-                    {"QuantizeAllOpTypes": True, **_FQNIC}),
-    "INT8_CNN_DEFAULT": _preset(QuantFormat.QDQ, _MINMAX, _U8, _S8, dict(_FQNIC)),
-    "INT16_CNN_DEFAULT": _preset(_EQDQ, _MINMAX, _U16, _S16, dict(_FQNIC)),
-    "INT8_TRANSFORMER_DEFAULT": _preset(QuantFormat.QDQ, _MINMAX, _U8, _S8, {"CalibMovingAverage": True},
-                                        enable_npu_transformer=True),
-    "INT16_TRANSFORMER_DEFAULT": _preset(_EQDQ, _MINMAX, _U16, _S16, {"CalibMovingAverage": True},
-                                         enable_npu_transformer=True),
-    "INT8_CNN_ACCURATE": _preset(QuantFormat.QDQ, _PERCENTILE, _U8, _S8,
-                                 {"Percentile": 99.9999, **_FQNIC, "FastFinetune": _ADAROUND}, include_fast_ft=True),
-    "INT16_CNN_ACCURATE": _preset(_EQDQ, _PERCENTILE, _U16, _S16,
-                                  {"Percentile": 99.9999, **_FQNIC, "FastFinetune": _ADAROUND}, include_fast_ft=True),
-    "INT8_TRANSFORMER_ACCURATE": _preset(QuantFormat.QDQ, _PERCENTILE, _U8, _S8,
-                                         {"Percentile": 99.9999, "FastFinetune": _ADAROUND},
-                                         include_fast_ft=True, enable_npu_transformer=True),
-    "INT16_TRANSFORMER_ACCURATE": _preset(_EQDQ, _PERCENTILE, _U16, _S16,
-                                          {"Percentile": 99.9999, "FastFinetune": _ADAROUND},
-                                          include_fast_ft=True, enable_npu_transformer=True),
-    "UINT8_DYNAMIC_QUANT": _preset(QuantFormat.QDQ, _MINMAX, _U8, _U8, {}, use_dynamic_quant=True),
-}
-for _name in ("XINT8", "S8S8_AAWS", "U8S8_AAWS", "S16S8_ASWS", "A8W8", "A16W8", "U16S8_AAWS"):
-    for _suffix, _params in (("_ADAROUND", _ADAROUND), ("_ADAQUANT", _ADAQUANT)):
-        _p = copy.deepcopy(_PRESETS[_name])
-        _p["extra_options"]["FastFinetune"] = dict(_params)
-        _p["include_fast_ft"] = True
-        _PRESETS[_name + _suffix] = _p
-for _name in ("FP16", "BF16"):
-    _p = copy.deepcopy(_PRESETS[_name])
-    _p["extra_options"]["FastFinetune"] = dict(_ADAQUANT)
-    _p["include_fast_ft"] = True
-    _PRESETS[_name + "_ADAQUANT"] = _p
-
-# Presets of data types and algorithms the core has no part of yet: name -> what is missing.
-_UNBUILT_PRESETS = {name: "BFP and MX data types" for name in (
-    "BFP16", "MX4", "MX6", "MX9", "MXFP8E5M2", "MXFP8E4M3", "MXFP6E3M2", "MXFP6E2M3", "MXFP4E2M1", "MXINT8",
-    "BF16_BFP16", "BF16_MXINT8", "MX9_INT8")}
-_UNBUILT_PRESETS.update({name + "_ADAQUANT": "BFP and MX data types" for name in list(_UNBUILT_PRESETS)})
-_UNBUILT_PRESETS.update({
-    "VINT8": "the VAIML compiler's graph rewrites (ConvertBNToConv, ConvertClipToRelu, ...)",
-    "S16S16_MIXED_S8S8": "automatic mixed precision",
-    "BF16_MIXED_BFP16": "automatic mixed precision and BFP data types",
-    "BF16_MIXED_BFP16_ADAQUANT": "automatic mixed precision and BFP data types",
-    "BF16_MIXED_MXINT8": "automatic mixed precision and MX data types",
-    "BF16_MIXED_MXINT8_ADAQUANT": "automatic mixed precision and MX data types",
-    "MATMUL_NBITS": "MatMulNBits weight-only quantization",
-})
+def _quark_config(core_config):
+    fields = {}
+    for key, value in core_config.items():
+        if key == "quant_format":
+            fields[key] = _member(value, _FORMAT_ENUMS, "QuantFormat")
+        elif key == "calibrate_method":
+            fields[key] = _METHODS[value]
+        elif key in ("activation_type", "weight_type"):
+            fields[key] = _member(value, _TYPE_ENUMS, "QuantType")
+        elif key == "extra_options":
+            fields[key] = {_QUARK_OPTION_NAMES.get(k, k): v for k, v in value.items()}
+        else:
+            fields[_QUARK_FIELDS.get(key, key)] = value
+    return QuantizationConfig(**fields)
 
 
 def get_default_config(name):
-    """The preset `name` as a new QuantizationConfig. ValueError for an unknown name;
-    onnxptq.Error naming the missing part for a preset the core cannot run yet."""
-    if name in _UNBUILT_PRESETS:
-        raise _unbuilt(f"preset {name}", _UNBUILT_PRESETS[name])
-    if name not in _PRESETS:
-        raise ValueError(f"unknown preset '{name}' (known: {', '.join(sorted(_PRESETS))})")
-    config = QuantizationConfig(**copy.deepcopy(_PRESETS[name]))
-    _check(config, f"preset {name}: ")
-    core, extra = _core_config(config)
-    try:
-        _core.check_config(json.dumps(dict(core, extra_options=extra), default=_json_value))
-    except Error as e:
-        raise Error(f"preset {name}: {e}") from None
-    return config
+    """The preset `name` as a new QuantizationConfig, with Quark's field and extra option names:
+    Quark's DefaultConfigMapping (quark_onnx.md §2.2) and the vai_q_onnx guide's recommended
+    configurations (VAI_CNN_NPU, VAI_CNN_NPU_CLE, VAI_TRANSFORMER_NPU, VAI_CNN_CPU), from the core's
+    table (`onnxptq presets`). ValueError for an unknown name. A preset that needs a part onnxptq
+    does not have yet is returned all the same, as Quark returns it, so that a script may change
+    it (seed 002 does so with XINT8); ModelQuantizer.quantize_model raises onnxptq.Error naming
+    the missing part."""
+    table = {p["name"]: p for p in _core.presets()}
+    if name not in table:
+        raise ValueError(f"unknown preset '{name}' (presets: {', '.join(table)})")
+    return _quark_config(json.loads(table[name]["config"]))
 
 
 class ModelQuantizer:

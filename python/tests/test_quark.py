@@ -54,17 +54,6 @@ quantizer.quantize_model(float_model_path, quantized_model_path, calib_data_read
 '''
 
 
-def test_seed_a8w8_script_names_the_missing_parts(tmp_path):
-    write_samples(tmp_path / "calib", (1, 3, 224, 224), 1)
-    proc = run_python(SEED_A8W8.replace("PRESET", "A8W8"), real_model("resnet18"), tmp_path / "q.onnx",
-                      tmp_path / "calib")
-    assert proc.returncode != 0
-    last = proc.stderr.strip().splitlines()[-1]
-    assert last.startswith("onnxptq._core.Error: preset A8W8: extra option FoldRelu:"), last
-    assert "not built" in last
-    assert not (tmp_path / "q.onnx").exists()
-
-
 @pytest.mark.parametrize("preset,cli_options", [
     # quark_onnx.md §2.2: QDQ, Percentile, u8/s8, ForceQuantizeNoInputCheck.
     ("U8S8_AAWS", ["--calibrate-method", "Percentile", "--activation-type", "QUInt8", "--weight-type", "QInt8",
@@ -118,44 +107,14 @@ def test_presets_follow_the_spec_table():
     assert "X" not in b.extra_options
 
 
-@pytest.mark.parametrize("preset,missing", [
-    ("XINT8", "enable_npu_cnn"),
-    ("A8W8", "FoldRelu"),
-    ("A16W8", "FoldRelu"),
-    ("BF16", "QuantizeAllOpTypes"),
-    ("INT8_TRANSFORMER_DEFAULT", "enable_npu_transformer"),
-    ("U8S8_AAWS_ADAROUND", "include_fast_ft"),
-    ("INT8_CNN_ACCURATE", "include_fast_ft"),
-    ("BFP16", "BFP"),
-    ("UINT8_DYNAMIC_QUANT", "use_dynamic_quant"),
-])
-def test_presets_needing_unbuilt_parts_name_them(preset, missing):
-    with pytest.raises(onnxptq.Error) as error:
-        quark.get_default_config(preset)
-    assert preset in str(error.value) and missing in str(error.value) and "not built" in str(error.value)
-
-
 def test_unknown_preset_is_a_value_error():
     with pytest.raises(ValueError, match="unknown preset 'NOPE'"):
         quark.get_default_config("NOPE")
 
 
-@pytest.mark.parametrize("preset", ["U16S8_AAWS", "S16S8_ASWS", "INT16_CNN_DEFAULT", "FP16"])
-def test_extended_format_presets_carry_the_cores_refusal(tiny_model, tmp_path, preset):
-    # ExtendedQuantFormat.QDQ (com.amd.quark ops) reaches the core by its name; the core says
-    # whether it writes it, in the words `onnxptq quantize --quant-format` prints.
-    expected = run_cli("quantize", tiny_model, "-o", tmp_path / "cli.onnx", "--random", "1", "--quant-format",
-                       "ExtendedQuantFormat.QDQ", check=False)
-    assert expected.returncode == 2
-    with pytest.raises(onnxptq.Error) as error:
-        quark.get_default_config(preset)
-    assert str(error.value) == f"preset {preset}: " + expected.stderr.strip()[len("error: "):]
-    assert "ExtendedQuantFormat.QDQ" in str(error.value)
-
-
 def test_unbuilt_fields_and_options_raise_at_quantize(tiny_model, tmp_path):
-    for change in (dict(enable_npu_cnn=True), dict(extra_op_types_to_quantize=["Relu"]),
-                   dict(extra_options={"FoldRelu": True})):
+    for change in (dict(extra_op_types_to_quantize=["Relu"]),
+                   dict(extra_options={"BFPAttributes": {}})):
         q = dataclasses.replace(quark.QuantizationConfig(), **change)
         with pytest.raises(onnxptq.Error, match="not built"):
             quark.ModelQuantizer(quark.Config(global_quant_config=q)).quantize_model(tiny_model,

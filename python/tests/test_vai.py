@@ -132,7 +132,7 @@ def cli_error(*args):
 @pytest.mark.parametrize("key,value,cli_value", [
     ("NoSuchOption", True, "true"),
     ("CLESteps", 1.5, "1.5"),
-    ("AlignConcat", True, "true"),
+    ("FastFinetune", True, "true"),
     ("CalibMovingAverage", "yes", "yes"),
 ])
 def test_extra_option_errors_are_the_cores_messages(tiny_model, tmp_path, key, value, cli_value):
@@ -151,13 +151,14 @@ def test_unsupported_execution_provider_is_the_cores_message(tiny_model, tmp_pat
                                    execution_providers=["CUDAExecutionProvider"])
 
 
-@pytest.mark.parametrize("argument", ["enable_dpu", "convert_fp16_to_fp32", "convert_nchw_to_nhwc",
-                                      "fp16_fp32_convert"])
-def test_unbuilt_switches_raise_naming_themselves(tiny_model, tmp_path, argument):
-    with pytest.raises(onnxptq.Error) as error:
-        vai_q_onnx.quantize_static(tiny_model, str(tmp_path / "q.onnx"), None, **{argument: True})
-    name = {"fp16_fp32_convert": "convert_fp16_to_fp32"}.get(argument, argument)
-    assert name in str(error.value) and "not built" in str(error.value)
+def test_enable_dpu_reaches_the_core(tiny_model, tmp_path):
+    # The dpu quantizer's constraint (ActivationSymmetric) is the core's; with it the model is written.
+    with pytest.raises(onnxptq.Error, match="enable_dpu: ActivationSymmetric"):
+        vai_q_onnx.quantize_static(tiny_model, str(tmp_path / "q.onnx"), None, enable_dpu=True)
+    vai_q_onnx.quantize_static(tiny_model, str(tmp_path / "q.onnx"), None, enable_dpu=True,
+                               activation_type=vai_q_onnx.QuantType.QUInt8,
+                               extra_options={"ActivationSymmetric": True}, print_summary=False)
+    assert (tmp_path / "q.onnx").exists()
 
 
 def test_extra_options_reach_the_core(tiny_model, tmp_path):
@@ -201,6 +202,34 @@ def test_random_reader_with_seed_shape_forms(tmp_path):
     with pytest.raises(onnxptq.Error, match="random_data_reader_input_shape"):
         vai_q_onnx.quantize_static(str(model), str(tmp_path / "bad.onnx"), None,
                                    random_data_reader_input_shape={"nope": [1, 2, 3, 3]})
+
+
+@pytest.mark.parametrize("argument,cli_flag", [("convert_fp16_to_fp32", "--convert-fp16-to-fp32"),
+                                               ("fp16_fp32_convert", "--convert-fp16-to-fp32"),
+                                               ("convert_nchw_to_nhwc", "--convert-nchw-to-nhwc")])
+def test_format_conversions_are_the_clis(tiny_model, tmp_path, argument, cli_flag):
+    import onnx
+    from onnx import TensorProto, numpy_helper
+    model, dtype = tiny_model, np.float32
+    if cli_flag == "--convert-fp16-to-fp32":  # a float16 copy of the tiny model, fed float16 samples
+        m = onnx.load(tiny_model)
+        for i, t in enumerate(m.graph.initializer):
+            m.graph.initializer[i].CopyFrom(numpy_helper.from_array(numpy_helper.to_array(t).astype(np.float16), t.name))
+        for v in list(m.graph.input) + list(m.graph.output):
+            v.type.tensor_type.elem_type = TensorProto.FLOAT16
+        model, dtype = str(tmp_path / "fp16.onnx"), np.float16
+        onnx.save(m, model)
+    write_samples(tmp_path / "calib", (1, 3, 8, 8), 2, dtype=dtype)  # NCHW samples, transposed for NHWC
+    run_cli("quantize", model, "-o", tmp_path / "cli.onnx", "--calib-data", tmp_path / "calib",
+            "--calibrate-method", "MinMax", cli_flag, "--quiet")
+    vai_q_onnx.quantize_static(model, str(tmp_path / "py.onnx"), FolderReader(tmp_path / "calib", "x"),
+                               calibrate_method=vai_q_onnx.CalibrationMethod.MinMax, print_summary=False,
+                               **{argument: True})
+    assert (tmp_path / "py.onnx").read_bytes() == (tmp_path / "cli.onnx").read_bytes()
+    x = onnx.load(str(tmp_path / "py.onnx")).graph.input[0].type.tensor_type
+    assert x.elem_type == TensorProto.FLOAT
+    dims = [d.dim_value for d in x.shape.dim]
+    assert dims == ([1, 8, 8, 3] if argument == "convert_nchw_to_nhwc" else [1, 3, 8, 8])
 
 
 def test_optimize_model_false_is_the_clis_no_optimize_model(tiny_model, tmp_path):

@@ -12,7 +12,7 @@ namespace onnxptq::passes {
 bool convert_avg_pool_to_dpu_version(ir::Model& model, PassContext& context) {
   size_t scaled = 0;
   for (ir::Node* node : nodes_in_order(*model.graph)) {
-    if (!node->output(0) || !node->input(0)) continue;
+    if (!node->output(0) || !node->input(0) || !context.should_quantize(*node)) continue;
     int64_t kh = 0, kw = 0;
     if (is_op(node, "AveragePool")) {
       std::vector<int64_t> kernel = node->attr_ints("kernel_shape", {});

@@ -18,6 +18,7 @@ bool convert_bn_to_conv(ir::Model& model, PassContext& context) {
   for (ir::Node* bn : nodes_in_order(graph)) {
     if (!is_op(bn, "BatchNormalization") || bn->inputs().size() != 5 || !bn->output(0) || !bn->input(0)) continue;
     if (bn->outputs().size() > 1 && bn->output(1)) continue;  // training mode: running statistics
+    if (!context.should_quantize(*bn)) continue;  // vai_q_onnx's should_quantize_node (dpu.h)
     if (bn->attr_int("training_mode", 0) != 0 || !bn->find_attribute("epsilon")) continue;
     if (model.opset("") < 9 && bn->attr_int("spatial", 1) != 1) continue;
     const ir::ValueType& type = bn->input(0)->type;

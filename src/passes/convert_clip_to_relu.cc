@@ -28,7 +28,7 @@ bool convert_clip_to_relu(ir::Model& model, PassContext& context) {
   bool attributes = model.opset("") < 11;
   size_t converted = 0;
   for (ir::Node* clip : nodes_in_order(graph)) {
-    if (!is_op(clip, "Clip") || !clip->input(0) || !clip->output(0)) continue;
+    if (!is_op(clip, "Clip") || !clip->input(0) || !clip->output(0) || !context.should_quantize(*clip)) continue;
     std::optional<float> min;
     if (attributes) {
       if (clip->find_attribute("min")) min = clip->attr_float("min", 0.0f);

@@ -17,6 +17,7 @@ bool convert_hard_sigmoid_to_dpu_version(ir::Model& model, PassContext& context)
   size_t scaled = 0;
   for (ir::Node* node : nodes_in_order(*model.graph)) {
     if (!is_op(node, "HardSigmoid") || !node->output(0) || !node->find_attribute("alpha")) continue;
+    if (!context.name_selected(*node)) continue;  // the name filters only, as vai_q_onnx
     if (std::fabs(node->attr_float("alpha", 0.2f) - 1.0 / 6.0) >= 1e-6) continue;
     if (node->find_attribute("beta") && std::fabs(node->attr_float("beta", 0.5f) - 0.5) >= 1e-6) continue;
     if (has_dpu_scale(node, k)) continue;

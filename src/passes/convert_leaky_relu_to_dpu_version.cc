@@ -13,7 +13,7 @@ namespace onnxptq::passes {
 bool convert_leaky_relu_to_dpu_version(ir::Model& model, PassContext& context) {
   size_t changed = 0;
   for (ir::Node* node : nodes_in_order(*model.graph)) {
-    if (!is_op(node, "LeakyRelu") || !node->find_attribute("alpha")) continue;
+    if (!is_op(node, "LeakyRelu") || !node->find_attribute("alpha") || !context.should_quantize(*node)) continue;
     float alpha = node->attr_float("alpha", 0.01f);
     float dpu = static_cast<float>(std::nearbyint(static_cast<double>(alpha) * 256.0) / 256.0);
     if (dpu == alpha) continue;

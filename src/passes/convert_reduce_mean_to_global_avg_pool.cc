@@ -14,6 +14,7 @@ bool convert_reduce_mean_to_global_avg_pool(ir::Model& model, PassContext& conte
   size_t converted = 0;
   for (ir::Node* node : nodes_in_order(graph)) {
     if (!is_op(node, "ReduceMean") || !node->input(0) || !node->output(0)) continue;
+    if (!context.should_quantize(*node)) continue;
     std::optional<std::vector<int64_t>> axes;
     if (node->find_attribute("axes")) {
       axes = node->attr_ints("axes", {});

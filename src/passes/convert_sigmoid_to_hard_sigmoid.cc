@@ -10,7 +10,7 @@ namespace onnxptq::passes {
 bool convert_sigmoid_to_hard_sigmoid(ir::Model& model, PassContext& context) {
   size_t converted = 0;
   for (ir::Node* node : nodes_in_order(*model.graph)) {
-    if (!is_op(node, "Sigmoid")) continue;
+    if (!is_op(node, "Sigmoid") || !context.should_quantize(*node)) continue;
     node->op_type = "HardSigmoid";
     node->domain.clear();
     node->attributes.clear();

@@ -79,6 +79,7 @@ bool convert_softmax_to_dpu_version(ir::Model& model, PassContext& context) {
   size_t converted = 0;
   for (ir::Node* softmax : nodes_in_order(graph)) {
     if (!is_op(softmax, "Softmax") || !softmax->input(0) || !softmax->output(0)) continue;
+    if (!context.should_quantize(*softmax)) continue;
     const ir::ValueType& type = softmax->input(0)->type;
     if (type.is_tensor() && type.elem_type != ir::DataType::Float) continue;
     int64_t axis = softmax->attr_int("axis", opset >= 13 ? -1 : 1);

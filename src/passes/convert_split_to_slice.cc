@@ -28,6 +28,7 @@ bool convert_split_to_slice(ir::Model& model, PassContext& context) {
   size_t converted = 0;
   for (ir::Node* split : nodes_in_order(graph)) {
     if (!is_op(split, "Split") || !split->input(0) || split->inputs().size() > 2) continue;
+    if (!context.should_quantize(*split)) continue;
     std::optional<std::vector<int64_t>> sizes;
     if (split->inputs().size() == 2 && split->input(1)) {
       sizes = constant_ints(split->input(1));

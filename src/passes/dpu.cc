@@ -65,6 +65,21 @@ const std::vector<DpuPassOption>& dpu_pass_options() {
   return options;
 }
 
+std::vector<std::string> run_dpu_passes(const std::vector<PassInfo>& passes, ir::Model& model,
+                                        const std::map<std::string, bool>& switches, PassContext& context) {
+  std::vector<std::string> changed;
+  for (const PassInfo& pass : passes) {
+    bool on = false;
+    for (const DpuPassOption& o : dpu_pass_options())
+      if (std::string(o.pass) == pass.name) {
+        auto it = switches.find(o.option);
+        on = it != switches.end() ? it->second : o.default_value;
+      }
+    if (on && pass.run(model, context)) changed.push_back(pass.name);
+  }
+  return changed;
+}
+
 double dpu_division_factor(int64_t count) {
   double rec = static_cast<double>(count);
   int64_t n_max = 7 + static_cast<int64_t>(std::ceil(std::log2(rec)));

@@ -1,21 +1,23 @@
 // The enable_dpu graph rewrites and the SimulateDPU transforms (shared/spec/vai_q_onnx.md §6, §7.1,
 // §8), one file each, the lists that run them in the spec's order, and the helpers they share.
 //
-// Differences from vai_q_onnx that every pass here shares:
-// - vai_q_onnx applies the §6/§7.1/§8 rewrites (but not the two fusions) only to nodes passing its
-//   should_quantize_node (op_types_to_quantize, nodes_to_quantize, nodes_to_exclude). A pass has no
-//   such filter (PassContext carries none): these rewrite every node that matches.
+// Where they run (quant::quantize_static with enable_dpu, shared/spec/vai_q_onnx.md §2):
+// - Node filter: as vai_q_onnx, the §6/§7.1/§8 rewrites (but not the two fusions, fuse_instance_norm
+//   and fuse_l2_norm, which match any nodes) touch only nodes passing PassContext::should_quantize
+//   (op_types_to_quantize, nodes_to_quantize, nodes_to_exclude; ConvertHardSigmoidToDPUVersion uses
+//   the name filters only). A default PassContext has empty filters: every node that matches.
+// - §6 runs in the preparation (quant::prepare_float_model), so `onnxptq calibrate` sees the same model.
 // - §8 runs in vai_q_onnx on the quantized QDQ graph. Here the transforms rewrite the float graph
-//   (the constants go into float ops) and a quantization run afterwards puts Q/DQ around them. To
-//   place them as vai_q_onnx does, run dpu_simulation_passes after calibration, before the plan is
-//   made: every rewritten node keeps its output name, so the calibrated range of that tensor still
-//   applies to it (vai_q_onnx's Q on "<out>" keeps the position calibrated on the unscaled value
-//   and quantizes the scaled one). The "<out>_Mul" values that insert_dpu_scale makes between an op
-//   and its Mul have no Q/DQ in vai_q_onnx: the plan must leave them float. Run before calibration,
-//   the ranges would be measured on the DPU versions instead (LeakyRelu slope, HardSigmoid in place
-//   of Sigmoid, scaled pools).
+//   (the constants go into float ops) after calibration and after the plan is made, before its
+//   parameters: every rewritten node keeps its output name, so the plan's tensors all still exist
+//   and the calibrated range of a tensor still applies to it (vai_q_onnx's Q on "<out>" keeps the
+//   position calibrated on the unscaled value and quantizes the scaled one). The "<out>_Mul" values
+//   that insert_dpu_scale makes between an op and its Mul are not in the plan: they stay float, as
+//   in vai_q_onnx. Run before calibration, the ranges would be measured on the DPU versions instead
+//   (LeakyRelu slope, HardSigmoid in place of Sigmoid, scaled pools).
 #pragma once
 
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -57,6 +59,12 @@ struct DpuPassOption {
   bool default_value;
 };
 const std::vector<DpuPassOption>& dpu_pass_options();
+
+// Runs the passes of `passes` (one of the lists above) in order, each once, whose option is on:
+// `switches` maps an option key ("ConvertSplitToSlice") to on/off; a key not in it has its
+// default. Returns the names of the passes that changed the model.
+std::vector<std::string> run_dpu_passes(const std::vector<PassInfo>& passes, ir::Model& model,
+                                        const std::map<std::string, bool>& switches, PassContext& context);
 
 // §8.4/§8.5: the factor by which the DPU's shift-based division by `count` differs from a true
 // division: c/2^n * count with c = round_half_even(2^n / count) for the first n in

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,19 @@ struct PassContext {
   std::map<std::string, std::vector<int64_t>> input_shapes;
   bool verbose = false;
   std::vector<std::string> log;
+
+  // vai_q_onnx's should_quantize_node, for the enable_dpu rewrites (dpu.h): a node is rewritten
+  // only when its op type is in op_types_to_quantize (empty: any), its name in nodes_to_quantize
+  // (empty: any) and not in nodes_to_exclude.
+  std::set<std::string> op_types_to_quantize, nodes_to_quantize, nodes_to_exclude;
+  bool should_quantize(const ir::Node& node) const {
+    return (op_types_to_quantize.empty() || op_types_to_quantize.count(node.op_type)) &&
+           (nodes_to_quantize.empty() || nodes_to_quantize.count(node.name)) && !nodes_to_exclude.count(node.name);
+  }
+  // The name filters only (vai_q_onnx's ConvertHardSigmoidToDPUVersion looks at no op type).
+  bool name_selected(const ir::Node& node) const {
+    return (nodes_to_quantize.empty() || nodes_to_quantize.count(node.name)) && !nodes_to_exclude.count(node.name);
+  }
 };
 
 using PassFunction = bool (*)(ir::Model& model, PassContext& context);

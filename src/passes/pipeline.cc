@@ -2,6 +2,7 @@
 #include "passes/pipeline.h"
 
 #include "onnxptq/error.h"
+#include "passes/model_format.h"
 #include "passes/optimize.h"
 
 namespace onnxptq::passes {
@@ -31,6 +32,7 @@ const std::vector<PassInfo>& all_passes() {
     std::vector<PassInfo> all{kInferShapes, kUpgradeOpset};
     for (const PassInfo& p : optimization_passes()) all.push_back(p);
     for (const PassInfo& p : optional_optimization_passes()) all.push_back(p);
+    for (const PassInfo& p : model_format_passes()) all.push_back(p);
     return all;
   }();
   return passes;

@@ -25,7 +25,7 @@ bool split_large_kernel_pool(ir::Model& model, PassContext& context) {
   ir::Graph& graph = *model.graph;
   size_t split = 0;
   for (ir::Node* gap : nodes_in_order(graph)) {
-    if (!is_op(gap, "GlobalAveragePool") || !gap->input(0)) continue;
+    if (!is_op(gap, "GlobalAveragePool") || !gap->input(0) || !context.should_quantize(*gap)) continue;
     const ir::ValueType& type = gap->input(0)->type;
     if (!type.is_tensor() || !type.has_shape || type.shape.size() != 4) continue;
     const ir::Dim &h_dim = type.shape[2], &w_dim = type.shape[3];

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "onnxptq/error.h"
+#include "quant/ipu_limitation.h"
 
 namespace onnxptq::quant {
 
@@ -35,8 +36,10 @@ QuantFormat parse_quant_format(const std::string& name) {
   if (name == "QOperator" || name == "QuantFormat.QOperator") return QuantFormat::QOperator;
   if (name == "VitisQuantFormat.QDQ" || name == "VitisQDQ") return QuantFormat::VitisQDQ;
   if (name == "FixNeuron" || name == "VitisQuantFormat.FixNeuron") return QuantFormat::FixNeuron;
+  if (name == "ExtendedQuantFormat.QDQ" || name == "ExtendedQDQ") return QuantFormat::ExtendedQDQ;
+  if (name == "ExtendedQuantFormat.QOperator") return QuantFormat::QOperator;  // Quark's enum: QOperator = 0
   throw Error("unknown quant format '" + name +
-              "' (known: QDQ, QOperator, VitisQuantFormat.QDQ, VitisQuantFormat.FixNeuron)");
+              "' (known: QDQ, QOperator, VitisQuantFormat.QDQ, VitisQuantFormat.FixNeuron, ExtendedQuantFormat.QDQ)");
 }
 
 const char* quant_format_name(QuantFormat format) {
@@ -49,6 +52,8 @@ const char* quant_format_name(QuantFormat format) {
       return "VitisQuantFormat.QDQ";
     case QuantFormat::FixNeuron:
       return "VitisQuantFormat.FixNeuron";
+    case QuantFormat::ExtendedQDQ:
+      return "ExtendedQuantFormat.QDQ";
   }
   return "?";
 }
@@ -57,6 +62,13 @@ ir::DataType parse_quant_type(const std::string& name) {
   std::string bare = without_prefix(name, {"QuantType.", "VitisQuantType.", "ExtendedQuantType."});
   for (const auto& [type, text] : kTypes)
     if (bare == text) return type;
+  // Quark's types of features nobody has built: named, not unknown.
+  if (bare == "QBFP" || bare == "QMX" || bare == "QInt4" || bare == "QUInt4")
+    throw Error("quant type '" + name + "': Quark's " +
+                (bare == "QBFP"  ? std::string("BFP (block floating point) data types")
+                 : bare == "QMX" ? std::string("MX (microscaling) data types")
+                                 : std::string("4-bit types")) +
+                " are not built yet");
   std::string known;
   for (const auto& [type, text] : kTypes) known += (known.empty() ? "" : ", ") + std::string(text);
   throw Error("unknown quant type '" + name + "' (known: " + known + ")");
@@ -84,7 +96,8 @@ void check_config(const QuantConfig& c) {
   if (c.format == QuantFormat::QDQ || c.format == QuantFormat::QOperator) {
     if (!is_8_or_16(c.activation_type) || !is_8_or_16(c.weight_type))
       throw Error(types + ": QuantFormat." + quant_format_name(c.format) +
-                  " takes 8- and 16-bit integer types; 32-bit, float16 and bfloat16 need VitisQuantFormat.QDQ");
+                  " takes 8- and 16-bit integer types; 32-bit, float16 and bfloat16 need VitisQuantFormat.QDQ or "
+                  "ExtendedQuantFormat.QDQ");
   }
   if (c.format == QuantFormat::QOperator) {
     bool eight = (c.activation_type == ir::DataType::Int8 || c.activation_type == ir::DataType::UInt8) &&
@@ -107,6 +120,40 @@ void check_config(const QuantConfig& c) {
   }
   if (c.use_unsigned_relu && !c.power_of_two())
     throw Error("UseUnsignedReLU applies to power-of-two quantization (calibrate_method NonOverflow or MinMSE)");
+  // Quark applies AlignEltwiseQuantType only without the NPU flags (quark_onnx.md §2.4, §9.8).
+  if (c.align_eltwise_quant_type.value_or(false) && c.enable_dpu)
+    throw Error("AlignEltwiseQuantType does not apply with enable_dpu (Quark uses it without the NPU flags only)");
+  if (c.enable_dpu) {  // the dpu quantizer (vai §4.1; Quark's XINT8 quantizer rejects the same, quark §7.1)
+    if (c.format != QuantFormat::QDQ)
+      throw Error(std::string("enable_dpu: the dpu quantizer writes QuantFormat.QDQ, not ") +
+                  quant_format_name(c.format));
+    if (!c.power_of_two())
+      throw Error(
+          "enable_dpu: the NPU takes power-of-two scales: calibrate_method must be PowerOfTwoMethod "
+          "NonOverflow or MinMSE (vai_q_onnx hands other methods to ONNX Runtime and ignores enable_dpu)");
+    if (c.per_channel)
+      throw Error("enable_dpu: per_channel is not supported by the dpu quantizer (one position per tensor)");
+    if (c.reduce_range) throw Error("enable_dpu: reduce_range is not supported by the dpu quantizer");
+    if (c.weight_type != ir::DataType::Int8)
+      throw Error(std::string("enable_dpu: weight_type must be QInt8, got ") + quant_type_name(c.weight_type));
+    if (c.activation_type != ir::DataType::Int8 && c.activation_type != ir::DataType::UInt8)
+      throw Error(std::string("enable_dpu: activation_type must be QInt8 or QUInt8, got ") +
+                  quant_type_name(c.activation_type));
+    if (!c.weights_symmetric())
+      throw Error("enable_dpu: WeightSymmetric must be True (the NPU's weights are symmetric)");
+    if (!c.activation_symmetric)
+      throw Error(
+          "enable_dpu: ActivationSymmetric must be True (vai_q_onnx forces it, Quark's XINT8 quantizer "
+          "rejects False): set extra option ActivationSymmetric");
+  } else if (!c.dpu_pass_switches.empty() || !c.simulate_dpu || c.remove_qdq_conv_leaky_relu ||
+             c.remove_qdq_conv_prelu) {
+    std::string key = !c.dpu_pass_switches.empty()   ? c.dpu_pass_switches.begin()->first
+                      : !c.simulate_dpu              ? "SimulateDPU"
+                      : c.remove_qdq_conv_leaky_relu ? "RemoveQDQConvLeakyRelu"
+                                                     : "RemoveQDQConvPRelu";
+    throw Error("extra option " + key + " takes effect only with enable_dpu");
+  }
+  check_ipu_config(c);  // IPULimitationCheck's options need enable_dpu
   for (const auto& [op, axis] : c.per_channel_axis)
     if (axis < -8 || axis > 8)
       throw Error("QDQOpTypePerChannelSupportToAxis: axis " + std::to_string(axis) + " for " + op + " is out of range");

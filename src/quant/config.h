@@ -20,10 +20,15 @@ enum class QuantFormat {
   QDQ,        // QuantFormat.QDQ: standard QuantizeLinear / DequantizeLinear pairs
   VitisQDQ,   // VitisQuantFormat.QDQ: VitisQuantizeLinear / VitisDequantizeLinear (com.vai.quantize)
   FixNeuron,  // VitisQuantFormat.FixNeuron: one FixNeuron node per quantized tensor
+  // Quark's ExtendedQuantFormat.QDQ: com.amd.quark ExtendedQuantizeLinear / ExtendedDequantizeLinear,
+  // the 8/16-bit ones (and int32 DequantizeLinear with zero point 0) then written as com.microsoft
+  // QuantizeLinear / DequantizeLinear (quark_onnx.md §3.3, §7.1)
+  ExtendedQDQ,
 };
 
-// "QDQ", "QOperator", "VitisQuantFormat.QDQ", "FixNeuron", with or without the enum prefix
-// ("QuantFormat.QDQ", "VitisQuantFormat.FixNeuron"); Error naming the known ones otherwise.
+// "QDQ", "QOperator", "VitisQuantFormat.QDQ", "FixNeuron", "ExtendedQuantFormat.QDQ", with or
+// without the enum prefix ("QuantFormat.QDQ", "VitisQuantFormat.FixNeuron"; Quark's
+// "ExtendedQuantFormat.QOperator" is QOperator); Error naming the known ones otherwise.
 QuantFormat parse_quant_format(const std::string& name);
 const char* quant_format_name(QuantFormat format);
 
@@ -94,6 +99,12 @@ struct QuantConfig {
   // optimize_model (the seeds' default): the float model is prepared first (passes::prepare:
   // shapes, opset upgrade to 13, graph optimisation).
   bool optimize_model = true;
+
+  // convert_fp16_to_fp32 (vai_q_onnx's fp16_fp32_convert) and convert_nchw_to_nhwc: the model
+  // format conversions of passes/model_format.h, run first; calibration samples are adapted to the
+  // converted inputs (calib/adapt_reader.h).
+  bool convert_fp16_to_fp32 = false;
+  bool convert_nchw_to_nhwc = false;
 
   bool power_of_two() const { return calib::is_power_of_two(calibrate_method); }
   bool weights_symmetric() const;

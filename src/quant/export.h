@@ -45,6 +45,14 @@ ir::Model export_vitis_qdq(const ir::Model& model, const Plan& plan, const Quant
 // for an int32 bias) and pos (rint(-log2(scale))).
 ir::Model export_fix_neuron(const ir::Model& model, const Plan& plan, const QuantConfig& config);
 
+// ExtendedQuantFormat.QDQ (quark_onnx.md §3.2-3.3, §7.1): the QDQ layout with com.amd.quark
+// ExtendedQuantizeLinear / ExtendedDequantizeLinear (v1; `axis` per channel), integer weights stored
+// quantized (float16/bfloat16 ones float with a pair); then every custom Q/DQ with an 8/16-bit zero
+// point, and every int32 DequantizeLinear with zero points 0, becomes com.microsoft's
+// QuantizeLinear / DequantizeLinear (Quark's _convert_qdq_nodes). Imports com.microsoft 1 and
+// com.amd.quark 1.
+ir::Model export_extended_qdq(const ir::Model& model, const Plan& plan, const QuantConfig& config);
+
 // QuantFormat.QOperator (ort_quantization.md §5): QLinearConv, QLinearMatMul and com.microsoft's
 // QLinearAdd, QLinearMul, QLinearConcat, QLinearSigmoid, QLinearLeakyRelu,
 // QLinearGlobalAveragePool, QLinearAveragePool where a quantized node has every tensor

@@ -258,6 +258,8 @@ ir::Model export_model(const ir::Model& model, const Plan& plan, const QuantConf
       return export_fix_neuron(model, plan, config);
     case QuantFormat::QOperator:
       return export_qoperator(model, plan, config);
+    case QuantFormat::ExtendedQDQ:
+      return export_extended_qdq(model, plan, config);
   }
   throw Error("unknown quant format");
 }

@@ -25,4 +25,11 @@ struct IpuAdjustment {
 // documented bug). Returns every change made, in order.
 std::vector<IpuAdjustment> apply_ipu_limitations(Plan& plan, const ir::Model& model, const QuantConfig& config);
 
+// One line per rule that ran, with the number of positions it changed.
+std::vector<std::string> ipu_limitation_log(const std::vector<IpuAdjustment>& changes, const QuantConfig& config);
+
+// Error when the check's options (IPULimitationCheck, Adjust*, MaxLoopNum) leave their defaults
+// where the check does not run (no enable_dpu, or float scales), or MaxLoopNum is negative.
+void check_ipu_config(const QuantConfig& config);
+
 }  // namespace onnxptq::quant

@@ -3,6 +3,7 @@
 #include "quant/plan.h"
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "onnxptq/error.h"
@@ -40,6 +41,29 @@ const std::set<std::string>& default_op_types() {
                                             "Transpose",
                                             "EmbedLayerNormalization",
                                             "InstanceNormalization"};
+  return ops;
+}
+
+const std::set<std::string>& dpu_op_types() {
+  static const std::set<std::string> ops = {
+      "HardSigmoid",  "LayerNormalization", "Div",   "Erf",   "Tanh",           "Sub", "Max", "ReduceMean",
+      "DepthToSpace", "SpaceToDepth",       "Slice", "PRelu", "LpNormalization"};
+  return ops;
+}
+
+std::set<std::string> quantized_op_types(const QuantConfig& config) {
+  std::set<std::string> ops(config.op_types_to_quantize.begin(), config.op_types_to_quantize.end());
+  if (ops.empty()) {
+    ops = default_op_types();
+    if (config.enable_dpu) ops.insert(dpu_op_types().begin(), dpu_op_types().end());
+    // Quark's ExtendedQDQQuantizer adds its NPU CNN registry (quark_onnx.md §4 step 10, §7.1).
+    if (config.format == QuantFormat::ExtendedQDQ) {
+      ops.insert(dpu_op_types().begin(), dpu_op_types().end());
+      ops.insert("Min");
+    }
+  }
+  auto bn = config.dpu_pass_switches.find("ConvertBNToConv");
+  if (config.enable_dpu && (bn == config.dpu_pass_switches.end() || bn->second)) ops.insert("BatchNormalization");
   return ops;
 }
 
@@ -96,6 +120,7 @@ nlohmann::json Plan::to_json() const {
   j["quantized_nodes"] = quantized_nodes;
   j["float_nodes"] = float_nodes;
   j["removed_activations"] = removed_activations;
+  if (!fused_activations.empty()) j["fused_activations"] = fused_activations;
   nlohmann::json list = nlohmann::json::array();
   for (const TensorPlan& t : tensors) {
     nlohmann::json e;
@@ -144,10 +169,7 @@ class Planner {
     std::set<std::string> excluded(config_.nodes_to_exclude.begin(), config_.nodes_to_exclude.end());
     exclude_outside_input_output_nodes(order, excluded);
     std::set<std::string> selected(config_.nodes_to_quantize.begin(), config_.nodes_to_quantize.end());
-    const std::set<std::string> op_types =
-        config_.op_types_to_quantize.empty()
-            ? default_op_types()
-            : std::set<std::string>(config_.op_types_to_quantize.begin(), config_.op_types_to_quantize.end());
+    const std::set<std::string> op_types = quantized_op_types(config_);
 
     for (const ir::Node* n : order) {
       std::string why;
@@ -167,7 +189,18 @@ class Planner {
       else
         plan_.float_nodes[n->name.empty() ? "(" + n->op_type + " without a name)" : n->name] = why;
     }
+    if (fold_relu_kept_ > 0)
+      plan_.warnings.push_back("FoldRelu: " + std::to_string(fold_relu_kept_) +
+                               " Relu/Clip kept: with symmetric activations (ActivationSymmetric) their producer's "
+                               "quantized output would not clip at 0 (Quark keeps them too)");
     return std::move(plan_);
+  }
+
+  // nodes_to_exclude with the nodes input_nodes / output_nodes exclude (for the DPU rewrites' filter).
+  std::set<std::string> excluded_nodes() {
+    std::set<std::string> excluded(config_.nodes_to_exclude.begin(), config_.nodes_to_exclude.end());
+    exclude_outside_input_output_nodes(graph_.topological_order(), excluded);
+    return excluded;
   }
 
  private:
@@ -230,6 +263,23 @@ class Planner {
     TensorPlan& t = add(v, is_constant(v) ? Role::Weight : Role::Activation);
     t.type = config_.activation_type;
     t.symmetric = config_.activation_symmetric;
+    if (config_.enable_dpu && t.role == Role::Weight) {  // vai §4.4: the dpu quantizer's initializers are weights
+      t.type = config_.weight_type;
+      t.symmetric = config_.weights_symmetric();
+    }
+    if (config_.format == QuantFormat::ExtendedQDQ && t.role == Role::Weight) extended_initializer(v, t);
+  }
+
+  // Quark's ExtendedQDQQuantizer quantizes every initializer with the weight type and symmetry;
+  // AlignEltwiseQuantType gives the initializer inputs of Mul, Div, Add, Sub, Min and Max the
+  // activation type instead (quark_onnx.md §9.8; its get_eltwise_op override, symmetry still the weights').
+  void extended_initializer(const ir::Value* v, TensorPlan& t) const {
+    t.type = config_.weight_type;
+    t.symmetric = config_.weights_symmetric();
+    if (!config_.align_eltwise_quant_type.value_or(false)) return;
+    static const std::set<std::string> eltwise = {"Mul", "Div", "Add", "Sub", "Min", "Max"};
+    for (const ir::Use& u : v->uses())
+      if (eltwise.count(u.node->op_type)) t.type = config_.activation_type;
   }
 
   void weight(const ir::Value* v, const std::string& op_type, int64_t default_axis) {
@@ -248,6 +298,14 @@ class Planner {
     if (!config_.quantize_bias || !b || !is_constant(b) || !quantizable(b) || planned(b)) return;
     if (!planned(input) || !planned(w)) return;
     DataType wt = plan_.find(w->name())->type, it = plan_.provider(input->name()).type;
+    if (config_.enable_dpu && config_.power_of_two()) {
+      // The dpu quantizer's bias is an ordinary weight (vai §4.5): weight_type, its own power-of-two
+      // position from its values (WeightSymmetric, calibrate_method), later held by AdjustShiftBias.
+      TensorPlan& t = add(b, Role::Weight);
+      t.type = config_.weight_type;
+      t.symmetric = config_.weights_symmetric();
+      return;
+    }
     if (quant_type_is_float(wt) || ir::data_type_bits(wt) == 32 || ir::data_type_bits(it) == 32) {
       // An int32 bias with scale s_in * s_w cannot hold float16/bfloat16 or 32-bit products: the
       // bias is quantized like a weight, as vai_q_onnx does for its Vitis formats (vai §4.5).
@@ -298,6 +356,9 @@ class Planner {
       output(n, n.output(0));
     } else if (op == "Relu" || op == "Clip") {
       return removable_activation(n);
+    } else if (config_.enable_dpu && (op == "HardSigmoid" || op == "LayerNormalization" || op == "PRelu" ||
+                                      op == "Slice")) {
+      return mark_dpu(n);
     } else if (op == "Reshape" || op == "Transpose" || op == "Squeeze" || op == "Unsqueeze" || op == "AveragePool" ||
                op == "Slice" || (op == "Resize" && opset >= 11) || (op == "MaxPool" && opset >= 12)) {
       if (config_.force_quantize_no_input_check) activation(n.input(0));
@@ -352,6 +413,37 @@ class Planner {
     return "";
   }
 
+  // vai §4.2's DPU registry: QDQHardSigmoid (only the DPU's 1/6 slope), QDQLayerNorm (the bias a
+  // plain weight), QDQPRelu (the slope a weight), and Slice as a generic op (ORT's registry of
+  // vai_q_onnx 1.16 has no Slice, so the DPU registry's QDQOperatorBase gives it its own range).
+  std::string mark_dpu(const ir::Node& n) {
+    const std::string& op = n.op_type;
+    if (op == "HardSigmoid") {
+      bool dpu_slope = n.find_attribute("alpha") && std::fabs(n.attr_float("alpha", 0.2f) - 1.0 / 6.0) < 1e-6 &&
+                       (!n.find_attribute("beta") || std::fabs(n.attr_float("beta", 0.5f) - 0.5) < 1e-6);
+      if (!dpu_slope) return "HardSigmoid without alpha 1/6 and beta 0.5 is not quantized by the dpu quantizer";
+      activation(n.input(0));
+      output(n, n.output(0));
+    } else if (op == "LayerNormalization") {
+      activation(n.input(0));
+      weight(n.input(1), op, 1);
+      const ir::Value* b = n.input(2);
+      if (b && is_constant(b) && quantizable(b) && !planned(b)) {
+        TensorPlan& t = add(b, Role::Weight);
+        t.type = config_.weight_type;
+        t.symmetric = config_.weights_symmetric();
+      }
+      output(n, n.output(0));
+    } else if (op == "PRelu") {
+      activation(n.input(0));
+      weight(n.input(1), op, 0);
+      output(n, n.output(0));
+    } else {
+      generic(n);
+    }
+    return "";
+  }
+
   void generic(const ir::Node& n) {
     for (const ir::Value* v : n.inputs()) activation(v);
     for (const ir::Value* v : n.outputs()) output(n, v);
@@ -401,13 +493,20 @@ class Planner {
     bool own_input = in_plan->role == Role::Activation && in_plan->shared_from.empty();
     // vai_q_onnx's VitisExtendedQuantizer never removes them (vai §4.2).
     bool vitis = config_.format == QuantFormat::VitisQDQ || config_.format == QuantFormat::FixNeuron;
+    // Quark's ExtendedQDQQuantizer removes them only with FoldRelu (its try_replacing_upstream_output),
+    // under ORT's conditions (quark_onnx.md §9.8, ort §4.9): never with symmetric activations.
+    bool extended_keeps = config_.format == QuantFormat::ExtendedQDQ && !config_.fold_relu;
+    if (config_.format == QuantFormat::ExtendedQDQ && config_.fold_relu && config_.activation_symmetric && single_use &&
+        own_input)
+      ++fold_relu_kept_;
     // Removing the node is exact only when quantizing its output clips where it does, at 0: not
     // with a symmetric calibrated range (-m, m), where ORT and vai_q_onnx remove it anyway and
     // the negative values pass (docs/options.md).
     calib::CalibOptions calib = config_.calib;
     calib.method = config_.calibrate_method;
     if (!config_.activation_symmetric && !calib::ranges_symmetric(calib) && !config_.keep_removable_activations &&
-        !vitis && single_use && own_input && in_plan->range_from.empty() && quantizable(out) && !planned(out)) {
+        !vitis && !extended_keeps && single_use && own_input && in_plan->range_from.empty() && quantizable(out) &&
+        !planned(out)) {
       // The producer will write `out`: `in` leaves the plan.
       size_t at = plan_.index.at(in->name());
       plan_.tensors.erase(plan_.tensors.begin() + static_cast<std::ptrdiff_t>(at));
@@ -445,9 +544,15 @@ class Planner {
   const QuantConfig& config_;
   const std::map<std::string, DataType>& types_;
   Plan plan_;
+  size_t fold_relu_kept_ = 0;  // Relu/Clip FoldRelu leaves because activations are symmetric
 };
 
 }  // namespace
+
+std::set<std::string> excluded_nodes(const ir::Model& model, const QuantConfig& config) {
+  const std::map<std::string, DataType> no_types;
+  return Planner(model, config, no_types).excluded_nodes();
+}
 
 Plan make_plan(const ir::Model& model, const QuantConfig& config, const std::map<std::string, DataType>& types) {
   return Planner(model, config, types).run();

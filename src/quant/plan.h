@@ -59,6 +59,11 @@ struct Plan {
   // Outputs of the Relu/Clip nodes removed (asymmetric activations, ORT §4.9): the node goes,
   // and its producer writes this tensor, whose range clips.
   std::set<std::string> removed_activations;
+  // enable_dpu (vai §7.2): tensors between an annotated producer (Conv, Add, MaxPool, the average
+  // pools, MatMul, Gemm; or a Pad before an average pool) and the activation (Relu, Clip(0, 6),
+  // LeakyRelu/PRelu by option) or pool reading it, which get no Q/DQ: the NPU runs the pair as one.
+  // Each maps to the consumer's output, whose Q/DQ stands for both; the consumer node stays.
+  std::map<std::string, std::string> fused_activations;
   std::vector<std::string> warnings;  // what the seeds only warn about (an unknown input_nodes name, ...)
 
   TensorPlan* find(const std::string& name);
@@ -73,6 +78,12 @@ struct Plan {
 
 // The op types quantized when op_types_to_quantize is empty (vai §4.2 without the DPU registry).
 const std::set<std::string>& default_op_types();
+// With enable_dpu, vai §4.2's DPU registry adds these (HardSigmoid, LayerNormalization, Div, ...).
+const std::set<std::string>& dpu_op_types();
+// The op types the quantizer quantizes: op_types_to_quantize, or the default set (with the DPU
+// registry under enable_dpu); with enable_dpu and ConvertBNToConv on, BatchNormalization too
+// (vai_q_onnx appends it, so the BN nodes ConvertBNToConv leaves are quantized).
+std::set<std::string> quantized_op_types(const QuantConfig& config);
 
 // The plan for `model`: nodes selected by the config (op types, nodes_to_quantize,
 // nodes_to_exclude, input_nodes/output_nodes), visited in topological order, each marking its
@@ -82,6 +93,9 @@ const std::set<std::string>& default_op_types();
 // nodes_to_quantize that the model does not have; one in input_nodes or output_nodes is a
 // warning in plan.warnings (as vai_q_onnx).
 Plan make_plan(const ir::Model& model, const QuantConfig& config, const std::map<std::string, ir::DataType>& types);
+
+// nodes_to_exclude and the nodes that input_nodes / output_nodes exclude in `model` (vai §4.7).
+std::set<std::string> excluded_nodes(const ir::Model& model, const QuantConfig& config);
 
 // Scales and zero points: activations from the calibrated ranges, weights from their values,
 // biases from their input and weight scales, shared tensors from their providers. Error naming

@@ -6,12 +6,18 @@
 #include <set>
 #include <sstream>
 
+#include "calib/adapt_reader.h"
 #include "engine/parallel.h"
 #include "engine/session.h"
 #include "passes/cle.h"
+#include "passes/model_format.h"
+#include "passes/dpu.h"
 #include "passes/pipeline.h"
 #include "onnxptq/error.h"
+#include "quant/dpu_plan.h"
+#include "quant/align_float.h"
 #include "quant/export.h"
+#include "quant/ipu_limitation.h"
 
 namespace onnxptq::quant {
 
@@ -47,6 +53,16 @@ std::map<std::string, ir::DataType> value_types(const ir::Model& model, calib::D
   return types;
 }
 
+// A reader giving samples fit for `model` when a format conversion changed its inputs; nullptr
+// when none was asked for.
+std::unique_ptr<calib::DataReader> adapted_reader(calib::DataReader& reader, const ir::Model& model,
+                                                  const QuantConfig& config) {
+  if (!config.convert_fp16_to_fp32 && !config.convert_nchw_to_nhwc) return nullptr;
+  calib::FeedAdaptation adaptation{.widen_float16 = config.convert_fp16_to_fp32,
+                                   .nchw_to_nhwc = config.convert_nchw_to_nhwc};
+  return calib::adapt_reader(reader, model.graph->fed_inputs(), adaptation);
+}
+
 // optimize_model: the preparation passes on a copy, the engine's shape run at the first sample's
 // input shapes.
 ir::Model prepare_model(const ir::Model& model, calib::DataReader& reader,
@@ -65,8 +81,7 @@ ir::Model prepare_model(const ir::Model& model, calib::DataReader& reader,
 // quantizer may quantize only.
 void equalize(ir::Model& model, const QuantConfig& config, const std::function<void(const std::string&)>& say) {
   passes::CleOptions options = config.cle;
-  std::set<std::string> ops(config.op_types_to_quantize.begin(), config.op_types_to_quantize.end());
-  if (ops.empty()) ops = default_op_types();
+  std::set<std::string> ops = quantized_op_types(config);
   std::set<std::string> only(config.nodes_to_quantize.begin(), config.nodes_to_quantize.end());
   std::set<std::string> excluded(config.nodes_to_exclude.begin(), config.nodes_to_exclude.end());
   options.quantizable = [ops, only, excluded](const ir::Node& n) {
@@ -81,6 +96,12 @@ void equalize(ir::Model& model, const QuantConfig& config, const std::function<v
     passes::replace_clip6_relu(model, context);
   }
   for (const std::string& line : context.log) say(line);
+}
+
+bool is_dpu_pass_option(const std::string& key) {
+  for (const passes::DpuPassOption& o : passes::dpu_pass_options())
+    if (key == o.option) return true;
+  return false;
 }
 
 bool json_bool(const std::string& key, const nlohmann::json& v) {
@@ -103,6 +124,35 @@ std::vector<std::string> json_strings(const std::string& key, const nlohmann::js
   std::vector<std::string> out;
   for (const auto& e : v) out.push_back(json_string(key, e));
   return out;
+}
+
+// Quark's extra options (quark_onnx.md §2.4) of features nobody has built: the feature.
+const char* unbuilt_quark_option(const std::string& key) {
+  static const std::map<std::string, const char*> features = {
+      {"AutoMixprecision", "automatic mixed precision (include_auto_mp)"},
+      {"BFPAttributes", "Quark's BFP data types (QBFP)"},
+      {"MXAttributes", "Quark's MX data types (QMX)"},
+      {"UseMatMulNBits", "MatMulNBits weight-only quantization"},
+      {"MatMulNBitsParams", "MatMulNBits weight-only quantization"},
+      {"QuantizeAllOpTypes", "quantizing every op type (QuantizeAllOpTypes)"},
+      {"Int32Bias", "the choice of bias type (Int32Bias)"},
+      {"Int16Bias", "int16 biases (Int16Bias)"},
+      {"DedicateDQNode", "one DequantizeLinear per consumer (DedicateDQNode)"},
+      {"WeightsOnly", "weight-only quantization (WeightsOnly)"},
+      {"RemoveQDQConvClip", "Quark's QDQ removal switches (RemoveQDQConvClip)"},
+      {"RemoveQDQConvRelu", "Quark's QDQ removal switches (RemoveQDQConvRelu)"},
+  };
+  auto it = features.find(key);
+  return it == features.end() ? nullptr : it->second;
+}
+
+// Switches of QuantizationConfig (quark_onnx.md §1.2) whose feature nobody has built: the feature.
+const char* unbuilt_switch(const std::string& key) {
+  if (key == "use_dynamic_quant") return "dynamic quantization (quantize_dynamic)";
+  if (key == "include_fast_ft") return "fast finetune (AdaRound, AdaQuant)";
+  if (key == "include_auto_mp") return "automatic mixed precision";
+  if (key == "enable_npu_transformer") return "the NPU transformer path (enable_npu_transformer)";
+  return nullptr;
 }
 
 }  // namespace
@@ -164,12 +214,56 @@ void apply_extra_option(QuantConfig& c, const std::string& key, const nlohmann::
     for (const auto& p : v) c.calib.percentile_candidates.push_back(json_number(key, p));
   } else if (key == "RemoveInputInit") {
     c.remove_input_init = json_bool(key, v);
+  } else if (key == "ConvertFP16ToFP32") {  // Quark's extra_options for the two arguments (quark_onnx.md §1.2)
+    c.convert_fp16_to_fp32 = json_bool(key, v);
+  } else if (key == "ConvertNCHWToNHWC") {
+    c.convert_nchw_to_nhwc = json_bool(key, v);
+  } else if (key == "FoldRelu") {  // Quark's ExtendedQuantFormat.QDQ options (quark_onnx.md §2.4, §7.3 b, §9.8)
+    c.fold_relu = json_bool(key, v);
+  } else if (key == "AlignEltwiseQuantType") {
+    c.align_eltwise_quant_type = json_bool(key, v);
+  } else if (key == "AlignConcat") {
+    c.align_concat = json_bool(key, v);
+  } else if (key == "AlignPool") {
+    c.align_pool = json_bool(key, v);
+  } else if (key == "AlignPad") {
+    c.align_pad = json_bool(key, v);
+  } else if (key == "AlignSlice") {
+    c.align_slice = json_bool(key, v);
+  } else if (key == "AlignTranspose") {
+    c.align_transpose = json_bool(key, v);
+  } else if (key == "AlignReshape") {
+    c.align_reshape = json_bool(key, v);
+  } else if (key == "AdjustBiasScale") {
+    c.adjust_bias_scale = json_bool(key, v);
   } else if (key == "RandomDataReaderInputDataRange" || key == "UseRandomData") {
     throw Error("extra option " + key + " is given on the command line (--random, --random-range) in this version");
-  } else if (key == "ConvertBNToConv" || key == "ConvertReduceMeanToGlobalAvgPool" || key == "SplitLargeKernelPool" ||
-             key == "ConvertSplitToSlice" || key == "FuseInstanceNorm" || key == "FuseL2Norm" ||
-             key == "ConvertClipToRelu" || key == "RemoveQDQConvLeakyRelu" || key == "RemoveQDQConvPRelu" ||
-             key == "SimulateDPU" || key == "IPULimitationCheck" || key.rfind("Convert", 0) == 0 ||
+  } else if (is_dpu_pass_option(key)) {  // enable_dpu's rewrites (passes/dpu.h)
+    c.dpu_pass_switches[key] = json_bool(key, v);
+  } else if (key == "SimulateDPU") {
+    c.simulate_dpu = json_bool(key, v);
+  } else if (key == "RemoveQDQConvLeakyRelu") {
+    c.remove_qdq_conv_leaky_relu = json_bool(key, v);
+  } else if (key == "RemoveQDQConvPRelu") {
+    c.remove_qdq_conv_prelu = json_bool(key, v);
+  } else if (key == "IPULimitationCheck" || key == "NPULimitationCheck") {  // vai §9; Quark's name
+    c.ipu.enabled = json_bool(key, v);
+  } else if (key == "AdjustShiftCut") {
+    c.ipu.adjust_shift_cut = json_bool(key, v);
+  } else if (key == "AdjustShiftBias") {
+    c.ipu.adjust_shift_bias = json_bool(key, v);
+  } else if (key == "AdjustShiftRead") {
+    c.ipu.adjust_shift_read = json_bool(key, v);
+  } else if (key == "AdjustShiftWrite") {
+    c.ipu.adjust_shift_write = json_bool(key, v);
+  } else if (key == "AdjustHardSigmoid") {
+    c.ipu.adjust_hard_sigmoid = json_bool(key, v);
+  } else if (key == "AdjustShiftSwish") {
+    c.ipu.adjust_shift_swish = json_bool(key, v);
+  } else if (key == "MaxLoopNum") {  // Quark: sweeps of the IPU check
+    if (!v.is_number_integer()) throw Error("extra option " + key + ": expected an integer, got " + v.dump());
+    c.ipu.max_loops = v.get<int>();
+  } else if (key.rfind("Convert", 0) == 0 ||
              key.rfind("Adjust", 0) == 0 || key.rfind("Align", 0) == 0 || key == "UsePowerOf2Scale" ||
              key == "Int16Scale") {
     throw Error("extra option " + key + " belongs to the NPU path (enable_dpu, power-of-two XINT8), not built yet");
@@ -190,6 +284,10 @@ void apply_extra_option(QuantConfig& c, const std::string& key, const nlohmann::
     c.cle.balance_method = json_string(key, v);
   } else if (key.rfind("FastFinetune", 0) == 0 || key == "FastFinetune") {
     throw Error("extra option " + key + " belongs to fast finetune (AdaRound, AdaQuant), not built yet");
+  } else if (const char* feature = unbuilt_quark_option(key)) {
+    throw Error("extra option " + key + " belongs to " + feature + ", not built yet");
+  } else if (key == "CalibDataSize") {
+    throw Error("extra option CalibDataSize is given on the command line (--calib-size) in this version");
   } else {
     throw Error("unknown extra option '" + key + "'");
   }
@@ -214,6 +312,12 @@ void apply_config_json(QuantConfig& c, const nlohmann::json& j) {
       c.optimize_model = json_bool(key, v);
     else if (key == "include_cle")
       c.include_cle = json_bool(key, v);
+    else if (key == "convert_fp16_to_fp32" || key == "fp16_fp32_convert")
+      c.convert_fp16_to_fp32 = json_bool(key, v);
+    else if (key == "convert_nchw_to_nhwc")
+      c.convert_nchw_to_nhwc = json_bool(key, v);
+    else if (key == "enable_dpu")
+      c.enable_dpu = json_bool(key, v);
     else if (key == "op_types_to_quantize")
       c.op_types_to_quantize = json_strings(key, v);
     else if (key == "nodes_to_quantize")
@@ -229,6 +333,8 @@ void apply_config_json(QuantConfig& c, const nlohmann::json& j) {
         if (p != "CPUExecutionProvider")
           throw Error("execution provider '" + p +
                       "' is not available: onnxptq runs on its own CPU engine (CPUExecutionProvider)");
+    } else if (const char* feature = unbuilt_switch(key)) {
+      if (json_bool(key, v)) throw Error(key + " true: " + feature + " is not built yet");
     } else if (key == "extra_options") {
       if (!v.is_object()) throw Error("extra_options must be a JSON object");
       for (const auto& [k, value] : v.items()) apply_extra_option(c, k, value);
@@ -247,16 +353,24 @@ std::optional<ir::Model> prepare_float_model(const ir::Model& model, calib::Data
   };
   std::optional<ir::Model> prepared;
   auto start = std::chrono::steady_clock::now();
+  if (config.convert_fp16_to_fp32 || config.convert_nchw_to_nhwc) {  // first, as vai §2 steps 3 and 9
+    prepared = ir::clone_model(model);
+    passes::PassContext context;
+    if (config.convert_fp16_to_fp32) passes::convert_fp16_to_fp32(*prepared, context);
+    if (config.convert_nchw_to_nhwc) passes::convert_nchw_to_nhwc(*prepared, context);
+    for (const std::string& line : context.log) say(line);
+  }
   std::vector<std::string> input_inits;
-  for (const ir::Value* v : model.graph->inputs())
+  for (const ir::Value* v : (prepared ? *prepared : model).graph->inputs())
     if (v->has_initializer()) input_inits.push_back(v->name());
   if (config.remove_input_init && !input_inits.empty()) {
-    prepared = ir::clone_model(model);
+    if (!prepared) prepared = ir::clone_model(model);
     for (const std::string& name : input_inits) prepared->graph->remove_input(prepared->graph->find_value(name));
     say("RemoveInputInit: " + std::to_string(input_inits.size()) + " graph inputs that are initializers are weights");
   }
   if (config.optimize_model) {
-    prepared = prepare_model(prepared ? *prepared : model, reader, say);
+    std::unique_ptr<calib::DataReader> adapted = adapted_reader(reader, prepared ? *prepared : model, config);
+    prepared = prepare_model(prepared ? *prepared : model, adapted ? *adapted : reader, say);
     if (seconds) (*seconds)["prepare"] = seconds_since(start);
     start = std::chrono::steady_clock::now();
   }
@@ -264,6 +378,14 @@ std::optional<ir::Model> prepare_float_model(const ir::Model& model, calib::Data
     if (!prepared) prepared = ir::clone_model(model);
     equalize(*prepared, config, say);
     if (seconds) (*seconds)["cle"] = seconds_since(start);
+  }
+  if (config.enable_dpu) {  // vai §2 step 16: §6's rewrites, on the nodes the quantizer may quantize
+    start = std::chrono::steady_clock::now();
+    if (!prepared) prepared = ir::clone_model(model);
+    passes::PassContext context = dpu_pass_context(*prepared, config);
+    passes::run_dpu_passes(passes::dpu_pre_calibration_passes(), *prepared, config.dpu_pass_switches, context);
+    for (const std::string& line : context.log) say(line);
+    if (seconds) (*seconds)["dpu"] = seconds_since(start);
   }
   return prepared;
 }
@@ -299,7 +421,10 @@ QuantizeResult quantize_static(const ir::Model& float_model, calib::DataReader& 
   r.prepared = prepare_float_model(float_model, reader, config, log, &r.seconds);
   auto start = std::chrono::steady_clock::now();
   const ir::Model& model = r.prepared ? *r.prepared : float_model;
-  r.plan = plan_quantization(model, reader, config);
+  // Samples for the converted model's inputs (convert_fp16_to_fp32, convert_nchw_to_nhwc).
+  std::unique_ptr<calib::DataReader> adapted = adapted_reader(reader, model, config);
+  calib::DataReader& data = adapted ? *adapted : reader;
+  r.plan = plan_quantization(model, data, config);
   say_warnings(r.plan);
   r.seconds["plan"] = seconds_since(start);
 
@@ -310,12 +435,38 @@ QuantizeResult quantize_static(const ir::Model& float_model, calib::DataReader& 
   if (!calib.log) calib.log = log;
   std::vector<std::string> tensors = r.plan.tensors_to_calibrate();
   say("calibrating " + std::to_string(tensors.size()) + " tensors with " + calib::method_name(calib.method));
-  r.calibration = calib::calibrate(model, tensors, reader, calib);
+  r.calibration = calib::calibrate(model, tensors, data, calib);
   r.seconds["calibrate"] = seconds_since(start);
+
+  if (config.enable_dpu) {  // vai §2 step 18 and §7-§8, on a copy; r.prepared (so `model`) becomes it
+    start = std::chrono::steady_clock::now();
+    ir::Model dpu = ir::clone_model(model);
+    passes::PassContext context = dpu_pass_context(dpu, config);
+    if (!passes::run_dpu_passes(passes::dpu_post_calibration_passes(), dpu, config.dpu_pass_switches, context).empty())
+      r.plan = plan_quantization(dpu, data, config);  // ConvertClipToRelu: the plan of the Relu model
+    size_t fused = fuse_annotated_activations(r.plan, dpu, config);
+    say("enable_dpu: " + std::to_string(fused) +
+        " tensors between an annotated producer and its activation lose their Q/DQ");
+    say_warnings(r.plan);
+    if (config.simulate_dpu)
+      passes::run_dpu_passes(passes::dpu_simulation_passes(), dpu, config.dpu_pass_switches, context);
+    for (const std::string& line : context.log) say(line);
+    *r.prepared = std::move(dpu);
+    r.seconds["dpu"] += seconds_since(start);
+  }
 
   start = std::chrono::steady_clock::now();
   assign_parameters(r.plan, model, config, r.calibration);
   say_warnings(r.plan);
+  // Quark's align_quantize_info (quark §7.3 b); power-of-two plans on the NPU path get the IPU check's rules.
+  if (!(config.enable_dpu && config.power_of_two())) {
+    std::map<std::string, int> aligned;
+    for (const AlignChange& c : align_float_scales(r.plan, model, config)) ++aligned[c.rule];
+    for (const auto& [rule, n] : aligned) say(rule + ": " + std::to_string(n) + " parameters changed");
+    say_warnings(r.plan);
+  }
+  if (config.enable_dpu && config.ipu.enabled && config.power_of_two())  // vai §9, after SimulateDPU
+    for (const std::string& line : ipu_limitation_log(apply_ipu_limitations(r.plan, model, config), config)) say(line);
   r.seconds["parameters"] = seconds_since(start);
 
   start = std::chrono::steady_clock::now();
@@ -350,7 +501,7 @@ std::string summary(const ir::Model& float_model, const QuantizeResult& r) {
     out << "\n";
   }
   out << "time:";
-  for (const char* phase : {"prepare", "cle", "plan", "calibrate", "parameters", "export"})
+  for (const char* phase : {"prepare", "cle", "dpu", "plan", "calibrate", "parameters", "export"})
     if (r.seconds.count(phase))
       out << " " << phase << " " << std::fixed << std::setprecision(2) << r.seconds.at(phase) << " s";
   out << "\n";
@@ -362,6 +513,7 @@ nlohmann::json report(const ir::Model& float_model, const QuantizeResult& r) {
   j["quantized_nodes_by_op_type"] = quantized_by_op_type(r.prepared ? *r.prepared : float_model, r.plan);
   j["float_nodes"] = r.plan.float_nodes;
   j["removed_activations"] = r.plan.removed_activations;
+  if (!r.plan.fused_activations.empty()) j["fused_activations"] = r.plan.fused_activations;  // enable_dpu §7.2
   j["seconds"] = r.seconds;
   j["calibration"] = {{"samples", r.calibration.samples},
                       {"skipped_samples", r.calibration.skipped},

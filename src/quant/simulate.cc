@@ -12,6 +12,7 @@ namespace {
 QuantizeOptions quantize_options_of(QuantFormat format) {
   QuantizeOptions o;
   if (format == QuantFormat::VitisQDQ || format == QuantFormat::FixNeuron) o.float_cast = FloatCast::vitis_op;
+  if (format == QuantFormat::ExtendedQDQ) o.float_cast = FloatCast::quark_op;
   return o;
 }
 

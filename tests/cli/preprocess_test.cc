@@ -103,6 +103,30 @@ TEST_F(Preprocess, RefusesWhatItDoesNotDo) {
   expect_refused("--shape y=1x3x48x192", "not an input of the model");
 }
 
+// --guess-output-rank reaches the pass: an op nobody knows (its own domain) gets input 0's type
+// and rank in the written value_info, as python3-onnx reads it; without the flag it gets none.
+TEST_F(Preprocess, GuessOutputRank) {
+  fs::path custom = dir_ / "custom.onnx";
+  std::string make =
+      "import onnx,sys; from onnx import helper as h, TensorProto as T; "
+      "g=h.make_graph([h.make_node('Mystery',['x'],['c'],domain='my.custom'),h.make_node('Relu',['c'],['y'])],'g',"
+      "[h.make_tensor_value_info('x',T.FLOAT,[1,3,4])],[h.make_tensor_value_info('y',T.FLOAT,None)]); "
+      "onnx.save(h.make_model(g,opset_imports=[h.make_opsetid('',13),h.make_opsetid('my.custom',1)]),sys.argv[1])";
+  ASSERT_EQ(run("/usr/bin/python3 -c \"" + make + "\" " + custom.string()).code, 0);
+  std::string read =
+      "import onnx,sys; m=onnx.load(sys.argv[1]); "
+      "print([(v.type.tensor_type.elem_type, len(v.type.tensor_type.shape.dim)) for v in m.graph.value_info "
+      "if v.name=='c'])";
+  for (bool guess : {false, true}) {
+    fs::path out = dir_ / (guess ? "guessed.onnx" : "plain.onnx");
+    CliRun r = onnxptq("preprocess " + custom.string() + " -o " + out.string() + " --skip-optimization" +
+                       (guess ? " --guess-output-rank" : ""));
+    ASSERT_EQ(r.code, 0) << r.err;
+    CliRun says = run("/usr/bin/python3 -c \"" + read + "\" " + out.string());
+    EXPECT_EQ(says.out, guess ? "[(1, 3)]\n" : "[]\n") << says.err;
+  }
+}
+
 TEST_F(Preprocess, NeverWritesOverItsInput) {
   std::string before = slurp(input_);
   CliRun r = onnxptq("preprocess " + input_.string() + " -o " + input_.string());

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <tuple>
 
 #include "calib/data_reader.h"
 #include "engine/session.h"
@@ -94,6 +95,29 @@ TEST(Simulation, SmallGraphEqualsTheExportedModel) {
   QuantConfig per_channel = u8s8();
   per_channel.per_channel = true;
   expect_simulation_equals_export(m, per_channel);
+}
+
+// ExtendedQuantFormat.QDQ: com.microsoft Q/DQ for 8/16 bits, com.amd.quark ops (Quark's float16
+// arithmetic) for the wide types; FoldRelu removes the Relu, the constant takes the weight type.
+TEST(Simulation, ExtendedQdqEqualsTheExportedModel) {
+  ir::Model m = small_model();
+  for (auto [activation, weight, symmetric] :
+       std::vector<std::tuple<ir::DataType, ir::DataType, bool>>{{ir::DataType::Int8, ir::DataType::Int8, false},
+                                                                 {ir::DataType::Int16, ir::DataType::Int8, true},
+                                                                 {ir::DataType::Int32, ir::DataType::Int8, true},
+                                                                 {ir::DataType::UInt32, ir::DataType::Int32, false},
+                                                                 {ir::DataType::Float16, ir::DataType::Float16, true},
+                                                                 {ir::DataType::BFloat16, ir::DataType::Int8, true}}) {
+    QuantConfig c = u8s8();
+    c.format = QuantFormat::ExtendedQDQ;
+    c.activation_type = activation;
+    c.weight_type = weight;
+    c.activation_symmetric = symmetric;
+    c.fold_relu = true;
+    c.align_eltwise_quant_type = true;
+    SCOPED_TRACE(quant_type_name(activation));
+    expect_simulation_equals_export(m, c);
+  }
 }
 
 TEST(Simulation, RealModelsEqualTheExportedModel) {

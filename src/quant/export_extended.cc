@@ -1,0 +1,63 @@
+// ExtendedQuantFormat.QDQ: Quark's custom-op format (shared/spec/quark_onnx.md §3.2, §3.3, §7.1),
+// written by the QDQ writer with com.amd.quark ExtendedQuantizeLinear / ExtendedDequantizeLinear,
+// then Quark's post-pass (_convert_qdq_nodes) turns every one it can into com.microsoft
+// QuantizeLinear / DequantizeLinear: only 32-bit quantize ops, uint32, float16 and bfloat16 stay custom.
+#include "onnxptq/error.h"
+#include "quant/export.h"
+
+namespace onnxptq::quant {
+
+namespace {
+
+// Quark's _convert_qdq_nodes: a custom Q/DQ whose zero point is int8, uint8, int16 or uint16, or
+// an ExtendedDequantizeLinear whose int32 zero points are all 0 (the int32 biases).
+bool converts_to_microsoft(const ir::Node& n) {
+  const ir::Value* zp = n.input(2);
+  if (!zp || !zp->has_initializer()) return false;
+  const ir::Tensor& z = zp->initializer();
+  switch (z.dtype()) {
+    case ir::DataType::Int8:
+    case ir::DataType::UInt8:
+    case ir::DataType::Int16:
+    case ir::DataType::UInt16:
+      return true;
+    case ir::DataType::Int32: {
+      if (n.op_type != "ExtendedDequantizeLinear") return false;  // com.microsoft QuantizeLinear has no int32
+      for (int32_t v : z.values<int32_t>())
+        if (v != 0) return false;
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+}  // namespace
+
+ir::Model export_extended_qdq(const ir::Model& model, const Plan& plan, const QuantConfig& config) {
+  // Quark's ExtendedQDQQuantizer: integer weights stored quantized (unless AddQDQPairToWeight),
+  // float16/bfloat16 weights kept float with a pair (its default for those types).
+  QdqStyle style;
+  style.domain = "com.amd.quark";
+  style.quantize_op = "ExtendedQuantizeLinear";
+  style.dequantize_op = "ExtendedDequantizeLinear";
+  style.weights_as_pair = config.weight_type == ir::DataType::Float16 || config.weight_type == ir::DataType::BFloat16;
+  if (model.opset("") < 13)
+    for (const TensorPlan& t : plan.tensors)
+      if (t.axis && t.role == Role::Weight)
+        throw Error("per-channel quantization needs opset 13 or later; the model has opset " +
+                    std::to_string(model.opset("")) + " (upgrade it first)");
+
+  ir::Model out = export_qdq_styled(model, plan, config, style);
+  for (const auto& node : out.graph->nodes()) {
+    if (node->domain != "com.amd.quark" || !converts_to_microsoft(*node)) continue;
+    node->op_type = node->op_type == "ExtendedQuantizeLinear" ? "QuantizeLinear" : "DequantizeLinear";
+    node->domain = "com.microsoft";
+  }
+  // Quark imports both domains before quantizing, whichever ops remain (quark §7.1).
+  out.set_opset("com.microsoft", 1);
+  out.set_opset("com.amd.quark", 1);
+  return out;
+}
+
+}  // namespace onnxptq::quant
