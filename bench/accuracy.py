@@ -25,20 +25,25 @@ MODEL = os.path.join(OCR, "ch_PP-OCRv4_det_infer.onnx")
 CONFIGS = [
     ("U8S8 MinMax", ["--calibrate-method", "MinMax", "--activation-type", "QUInt8", "--weight-type", "QInt8"],
      "QDQ, uint8 activations (asymmetric), int8 weights, MinMax: ORT's U8S8"),
-    ("CNN on CPU (seed)", ["--calibrate-method", "MinMax", "--activation-type", "QUInt8", "--weight-type", "QInt8",
-                           "--quant-format", "QDQ"],
-     "the seed's recommended CPU configuration (the same options as U8S8 MinMax)"),
-    ("A8W8", ["--calibrate-method", "MinMax", "--activation-type", "QInt8", "--weight-type", "QInt8",
-              "--extra-option", "ActivationSymmetric=true"],
-     "int8 symmetric activations and weights, MinMax, QDQ (Quark's A8W8 without FoldRelu/AlignConcat)"),
-    ("A16W8", ["--calibrate-method", "MinMax", "--activation-type", "QInt16", "--weight-type", "QInt8",
-               "--extra-option", "ActivationSymmetric=true"],
-     "int16 symmetric activations, int8 weights, MinMax, QDQ (Quark's A16W8 without FoldRelu/AlignConcat)"),
+    ("CNN on CPU (seed)", ["--config", "VAI_CNN_CPU"],
+     "the seed's recommended CPU configuration (preset VAI_CNN_CPU: U8S8 MinMax, QDQ)"),
+    ("A8W8", ["--config", "A8W8"],
+     "Quark's A8W8 preset: int8 symmetric activations and weights, MinMax, ExtendedQuantFormat.QDQ, CLE"),
+    ("A16W8", ["--config", "A16W8"],
+     "Quark's A16W8 preset: int16 symmetric activations, int8 weights, MinMax, CLE"),
     ("A16W8 per channel", ["--calibrate-method", "MinMax", "--activation-type", "QInt16", "--weight-type", "QInt8",
                            "--extra-option", "ActivationSymmetric=true", "--per-channel"],
      "A16W8 with per-channel weights: how much of A16W8's error is the int8 per-tensor weights"),
-    ("XINT8 (seed default)", [],
-     "power-of-two scales, MinMSE, int8 (vai_q_onnx's defaults)"),
+    ("XINT8 (vai_q_onnx defaults)", [],
+     "power-of-two scales, MinMSE, int8, no enable_dpu (vai_q_onnx's defaults)"),
+    ("XINT8", ["--config", "XINT8"],
+     "Quark's XINT8 preset: power-of-two, MinMSE, uint8 symmetric activations, enable_dpu, CLE"),
+    ("XINT8 without CLE", ["--config", "XINT8", "--no-include-cle"],
+     "the same without cross-layer equalization"),
+    ("CNN on NPU (seed)", ["--config", "VAI_CNN_NPU"],
+     "the seed's recommended NPU configuration (preset VAI_CNN_NPU: XINT8 without CLE)"),
+    ("CNN on NPU with CLE (seed)", ["--config", "VAI_CNN_NPU_CLE"],
+     "the seed's CLE recipe (preset VAI_CNN_NPU_CLE)"),
 ]
 
 
@@ -49,13 +54,13 @@ def run(command):
     return result.stdout
 
 
-def ort_outputs(model, inputs, out_dir):
+def ort_outputs(model, inputs, out_dir, literal=False):
     """Runs `model` on each input file with ONNX Runtime; writes out_dir/<input file name>."""
     os.makedirs(out_dir)
     for name in sorted(os.listdir(inputs)):
         with tempfile.TemporaryDirectory() as tmp:
             run(["node", os.path.join(ROOT, "tests/oracle/ort_run.js"), model, "--inputs",
-                 "x=" + os.path.join(inputs, name), "--threads", "2", "--outputs", tmp])
+                 "x=" + os.path.join(inputs, name), "--threads", "2", "--outputs", tmp] + (["--literal"] if literal else []))
             produced = [f for f in os.listdir(tmp) if f.endswith(".npy")]
             if len(produced) != 1:
                 sys.exit(f"error: expected one output of {model}, got {produced}")
@@ -86,19 +91,21 @@ def main():
 
         print(f"PP-OCRv4 det, {args.size}x{args.size} rendered text: {args.calib} calibration images, "
               f"{args.eval} evaluation images (disjoint seeds)")
-        print("| configuration | cosine similarity | PSNR dB | what it is |")
-        print("| --- | --- | --- | --- |")
+        print("| configuration | cosine (ORT) | PSNR dB (ORT) | cosine (ORT, no graph optimizations) | "
+              "PSNR dB (ORT, no graph optimizations) | what it is |")
+        print("| --- | --- | --- | --- | --- | --- |")
         for i, (name, options, what) in enumerate(CONFIGS):
             quantized_model = os.path.join(work, f"q{i}.onnx")
             run([onnxptq, "quantize", MODEL, "-o", quantized_model, "--calib-data", calib, "--quiet"] + options)
-            results = os.path.join(work, f"q{i}")
-            ort_outputs(quantized_model, evaluation, results)
-            report = json.loads(run([onnxptq, "evaluate", "--baseline-results", baseline, "--quantized-results",
-                                     results, "--json"]))
-            average = report["average"]
-            print(f"| {name} | {average['cosine']:.5f} | {average['psnr']:.2f} | {what} |")
+            cells = []
+            for literal in (False, True):
+                results = os.path.join(work, f"q{i}{'_literal' if literal else ''}")
+                ort_outputs(quantized_model, evaluation, results, literal)
+                report = json.loads(run([onnxptq, "evaluate", "--baseline-results", baseline, "--quantized-results",
+                                         results, "--json"]))
+                cells += [f"{report['average']['cosine']:.5f}", f"{report['average']['psnr']:.2f}"]
+            print(f"| {name} | {' | '.join(cells)} | {what} |")
             sys.stdout.flush()
-
 
 if __name__ == "__main__":
     main()

@@ -1,7 +1,7 @@
 // The built-in calibration readers: a folder of .npy/.npz files, and seeded random data.
 #include <algorithm>
 #include <cmath>
-#include <limits>
+#include <random>
 
 #include "calib/data_reader.h"
 #include "ir/float16.h"
@@ -112,13 +112,10 @@ class RandomReader : public DataReader {
 
   std::optional<Feed> next() override {
     if (produced_ >= options_.count) return std::nullopt;
-    // Each value is a hash of (seed, sample, input, index): sample k is the same whatever was
-    // read before it, and making a sample costs about a nanosecond a value (a Mersenne Twister
-    // stream cost several, a noticeable part of a calibration run on random data).
+    // Each sample has its own stream, so sample k is the same whatever was read before it.
+    std::mt19937_64 rng(options_.seed * 0x9E3779B97F4A7C15ULL + produced_++);
     Feed feed;
-    for (size_t i = 0; i < slots_.size(); ++i)
-      feed[slots_[i].name] = make(slots_[i], splitmix64(splitmix64(options_.seed) ^ (produced_ << 16) ^ i));
-    ++produced_;
+    for (const Slot& s : slots_) feed[s.name] = make(s, rng);
     return feed;
   }
   std::optional<size_t> size() const override { return options_.count; }
@@ -133,54 +130,39 @@ class RandomReader : public DataReader {
     std::vector<int64_t> dims;
   };
 
-  static uint64_t splitmix64(uint64_t x) {
-    x += 0x9E3779B97F4A7C15ULL;
-    x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    x = (x ^ (x >> 27)) * 0x94D049BB133111EBULL;
-    return x ^ (x >> 31);
-  }
-
   template <class T>
-  void fill(ir::Tensor& t, uint64_t stream, const std::pair<double, double>* range) {
+  void fill(ir::Tensor& t, std::mt19937_64& rng, const std::pair<double, double>* range) {
     auto values = t.mutable_values<T>();
     if constexpr (std::is_floating_point_v<T>) {
-      double lo = range ? range->first : 0.0, width = range ? range->second - range->first : 1.0;
-      // As many random bits as T has digits, so that [0, 1) does not round up to 1.
-      constexpr int kBits = std::numeric_limits<T>::digits;
-      const double unit = std::ldexp(1.0, -kBits);
-      for (size_t i = 0; i < values.size(); ++i) {
-        double u = static_cast<double>(splitmix64(stream + i) >> (64 - kBits)) * unit;  // [0, 1)
-        values[i] = static_cast<T>(lo + u * width);
-      }
+      std::uniform_real_distribution<double> u(range ? range->first : 0.0, range ? range->second : 1.0);
+      for (T& v : values) v = static_cast<T>(u(rng));
     } else {
       if (!range) return;  // as the seeds: integers from [0, 1) are all 0
-      auto lo = static_cast<int64_t>(std::ceil(range->first));
-      auto count = static_cast<uint64_t>(static_cast<int64_t>(std::floor(range->second)) - lo) + 1;
-      for (size_t i = 0; i < values.size(); ++i)  // the high half of hash * count: uniform in [0, count)
-        values[i] = static_cast<T>(
-            lo + static_cast<int64_t>((static_cast<unsigned __int128>(splitmix64(stream + i)) * count) >> 64));
+      std::uniform_int_distribution<int64_t> u(static_cast<int64_t>(std::ceil(range->first)),
+                                               static_cast<int64_t>(std::floor(range->second)));
+      for (T& v : values) v = static_cast<T>(u(rng));
     }
   }
 
-  ir::Tensor make(const Slot& s, uint64_t stream) {
+  ir::Tensor make(const Slot& s, std::mt19937_64& rng) {
     auto it = options_.ranges.find(s.name);
     const std::pair<double, double>* range = it == options_.ranges.end() ? nullptr : &it->second;
     ir::Tensor t(s.type, s.dims);
     switch (s.type) {
-      case ir::DataType::Float: fill<float>(t, stream, range); break;
-      case ir::DataType::Double: fill<double>(t, stream, range); break;
-      case ir::DataType::Int8: fill<int8_t>(t, stream, range); break;
-      case ir::DataType::UInt8: fill<uint8_t>(t, stream, range); break;
-      case ir::DataType::Int16: fill<int16_t>(t, stream, range); break;
-      case ir::DataType::UInt16: fill<uint16_t>(t, stream, range); break;
-      case ir::DataType::Int32: fill<int32_t>(t, stream, range); break;
-      case ir::DataType::UInt32: fill<uint32_t>(t, stream, range); break;
-      case ir::DataType::Int64: fill<int64_t>(t, stream, range); break;
-      case ir::DataType::UInt64: fill<uint64_t>(t, stream, range); break;
+      case ir::DataType::Float: fill<float>(t, rng, range); break;
+      case ir::DataType::Double: fill<double>(t, rng, range); break;
+      case ir::DataType::Int8: fill<int8_t>(t, rng, range); break;
+      case ir::DataType::UInt8: fill<uint8_t>(t, rng, range); break;
+      case ir::DataType::Int16: fill<int16_t>(t, rng, range); break;
+      case ir::DataType::UInt16: fill<uint16_t>(t, rng, range); break;
+      case ir::DataType::Int32: fill<int32_t>(t, rng, range); break;
+      case ir::DataType::UInt32: fill<uint32_t>(t, rng, range); break;
+      case ir::DataType::Int64: fill<int64_t>(t, rng, range); break;
+      case ir::DataType::UInt64: fill<uint64_t>(t, rng, range); break;
       case ir::DataType::Bool: break;  // all false
       case ir::DataType::Float16: {
         ir::Tensor f(ir::DataType::Float, s.dims);
-        fill<float>(f, stream, range);
+        fill<float>(f, rng, range);
         ir::Tensor h(ir::DataType::Float16, s.dims);
         auto src = f.values<float>();
         auto dst = h.mutable_values<uint16_t>();
