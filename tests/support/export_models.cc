@@ -121,11 +121,13 @@ int count_ops(const ir::Model& model, const std::string& op_type) {
 }
 
 std::vector<ir::Tensor> ort_run(const std::filesystem::path& path, const ir::Model& model,
-                                const std::map<std::string, ir::Tensor>& feeds, const std::filesystem::path& dir) {
+                                const std::map<std::string, ir::Tensor>& feeds, const std::filesystem::path& dir,
+                                bool literal) {
   namespace fs = std::filesystem;
   fs::create_directories(dir);
   std::string command = "node " + (fs::path(ONNXPTQ_SOURCE_DIR) / "tests/oracle/ort_run.js").string() + " " +
-                        path.string() + " --threads 2 --outputs " + dir.string() + " --inputs";
+                        path.string() + (literal ? " --literal" : "") + " --threads 2 --outputs " + dir.string() +
+                        " --inputs";
   for (const auto& [name, t] : feeds) {
     fs::path file = dir / ("input_" + name + ".npy");
     ir::save_npy(t, file);

@@ -36,9 +36,11 @@ int count_ops(const ir::Model& model, const std::string& op_type);
 
 // ONNX Runtime's outputs (tests/oracle/ort_run.js, 2 threads) of the model file `path` on `feeds`,
 // in the order of `model`'s graph outputs; the inputs and outputs go through .npy files in `dir`.
-// Error when ORT fails to load or run it.
+// Error when ORT fails to load or run it. `literal`: with ORT's graph optimizations off (its fused
+// QLinear kernels compute some steps differently from the ONNX ops, see quantize_vs_ort_test.cc).
 std::vector<ir::Tensor> ort_run(const std::filesystem::path& path, const ir::Model& model,
-                                const std::map<std::string, ir::Tensor>& feeds, const std::filesystem::path& dir);
+                                const std::map<std::string, ir::Tensor>& feeds, const std::filesystem::path& dir,
+                                bool literal = false);
 
 // python3-onnx's checker with full_check (shape inference) on the model file: "" when it passes,
 // else what it printed.
