@@ -54,6 +54,34 @@ TEST(MinMaxStats, ExtremaSkipNonFiniteAndMergeInAnyOrder) {
   EXPECT_DOUBLE_EQ(r.hi, 4.0);
 }
 
+TEST(MinMaxStats, LongBlocksSkipNonFiniteWhereverTheyAre) {
+  // Long enough for the vectorised lanes; each non-finite kind alone, then all of them, at the
+  // start, inside and at the end. Expected: a plain loop over the finite values.
+  std::vector<float> base(1000);
+  for (size_t i = 0; i < base.size(); ++i) base[i] = std::sin(static_cast<float>(i)) * static_cast<float>(i % 97);
+  const std::vector<std::vector<size_t>> places = {{0}, {517}, {999}, {0, 300, 999}};
+  for (float bad : {NAN, INFINITY, -INFINITY})
+    for (const auto& at : places) {
+      std::vector<float> x = base;
+      for (size_t i : at) x[i] = bad;
+      double lo = INFINITY, hi = -INFINITY;
+      for (float v : x)
+        if (std::isfinite(v)) {
+          lo = std::min(lo, static_cast<double>(v));
+          hi = std::max(hi, static_cast<double>(v));
+        }
+      MinMaxStats s;
+      s.add(0, x.data(), x.size(), false);
+      EXPECT_EQ(s.min, lo) << bad << " at " << at.size() << " places";
+      EXPECT_EQ(s.max, hi) << bad << " at " << at.size() << " places";
+    }
+  std::vector<float> nothing(300, NAN);
+  nothing[7] = INFINITY;
+  MinMaxStats none;
+  none.add(0, nothing.data(), nothing.size(), false);
+  EXPECT_TRUE(none.empty());
+}
+
 TEST_F(Numpy, MovingAverageMatchesAnEmaInNumpy) {
   python(R"(
 rng = np.random.default_rng(3)
