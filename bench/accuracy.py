@@ -42,6 +42,8 @@ CONFIGS = [
      "the same without cross-layer equalization"),
     ("CNN on NPU (seed)", ["--config", "VAI_CNN_NPU"],
      "the seed's recommended NPU configuration (preset VAI_CNN_NPU: XINT8 without CLE)"),
+    ("CNN on NPU with CLE (seed)", ["--config", "VAI_CNN_NPU_CLE"],
+     "the seed's CLE recipe (preset VAI_CNN_NPU_CLE: ReplaceClip6Relu, CLESteps 1, CLEScaleAppendBias)"),
 ]
 
 

@@ -59,6 +59,7 @@ namespace {
 // (extrema, integer counts) or kept per sample and summed in sample order at the end, so the
 // result is the same for any number of workers.
 struct TensorStats {
+  bool seen = false;  // computed at all (minmax stays empty when every value is NaN or infinite)
   MinMaxStats minmax;
   Histogram histogram;
   // Per sample, the error of each candidate: squared errors of the MinMSE "All" positions, or
@@ -237,14 +238,20 @@ class Calibrator {
                          });
     std::vector<std::string> unseen;
     for (size_t i = 0; i < names_.size(); ++i) {
-      if (merged[i].minmax.empty())
-        unseen.push_back(names_[i]);
-      else
+      if (!merged[i].minmax.empty())
         result.ranges[names_[i]] = ranges[i];
+      else if (merged[i].seen)
+        result.non_finite.push_back(names_[i]);
+      else
+        unseen.push_back(names_[i]);
     }
     if (!unseen.empty())
       log("calibration: no range for " + std::to_string(unseen.size()) + " tensors never computed as floats (e.g. '" +
           unseen[0] + "')");
+    if (!result.non_finite.empty())
+      log("calibration: no range for " + std::to_string(result.non_finite.size()) +
+          " tensors whose every value is NaN or infinite (e.g. '" + result.non_finite[0] +
+          "'): the float model overflows on this data");
     return result;
   }
 
@@ -363,6 +370,7 @@ class Calibrator {
             if (t.dtype() != ir::DataType::Float && t.dtype() != ir::DataType::Float16 &&
                 t.dtype() != ir::DataType::BFloat16)
               return;  // shapes and indices are not quantized
+            stats[i].seen = true;
             if (t.dtype() == ir::DataType::Float) {
               reduce(stats[i], i, sample, t.values<float>().data(), t.size());
             } else {
@@ -418,6 +426,7 @@ class Calibrator {
     std::vector<TensorStats> merged(names_.size());
     for (size_t i = 0; i < names_.size(); ++i)
       for (auto& w : workers_) {
+        merged[i].seen = merged[i].seen || w[i].seen;
         merged[i].minmax.merge(w[i].minmax);
         merged[i].best_pos.merge(w[i].best_pos);
       }

@@ -78,6 +78,7 @@ struct CalibrationResult {
   std::map<std::string, TensorRange> ranges;
   size_t samples = 0;  // samples used
   std::vector<size_t> skipped;  // indices of samples skipped for NaN or Inf
+  std::vector<std::string> non_finite;  // tensors computed, but never to a finite value: no range
   int passes = 0;  // times the data was read
 };
 

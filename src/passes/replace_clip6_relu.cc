@@ -1,5 +1,8 @@
-// ReplaceClip6Relu (vai_q_onnx.md §10.5): Clip(0, 6) becomes Relu, so that CLE can equalize
-// through MobileNet's ReLU6 (the calibrated range then does the clipping).
+// ReplaceClip6Relu (vai_q_onnx.md §10.5): the ReLU6 of a Conv, ConvTranspose or Gemm, Clip(0, 6),
+// becomes Relu, so that CLE can equalize through it (the calibrated range then does the clipping).
+// The reference replaces every Clip(0, 6); one elsewhere is no layer's activation, so CLE gains
+// nothing, and inside a hard-swish, x * Clip(x + 3, 0, 6) / 6, it changes the function: the
+// quadratic x * Relu(x + 3) / 6 overflows to infinity in PP-OCRv4 det.
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -39,8 +42,14 @@ bool all_close(const std::vector<double>& values, double target) {
   });
 }
 
+// The activation of a layer that CLE pairs.
+bool after_layer(const ir::Value* x) {
+  const ir::Node* p = x->producer();
+  return p && (is_op(p, "Conv") || is_op(p, "ConvTranspose") || is_op(p, "Gemm"));
+}
+
 bool is_clip6(const ir::Node& clip, int64_t opset) {
-  if (!clip.input(0) || !clip.output(0)) return false;
+  if (!clip.input(0) || !clip.output(0) || !after_layer(clip.input(0))) return false;
   if (opset < 11) {
     const ir::Attribute *lo = clip.find_attribute("min"), *hi = clip.find_attribute("max");
     return lo && hi && lo->type == ir::AttrType::Float && hi->type == ir::AttrType::Float && all_close({lo->f}, 0.0) &&

@@ -50,10 +50,13 @@ void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& co
     }
     const std::string& source = t.range_from.empty() ? t.name : t.range_from;
     auto it = ranges.ranges.find(source);
-    if (it == ranges.ranges.end())
+    if (it == ranges.ranges.end()) {
+      bool overflows = std::find(ranges.non_finite.begin(), ranges.non_finite.end(), source) != ranges.non_finite.end();
       throw Error("calibration gave no range for '" + source + "'" +
                   (source != t.name ? " (whose range '" + t.name + "' takes)" : "") +
-                  ": it was never computed as a float tensor");
+                  (overflows ? ": every value of it was NaN or infinite (the float model overflows on this data)"
+                             : ": it was never computed as a float tensor"));
+    }
     const calib::TensorRange& r = it->second;
     if (pof2) {
       t.params = {pof2_activation(t, r, config)};

@@ -372,6 +372,34 @@ TEST(Calibrate, NonFiniteSamplesAreSkippedOrFailWithStrict) {
   }
 }
 
+// A float model that overflows on the data (ReplaceClip6Relu inside a hard-swish did so): the
+// tensor whose every value is infinite has no range and is named as such, not as unseen.
+TEST(Calibrate, TensorsThatOnlyOverflowAreReportedApart) {
+  ir::Model m;
+  m.set_opset("", 13);
+  ir::Graph& g = *m.graph;
+  ir::Value* x = g.add_value("x");
+  x->type = ir::ValueType::tensor(DataType::Float, {4});
+  g.add_input(x);
+  ir::Value* big = g.add_value("big");
+  g.set_initializer(big, ir::Tensor::from_values<float>({}, std::vector<float>{1e30f}));
+  ir::Value *y = g.add_value("y"), *z = g.add_value("z");
+  g.add_node("Mul", {x, big}, {y}, "mul1");
+  g.add_node("Mul", {y, big}, {z}, "mul2");
+  g.add_output(z);
+  ListReader reader({{1, -2, 3, 4}, {2, 3, -4, 5}});
+  std::vector<std::string> messages;
+  CalibOptions o;
+  o.log = [&](const std::string& line) { messages.push_back(line); };
+  CalibrationResult r = calibrate(m, {"x", "y", "z"}, reader, o);
+  EXPECT_EQ(r.ranges.count("y"), 1u);
+  EXPECT_EQ(r.ranges.count("z"), 0u);
+  EXPECT_EQ(r.non_finite, std::vector<std::string>{"z"});
+  EXPECT_EQ(messages, std::vector<std::string>{
+                          "calibration: no range for 1 tensors whose every value is NaN or infinite (e.g. 'z'): "
+                          "the float model overflows on this data"});
+}
+
 TEST(Calibrate, ErrorsNameWhatIsWrong) {
   auto expect_error = [](auto&& f, const std::string& message) {
     try {

@@ -588,8 +588,18 @@ TEST(CrossLayerEqualization, ThresholdKeepsSmallChannelsAndOptionsAreChecked) {
             std::string::npos);
 }
 
+// A Gemm, or a 1x1 Conv, with the identity as its weight: a layer whose Clip(0, 6) is a ReLU6,
+// leaving the values as they are.
+ir::Value* identity_layer(Builder& b, const std::string& op, const std::string& name, ir::Value* in, int64_t n) {
+  std::vector<float> eye(static_cast<size_t>(n * n), 0.0f);
+  for (int64_t i = 0; i < n; ++i) eye[static_cast<size_t>(i * n + i)] = 1.0f;
+  std::vector<int64_t> dims = op == "Conv" ? std::vector<int64_t>{n, n, 1, 1} : std::vector<int64_t>{n, n};
+  return b.node(op, name, {in, b.constant(name + "_w", Tensor::from_values<float>(dims, eye))});
+}
+
 // Opset 11+: min and max as inputs (initializers or Constant nodes); allclose as numpy's
-// (|v - 6| <= 1e-8 + 6e-5). Only Clip(0, 6) changes, to a Relu of the same name and output.
+// (|v - 6| <= 1e-8 + 6e-5). Only the Clip(0, 6) of a layer changes, to a Relu of the same name
+// and output.
 TEST(ReplaceClip6Relu, ReplacesClip06FromInputsOnly) {
   Builder b;
   auto scalar = [&](const std::string& name, float v) {
@@ -599,17 +609,28 @@ TEST(ReplaceClip6Relu, ReplacesClip06FromInputsOnly) {
     return b.node("Constant", name, {},
                   ir::Attribute::of_tensor("value", Tensor::from_values<float>({}, std::vector<float>{v})));
   };
+  auto layer = [&](const std::string& name, ir::Value* in) { return identity_layer(b, "Gemm", name, in, 8); };
   ir::Value* x = b.input("x", {2, 8});
-  ir::Value* a = b.node("Clip", "clip_a", {x, scalar("lo_a", 0), scalar("hi_a", 6)});
-  ir::Value* c = b.node("Clip", "clip_b", {a, constant_node("lo_b", 0), constant_node("hi_b", 6.00005f)});
-  c = b.node("Clip", "clip_c", {c, scalar("lo_c", 0), scalar("hi_c", 5.9f)});
-  c = b.node("Clip", "clip_d", {c, scalar("lo_d", 0.1f), scalar("hi_d", 6)});
-  c = b.node("Clip", "clip_e", {c, scalar("lo_e", 0)});
-  c = b.node("Clip", "clip_f", {c, scalar("lo_f", 0), scalar("hi_f", 6.0001f)});
+  ir::Value* c = b.node("Clip", "clip_a", {layer("g_a", x), scalar("lo_a", 0), scalar("hi_a", 6)});
+  c = b.node("Clip", "clip_b", {layer("g_b", c), constant_node("lo_b", 0), constant_node("hi_b", 6.00005f)});
+  c = b.node("Clip", "clip_c", {layer("g_c", c), scalar("lo_c", 0), scalar("hi_c", 5.9f)});
+  c = b.node("Clip", "clip_d", {layer("g_d", c), scalar("lo_d", 0.1f), scalar("hi_d", 6)});
+  c = b.node("Clip", "clip_e", {layer("g_e", c), scalar("lo_e", 0)});
+  c = b.node("Clip", "clip_f", {layer("g_f", c), scalar("lo_f", 0), scalar("hi_f", 6.0001f)});
   ir::Value *lo = scalar("lo_shared", 0), *hi = scalar("hi_shared", 6);
-  c = b.node("Clip", "clip_g", {c, lo, hi});
-  c = b.node("Clip", "clip_h", {c, lo, hi});
+  c = b.node("Clip", "clip_g", {layer("g_g", c), lo, hi});
+  c = b.node("Clip", "clip_h", {layer("g_h", c), lo, hi});
+  // Not a layer's activation: after a graph input, another Clip, or an Add (hard-swish's
+  // x * Clip(x + 3, 0, 6) / 6, where a Relu would change the function).
+  ir::Value* three = scalar("three", 3);
+  ir::Value* after_input = b.node("Clip", "clip_after_input", {x, lo, hi});
+  ir::Value* after_clip = b.node("Clip", "clip_after_clip", {c, lo, hi});
+  ir::Value* swish = b.node("Clip", "clip_in_hard_swish", {b.node("Add", "add3", {c, three}), lo, hi});
+  swish = b.node("Div", "div6", {b.node("Mul", "mul_x", {c, swish}), hi});
   b.output(b.node("Add", "add", {c, hi}));
+  b.output(after_input);
+  b.output(after_clip);
+  b.output(swish);
   ir::Model after = ir::clone_model(b.model);
   PassContext context;
   ASSERT_TRUE(replace_clip6_relu(after, context));
@@ -619,14 +640,16 @@ TEST(ReplaceClip6Relu, ReplacesClip06FromInputsOnly) {
     EXPECT_EQ(n->inputs().size(), 1u) << name;
     EXPECT_EQ(n->output(0)->name(), std::string(name) + "_out");
   }
-  for (const char* name : {"clip_c", "clip_d", "clip_e", "clip_f"})
+  for (const char* name :
+       {"clip_c", "clip_d", "clip_e", "clip_f", "clip_after_input", "clip_after_clip", "clip_in_hard_swish"})
     EXPECT_EQ(find_node(after, name)->op_type, "Clip") << name;
   EXPECT_EQ(count_ops(after, "Constant"), 0u);
   EXPECT_EQ(after.graph->node_count(), b.model.graph->node_count() - 2);
-  for (const char* gone : {"lo_a", "hi_a", "lo_b_out", "hi_b_out", "lo_shared"})
+  for (const char* gone : {"lo_a", "hi_a", "lo_b_out", "hi_b_out"})
     EXPECT_EQ(after.graph->find_value(gone), nullptr) << gone;
-  EXPECT_TRUE(after.graph->find_value("hi_shared")->has_initializer());  // the Add still reads it
-  EXPECT_EQ(after.graph->initializers().size(), b.model.graph->initializers().size() - 3);
+  for (const char* kept : {"lo_shared", "hi_shared"})  // the Clips left and the Add still read them
+    EXPECT_TRUE(after.graph->find_value(kept)->has_initializer()) << kept;
+  EXPECT_EQ(after.graph->initializers().size(), b.model.graph->initializers().size() - 2);
   // On inputs within [-2, 2) Clip(0, 6) and Relu agree.
   EXPECT_EQ(outputs_diff(b.model, after), 0.0);
   EXPECT_FALSE(replace_clip6_relu(after, context));
@@ -635,10 +658,13 @@ TEST(ReplaceClip6Relu, ReplacesClip06FromInputsOnly) {
 // Opset 6-10: min and max are attributes; both must be given (the defaults are the float limits).
 TEST(ReplaceClip6Relu, ReplacesClip06FromAttributesBeforeOpset11) {
   Builder b(6);
-  ir::Value* x = b.input("x", {3, 5});
-  ir::Value* c = b.node("Clip", "six", {x}, ir::Attribute::of_float("min", 0), ir::Attribute::of_float("max", 6));
-  c = b.node("Clip", "shifted", {c}, ir::Attribute::of_float("min", -1), ir::Attribute::of_float("max", 6));
-  c = b.node("Clip", "max_only", {c}, ir::Attribute::of_float("max", 6));
+  ir::Value* x = b.input("x", {1, 5, 2, 3});
+  auto layer = [&](const std::string& name, ir::Value* in) { return identity_layer(b, "Conv", name, in, 5); };
+  ir::Value* c = b.node("Clip", "six", {layer("c1", x)}, ir::Attribute::of_float("min", 0),
+                        ir::Attribute::of_float("max", 6));
+  c = b.node("Clip", "shifted", {layer("c2", c)}, ir::Attribute::of_float("min", -1),
+             ir::Attribute::of_float("max", 6));
+  c = b.node("Clip", "max_only", {layer("c3", c)}, ir::Attribute::of_float("max", 6));
   b.output(c);
   ir::Model after = ir::clone_model(b.model);
   PassContext context;
