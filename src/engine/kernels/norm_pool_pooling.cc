@@ -119,6 +119,10 @@ struct PoolAttributes {
 
 struct PoolOptions {
   bool count_include_pad = false;  // AveragePool
+  // AveragePool: each column of a window summed over the window's rows first, then the columns
+  // (the order of ONNX Runtime's vectorised float kernel, so that both round alike); otherwise
+  // row by row. Either way the sum is then divided by the count.
+  bool columns_first = false;
   bool column_major = false;       // MaxPool storage_order 1, for the Indices
   int64_t p = 2;                   // LpPool
 };
@@ -178,6 +182,7 @@ void pool_compute(const RunContext& ctx, const T* x, T* y, int64_t* indices, int
   const int64_t in_plane = a0.in * a1.in * a2.in, out_plane = a0.out * a1.out * a2.out;
   const bool row_path = Op != PoolOp::Lp && indices == nullptr;
   parallel_for(ctx.threads, planes, std::max<int64_t>(1, 4096 / std::max<int64_t>(out_plane, 1)), [&](int64_t begin, int64_t end) {
+    std::vector<T> columns(Op == PoolOp::Average && opt.columns_first ? a2.in : 0);
     for (int64_t plane = begin; plane < end; ++plane) {
       const T* xp = x + plane * in_plane;
       for (int64_t o0 = 0; o0 < a0.out; ++o0)
@@ -220,15 +225,24 @@ void pool_compute(const RunContext& ctx, const T* x, T* y, int64_t* indices, int
               }
             } else {
               A sum = 0;
-              for (int64_t t0 = f0; t0 < l0; ++t0)
-                for (int64_t t1 = f1; t1 < l1; ++t1) {
-                  const T* row = xp + row_at(t0, t1) + s2;
-                  for (int64_t t2 = f2; t2 < l2; ++t2) {
-                    const A v = static_cast<A>(row[t2 * a2.dilation]);
-                    if constexpr (Op == PoolOp::Average) sum += v;
-                    else sum += opt.p == 2 ? v * v : opt.p == 1 ? std::fabs(v) : std::pow(std::fabs(v), static_cast<A>(opt.p));
-                  }
+              if (Op == PoolOp::Average && opt.columns_first) {
+                for (int64_t t2 = f2; t2 < l2; ++t2) {
+                  A column = 0;
+                  for (int64_t t0 = f0; t0 < l0; ++t0)
+                    for (int64_t t1 = f1; t1 < l1; ++t1) column += static_cast<A>(xp[row_at(t0, t1) + s2 + t2 * a2.dilation]);
+                  sum += column;
                 }
+              } else {
+                for (int64_t t0 = f0; t0 < l0; ++t0)
+                  for (int64_t t1 = f1; t1 < l1; ++t1) {
+                    const T* row = xp + row_at(t0, t1) + s2;
+                    for (int64_t t2 = f2; t2 < l2; ++t2) {
+                      const A v = static_cast<A>(row[t2 * a2.dilation]);
+                      if constexpr (Op == PoolOp::Average) sum += v;
+                      else sum += opt.p == 2 ? v * v : opt.p == 1 ? std::fabs(v) : std::pow(std::fabs(v), static_cast<A>(opt.p));
+                    }
+                  }
+              }
               if constexpr (Op == PoolOp::Average) {
                 const int64_t count = opt.count_include_pad ? a0.padded_taps[o0] * a1.padded_taps[o1] * a2.padded_taps[o2]
                                                             : (l0 - f0) * (l1 - f1) * (l2 - f2);
@@ -247,33 +261,83 @@ void pool_compute(const RunContext& ctx, const T* x, T* y, int64_t* indices, int
             const T init = Op == PoolOp::Max ? pool_max_init<T>() : T(0);
             for (int64_t j = lo; j < hi; ++j) yrow[j] = init;
             const int64_t stride = a2.stride;
-            for (int64_t t0 = f0; t0 < l0; ++t0)
-              for (int64_t t1 = f1; t1 < l1; ++t1) {
-                const T* xrow = xp + row_at(t0, t1);
-                // Strides 1 and 2 and widths 2 and 3 as constants: the compiler turns the loads
-                // into whole-vector loads and shuffles, and the taps of a row go in one pass.
-                const T* first = xrow + lo * stride - a2.pad_begin;  // xrow[j * stride + tap] is inside
-                const int64_t n = hi - lo, k = a2.kernel;
-                if (a2.dilation == 1 && stride == 1 && k == 3) pool_row_taps<Op, 1, 3>(yrow + lo, first, n);
-                else if (a2.dilation == 1 && stride == 2 && k == 3) pool_row_taps<Op, 2, 3>(yrow + lo, first, n);
-                else if (a2.dilation == 1 && stride == 2 && k == 2) pool_row_taps<Op, 2, 2>(yrow + lo, first, n);
-                else if (a2.dilation == 1 && stride == 1 && k == 2) pool_row_taps<Op, 1, 2>(yrow + lo, first, n);
-                else
-                  for (int64_t t2 = 0; t2 < k; ++t2) {
-                    if (stride == 1) pool_row_tap<Op, 1>(yrow + lo, first + t2 * a2.dilation, n, 1);
-                    else if (stride == 2) pool_row_tap<Op, 2>(yrow + lo, first + t2 * a2.dilation, n, 2);
-                    else pool_row_tap<Op, 0>(yrow + lo, first + t2 * a2.dilation, n, stride);
+            // Every tap of one input row (or of the column sums) added to the row of outputs.
+            auto add_taps = [&](const T* xrow) {
+              // Strides 1 and 2 and widths 2 and 3 as constants: the compiler turns the loads
+              // into whole-vector loads and shuffles, and the taps of a row go in one pass.
+              const T* first = xrow + lo * stride - a2.pad_begin;  // xrow[j * stride + tap] is inside
+              const int64_t n = hi - lo, k = a2.kernel;
+              if (a2.dilation == 1 && stride == 1 && k == 3) pool_row_taps<Op, 1, 3>(yrow + lo, first, n);
+              else if (a2.dilation == 1 && stride == 2 && k == 3) pool_row_taps<Op, 2, 3>(yrow + lo, first, n);
+              else if (a2.dilation == 1 && stride == 2 && k == 2) pool_row_taps<Op, 2, 2>(yrow + lo, first, n);
+              else if (a2.dilation == 1 && stride == 1 && k == 2) pool_row_taps<Op, 1, 2>(yrow + lo, first, n);
+              else
+                for (int64_t t2 = 0; t2 < k; ++t2) {
+                  if (stride == 1) pool_row_tap<Op, 1>(yrow + lo, first + t2 * a2.dilation, n, 1);
+                  else if (stride == 2) pool_row_tap<Op, 2>(yrow + lo, first + t2 * a2.dilation, n, 2);
+                  else pool_row_tap<Op, 0>(yrow + lo, first + t2 * a2.dilation, n, stride);
+                }
+            };
+            if (Op == PoolOp::Average && opt.columns_first) {
+              // The input columns the interior windows cover, each summed over the window's rows.
+              const int64_t c0 = lo * stride - a2.pad_begin, c1 = (hi - 1) * stride - a2.pad_begin + (a2.kernel - 1) * a2.dilation + 1;
+              bool first_row = true;
+              for (int64_t t0 = f0; t0 < l0; ++t0)
+                for (int64_t t1 = f1; t1 < l1; ++t1) {
+                  const T* xrow = xp + row_at(t0, t1);
+                  if (first_row) std::copy(xrow + c0, xrow + c1, columns.data() + c0);
+                  else {
+#pragma omp simd
+                    for (int64_t c = c0; c < c1; ++c) columns[c] += xrow[c];
                   }
-              }
+                  first_row = false;
+                }
+              add_taps(columns.data());
+            } else {
+              for (int64_t t0 = f0; t0 < l0; ++t0)
+                for (int64_t t1 = f1; t1 < l1; ++t1) add_taps(xp + row_at(t0, t1));
+            }
             if constexpr (Op == PoolOp::Average) {
               const int64_t count = opt.count_include_pad ? a0.padded_taps[o0] * a1.padded_taps[o1] * a2.kernel
                                                           : (l0 - f0) * (l1 - f1) * a2.kernel;
-              const T scale = count > 0 ? T(1) / static_cast<T>(count) : T(0);
+              const T divisor = count > 0 ? static_cast<T>(count) : T(1);
 #pragma omp simd
-              for (int64_t j = lo; j < hi; ++j) yrow[j] *= scale;
+              for (int64_t j = lo; j < hi; ++j) yrow[j] /= divisor;
             }
           }
         }
+    }
+  });
+}
+
+// Global pools keep 4 running values, element i going to value i % 4, then combine them as
+// (v0 + v2) + (v1 + v3) and take the tail in order: ONNX Runtime's float order (MLAS), so that
+// both round alike.
+constexpr int kGlobalLanes = 4;
+template <bool Max, class T>
+inline T global_fold(T acc, T v) {
+  if constexpr (Max) return (v > acc || v != v) ? v : acc;  // NaN propagates
+  else return acc + v;
+}
+template <bool Max, class T>
+inline T global_lanes_total(T v0, T v1, T v2, T v3) {
+  return global_fold<Max>(global_fold<Max>(v0, v2), global_fold<Max>(v1, v3));
+}
+
+// GlobalAveragePool and GlobalMaxPool: one value per (n, c) plane, from contiguous data.
+template <class T, bool Max>
+void global_pool_compute(const RunContext& ctx, const T* x, T* y, int64_t planes, int64_t size) {
+  parallel_for(ctx.threads, planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(size, 1)), [&](int64_t begin, int64_t end) {
+    for (int64_t plane = begin; plane < end; ++plane) {
+      const T* xp = x + plane * size;
+      T lanes[kGlobalLanes];
+      for (T& l : lanes) l = Max ? -std::numeric_limits<T>::infinity() : T(0);
+      int64_t i = 0;
+      for (; i + kGlobalLanes <= size; i += kGlobalLanes)
+        for (int j = 0; j < kGlobalLanes; ++j) lanes[j] = global_fold<Max>(lanes[j], xp[i + j]);
+      T acc = global_lanes_total<Max>(lanes[0], lanes[1], lanes[2], lanes[3]);
+      for (; i < size; ++i) acc = global_fold<Max>(acc, xp[i]);
+      y[plane] = Max ? acc : acc / static_cast<T>(size);
     }
   });
 }
@@ -310,7 +374,27 @@ class PoolKernel : public Kernel {
     if (want_indices_) indices = Tensor::uninitialized(DataType::Int64, out_dims);
     int64_t* ip = want_indices_ ? indices.mutable_values<int64_t>().data() : nullptr;
 
-    auto compute = [&]<class T>(const T* xp, T* yp) { pool_compute<Op>(ctx, xp, yp, ip, planes, ax, opt_); };
+    PoolOptions opt = opt_;
+    bool whole_plane = false;
+    if (Op == PoolOp::Average && x.dtype() == DataType::Float) {
+      // ONNX Runtime's float AveragePool (MLAS) sums a window covering the whole input as
+      // GlobalAveragePool does, and in columns-first order where its vectorised kernel applies:
+      // 2 or 3 spatial axes, no dilation, the last stride at most 2, kernels of at most 32, and
+      // a padded last axis of at most 2045.
+      const size_t k = attrs_.kernel.size();
+      const PoolAxis& last = ax[2];
+      bool plain = true, small = true;
+      for (size_t i = 3 - k; i < 3; ++i) {
+        plain = plain && ax[i].kernel == ax[i].in && ax[i].stride == 1 && ax[i].pad_begin == 0 && ax[i].pad_end == 0;
+        small = small && ax[i].kernel <= 32 && ax[i].dilation == 1;
+      }
+      whole_plane = plain;
+      opt.columns_first = k >= 2 && small && last.stride <= 2 && last.in + last.pad_begin + last.pad_end <= 2045;
+    }
+    auto compute = [&]<class T>(const T* xp, T* yp) {
+      if (whole_plane) global_pool_compute<T, false>(ctx, xp, yp, planes, x.size() / std::max<int64_t>(planes, 1));
+      else pool_compute<Op>(ctx, xp, yp, ip, planes, ax, opt);
+    };
     out[0] = Op == PoolOp::Max
                  ? norm_pool_compute_typed<float, double, int8_t, uint8_t>(x, out_dims, attrs_.op_type, compute)
                  : norm_pool_compute_typed<float, double>(x, out_dims, attrs_.op_type, compute);
@@ -372,56 +456,32 @@ class NhwcMaxPoolKernel : public Kernel {
   PoolAttributes attrs_;
 };
 
-// GlobalAveragePool and GlobalMaxPool: one value per (n, c) plane, from contiguous data.
-template <class T, bool Max>
-void global_pool_compute(const RunContext& ctx, const T* x, T* y, int64_t planes, int64_t size) {
-  parallel_for(ctx.threads, planes, std::max<int64_t>(1, 16384 / std::max<int64_t>(size, 1)), [&](int64_t begin, int64_t end) {
-    for (int64_t plane = begin; plane < end; ++plane) {
-      const T* xp = x + plane * size;
-      T lanes[8];
-      for (T& l : lanes) l = Max ? -std::numeric_limits<T>::infinity() : T(0);
-      int64_t i = 0;
-      for (; i + 8 <= size; i += 8)
-        for (int j = 0; j < 8; ++j) {
-          if constexpr (Max) lanes[j] = (xp[i + j] > lanes[j] || xp[i + j] != xp[i + j]) ? xp[i + j] : lanes[j];
-          else lanes[j] += xp[i + j];
-        }
-      T acc = lanes[0];
-      for (int j = 1; j < 8; ++j) acc = Max ? ((lanes[j] > acc || lanes[j] != lanes[j]) ? lanes[j] : acc) : acc + lanes[j];
-      for (; i < size; ++i) acc = Max ? ((xp[i] > acc || xp[i] != xp[i]) ? xp[i] : acc) : acc + xp[i];
-      y[plane] = Max ? acc : acc / static_cast<T>(size);
-    }
-  });
-}
-
 // The same over channels-last data (N x spatial... x C): each channel's values are `channels`
 // apart, so a row of channels is folded into a row of accumulators at a time. The sums take
-// the values in the order global_pool_compute does (8 lanes, then their sum, then the tail),
+// the values in the order global_pool_compute does (4 lanes, then their sum, then the tail),
 // so both layouts give the same result to the bit.
 template <class T, bool Max>
 void global_pool_channels_last(const RunContext& ctx, const T* x, T* y, int64_t batch, int64_t size, int64_t channels) {
-  constexpr int64_t kBlock = 64;  // channels per work item: 8 lanes of 64 stay in L1
+  constexpr int64_t kBlock = 64;  // channels per work item: 4 lanes of 64 stay in L1
   int64_t blocks = (channels + kBlock - 1) / kBlock;
   parallel_for(ctx.threads, batch * blocks, std::max<int64_t>(1, 16384 / std::max<int64_t>(size * kBlock, 1)),
                [&](int64_t begin, int64_t end) {
-    T lanes[8][kBlock];
+    T lanes[kGlobalLanes][kBlock];
     for (int64_t item = begin; item < end; ++item) {
       int64_t n = item / blocks, c0 = item % blocks * kBlock, width = std::min(kBlock, channels - c0);
       const T* xn = x + n * size * channels + c0;
-      auto fold = [](T acc, T v) { return Max ? ((v > acc || v != v) ? v : acc) : acc + v; };
       for (auto& lane : lanes)
         for (int64_t c = 0; c < width; ++c) lane[c] = Max ? -std::numeric_limits<T>::infinity() : T(0);
       int64_t i = 0;
-      for (; i + 8 <= size; i += 8)
-        for (int j = 0; j < 8; ++j) {
+      for (; i + kGlobalLanes <= size; i += kGlobalLanes)
+        for (int j = 0; j < kGlobalLanes; ++j) {
           const T* row = xn + (i + j) * channels;
 #pragma omp simd
-          for (int64_t c = 0; c < width; ++c) lanes[j][c] = fold(lanes[j][c], row[c]);
+          for (int64_t c = 0; c < width; ++c) lanes[j][c] = global_fold<Max>(lanes[j][c], row[c]);
         }
       for (int64_t c = 0; c < width; ++c) {
-        T acc = lanes[0][c];
-        for (int j = 1; j < 8; ++j) acc = fold(acc, lanes[j][c]);
-        for (int64_t k = i; k < size; ++k) acc = fold(acc, xn[k * channels + c]);
+        T acc = global_lanes_total<Max>(lanes[0][c], lanes[1][c], lanes[2][c], lanes[3][c]);
+        for (int64_t k = i; k < size; ++k) acc = global_fold<Max>(acc, xn[k * channels + c]);
         y[n * channels + c0 + c] = Max ? acc : acc / static_cast<T>(size);
       }
     }
