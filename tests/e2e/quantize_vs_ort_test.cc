@@ -40,9 +40,14 @@ struct Case {
   bool text_images = false;
 };
 
-quant::QuantConfig config_of(const std::string& name) {
+quant::QuantConfig config_of(std::string name) {
   quant::QuantConfig c;
   c.calib.threads = 2;
+  const std::string qop = "_qoperator";
+  if (name.size() > qop.size() && name.compare(name.size() - qop.size(), qop.size(), qop) == 0) {
+    c.format = quant::QuantFormat::QOperator;
+    name.resize(name.size() - qop.size());
+  }
   if (name == "u8s8" || name == "u8s8_cle") {
     c.calibrate_method = calib::Method::MinMax;
     c.activation_type = ir::DataType::UInt8;
@@ -125,11 +130,13 @@ TEST_P(QuantizeVsOrt, EveryQuantizedTensorWithinOneStepOfOrtGivenItsInputs) {
   fs::path quantized = dir / "q.onnx";
   ir::save_model(q.model, quantized);
 
-  // The same model with every QuantizeLinear output also a graph output, for ORT to write them.
+  // The same model with every quantized tensor (the output of a QuantizeLinear, or of a QLinear
+  // op of the QOperator format) also a graph output, for ORT to write them.
   ir::Model exposed = ir::clone_model(q.model);
   std::set<std::string> quantized_tensors;
   for (const auto& n : exposed.graph->nodes())
-    if (n->op_type == "QuantizeLinear" && n->output(0)) {
+    if ((n->op_type == "QuantizeLinear" || n->op_type.rfind("QLinear", 0) == 0 || n->op_type == "QGemm") &&
+        n->output(0)) {
       quantized_tensors.insert(n->output(0)->name());
       if (!exposed.graph->is_output(n->output(0))) exposed.graph->add_output(n->output(0));
     }
@@ -198,10 +205,10 @@ TEST_P(QuantizeVsOrt, EveryQuantizedTensorWithinOneStepOfOrtGivenItsInputs) {
 
 // Torchvision exports and the PP-OCR models (rec and cls are opset 9, upgraded to 13 by
 // optimize_model's preparation) with uint8/int8, int8/int8 per channel, int16/int8 (com.microsoft
-// Q/DQ below opset 21) and power-of-two int8.
+// Q/DQ below opset 21) and power-of-two int8 as QDQ, and the 8-bit ones as QOperator too.
 std::vector<Case> cases() {
   std::vector<Case> all;
-  for (const char* config : {"u8s8", "s8s8_per_channel", "a16w8", "pof2"})
+  for (const char* config : {"u8s8", "s8s8_per_channel", "a16w8", "pof2", "u8s8_qoperator", "s8s8_per_channel_qoperator"})
     for (const char* model : {"resnet18", "mobilenet_v2"})
       all.push_back({std::string(model) + "_" + config, kModels / (std::string(model) + ".onnx"), config, ""});
   all.push_back({"mobilenet_v2_u8s8_cle", kModels / "mobilenet_v2.onnx", "u8s8_cle", ""});
@@ -210,7 +217,7 @@ std::vector<Case> cases() {
                                                          {"det", "ch_PP-OCRv4_det_infer.onnx"},
                                                          {"rec", "ch_PP-OCRv4_rec_infer.onnx"}};
   for (const auto& [name, file] : models)
-    for (const char* config : {"u8s8", "a16w8", "pof2"})
+    for (const char* config : {"u8s8", "a16w8", "pof2", "u8s8_qoperator"})
       all.push_back({std::string("ppocr_") + name + "_" + config, ocr / file, config,
                      std::string(name) == "det" ? "x=1x3x160x160" : "x=1x3x48x192", true});
   return all;
