@@ -69,6 +69,16 @@ struct TensorStats {
   int chosen_pos = 0;  // MinMSE "All": the best position over every sample
   std::vector<Range> percentile_ranges;  // LayerWisePercentile: one per candidate percentile
   size_t chosen = 0;                     // LayerWisePercentile: the candidate with the least error
+  // MinMSE "All" in the first pass (one worker, symmetric ranges): each sample's squared errors
+  // at the positions near the range seen so far, summed per position in sample order (as the
+  // second pass sums them). Usable when every sample had the final candidates among its positions.
+  struct {
+    bool usable = true;
+    size_t samples = 0, last_sample = SIZE_MAX;
+    int64_t zero_point = 0;
+    std::map<int, double> total;  // by position
+    std::map<int, size_t> count;  // samples with an error at that position
+  } early;
 };
 
 // Checks a float input of a sample: how many values are NaN or infinite.
@@ -198,29 +208,53 @@ class Calibrator {
     const bool layerwise = method == Method::LayerWisePercentile;
     const bool histograms =
         method == Method::Entropy || method == Method::Percentile || method == Method::Distribution || layerwise;
-    const int passes = 1 + histograms + (minmse_all || layerwise);
-    if (passes > 1 && !reader_.can_rewind())
-      throw Error(std::string(method_name(method)) + " reads the data " + (passes == 2 ? "twice" : "three times") +
+    // MinMSE "All" tries its candidates in the first pass already, near the range seen so far;
+    // a second pass only for the tensors whose final candidates some sample did not try.
+    const bool early_minmse = minmse_all && symmetric_ && options_.workers == 1;
+    const int planned = 1 + histograms + ((minmse_all && !early_minmse) || layerwise);
+    if (planned > 1 && !reader_.can_rewind())
+      throw Error(std::string(method_name(method)) + " reads the data " + (planned == 2 ? "twice" : "three times") +
                   " (extrema first), and " + reader_.describe() + " cannot start over");
-    auto start_pass = [&](int pass, const std::string& what) {
-      if (pass > 1) reader_.rewind();
-      if (passes > 1) log("calibration pass " + std::to_string(pass) + " of " + std::to_string(passes) + ": " + what);
+    int passes = 1;
+    auto start_pass = [&](const std::string& what) {
+      if (passes > 1) reader_.rewind();
+      if (planned > 1 || early_minmse) log("calibration pass " + std::to_string(passes) + ": " + what);
     };
 
-    start_pass(1, "extrema of " + std::to_string(names_.size()) + " tensors");
+    start_pass("extrema of " + std::to_string(names_.size()) + " tensors" +
+               (early_minmse ? ", and the squared errors of the power-of-two positions near them" : ""));
     bool keep_per_sample = options_.moving_average;
     bool most_common = method == Method::MinMSE && !minmse_all;
     run_pass(true, [&](TensorStats& s, size_t, size_t sample, const float* x, size_t n) {
       s.minmax.add(sample, x, n, keep_per_sample || most_common, threads_);
       if (most_common) s.best_pos[sample] = sample_best_pos(s.minmax.per_sample.at(sample), x, n);
+      if (early_minmse) early_minmse_errors(s, sample, x, n);
     });
     std::vector<TensorStats> merged = merge_first_pass();
-    if (histograms) collect_histograms(merged, [&] { start_pass(2, "histograms over the extrema"); });
-    if (minmse_all || layerwise)
-      choose_candidates(merged, [&] {
-        start_pass(passes, minmse_all ? "squared errors of the power-of-two candidates"
-                                      : "errors of the candidate percentiles (" + options_.lwp_metric + ")");
+    if (histograms) {
+      ++passes;
+      collect_histograms(merged, [&] { start_pass("histograms over the extrema"); });
+    }
+    std::vector<bool> second(names_.size(), minmse_all || layerwise);
+    if (early_minmse) {
+      size_t late = 0;
+      for (size_t i = 0; i < names_.size(); ++i)
+        if (!merged[i].minmax.empty() && !take_early_minmse(merged[i])) ++late;
+        else second[i] = false;
+      if (late && !reader_.can_rewind())
+        throw Error("MinMSE: the ranges of " + std::to_string(late) + " tensors grew past the positions tried in " +
+                    "one pass, and " + reader_.describe() + " cannot start over for a second");
+    }
+    if (std::find(second.begin(), second.end(), true) != second.end()) {
+      ++passes;
+      size_t count = static_cast<size_t>(std::count(second.begin(), second.end(), true));
+      choose_candidates(merged, second, [&] {
+        start_pass(minmse_all ? "squared errors of the power-of-two candidates" +
+                                    (early_minmse ? " for " + std::to_string(count) + " tensors whose range grew"
+                                                  : std::string())
+                              : "errors of the candidate percentiles (" + options_.lwp_metric + ")");
       });
+    }
 
     CalibrationResult result;
     result.samples = samples_;
@@ -294,13 +328,13 @@ class Calibrator {
   // The last pass of MinMSE "All" and LayerWisePercentile: each tensor's candidates are tried on
   // every sample, the errors summed in sample order, and the least error wins.
   template <class Start>
-  void choose_candidates(std::vector<TensorStats>& merged, Start&& start) {
+  void choose_candidates(std::vector<TensorStats>& merged, const std::vector<bool>& wanted, Start&& start) {
     const bool minmse = options_.method == Method::MinMSE;
     std::vector<std::vector<Candidate>> candidates(names_.size());
     std::vector<int> p0(names_.size(), 0);
     for (size_t i = 0; i < names_.size(); ++i) {
       TensorStats& t = merged[i];
-      if (t.minmax.empty()) continue;
+      if (t.minmax.empty() || !wanted[i]) continue;
       if (minmse) {
         quant::ScaleZeroPoint p =
             quant::pof2_scale(t.minmax.min, t.minmax.max, qrange_, options_.activation_type, symmetric_);
@@ -430,7 +464,65 @@ class Calibrator {
         merged[i].minmax.merge(w[i].minmax);
         merged[i].best_pos.merge(w[i].best_pos);
       }
+    if (workers_.size() == 1)
+      for (size_t i = 0; i < names_.size(); ++i) merged[i].early = std::move(workers_[0][i].early);
     return merged;
+  }
+
+  // Positions tried early below the estimate: the range may still grow this many positions'
+  // worth (a factor 4 for 2) before a second pass is needed.
+  static constexpr int kEarlyMargin = 2;
+
+  // MinMSE "All", first pass: this sample's squared errors at the candidates of the range seen so
+  // far (this sample's included) and kEarlyMargin coarser positions. The range only grows, so the
+  // final position is at most the estimate. A tensor seen twice in a sample (inside a loop) is
+  // left to the second pass, whose per-sample sums it needs.
+  void early_minmse_errors(TensorStats& s, size_t sample, const float* x, size_t n) {
+    auto& e = s.early;
+    if (!e.usable) return;
+    if (e.last_sample == sample || s.minmax.empty()) {
+      e.usable = false;
+      return;
+    }
+    e.last_sample = sample;
+    quant::ScaleZeroPoint p = quant::pof2_scale(s.minmax.min, s.minmax.max, qrange_, options_.activation_type, symmetric_);
+    if (e.samples == 0) e.zero_point = p.zero_point;
+    if (p.zero_point != e.zero_point) {  // a range of zeros so far: another zero point
+      e.usable = false;
+      return;
+    }
+    const int estimate = quant::scale_to_pos(p.scale);
+    std::vector<Candidate> candidates;
+    for (int pos = quant::minmse_candidate(estimate, 0) - kEarlyMargin;
+         pos <= quant::minmse_candidate(estimate, quant::kMinMseCandidates - 1); ++pos)
+      candidates.push_back({quant::pos_to_scale(pos), p.zero_point, quant::clip_range(options_.activation_type)});
+    CandidateErrors errors = candidate_errors(threads_, x, n, candidates, quant::ErrorMetric::Squared);
+    for (size_t c = 0; c < errors.size(); ++c) {
+      int pos = quant::minmse_candidate(estimate, 0) - kEarlyMargin + static_cast<int>(c);
+      e.total[pos] += errors[c];
+      ++e.count[pos];
+    }
+    ++e.samples;
+  }
+
+  // Chooses the MinMSE position from the first pass's errors when every sample tried all the
+  // final candidates; false when a second pass must compute them.
+  bool take_early_minmse(TensorStats& t) const {
+    const auto& e = t.early;
+    if (!e.usable || e.samples == 0) return false;
+    quant::ScaleZeroPoint p = quant::pof2_scale(t.minmax.min, t.minmax.max, qrange_, options_.activation_type, symmetric_);
+    if (p.zero_point != e.zero_point) return false;
+    const int p0 = quant::scale_to_pos(p.scale);
+    CandidateErrors total;
+    for (int c = 0; c < quant::kMinMseCandidates; ++c) {
+      int pos = quant::minmse_candidate(p0, c);
+      auto count = e.count.find(pos);
+      if (count == e.count.end() || count->second != e.samples) return false;
+      total.push_back(e.total.at(pos));
+    }
+    t.chosen = least_error(total);  // the coarsest position wins ties, as in the second pass
+    t.chosen_pos = quant::minmse_candidate(p0, static_cast<int>(t.chosen));
+    return true;
   }
 
   // MinMSE "MostCommon": one sample's own search, from its own extrema.

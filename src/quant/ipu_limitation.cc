@@ -115,9 +115,14 @@ std::vector<IpuRule> enabled_rules(const QuantConfig& config) {
       case IpuRule::AlignPool:
         on = config.align_pool.value_or(true);
         break;
+      default:
+        break;
     }
     if (on) rules.push_back(rule);
   }
+  // Quark's, when set (its power-of-two default; vai_q_onnx has none, and the default is vai's).
+  if (config.align_pad.value_or(false)) rules.push_back(IpuRule::AlignPad);
+  if (config.align_slice.value_or(false)) rules.push_back(IpuRule::AlignSlice);
   return rules;
 }
 
@@ -174,15 +179,14 @@ void check_ipu_config(const QuantConfig& config) {
       c.adjust_shift_write != defaults.adjust_shift_write || c.adjust_hard_sigmoid != defaults.adjust_hard_sigmoid ||
       c.adjust_shift_swish != defaults.adjust_shift_swish || c.max_loops != defaults.max_loops;
   if (c.max_loops < 0) throw Error("MaxLoopNum: " + std::to_string(c.max_loops) + " sweeps; expected 0 or more");
-  // Quark's other alignments have no position rule in vai §9: on power-of-two plans they would do nothing.
+  // Quark aligns Transpose and Reshape for float scales only (quark_onnx.md §7.3): no position rule.
   if (config.enable_dpu && config.power_of_two())
     for (auto [key, value] :
-         {std::pair{"AlignPad", config.align_pad}, std::pair{"AlignSlice", config.align_slice},
-          std::pair{"AlignTranspose", config.align_transpose}, std::pair{"AlignReshape", config.align_reshape}})
+         {std::pair{"AlignTranspose", config.align_transpose}, std::pair{"AlignReshape", config.align_reshape}})
       if (value.value_or(false))
         throw Error(std::string(key) +
-                    " true with enable_dpu: the IPU limitation check aligns power-of-two positions around Concat "
-                    "and the pools only (vai_q_onnx §9)");
+                    " true with enable_dpu: the IPU limitation check aligns power-of-two positions around Concat, "
+                    "the pools, Pad and Slice only (vai_q_onnx §9, quark_onnx.md §7.3)");
   if (changed && !(config.enable_dpu && config.power_of_two()))
     throw Error(
         "IPULimitationCheck, AdjustShift*/AdjustHardSigmoid and MaxLoopNum set the NPU limitation check, which runs "

@@ -25,6 +25,10 @@ const char* ipu_rule_name(IpuRule rule) {
       return "AlignConcat";
     case IpuRule::AlignPool:
       return "AlignPool";
+    case IpuRule::AlignPad:
+      return "AlignPad";
+    case IpuRule::AlignSlice:
+      return "AlignSlice";
   }
   return "?";
 }
@@ -287,8 +291,8 @@ std::optional<IpuRuleCheck> align_concat(const ir::Node& node, const PositionVie
   return align(*out, inputs);
 }
 
-std::optional<IpuRuleCheck> align_pool(const ir::Node& node, const PositionView& view, const IpuAnnotation& a) {
-  if (node.op_type != "MaxPool" && !is_avg_pool(node)) return std::nullopt;
+// Input 0 and the output of a pool (or, for Quark, of a Pad or Slice) take the smaller position.
+std::optional<IpuRuleCheck> align_in_out(const ir::Node& node, const PositionView& view, const IpuAnnotation& a) {
   std::optional<Slot> in = slot_pos(input_slot(node, 0, view, true), view);
   std::optional<Slot> out = slot_pos(output_slot(node, view, a), view);
   if (!in || !out) return std::nullopt;
@@ -315,7 +319,14 @@ std::optional<IpuRuleCheck> ipu_check_node(IpuRule rule, const ir::Node& node, c
     case IpuRule::AlignConcat:
       return align_concat(node, view, annotation);
     case IpuRule::AlignPool:
-      return align_pool(node, view, annotation);
+      if (node.op_type != "MaxPool" && !is_avg_pool(node)) return std::nullopt;
+      return align_in_out(node, view, annotation);
+    case IpuRule::AlignPad:
+      if (node.op_type != "Pad") return std::nullopt;
+      return align_in_out(node, view, annotation);
+    case IpuRule::AlignSlice:
+      if (node.op_type != "Slice") return std::nullopt;
+      return align_in_out(node, view, annotation);
   }
   return std::nullopt;
 }

@@ -37,10 +37,15 @@ enum class IpuRule {
   AdjustShiftSwish,
   AlignConcat,
   AlignPool,
+  AlignPad,    // Quark's power-of-two refinement only (quark_onnx.md §7.3 a): Pad like the pools
+  AlignSlice,  // likewise Slice
 };
 inline constexpr IpuRule kIpuRules[] = {IpuRule::AdjustShiftRead, IpuRule::AdjustShiftWrite,  IpuRule::AdjustShiftCut,
                                         IpuRule::AdjustShiftBias, IpuRule::AdjustHardSigmoid, IpuRule::AdjustShiftSwish,
                                         IpuRule::AlignConcat,     IpuRule::AlignPool};
+// Quark's alignments that vai §9 does not have, after its rules; no NPU constraint, so the
+// checker (tools/check_npu.cc) does not look for them.
+inline constexpr IpuRule kQuarkAlignRules[] = {IpuRule::AlignPad, IpuRule::AlignSlice};
 const char* ipu_rule_name(IpuRule rule);
 
 inline constexpr int kNoBound = INT_MAX;

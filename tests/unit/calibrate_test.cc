@@ -214,7 +214,7 @@ TEST(Calibrate, MinMseAllPicksTheLeastSquaredErrorPosition) {
   CalibOptions o;
   o.method = Method::MinMSE;
   CalibrationResult r = run(samples, o);
-  EXPECT_EQ(r.passes, 2);
+  EXPECT_EQ(r.passes, 1);  // the outlier is in the first sample: its candidates were all tried early
   const TensorRange& x = r.ranges.at("x");
   ASSERT_TRUE(x.pos.has_value());
   int best = 0;
@@ -227,6 +227,46 @@ TEST(Calibrate, MinMseAllPicksTheLeastSquaredErrorPosition) {
   int non_overflow = *run(samples, with_method(Method::NonOverflow)).ranges.at("x").pos;
   EXPECT_GT(*x.pos, non_overflow);  // finer than the scale that holds the outliers
   EXPECT_DOUBLE_EQ(x.hi, 127 * std::ldexp(1.0, -*x.pos));
+}
+
+// MinMSE "All" tries the candidates near the range seen so far in the first pass; a range that
+// grows by more than that (an outlier in the last sample, 30 times the others) needs a second
+// pass, a smaller growth does not. Either way the positions are those of two full passes (more
+// than one worker always makes them) and of the brute-force search.
+TEST(Calibrate, MinMseAllReadsTheDataAgainOnlyForRangesThatGrew) {
+  for (float outlier : {2.5f, 100.f}) {
+    auto samples = gaussian_samples(5, 2000, 12);
+    float m = 0;
+    for (const auto& v : samples)
+      for (float x : v) m = std::max(m, std::fabs(x));
+    samples.back()[7] = m * outlier / 3.3f;
+    CalibOptions o;
+    o.method = Method::MinMSE;
+    std::vector<std::string> lines;
+    o.log = [&](const std::string& line) { lines.push_back(line); };
+    CalibrationResult early = run(samples, o);
+    EXPECT_EQ(early.passes, outlier > 10 ? 2 : 1) << outlier;
+    ASSERT_FALSE(lines.empty());
+    std::string last_line = lines.back();
+    o.workers = 2;
+    CalibrationResult two = run(samples, o);
+    EXPECT_EQ(two.passes, 2);
+    for (const char* name : {"x", "y", "z"}) {
+      EXPECT_EQ(early.ranges.at(name).pos, two.ranges.at(name).pos) << name << " " << outlier;
+      EXPECT_EQ(early.ranges.at(name).hi, two.ranges.at(name).hi) << name << " " << outlier;
+    }
+    int best = 0;
+    double best_error = INFINITY;
+    for (int p = -8; p <= 12; ++p) {
+      double e = brute_error(samples, p, 0, {-127, 127});
+      if (e < best_error) best_error = e, best = p;
+    }
+    EXPECT_EQ(*early.ranges.at("x").pos, best) << outlier;
+    if (outlier > 10) {
+      EXPECT_EQ(last_line, "calibration pass 2: squared errors of the power-of-two candidates for 3 tensors whose "
+                           "range grew");
+    }
+  }
 }
 
 // LayerWisePercentile picks, per tensor, the candidate percentile whose range quantizes the

@@ -91,6 +91,8 @@ struct Case {
     c.adjust_shift_swish = rule == IpuRule::AdjustShiftSwish;
     config.align_concat = rule == IpuRule::AlignConcat;
     config.align_pool = rule == IpuRule::AlignPool;
+    config.align_pad = rule == IpuRule::AlignPad;
+    config.align_slice = rule == IpuRule::AlignSlice;
   }
   std::vector<IpuAdjustment> run() { return apply_ipu_limitations(plan, model, config); }
 };
@@ -354,6 +356,32 @@ TEST(IpuLimitation, AlignPool) {
   EXPECT_EQ(c.pos("x"), 4);
 }
 
+// Quark's AlignPad and AlignSlice (quark_onnx.md §7.3 a, the pools' min rule): off unless set,
+// as vai_q_onnx has no such rule; set, input and output take the smaller position.
+TEST(IpuLimitation, QuarksAlignPadAndAlignSlice) {
+  for (bool set : {false, true})
+    for (const char* op : {"Pad", "Slice"}) {
+      Case c;
+      c.input("x");
+      if (std::string(op) == "Pad") {
+        c.g().set_initializer(c.v("pads"), ir::Tensor::from_values<int64_t>({8}, std::vector<int64_t>(8, 1)));
+        c.node("Pad", {"x", "pads"}, {"y"}, "pad");
+      } else {
+        for (const char* name : {"starts", "ends"})
+          c.g().set_initializer(c.v(name), ir::Tensor::from_values<int64_t>({1}, {std::string(name) == "ends" ? 2 : 0}));
+        c.node("Slice", {"x", "starts", "ends"}, {"y"}, "slice");
+      }
+      c.act("x", 6);
+      c.act("y", 4);
+      if (set) {
+        c.only(std::string(op) == "Pad" ? IpuRule::AlignPad : IpuRule::AlignSlice);
+      }
+      c.run();
+      EXPECT_EQ(c.pos("x"), set ? 4 : 6) << op;
+      EXPECT_EQ(c.pos("y"), 4) << op;
+    }
+}
+
 // A Relu the plan removed: the Conv writes its output, whose position is opos (Q/DQ removal, §9.1).
 TEST(IpuLimitation, OutputPositionThroughARemovedRelu) {
   Case c;
@@ -470,8 +498,12 @@ TEST(IpuLimitation, ExtraOptions) {
   npu.enable_dpu = true;
   npu.activation_symmetric = true;
   npu.align_pad = true;
-  EXPECT_NE(testing::error_of([&] { check_config(npu); }).find("AlignPad true with enable_dpu"), std::string::npos);
-  npu.align_pad = false;
+  npu.align_slice = true;
+  EXPECT_EQ(testing::error_of([&] { check_config(npu); }), "");
+  npu.align_transpose = true;
+  EXPECT_NE(testing::error_of([&] { check_config(npu); }).find("AlignTranspose true with enable_dpu"),
+            std::string::npos);
+  npu.align_transpose = false;
   EXPECT_EQ(testing::error_of([&] { check_config(npu); }), "");
 }
 
