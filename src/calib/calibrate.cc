@@ -65,6 +65,9 @@ struct TensorStats {
   // Per sample, the error of each candidate: squared errors of the MinMSE "All" positions, or
   // the LayerWisePercentile metric of each percentile's range.
   std::map<size_t, std::vector<double>> candidate_errors;
+  // One worker sees the samples in order: the errors of the samples before the current one are
+  // summed here as they complete (in sample order, as the merge would), so memory stays flat.
+  std::vector<double> completed_errors;
   std::map<size_t, int> best_pos;  // MinMSE "MostCommon": each sample's own best position
   int chosen_pos = 0;  // MinMSE "All": the best position over every sample
   std::vector<Range> percentile_ranges;  // LayerWisePercentile: one per candidate percentile
@@ -354,6 +357,7 @@ class Calibrator {
     run_pass(false, [&](TensorStats& s, size_t i, size_t sample, const float* x, size_t n) {
       if (candidates[i].empty()) return;  // never a float on the first pass
       CandidateErrors here = candidate_errors(threads_, x, n, candidates[i], metric);
+      if (options_.workers == 1) add_completed(s, sample);
       CandidateErrors& e = s.candidate_errors[sample];
       if (e.empty()) e.assign(here.size(), 0.0);
       for (size_t c = 0; c < e.size(); ++c) e[c] += here[c];  // a sample seen in parts
@@ -362,10 +366,22 @@ class Calibrator {
       for (auto& w : workers_) merged[i].candidate_errors.merge(w[i].candidate_errors);
       if (candidates[i].empty()) continue;
       CandidateErrors total(candidates[i].size(), 0.0);
+      if (workers_.size() == 1 && !workers_[0][i].completed_errors.empty()) total = workers_[0][i].completed_errors;
       for (const auto& [sample, e] : merged[i].candidate_errors)
         for (size_t c = 0; c < e.size(); ++c) total[c] += e[c];
       merged[i].chosen = least_error(total);  // MinMSE: the coarsest position wins ties
       if (minmse) merged[i].chosen_pos = quant::minmse_candidate(p0[i], static_cast<int>(merged[i].chosen));
+    }
+  }
+
+  // Sums the errors of the samples before `sample` into completed_errors, in sample order.
+  static void add_completed(TensorStats& s, size_t sample) {
+    auto& pending = s.candidate_errors;
+    while (!pending.empty() && pending.begin()->first < sample) {
+      const CandidateErrors& e = pending.begin()->second;
+      if (s.completed_errors.empty()) s.completed_errors.assign(e.size(), 0.0);
+      for (size_t c = 0; c < e.size(); ++c) s.completed_errors[c] += e[c];
+      pending.erase(pending.begin());
     }
   }
 

@@ -324,11 +324,16 @@ TEST(Calibrate, MinMseMostCommonTakesTheMostFrequentSamplePosition) {
 
 TEST(Calibrate, SameRangesForAnyNumberOfWorkers) {
   auto samples = gaussian_samples(23, 700, 7, 9.f);
-  for (Method method : {Method::MinMax, Method::Entropy, Method::Percentile, Method::Distribution, Method::NonOverflow,
-                        Method::MinMSE}) {
+  // MinMSE twice: symmetric (one worker scores its candidates in the first pass) and not (a
+  // second pass, the errors of completed samples summed as they complete).
+  for (auto [method, symmetric] : {std::pair{Method::MinMax, true}, std::pair{Method::Entropy, true},
+                                   std::pair{Method::Percentile, true}, std::pair{Method::Distribution, true},
+                                   std::pair{Method::NonOverflow, true}, std::pair{Method::MinMSE, true},
+                                   std::pair{Method::MinMSE, false}, std::pair{Method::LayerWisePercentile, true}}) {
     CalibOptions o;
     o.method = method;
     o.moving_average = method == Method::MinMax;
+    if (!symmetric) o.symmetric = false;
     CalibrationResult one = run(samples, o);
     for (int workers : {2, 3}) {
       o.workers = workers;
