@@ -114,6 +114,12 @@ void add_values(std::vector<uint64_t>& counts, double lo, double hi, const float
   const double last = static_cast<double>(bins - 1);
   constexpr size_t kChunk = 256;
   int32_t index[kChunk];
+  // Many values fall in the same few bins, and an increment waits for the previous one of its
+  // counter: even and odd values count into two interleaved 32-bit copies (one cache-resident
+  // array), added up at the end, about a fifth faster. Not for a few values: zeroing and
+  // adding the copies would cost more; nor past 2^32 values, which would overflow them.
+  const bool split = n >= 4 * bins && n < (size_t{1} << 32);
+  std::vector<uint32_t> pairs(split ? 2 * bins : 0);
   for (size_t start = 0; start < n; start += kChunk) {
     size_t m = std::min(kChunk, n - start);
     // omp simd: GCC's -O2 cost model leaves this loop scalar otherwise (double and int lanes).
@@ -128,9 +134,16 @@ void add_values(std::vector<uint64_t>& counts, double lo, double hi, const float
       int32_t bin = static_cast<int32_t>(position);
       index[i] = finite ? bin : -1;
     }
+    if (!split) {
+      for (size_t i = 0; i < m; ++i)
+        if (index[i] >= 0) ++counts[static_cast<size_t>(index[i])];
+      continue;
+    }
     for (size_t i = 0; i < m; ++i)
-      if (index[i] >= 0) ++counts[static_cast<size_t>(index[i])];
+      if (index[i] >= 0) ++pairs[2 * static_cast<size_t>(index[i]) + (i & 1)];
   }
+  if (split)
+    for (size_t b = 0; b < bins; ++b) counts[b] += uint64_t{pairs[2 * b]} + pairs[2 * b + 1];
 }
 
 // Counts are integers: each thread counts its share into its own bins, and the sum is exact.
