@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 
 #include "ir/data_type.h"
 
@@ -62,7 +63,12 @@ enum class ErrorMetric { Absolute, Squared };
 // The summed error (|e| or e^2) of quantizing x (n values) with `scale` and `zero_point`, clipped
 // to `clip`: q = clip(rne(x / s) + zp), e = float32((q - zp) * s) - x, all in float32 as the seeds
 // and the runtime ops compute it, summed in double over fixed lanes (the same on every run).
-double quantization_error(const float* x, size_t n, double scale, int64_t zero_point, QRange clip, ErrorMetric metric);
+// `abs_max`: the largest |x| (abs_max_or_nan), if the caller has it; with a power-of-two scale
+// that clips nothing it takes a shorter path to the same result.
+double quantization_error(const float* x, size_t n, double scale, int64_t zero_point, QRange clip, ErrorMetric metric,
+                          float abs_max = std::numeric_limits<float>::quiet_NaN());
+// max |x|, or NaN when x has a NaN.
+float abs_max_or_nan(const float* x, size_t n);
 
 // The MinMSE candidates around the NonOverflow position p0: p0 - 1 ... p0 + 3, coarsest first.
 inline constexpr int kMinMseCandidates = 5;
