@@ -51,9 +51,16 @@ const std::set<std::string>& dpu_op_types() {
   return ops;
 }
 
+const std::set<std::string>& npu_transformer_op_types() {
+  static const std::set<std::string> ops = {"Gemm", "MatMul"};
+  return ops;
+}
+
 std::set<std::string> quantized_op_types(const QuantConfig& config) {
   std::set<std::string> ops(config.op_types_to_quantize.begin(), config.op_types_to_quantize.end());
-  if (ops.empty()) {
+  if (ops.empty() && config.enable_npu_transformer) {  // Quark's get_static_op_types: this registry only
+    ops = npu_transformer_op_types();
+  } else if (ops.empty()) {
     ops = default_op_types();
     if (config.enable_dpu) ops.insert(dpu_op_types().begin(), dpu_op_types().end());
     // Quark's ExtendedQDQQuantizer adds its NPU CNN registry (quark_onnx.md §4 step 10, §7.1).
@@ -63,7 +70,16 @@ std::set<std::string> quantized_op_types(const QuantConfig& config) {
     }
   }
   auto bn = config.dpu_pass_switches.find("ConvertBNToConv");
-  if (config.enable_dpu && (bn == config.dpu_pass_switches.end() || bn->second)) ops.insert("BatchNormalization");
+  if ((config.enable_dpu || config.enable_npu_transformer) && (bn == config.dpu_pass_switches.end() || bn->second))
+    ops.insert("BatchNormalization");
+  return ops;
+}
+
+std::set<std::string> quantized_op_types(const QuantConfig& config, const ir::Graph& graph) {
+  std::set<std::string> ops = quantized_op_types(config);
+  if (config.quantize_all_op_types)
+    for (const auto& n : graph.nodes())
+      if (n->domain.empty() || n->domain == "ai.onnx") ops.insert(n->op_type);
   return ops;
 }
 
@@ -169,7 +185,7 @@ class Planner {
     std::set<std::string> excluded(config_.nodes_to_exclude.begin(), config_.nodes_to_exclude.end());
     exclude_outside_input_output_nodes(order, excluded);
     std::set<std::string> selected(config_.nodes_to_quantize.begin(), config_.nodes_to_quantize.end());
-    const std::set<std::string> op_types = quantized_op_types(config_);
+    const std::set<std::string> op_types = quantized_op_types(config_, graph_);
 
     for (const ir::Node* n : order) {
       std::string why;
@@ -351,7 +367,8 @@ class Planner {
       bias(n.input(2), n.input(0), n.input(1), n.attr_float("beta", 1.0f));
       output(n, n.output(0));
     } else if (op == "MatMul") {
-      if (config_.matmul_const_b_only && !is_constant(n.input(1))) return "MatMulConstBOnly and B is not a constant";
+      if (config_.matmul_const_b_only_on() && !is_constant(n.input(1)))
+        return "MatMulConstBOnly and B is not a constant";
       for (const ir::Value* v : n.inputs()) is_constant(v) ? weight(v, op, 1) : activation(v);
       output(n, n.output(0));
     } else if (op == "Relu" || op == "Clip") {
