@@ -19,6 +19,7 @@
 #include "quant/presets.h"
 #include "quant/quantize.h"
 #include "quant/simulate.h"
+#include "support/cli_run.h"
 #include "support/export_models.h"
 
 namespace onnxptq {
@@ -242,6 +243,32 @@ TEST_P(TransformerPreset, OrtRunsItAndEveryQuantizedTensorIsWithinOneStepGivenOr
   }
   std::cout << GetParam() << ": " << steps.size() << " quantized tensors, at most " << worst
             << " steps from ORT given ORT's inputs\n";
+  if (!HasFailure()) fs::remove_all(dir);
+}
+
+// `--config INT8_TRANSFORMER_DEFAULT` is its row of quark_onnx.md §2.2 written as flags, with
+// `--enable-npu-transformer`; the preset and the flags write the same bytes, and without the switch
+// the model differs (every MatMul, Add, Mul, ... quantized).
+TEST(TransformerPresetCli, PresetIsItsRowAsFlags) {
+  fs::path file = tiny_transformer();
+  ASSERT_TRUE(!file.empty() && fs::exists(file));
+  fs::path dir = temp_dir("cli");
+  auto quantize = [&](const std::string& name, const std::string& options) {
+    fs::path out = dir / (name + ".onnx");
+    cli_test::CliRun r = cli_test::onnxptq("quantize " + file.string() + " -o " + out.string() +
+                                           " --random 2 --quiet --threads 2 " + options);
+    EXPECT_EQ(r.code, 0) << options << "\n" << r.err;
+    return cli_test::slurp(out);
+  };
+  const std::string row =
+      "--quant-format QDQ --calibrate-method MinMax --activation-type QUInt8 --weight-type QInt8 --include-cle "
+      "--extra-option CalibMovingAverage=true ";
+  std::string preset = quantize("preset", "--config INT8_TRANSFORMER_DEFAULT");
+  ASSERT_FALSE(preset.empty());
+  EXPECT_EQ(preset, quantize("flags", row + "--enable-npu-transformer"));
+  EXPECT_NE(preset, quantize("without", row));
+  EXPECT_EQ(preset, quantize("spelled_out", row + "--op-types-to-quantize MatMul,Gemm,BatchNormalization "
+                                                  "--extra-option MatMulConstBOnly=true"));
   if (!HasFailure()) fs::remove_all(dir);
 }
 
