@@ -30,16 +30,24 @@ namespace fs = std::filesystem;
 const fs::path kSource = ONNXPTQ_SOURCE_DIR;
 const fs::path kModels = ONNXPTQ_MODELS_DIR;
 
-// The small transformer, exported once per test run into a temporary folder.
-fs::path tiny_transformer() {
-  static const fs::path path = [] {
+// The small transformer, exported once per test run into a temporary file removed at exit.
+struct TinyTransformerFile {
+  fs::path path;
+  TinyTransformerFile() {
     fs::path file = fs::temp_directory_path() / ("onnxptq_tiny_transformer_" + std::to_string(getpid()) + ".onnx");
     std::string command = "/usr/bin/python3 " + (kSource / "tests/models/export_tiny_transformer.py").string() + " " +
                           file.string() + " > /dev/null 2>&1";
-    if (std::system(command.c_str()) != 0) return fs::path();
-    return file;
-  }();
-  return path;
+    if (std::system(command.c_str()) == 0) path = file;
+  }
+  ~TinyTransformerFile() {
+    std::error_code ignored;
+    if (!path.empty()) fs::remove(path, ignored);
+  }
+};
+
+fs::path tiny_transformer() {
+  static const TinyTransformerFile file;
+  return file.path;
 }
 
 fs::path model_path(const std::string& name) {
