@@ -186,6 +186,7 @@ class Planner {
     exclude_outside_input_output_nodes(order, excluded);
     std::set<std::string> selected(config_.nodes_to_quantize.begin(), config_.nodes_to_quantize.end());
     const std::set<std::string> op_types = quantized_op_types(config_, graph_);
+    const std::set<std::string> registry_op_types = quantized_op_types(config_);
 
     for (const ir::Node* n : order) {
       std::string why;
@@ -200,6 +201,8 @@ class Planner {
         why = "not in nodes_to_quantize";
       else
         why = mark(*n);
+      // QuantizeAllOpTypes' ops with integer tensors only (a Constant of int64, shape arithmetic) stay float.
+      if (why.empty() && !registry_op_types.count(n->op_type) && !touches_plan(*n)) why = "it has no float tensor";
       if (why.empty())
         plan_.quantized_nodes.push_back(n->name);
       else
@@ -264,6 +267,13 @@ class Planner {
   bool quantizable(const ir::Value* v) const { return v && is_float(type_of(v)); }
   bool is_constant(const ir::Value* v) const { return v && v->has_initializer() && !graph_.is_input(v); }
   bool planned(const ir::Value* v) const { return v && plan_.find(v->name()); }
+  bool touches_plan(const ir::Node& n) const {
+    for (const ir::Value* v : n.inputs())
+      if (planned(v)) return true;
+    for (const ir::Value* v : n.outputs())
+      if (planned(v)) return true;
+    return false;
+  }
 
   TensorPlan& add(const ir::Value* v, Role role) {
     plan_.index[v->name()] = plan_.tensors.size();

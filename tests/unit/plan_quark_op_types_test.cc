@@ -39,8 +39,8 @@ ir::Value* constant(ir::Graph& g, const std::string& name, std::vector<int64_t> 
   return v;
 }
 
-// x -> Abs -> a -> Neg -> y; x -> Shape -> s (int64) -> Gather(0) -> d (int64). Abs and Neg are in
-// no registry of ORT, vai_q_onnx or Quark.
+// x -> Abs -> a -> Neg -> y; x -> Shape -> s (int64) -> Gather(0) -> d (int64) -> Neg -> e (int64).
+// Abs and Neg are in no registry of ORT, vai_q_onnx or Quark.
 ir::Model abs_neg_shape() {
   ir::Model m;
   m.set_opset("", 13);
@@ -54,10 +54,12 @@ ir::Model abs_neg_shape() {
   g.add_node("Neg", {a}, {y}, "neg");
   g.add_node("Shape", {x}, {s}, "shape");
   g.add_node("Gather", {s, index}, {d}, "gather");
+  ir::Value* e = g.add_value("e");
+  g.add_node("Neg", {d}, {e}, "int_neg");
   y->type = ir::ValueType::tensor(DataType::Float, {2, 4});
-  d->type = ir::ValueType::tensor(DataType::Int64, {});
+  e->type = ir::ValueType::tensor(DataType::Int64, {});
   g.add_output(y);
-  g.add_output(d);
+  g.add_output(e);
   return m;
 }
 
@@ -65,7 +67,8 @@ std::map<std::string, DataType> types_of(const ir::Model& m) {
   std::map<std::string, DataType> types;
   for (const auto& n : m.graph->nodes())
     for (const ir::Value* v : n->outputs())
-      types[v->name()] = (n->op_type == "Shape" || n->op_type == "Gather") ? DataType::Int64 : DataType::Float;
+      types[v->name()] =
+          (n->op_type == "Shape" || n->op_type == "Gather" || n->name == "int_neg") ? DataType::Int64 : DataType::Float;
   return types;
 }
 
@@ -94,6 +97,8 @@ TEST(PlanQuantizeAllOpTypes, QdqAroundOpsNoRegistryHasNeverAroundIntegers) {
   std::set<std::string> quantized(p.quantized_nodes.begin(), p.quantized_nodes.end());
   EXPECT_EQ(quantized, (std::set<std::string>{"abs", "neg", "shape"}));
   EXPECT_EQ(p.float_nodes.at("gather"), "its data input is not quantized");
+  EXPECT_EQ(p.float_nodes.at("int_neg"), "it has no float tensor");
+  EXPECT_EQ(p.find("e"), nullptr);
 
   // Exported as QDQ: a DequantizeLinear in front of Abs and Neg, the int64 path untouched; the
   // ONNX checker takes it (an int64 tensor with a Q/DQ would fail its type inference).
@@ -102,11 +107,14 @@ TEST(PlanQuantizeAllOpTypes, QdqAroundOpsNoRegistryHasNeverAroundIntegers) {
   assign_parameters(p, m, c, ranges);
   ir::Model q = export_model(m, p, c);
   for (const auto& n : q.graph->nodes()) {
-    if (n->op_type == "Abs" || n->op_type == "Neg") {
+    if (n->name == "abs" || n->name == "neg") {
       EXPECT_EQ(n->input(0)->producer()->op_type, "DequantizeLinear") << n->name;
     }
     if (n->op_type == "Gather") {
       EXPECT_EQ(n->input(0)->producer()->op_type, "Shape");
+    }
+    if (n->name == "int_neg") {
+      EXPECT_EQ(n->input(0)->producer()->op_type, "Gather");
     }
   }
   EXPECT_EQ(testing::count_ops(q, "QuantizeLinear"), 3);
