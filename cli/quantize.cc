@@ -38,6 +38,7 @@ struct QuantizeArgs {
   bool convert_fp16_to_fp32 = false, convert_nchw_to_nhwc = false;
   bool no_include_cle = false;
   bool enable_dpu = false;
+  bool enable_npu_transformer = false;
 };
 
 void write_text(const std::string& path, const std::string& text) {
@@ -101,6 +102,7 @@ quant::QuantConfig config_from(const QuantizeArgs& a) {
   if (a.convert_nchw_to_nhwc) c.convert_nchw_to_nhwc = true;
   if (a.no_include_cle) c.include_cle = false;  // Quark's presets turn it on
   if (a.enable_dpu) c.enable_dpu = true;
+  if (a.enable_npu_transformer) c.enable_npu_transformer = true;
   return c;
 }
 
@@ -169,6 +171,9 @@ void add_quantize_command(CLI::App& app) {
   cmd->add_flag("--enable-dpu", a->enable_dpu,
                 "enable_dpu=True: the NPU path (power-of-two QDQ; graph rewrites, QDQ removal before fused "
                 "activations, SimulateDPU; their extra options)");
+  cmd->add_flag("--enable-npu-transformer", a->enable_npu_transformer,
+                "enable_npu_transformer=True (Quark): Gemm and MatMul by default, MatMulConstBOnly, and the "
+                "ConvertBNToConv/ConvertReduceMeanToGlobalAvgPool/SplitLargeKernelPool/ConvertSplitToSlice rewrites");
   cmd->add_flag("--convert-fp16-to-fp32", a->convert_fp16_to_fp32,
                 "convert_fp16_to_fp32=True: a float16 model made float32 first (float16 samples are widened)");
   cmd->add_flag("--convert-nchw-to-nhwc", a->convert_nchw_to_nhwc,

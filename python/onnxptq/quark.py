@@ -97,7 +97,6 @@ _UNBUILT_FLAGS = {
     "include_rotation": "QuaRot rotation",
     "include_auto_mp": "automatic mixed precision",
     "include_fast_ft": "fast finetune (AdaRound, AdaQuant)",
-    "enable_npu_transformer": "the NPU transformer path",
     "specific_tensor_precision": "per-tensor precision overrides (MixedPrecisionTensor)",
     "crypto_mode": "crypto mode (models kept in memory only)",
 }
@@ -156,6 +155,7 @@ def _core_config(config):
         "optimize_model": bool(config.optimize_model),
         "include_cle": bool(config.include_cle),
         "enable_dpu": bool(config.enable_npu_cnn),  # Quark's XINT8 quantizer is vai_q_onnx's dpu quantizer
+        "enable_npu_transformer": bool(config.enable_npu_transformer),
         "convert_fp16_to_fp32": bool(config.convert_fp16_to_fp32),
         "convert_nchw_to_nhwc": bool(config.convert_nchw_to_nhwc),
     }, extra

@@ -87,7 +87,6 @@ def test_presets_have_quarks_names_and_the_specs_values():
     ("U8S8_AAWS_ADAQUANT", "fast finetune"),
     ("BFP16", "BFP"),
     ("MXINT8", "MX"),
-    ("INT8_TRANSFORMER_DEFAULT", "transformer"),
     ("UINT8_DYNAMIC_QUANT", "dynamic quantization"),
     ("S16S16_MIXED_S8S8", "mixed precision"),
     ("MATMUL_NBITS", "MatMulNBits"),

@@ -145,18 +145,31 @@ void check_config(const QuantConfig& c) {
       throw Error(
           "enable_dpu: ActivationSymmetric must be True (vai_q_onnx forces it, Quark's XINT8 quantizer "
           "rejects False): set extra option ActivationSymmetric");
-  } else if (!c.dpu_pass_switches.empty() || !c.simulate_dpu || c.remove_qdq_conv_leaky_relu ||
-             c.remove_qdq_conv_prelu) {
-    std::string key = !c.dpu_pass_switches.empty()   ? c.dpu_pass_switches.begin()->first
-                      : !c.simulate_dpu              ? "SimulateDPU"
-                      : c.remove_qdq_conv_leaky_relu ? "RemoveQDQConvLeakyRelu"
-                                                     : "RemoveQDQConvPRelu";
-    throw Error("extra option " + key + " takes effect only with enable_dpu");
+  } else {
+    // enable_npu_transformer takes four of the rewrites' keys (Quark §4 step 13).
+    std::string pass_key;
+    for (const auto& [key, on] : c.dpu_pass_switches)
+      if (pass_key.empty() && !(c.enable_npu_transformer && is_npu_transformer_pass_option(key))) pass_key = key;
+    if (!pass_key.empty() || !c.simulate_dpu || c.remove_qdq_conv_leaky_relu || c.remove_qdq_conv_prelu) {
+      std::string key = !pass_key.empty()              ? pass_key
+                        : !c.simulate_dpu              ? "SimulateDPU"
+                        : c.remove_qdq_conv_leaky_relu ? "RemoveQDQConvLeakyRelu"
+                                                       : "RemoveQDQConvPRelu";
+      throw Error("extra option " + key + " takes effect only with enable_dpu" +
+                  (is_npu_transformer_pass_option(key) ? " or enable_npu_transformer" : ""));
+    }
   }
+  if (c.enable_dpu && c.enable_npu_transformer)  // Quark: one NPU quantizer or the other
+    throw Error("enable_dpu (enable_npu_cnn) and enable_npu_transformer: choose one NPU path");
   check_ipu_config(c);  // IPULimitationCheck's options need enable_dpu
   for (const auto& [op, axis] : c.per_channel_axis)
     if (axis < -8 || axis > 8)
       throw Error("QDQOpTypePerChannelSupportToAxis: axis " + std::to_string(axis) + " for " + op + " is out of range");
+}
+
+bool is_npu_transformer_pass_option(const std::string& key) {
+  return key == "ConvertBNToConv" || key == "ConvertReduceMeanToGlobalAvgPool" || key == "SplitLargeKernelPool" ||
+         key == "ConvertSplitToSlice";
 }
 
 }  // namespace onnxptq::quant

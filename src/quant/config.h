@@ -58,7 +58,7 @@ struct QuantConfig {
   bool add_qdq_pair_to_weight = false;         // AddQDQPairToWeight
   bool dedicated_qdq_pair = false;             // DedicatedQDQPair
   bool force_quantize_no_input_check = false;  // ForceQuantizeNoInputCheck
-  bool matmul_const_b_only = false;            // MatMulConstBOnly
+  std::optional<bool> matmul_const_b_only;     // MatMulConstBOnly; unset: enable_npu_transformer (Quark)
   std::set<std::string> op_types_to_exclude_output_quantization;  // OpTypesToExcludeOutputQuantization
   std::map<std::string, int64_t> per_channel_axis;                // QDQOpTypePerChannelSupportToAxis
   bool keep_removable_activations = false;                        // QDQKeepRemovableActivations (ORT)
@@ -95,6 +95,16 @@ struct QuantConfig {
   std::optional<bool> align_eltwise_quant_type;  // AlignEltwiseQuantType
   bool adjust_bias_scale = true;                 // AdjustBiasScale
   bool fold_relu = false;                        // FoldRelu (Quark)
+  // QuantizeAllOpTypes (Quark, quark_onnx.md §4 step 10): every op type of the graph (standard
+  // domain) is quantized too; ops without a rule of their own go through the generic one (float
+  // inputs and outputs quantized, integer tensors never).
+  bool quantize_all_op_types = false;
+
+  // enable_npu_transformer (Quark's TransformerQDQQuantizer, quark_onnx.md §4 steps 9, 10, 13):
+  // the op types default to Quark's NPUTransformerRegistry (Gemm, MatMul), MatMulConstBOnly
+  // defaults to true, and ConvertBNToConv, ConvertReduceMeanToGlobalAvgPool, SplitLargeKernelPool
+  // and ConvertSplitToSlice (dpu_pass_switches) run before calibration, on the nodes quantized.
+  bool enable_npu_transformer = false;
 
   // optimize_model (the seeds' default): the float model is prepared first (passes::prepare:
   // shapes, opset upgrade to 13, graph optimisation).
@@ -107,10 +117,15 @@ struct QuantConfig {
   bool convert_nchw_to_nhwc = false;
 
   bool power_of_two() const { return calib::is_power_of_two(calibrate_method); }
+  bool matmul_const_b_only_on() const { return matmul_const_b_only.value_or(enable_npu_transformer); }
   bool weights_symmetric() const;
 };
 
 // Error (one line, naming the options) for a combination the seeds reject or onnxptq cannot do.
 void check_config(const QuantConfig& config);
+
+// The dpu_pass_switches keys enable_npu_transformer takes (Quark turns them on for it, quark_onnx.md
+// §4 step 13): ConvertBNToConv, ConvertReduceMeanToGlobalAvgPool, SplitLargeKernelPool, ConvertSplitToSlice.
+bool is_npu_transformer_pass_option(const std::string& key);
 
 }  // namespace onnxptq::quant

@@ -67,7 +67,7 @@ void remove_from_plan(Plan& plan, const std::string& name) {
 
 passes::PassContext dpu_pass_context(const ir::Model& model, const QuantConfig& config) {
   passes::PassContext context;
-  context.op_types_to_quantize = quantized_op_types(config);
+  context.op_types_to_quantize = quantized_op_types(config, *model.graph);
   context.nodes_to_quantize = std::set<std::string>(config.nodes_to_quantize.begin(), config.nodes_to_quantize.end());
   context.nodes_to_exclude = excluded_nodes(model, config);
   return context;

@@ -12,7 +12,7 @@
 namespace onnxptq::quant {
 
 // A PassContext whose should_quantize is vai_q_onnx's should_quantize_node for `config`: the op
-// types quantized_op_types gives, nodes_to_quantize and nodes_to_exclude (with the nodes that
+// types quantized_op_types gives for `model`, nodes_to_quantize and nodes_to_exclude (with the nodes that
 // input_nodes / output_nodes exclude in `model`, vai §4.7).
 passes::PassContext dpu_pass_context(const ir::Model& model, const QuantConfig& config);
 

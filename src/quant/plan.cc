@@ -51,9 +51,16 @@ const std::set<std::string>& dpu_op_types() {
   return ops;
 }
 
+const std::set<std::string>& npu_transformer_op_types() {
+  static const std::set<std::string> ops = {"Gemm", "MatMul"};
+  return ops;
+}
+
 std::set<std::string> quantized_op_types(const QuantConfig& config) {
   std::set<std::string> ops(config.op_types_to_quantize.begin(), config.op_types_to_quantize.end());
-  if (ops.empty()) {
+  if (ops.empty() && config.enable_npu_transformer) {  // Quark's get_static_op_types: this registry only
+    ops = npu_transformer_op_types();
+  } else if (ops.empty()) {
     ops = default_op_types();
     if (config.enable_dpu) ops.insert(dpu_op_types().begin(), dpu_op_types().end());
     // Quark's ExtendedQDQQuantizer adds its NPU CNN registry (quark_onnx.md §4 step 10, §7.1).
@@ -63,7 +70,16 @@ std::set<std::string> quantized_op_types(const QuantConfig& config) {
     }
   }
   auto bn = config.dpu_pass_switches.find("ConvertBNToConv");
-  if (config.enable_dpu && (bn == config.dpu_pass_switches.end() || bn->second)) ops.insert("BatchNormalization");
+  if ((config.enable_dpu || config.enable_npu_transformer) && (bn == config.dpu_pass_switches.end() || bn->second))
+    ops.insert("BatchNormalization");
+  return ops;
+}
+
+std::set<std::string> quantized_op_types(const QuantConfig& config, const ir::Graph& graph) {
+  std::set<std::string> ops = quantized_op_types(config);
+  if (config.quantize_all_op_types)
+    for (const auto& n : graph.nodes())
+      if (n->domain.empty() || n->domain == "ai.onnx") ops.insert(n->op_type);
   return ops;
 }
 
@@ -169,7 +185,8 @@ class Planner {
     std::set<std::string> excluded(config_.nodes_to_exclude.begin(), config_.nodes_to_exclude.end());
     exclude_outside_input_output_nodes(order, excluded);
     std::set<std::string> selected(config_.nodes_to_quantize.begin(), config_.nodes_to_quantize.end());
-    const std::set<std::string> op_types = quantized_op_types(config_);
+    const std::set<std::string> op_types = quantized_op_types(config_, graph_);
+    const std::set<std::string> registry_op_types = quantized_op_types(config_);
 
     for (const ir::Node* n : order) {
       std::string why;
@@ -184,6 +201,8 @@ class Planner {
         why = "not in nodes_to_quantize";
       else
         why = mark(*n);
+      // QuantizeAllOpTypes' ops with integer tensors only (a Constant of int64, shape arithmetic) stay float.
+      if (why.empty() && !registry_op_types.count(n->op_type) && !touches_plan(*n)) why = "it has no float tensor";
       if (why.empty())
         plan_.quantized_nodes.push_back(n->name);
       else
@@ -248,6 +267,13 @@ class Planner {
   bool quantizable(const ir::Value* v) const { return v && is_float(type_of(v)); }
   bool is_constant(const ir::Value* v) const { return v && v->has_initializer() && !graph_.is_input(v); }
   bool planned(const ir::Value* v) const { return v && plan_.find(v->name()); }
+  bool touches_plan(const ir::Node& n) const {
+    for (const ir::Value* v : n.inputs())
+      if (planned(v)) return true;
+    for (const ir::Value* v : n.outputs())
+      if (planned(v)) return true;
+    return false;
+  }
 
   TensorPlan& add(const ir::Value* v, Role role) {
     plan_.index[v->name()] = plan_.tensors.size();
@@ -351,7 +377,8 @@ class Planner {
       bias(n.input(2), n.input(0), n.input(1), n.attr_float("beta", 1.0f));
       output(n, n.output(0));
     } else if (op == "MatMul") {
-      if (config_.matmul_const_b_only && !is_constant(n.input(1))) return "MatMulConstBOnly and B is not a constant";
+      if (config_.matmul_const_b_only_on() && !is_constant(n.input(1)))
+        return "MatMulConstBOnly and B is not a constant";
       for (const ir::Value* v : n.inputs()) is_constant(v) ? weight(v, op, 1) : activation(v);
       output(n, n.output(0));
     } else if (op == "Relu" || op == "Clip") {

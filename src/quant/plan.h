@@ -80,10 +80,16 @@ struct Plan {
 const std::set<std::string>& default_op_types();
 // With enable_dpu, vai §4.2's DPU registry adds these (HardSigmoid, LayerNormalization, Div, ...).
 const std::set<std::string>& dpu_op_types();
+// Quark's NPUTransformerRegistry (quark/onnx registry.py): the op types enable_npu_transformer
+// quantizes when op_types_to_quantize is empty: Gemm and MatMul.
+const std::set<std::string>& npu_transformer_op_types();
 // The op types the quantizer quantizes: op_types_to_quantize, or the default set (with the DPU
-// registry under enable_dpu); with enable_dpu and ConvertBNToConv on, BatchNormalization too
-// (vai_q_onnx appends it, so the BN nodes ConvertBNToConv leaves are quantized).
+// registry under enable_dpu; Quark's transformer registry under enable_npu_transformer); with
+// enable_dpu or enable_npu_transformer and ConvertBNToConv on, BatchNormalization too (vai_q_onnx
+// and Quark append it, so the BN nodes ConvertBNToConv leaves are quantized).
 std::set<std::string> quantized_op_types(const QuantConfig& config);
+// The same for `graph`: with QuantizeAllOpTypes, every op type of its nodes in the standard domain.
+std::set<std::string> quantized_op_types(const QuantConfig& config, const ir::Graph& graph);
 
 // The plan for `model`: nodes selected by the config (op types, nodes_to_quantize,
 // nodes_to_exclude, input_nodes/output_nodes), visited in topological order, each marking its

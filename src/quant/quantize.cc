@@ -81,7 +81,7 @@ ir::Model prepare_model(const ir::Model& model, calib::DataReader& reader,
 // quantizer may quantize only.
 void equalize(ir::Model& model, const QuantConfig& config, const std::function<void(const std::string&)>& say) {
   passes::CleOptions options = config.cle;
-  std::set<std::string> ops = quantized_op_types(config);
+  std::set<std::string> ops = quantized_op_types(config, *model.graph);
   std::set<std::string> only(config.nodes_to_quantize.begin(), config.nodes_to_quantize.end());
   std::set<std::string> excluded(config.nodes_to_exclude.begin(), config.nodes_to_exclude.end());
   options.quantizable = [ops, only, excluded](const ir::Node& n) {
@@ -96,6 +96,24 @@ void equalize(ir::Model& model, const QuantConfig& config, const std::function<v
     passes::replace_clip6_relu(model, context);
   }
   for (const std::string& line : context.log) say(line);
+}
+
+std::string dpu_pass_option_of(const char* pass) {
+  for (const passes::DpuPassOption& o : passes::dpu_pass_options())
+    if (std::string(o.pass) == pass) return o.option;
+  return "";
+}
+
+// enable_npu_transformer's rewrites (Quark's apply_pre_optimization_after_algo): those of the
+// enable_dpu list that Quark turns on for it, in that list's order.
+const std::vector<passes::PassInfo>& npu_transformer_passes() {
+  static const std::vector<passes::PassInfo> list = [] {
+    std::vector<passes::PassInfo> out;
+    for (const passes::PassInfo& p : passes::dpu_pre_calibration_passes())
+      if (is_npu_transformer_pass_option(dpu_pass_option_of(p.name))) out.push_back(p);
+    return out;
+  }();
+  return list;
 }
 
 bool is_dpu_pass_option(const std::string& key) {
@@ -134,7 +152,6 @@ const char* unbuilt_quark_option(const std::string& key) {
       {"MXAttributes", "Quark's MX data types (QMX)"},
       {"UseMatMulNBits", "MatMulNBits weight-only quantization"},
       {"MatMulNBitsParams", "MatMulNBits weight-only quantization"},
-      {"QuantizeAllOpTypes", "quantizing every op type (QuantizeAllOpTypes)"},
       {"Int32Bias", "the choice of bias type (Int32Bias)"},
       {"Int16Bias", "int16 biases (Int16Bias)"},
       {"DedicateDQNode", "one DequantizeLinear per consumer (DedicateDQNode)"},
@@ -151,7 +168,6 @@ const char* unbuilt_switch(const std::string& key) {
   if (key == "use_dynamic_quant") return "dynamic quantization (quantize_dynamic)";
   if (key == "include_fast_ft") return "fast finetune (AdaRound, AdaQuant)";
   if (key == "include_auto_mp") return "automatic mixed precision";
-  if (key == "enable_npu_transformer") return "the NPU transformer path (enable_npu_transformer)";
   return nullptr;
 }
 
@@ -236,6 +252,8 @@ void apply_extra_option(QuantConfig& c, const std::string& key, const nlohmann::
     c.align_reshape = json_bool(key, v);
   } else if (key == "AdjustBiasScale") {
     c.adjust_bias_scale = json_bool(key, v);
+  } else if (key == "QuantizeAllOpTypes") {
+    c.quantize_all_op_types = json_bool(key, v);
   } else if (key == "RandomDataReaderInputDataRange" || key == "UseRandomData") {
     throw Error("extra option " + key + " is given on the command line (--random, --random-range) in this version");
   } else if (is_dpu_pass_option(key)) {  // enable_dpu's rewrites (passes/dpu.h)
@@ -318,6 +336,8 @@ void apply_config_json(QuantConfig& c, const nlohmann::json& j) {
       c.convert_nchw_to_nhwc = json_bool(key, v);
     else if (key == "enable_dpu")
       c.enable_dpu = json_bool(key, v);
+    else if (key == "enable_npu_transformer")
+      c.enable_npu_transformer = json_bool(key, v);
     else if (key == "op_types_to_quantize")
       c.op_types_to_quantize = json_strings(key, v);
     else if (key == "nodes_to_quantize")
@@ -384,6 +404,14 @@ std::optional<ir::Model> prepare_float_model(const ir::Model& model, calib::Data
     if (!prepared) prepared = ir::clone_model(model);
     passes::PassContext context = dpu_pass_context(*prepared, config);
     passes::run_dpu_passes(passes::dpu_pre_calibration_passes(), *prepared, config.dpu_pass_switches, context);
+    for (const std::string& line : context.log) say(line);
+    if (seconds) (*seconds)["dpu"] = seconds_since(start);
+  }
+  if (config.enable_npu_transformer) {  // Quark §4 steps 13, 15c: four of the rewrites, on by default
+    start = std::chrono::steady_clock::now();
+    if (!prepared) prepared = ir::clone_model(model);
+    passes::PassContext context = dpu_pass_context(*prepared, config);
+    passes::run_dpu_passes(npu_transformer_passes(), *prepared, config.dpu_pass_switches, context);
     for (const std::string& line : context.log) say(line);
     if (seconds) (*seconds)["dpu"] = seconds_since(start);
   }

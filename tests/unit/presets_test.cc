@@ -133,8 +133,8 @@ TEST(Presets, SettingsAreTheSpecsRows) {
 // check_config. When a feature lands its keys stop being refused and this test names the preset
 // that changed: shrink the list (docs/options.md, "Presets", says the same).
 const std::map<std::string, std::set<std::string>> kRefusedToday = {
-    // the NPU CNN path's Quark-only keys, the Int32Bias choice, QuantizeAllOpTypes (nobody)
-    {"VINT8", {"UseRandomData", "RemoveQDQConvClip", "RemoveQDQConvRelu", "Int32Bias", "QuantizeAllOpTypes"}},
+    // the NPU CNN path's Quark-only keys, the Int32Bias choice (nobody)
+    {"VINT8", {"UseRandomData", "RemoveQDQConvClip", "RemoveQDQConvRelu", "Int32Bias"}},
     // fast finetune (nobody)
     {"XINT8_ADAROUND", {"include_fast_ft", "FastFinetune"}},
     {"XINT8_ADAQUANT", {"include_fast_ft", "FastFinetune"}},
@@ -153,11 +153,9 @@ const std::map<std::string, std::set<std::string>> kRefusedToday = {
     {"FP16_ADAQUANT", {"include_fast_ft", "FastFinetune"}},
     {"INT8_CNN_ACCURATE", {"include_fast_ft", "FastFinetune"}},
     {"INT16_CNN_ACCURATE", {"include_fast_ft", "FastFinetune"}},
-    {"INT8_TRANSFORMER_ACCURATE", {"include_fast_ft", "enable_npu_transformer", "FastFinetune"}},
-    {"INT16_TRANSFORMER_ACCURATE", {"include_fast_ft", "enable_npu_transformer", "FastFinetune"}},
-    // QuantizeAllOpTypes (nobody)
-    {"BF16", {"QuantizeAllOpTypes"}},
-    {"BF16_ADAQUANT", {"include_fast_ft", "QuantizeAllOpTypes", "FastFinetune"}},
+    {"INT8_TRANSFORMER_ACCURATE", {"include_fast_ft", "FastFinetune"}},
+    {"INT16_TRANSFORMER_ACCURATE", {"include_fast_ft", "FastFinetune"}},
+    {"BF16_ADAQUANT", {"include_fast_ft", "FastFinetune"}},
     // BFP and MX types (nobody)
     {"BFP16", {"activation_type", "weight_type", "BFPAttributes"}},
     {"BFP16_ADAQUANT", {"include_fast_ft", "activation_type", "weight_type", "BFPAttributes", "FastFinetune"}},
@@ -192,9 +190,7 @@ const std::map<std::string, std::set<std::string>> kRefusedToday = {
     {"BF16_MIXED_MXINT8_ADAQUANT",
      {"include_fast_ft", "include_auto_mp", "DedicateDQNode", "CalibDataSize", "AutoMixprecision", "MXAttributes",
       "FastFinetune"}},
-    // the NPU transformer path, dynamic quantization, MatMulNBits (nobody)
-    {"INT8_TRANSFORMER_DEFAULT", {"enable_npu_transformer"}},
-    {"INT16_TRANSFORMER_DEFAULT", {"enable_npu_transformer"}},
+    // dynamic quantization, MatMulNBits (nobody)
     {"UINT8_DYNAMIC_QUANT", {"use_dynamic_quant"}},
     {"MATMUL_NBITS", {"UseMatMulNBits", "MatMulNBitsParams"}},
 };
@@ -204,13 +200,11 @@ const std::map<std::string, std::string> kMissingFeature = {{"include_fast_ft", 
                                                             {"FastFinetune", "fast finetune"},
                                                             {"include_auto_mp", "mixed precision"},
                                                             {"AutoMixprecision", "mixed precision"},
-                                                            {"enable_npu_transformer", "NPU transformer"},
                                                             {"use_dynamic_quant", "dynamic quantization"},
                                                             {"BFPAttributes", "BFP"},
                                                             {"MXAttributes", "MX"},
                                                             {"UseMatMulNBits", "MatMulNBits"},
-                                                            {"MatMulNBitsParams", "MatMulNBits"},
-                                                            {"QuantizeAllOpTypes", "QuantizeAllOpTypes"}};
+                                                            {"MatMulNBitsParams", "MatMulNBits"}};
 
 TEST(Presets, EachAppliesOrNamesWhatTheCoreRefuses) {
   std::vector<std::string> ready;
