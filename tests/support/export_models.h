@@ -49,4 +49,24 @@ std::string onnx_check(const std::filesystem::path& path);
 // The largest |a - b| over the elements, in units of `step`.
 double max_steps(const ir::Tensor& a, const ir::Tensor& b, double step);
 
+// The values of an integer (8 to 32 bits) or float tensor, as doubles.
+std::vector<double> values_of(const ir::Tensor& t);
+
+// ONNX Runtime and the engine, layer by layer, on a quantized model file: ORT runs it literally
+// (graph optimizations off) with every quantized tensor (the output of a QuantizeLinear, a QLinear*
+// op or QGemm) also a graph output; the engine runs it literally with each quantized tensor it
+// computes compared with ORT's and then replaced by it, so every layer starts from ORT's values.
+// Files go to `dir`. A single rounding tie that two runtimes resolve differently can grow through
+// later layers, so this, not the whole-model distance, is what two correct runtimes must agree on.
+struct LayerwiseAgreement {
+  size_t quantized = 0;  // quantized tensors in the model
+  size_t compared = 0;   // of those, computed by the engine and compared
+  double worst = 0;      // the largest |engine - ORT| of a quantized value, in integer steps
+  std::string worst_tensor;
+  std::vector<ir::Tensor> ort_outputs;  // ORT's literal outputs, in the model's output order
+};
+LayerwiseAgreement agree_layer_by_layer(const std::filesystem::path& model_file,
+                                        const std::map<std::string, ir::Tensor>& feeds,
+                                        const std::filesystem::path& dir);
+
 }  // namespace onnxptq::testing
