@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <atomic>
+#include <climits>
 #include <cmath>
 #include <exception>
 #include <mutex>
@@ -81,6 +82,11 @@ struct TensorStats {
     int64_t zero_point = 0;
     std::map<int, double> total;  // by position
     std::map<int, size_t> count;  // samples with an error at that position
+    // At a position where all of a sample's values round to 0, its error is its sum of squares,
+    // whatever the position: their sum in sample order, and the finest position where that holds
+    // for every sample so far, fill in the positions a later sample adds.
+    double zero_total = 0;
+    int zero_pos = INT_MAX;
   } early;
 };
 
@@ -509,16 +515,37 @@ class Calibrator {
       return;
     }
     const int estimate = quant::scale_to_pos(p.scale);
+    const int first = quant::minmse_candidate(estimate, 0) - kEarlyMargin;
+    const quant::QRange clip = quant::clip_range(options_.activation_type);
     std::vector<Candidate> candidates;
-    for (int pos = quant::minmse_candidate(estimate, 0) - kEarlyMargin;
-         pos <= quant::minmse_candidate(estimate, quant::kMinMseCandidates - 1); ++pos)
-      candidates.push_back({quant::pos_to_scale(pos), p.zero_point, quant::clip_range(options_.activation_type)});
+    for (int pos = first; pos <= quant::minmse_candidate(estimate, quant::kMinMseCandidates - 1); ++pos)
+      candidates.push_back({quant::pos_to_scale(pos), p.zero_point, clip});
+    const size_t window = candidates.size();
+    // And the finest position where every value of this sample rounds to 0 (its error there is
+    // its sum of squares): none for NaN, every position for zeros.
+    const float abs_max = quant::abs_max_or_nan(x, n);
+    int zero_pos = INT_MIN;
+    if (abs_max == 0) {
+      zero_pos = INT_MAX;
+    } else if (std::isfinite(abs_max)) {
+      int exponent = 0;
+      std::frexp(abs_max, &exponent);
+      zero_pos = 1 - exponent;
+      while (std::nearbyint(abs_max / static_cast<float>(quant::pos_to_scale(zero_pos))) != 0) --zero_pos;
+      candidates.push_back({quant::pos_to_scale(zero_pos), p.zero_point, clip});
+    }
     CandidateErrors errors = candidate_errors(threads_, x, n, candidates, quant::ErrorMetric::Squared);
-    for (size_t c = 0; c < errors.size(); ++c) {
-      int pos = quant::minmse_candidate(estimate, 0) - kEarlyMargin + static_cast<int>(c);
-      e.total[pos] += errors[c];
+    const double squares = zero_pos == INT_MAX ? 0.0 : zero_pos == INT_MIN ? NAN : errors.back();
+    for (int pos = first; pos < first + static_cast<int>(window); ++pos) {
+      if (!e.total.count(pos) && e.samples > 0 && pos <= e.zero_pos) {  // every earlier sample: its sum of squares
+        e.total[pos] = e.zero_total;
+        e.count[pos] = e.samples;
+      }
+      e.total[pos] += errors[static_cast<size_t>(pos - first)];
       ++e.count[pos];
     }
+    e.zero_total += squares;
+    e.zero_pos = std::min(e.zero_pos, zero_pos);
     ++e.samples;
   }
 

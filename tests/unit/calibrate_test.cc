@@ -269,6 +269,26 @@ TEST(Calibrate, MinMseAllReadsTheDataAgainOnlyForRangesThatGrew) {
   }
 }
 
+// A sample whose values all round to 0 at a position has its sum of squares as its error there:
+// a first sample of zeros (a dead activation), or of values a ten-thousandth of the later ones, needs
+// no second pass, and the positions are those of two full passes.
+TEST(Calibrate, MinMseAllFillsCoarsePositionsOfSmallEarlySamples) {
+  for (float first_scale : {0.0f, 1e-4f}) {
+    auto samples = gaussian_samples(5, 2000, 13);
+    for (float& v : samples[0]) v *= first_scale;
+    CalibOptions o;
+    o.method = Method::MinMSE;
+    CalibrationResult early = run(samples, o);
+    EXPECT_EQ(early.passes, 1) << first_scale;
+    o.workers = 2;
+    CalibrationResult two = run(samples, o);
+    for (const char* name : {"x", "y", "z"}) {
+      EXPECT_EQ(early.ranges.at(name).pos, two.ranges.at(name).pos) << name << " " << first_scale;
+      EXPECT_EQ(early.ranges.at(name).hi, two.ranges.at(name).hi) << name << " " << first_scale;
+    }
+  }
+}
+
 // LayerWisePercentile picks, per tensor, the candidate percentile whose range quantizes the
 // data with the least error: the ranges are those of the Percentile method at each candidate,
 // and the errors are recomputed here in double over every value.
