@@ -10,6 +10,8 @@ bool same_domain(std::string_view a, std::string_view b) {
 
 void clone_graph(const Graph& from, Graph& to);
 
+}  // namespace
+
 Attribute clone_attribute(const Attribute& a, Graph& owner) {
   Attribute c;
   c.name = a.name;
@@ -35,6 +37,8 @@ Attribute clone_attribute(const Attribute& a, Graph& owner) {
   }
   return c;
 }
+
+namespace {
 
 // Values are created in the order the file would list them, so the copy saves identically.
 void clone_graph(const Graph& from, Graph& to) {

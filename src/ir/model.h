@@ -49,6 +49,8 @@ class Model {
 // A deep copy of the model whose tensors share storage with the original (copy-on-write), so
 // rewriting the copy never touches the original and copying costs no tensor bytes.
 Model clone_model(const Model& model);
+// A deep copy of an attribute; its subgraphs, if any, belong to `owner`.
+Attribute clone_attribute(const Attribute& a, Graph& owner);
 
 // Reads a model and the external data files it refers to. Error (naming the file and what is
 // wrong) for a missing or unreadable file, data that is not an ONNX model, a truncated file,

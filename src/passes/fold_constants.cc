@@ -41,23 +41,6 @@ bool never_folded(const ir::Node& n) {
          engine::is_nondeterministic(n);
 }
 
-ir::Attribute copy_attribute(const ir::Attribute& a) {
-  ir::Attribute c;
-  c.name = a.name;
-  c.type = a.type;
-  c.ref_attr_name = a.ref_attr_name;
-  c.f = a.f;
-  c.i = a.i;
-  c.s = a.s;
-  c.t = a.t;
-  c.floats = a.floats;
-  c.ints = a.ints;
-  c.strings = a.strings;
-  c.tensors = a.tensors;
-  c.serialized = a.serialized;
-  return c;
-}
-
 // Runs `node` alone on its constant inputs; nullopt when the engine cannot (no kernel, bad data).
 std::optional<std::vector<ir::Tensor>> run_alone(const ir::Model& model, const ir::Node& node) {
   ir::Model m;
@@ -80,7 +63,7 @@ std::optional<std::vector<ir::Tensor>> run_alone(const ir::Model& model, const i
   std::vector<ir::Value*> outputs;
   for (const ir::Value* out : node.outputs()) outputs.push_back(out ? g.add_value(out->name()) : nullptr);
   ir::Node* copy = g.add_node(node.op_type, inputs, outputs, node.name, node.domain);
-  for (const ir::Attribute& a : node.attributes) copy->attributes.push_back(copy_attribute(a));
+  for (const ir::Attribute& a : node.attributes) copy->attributes.push_back(ir::clone_attribute(a, g));
   for (ir::Value* out : outputs)
     if (out) g.add_output(out);
   try {
