@@ -249,8 +249,10 @@ class Calibrator {
     if (early_minmse) {
       size_t late = 0;
       for (size_t i = 0; i < names_.size(); ++i)
-        if (!merged[i].minmax.empty() && !take_early_minmse(merged[i])) ++late;
-        else second[i] = false;
+        if (!merged[i].minmax.empty() && !take_early_minmse(merged[i]))
+          ++late;
+        else
+          second[i] = false;
       if (late && !reader_.can_rewind())
         throw Error("MinMSE: the ranges of " + std::to_string(late) + " tensors grew past the positions tried in " +
                     "one pass, and " + reader_.describe() + " cannot start over for a second");
@@ -508,7 +510,8 @@ class Calibrator {
       return;
     }
     e.last_sample = sample;
-    quant::ScaleZeroPoint p = quant::pof2_scale(s.minmax.min, s.minmax.max, qrange_, options_.activation_type, symmetric_);
+    quant::ScaleZeroPoint p =
+        quant::pof2_scale(s.minmax.min, s.minmax.max, qrange_, options_.activation_type, symmetric_);
     if (e.samples == 0) e.zero_point = p.zero_point;
     if (p.zero_point != e.zero_point) {  // a range of zeros so far: another zero point
       e.usable = false;
@@ -554,7 +557,8 @@ class Calibrator {
   bool take_early_minmse(TensorStats& t) const {
     const auto& e = t.early;
     if (!e.usable || e.samples == 0) return false;
-    quant::ScaleZeroPoint p = quant::pof2_scale(t.minmax.min, t.minmax.max, qrange_, options_.activation_type, symmetric_);
+    quant::ScaleZeroPoint p =
+        quant::pof2_scale(t.minmax.min, t.minmax.max, qrange_, options_.activation_type, symmetric_);
     if (p.zero_point != e.zero_point) return false;
     const int p0 = quant::scale_to_pos(p.scale);
     CandidateErrors total;
