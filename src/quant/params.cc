@@ -100,20 +100,12 @@ int pof2_non_overflow_pos(double rmin, double rmax, QRange q, ir::DataType type,
 
 namespace {
 
-// kReciprocal: v * (1 / s) in place of v / s, the same value when s is a power of two (both
-// scale v exactly by a power of two), and several times cheaper than a division.
-template <ErrorMetric kMetric, bool kReciprocal>
-double summed_error(const float* x, size_t n, float s, float zp, float lo, float hi) {
-  // Sixteen running sums in a fixed order: the compiler vectorises them (a single sum would be
-  // a serial chain).
+// The sum of error(x[i]) over sixteen running sums in a fixed order: the compiler vectorises them
+// (a single sum would be a serial chain), and every run sums alike.
+template <class Error>
+double lane_sum(const float* x, size_t n, Error error) {
   constexpr size_t kLanes = 16;
   double lanes[kLanes] = {};
-  const float inverse = 1.0f / s;
-  auto error = [&](float v) {
-    float q = std::min(std::max(std::nearbyint(kReciprocal ? v * inverse : v / s) + zp, lo), hi);
-    double e = static_cast<double>((q - zp) * s) - static_cast<double>(v);
-    return kMetric == ErrorMetric::Squared ? e * e : std::fabs(e);
-  };
   size_t i = 0;
   for (; i + kLanes <= n; i += kLanes)
     for (size_t l = 0; l < kLanes; ++l) lanes[l] += error(x[i + l]);
@@ -123,6 +115,18 @@ double summed_error(const float* x, size_t n, float s, float zp, float lo, float
   return sum;
 }
 
+// kReciprocal: v * (1 / s) in place of v / s, the same value when s is a power of two (both
+// scale v exactly by a power of two), and several times cheaper than a division.
+template <ErrorMetric kMetric, bool kReciprocal>
+double summed_error(const float* x, size_t n, float s, float zp, float lo, float hi) {
+  const float inverse = 1.0f / s;
+  return lane_sum(x, n, [&](float v) {
+    float q = std::min(std::max(std::nearbyint(kReciprocal ? v * inverse : v / s) + zp, lo), hi);
+    double e = static_cast<double>((q - zp) * s) - static_cast<double>(v);
+    return kMetric == ErrorMetric::Squared ? e * e : std::fabs(e);
+  });
+}
+
 // With a power-of-two scale and nothing clipped, e = (q - zp) s - x = s (rne(t) - t) for
 // t = x / s, and r = rne(t) - t is exact in float (|r| <= 1/2, Sterbenz); so |e| or e^2 is s |r|
 // or s^2 r^2 exactly, and summed over the same lanes the sum is s or s^2 times that of |r| or r^2
@@ -130,20 +134,12 @@ double summed_error(const float* x, size_t n, float s, float zp, float lo, float
 // the same result to the bit.
 template <ErrorMetric kMetric>
 double summed_unclipped_error(const float* x, size_t n, float s) {
-  constexpr size_t kLanes = 16;
-  double lanes[kLanes] = {};
   const float inverse = 1.0f / s;
-  auto error = [&](float v) {
+  double sum = lane_sum(x, n, [&](float v) {
     float t = v * inverse;
     double r = static_cast<double>(std::nearbyint(t) - t);
     return kMetric == ErrorMetric::Squared ? r * r : std::fabs(r);
-  };
-  size_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (size_t l = 0; l < kLanes; ++l) lanes[l] += error(x[i + l]);
-  for (; i < n; ++i) lanes[i % kLanes] += error(x[i]);
-  double sum = 0;
-  for (double v : lanes) sum += v;
+  });
   return kMetric == ErrorMetric::Squared ? sum * (static_cast<double>(s) * s) : sum * s;
 }
 
