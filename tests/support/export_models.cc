@@ -169,6 +169,13 @@ double max_steps(const ir::Tensor& a, const ir::Tensor& b, double step) {
   return worst / step;
 }
 
+std::map<std::string, ir::DataType> all_float(const ir::Model& model) {
+  std::map<std::string, ir::DataType> types;
+  for (const auto& n : model.graph->nodes())
+    for (const ir::Value* v : n->outputs()) types[v->name()] = ir::DataType::Float;
+  return types;
+}
+
 std::vector<double> values_of(const ir::Tensor& t) {
   std::vector<double> out;
   auto take = [&](auto values) { out.assign(values.begin(), values.end()); };

@@ -23,6 +23,9 @@ ir::Model export_test_model(int64_t opset = 13);
 // The plan of `model` for `config`, calibrated on `samples` random inputs in [-1, 1] (seed 1).
 quant::Plan calibrated_plan(const ir::Model& model, const quant::QuantConfig& config, size_t samples = 4);
 
+// Every node output of `model` typed float: the value types make_plan takes for an all-float graph.
+std::map<std::string, ir::DataType> all_float(const ir::Model& model);
+
 // A random input for every fed graph input, values in [-1.5, 1.5] (seed `seed`).
 std::map<std::string, ir::Tensor> random_feeds(const ir::Model& model, uint32_t seed);
 

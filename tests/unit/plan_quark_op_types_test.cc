@@ -143,19 +143,12 @@ ir::Model matmuls_gemm_add() {
   return m;
 }
 
-std::map<std::string, DataType> all_float(const ir::Model& m) {
-  std::map<std::string, DataType> types;
-  for (const auto& n : m.graph->nodes())
-    for (const ir::Value* v : n->outputs()) types[v->name()] = DataType::Float;
-  return types;
-}
-
 TEST(PlanNpuTransformer, QuarksRegistryAndMatMulWithConstantBOnly) {
   ir::Model m = matmuls_gemm_add();
   QuantConfig c;
   c.calibrate_method = calib::Method::MinMax;
   c.activation_type = DataType::UInt8;
-  Plan plain = make_plan(m, c, all_float(m));
+  Plan plain = make_plan(m, c, testing::all_float(m));
   EXPECT_EQ(plain.quantized_nodes.size(), 4u);  // ORT's registry has MatMul, Gemm and Add
   EXPECT_NE(plain.find("z"), nullptr);
 
@@ -166,7 +159,7 @@ TEST(PlanNpuTransformer, QuarksRegistryAndMatMulWithConstantBOnly) {
   // ConvertBNToConv (on by default) appends BatchNormalization to the op types, as its Optimizer does.
   EXPECT_EQ(npu_transformer_op_types(), (std::set<std::string>{"Gemm", "MatMul"}));
   EXPECT_EQ(quantized_op_types(c), (std::set<std::string>{"BatchNormalization", "Gemm", "MatMul"}));
-  Plan p = make_plan(m, c, all_float(m));
+  Plan p = make_plan(m, c, testing::all_float(m));
   EXPECT_EQ(std::set<std::string>(p.quantized_nodes.begin(), p.quantized_nodes.end()),
             (std::set<std::string>{"mm_const", "gemm"}));
   EXPECT_EQ(p.float_nodes.at("mm_input"), "MatMulConstBOnly and B is not a constant");
@@ -179,12 +172,12 @@ TEST(PlanNpuTransformer, QuarksRegistryAndMatMulWithConstantBOnly) {
   // MatMulConstBOnly given false wins over the transformer's default; op_types_to_quantize over its registry.
   QuantConfig any_b = c;
   apply_extra_option(any_b, "MatMulConstBOnly", nlohmann::json(false));
-  Plan q = make_plan(m, any_b, all_float(m));
+  Plan q = make_plan(m, any_b, testing::all_float(m));
   EXPECT_EQ(q.float_nodes.count("mm_input"), 0u);
   EXPECT_NE(q.find("z"), nullptr);
   QuantConfig only_add = c;
   only_add.op_types_to_quantize = {"Add"};
-  EXPECT_EQ(make_plan(m, only_add, all_float(m)).quantized_nodes, (std::vector<std::string>{"add"}));
+  EXPECT_EQ(make_plan(m, only_add, testing::all_float(m)).quantized_nodes, (std::vector<std::string>{"add"}));
   // Without ConvertBNToConv, the registry alone.
   apply_extra_option(c, "ConvertBNToConv", nlohmann::json(false));
   EXPECT_NO_THROW(check_config(c));

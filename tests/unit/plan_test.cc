@@ -8,6 +8,7 @@
 
 #include "onnxptq/error.h"
 #include "quant/export.h"
+#include "support/export_models.h"
 
 namespace onnxptq::quant {
 namespace {
@@ -37,19 +38,12 @@ ir::Model conv_relu_pool() {
   return m;
 }
 
-std::map<std::string, DataType> all_float(const ir::Model& m) {
-  std::map<std::string, DataType> types;
-  for (const auto& n : m.graph->nodes())
-    for (const ir::Value* v : n->outputs()) types[v->name()] = DataType::Float;
-  return types;
-}
-
 TEST(Plan, AsymmetricReluIsRemovedAndItsProducerTakesItsOutput) {
   ir::Model m = conv_relu_pool();
   QuantConfig c;
   c.calibrate_method = calib::Method::MinMax;
   c.activation_type = DataType::UInt8;
-  Plan p = make_plan(m, c, all_float(m));
+  Plan p = make_plan(m, c, testing::all_float(m));
   EXPECT_EQ(p.find("c"), nullptr);  // the Relu goes: nothing quantizes the Conv's own output
   EXPECT_EQ(p.removed_activations, std::set<std::string>{"r"});
   ASSERT_TRUE(p.find("w") && p.find("b") && p.find("r") && p.find("y"));
@@ -86,7 +80,7 @@ TEST(Plan, SymmetricReluStaysAndItsInputTakesItsRange) {
   QuantConfig c;
   c.calibrate_method = calib::Method::MinMax;
   c.activation_symmetric = true;
-  Plan p = make_plan(m, c, all_float(m));
+  Plan p = make_plan(m, c, testing::all_float(m));
   ASSERT_NE(p.find("c"), nullptr);
   EXPECT_TRUE(p.removed_activations.empty());
   EXPECT_EQ(p.find("c")->range_from, "r");  // ORT §3.7: the single-use input takes the Relu's range
@@ -101,31 +95,31 @@ TEST(Plan, ReluStaysWhenCalibratedRangesAreSymmetric) {
   for (calib::Method method : {calib::Method::MinMSE, calib::Method::NonOverflow, calib::Method::Percentile}) {
     QuantConfig c;
     c.calibrate_method = method;
-    Plan p = make_plan(m, c, all_float(m));
+    Plan p = make_plan(m, c, testing::all_float(m));
     EXPECT_TRUE(p.removed_activations.empty()) << calib::method_name(method);
     EXPECT_EQ(p.find("c")->range_from, "r");
   }
   QuantConfig c;
   c.calibrate_method = calib::Method::MinMax;
   c.calib.symmetric = true;
-  EXPECT_TRUE(make_plan(m, c, all_float(m)).removed_activations.empty());
+  EXPECT_TRUE(make_plan(m, c, testing::all_float(m)).removed_activations.empty());
   c.calibrate_method = calib::Method::MinMSE;
   c.calib.symmetric = false;  // asymmetric power-of-two ranges clip at 0: removed
-  EXPECT_EQ(make_plan(m, c, all_float(m)).removed_activations, std::set<std::string>{"r"});
+  EXPECT_EQ(make_plan(m, c, testing::all_float(m)).removed_activations, std::set<std::string>{"r"});
 }
 
 TEST(Plan, SelectionAndBadOptions) {
   ir::Model m = conv_relu_pool();
   QuantConfig c;
   c.nodes_to_exclude = {"conv"};
-  Plan p = make_plan(m, c, all_float(m));
+  Plan p = make_plan(m, c, testing::all_float(m));
   EXPECT_EQ(p.float_nodes.at("conv"), "excluded");
   EXPECT_EQ(p.float_nodes.at("relu"), "its input is not quantized");
   EXPECT_EQ(p.find("w"), nullptr);
 
   c.nodes_to_exclude = {"no_such_node"};
   try {
-    make_plan(m, c, all_float(m));
+    make_plan(m, c, testing::all_float(m));
     FAIL() << "an unknown node name was accepted";
   } catch (const Error& e) {
     EXPECT_EQ(std::string(e.what()), "the model has no node named 'no_such_node' (in nodes_to_exclude)");
