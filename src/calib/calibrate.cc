@@ -62,7 +62,8 @@ namespace {
 struct TensorStats {
   bool seen = false;  // computed at all (minmax stays empty when every value is NaN or infinite)
   MinMaxStats minmax;
-  Histogram histogram;
+  GridHistogram grid;    // histogram methods: counts of the first pass
+  Histogram histogram;   // the same counts over the range the method reads them on
   // Per sample, the error of each candidate: squared errors of the MinMSE "All" positions, or
   // the LayerWisePercentile metric of each percentile's range.
   std::map<size_t, std::vector<double>> candidate_errors;
@@ -221,30 +222,32 @@ class Calibrator {
     // MinMSE "All" tries its candidates in the first pass already, near the range seen so far;
     // a second pass only for the tensors whose final candidates some sample did not try.
     const bool early_minmse = minmse_all && symmetric_ && options_.workers == 1;
-    const int planned = 1 + histograms + ((minmse_all && !early_minmse) || layerwise);
+    const int planned = 1 + ((minmse_all && !early_minmse) || layerwise);
     if (planned > 1 && !reader_.can_rewind())
-      throw Error(std::string(method_name(method)) + " reads the data " + (planned == 2 ? "twice" : "three times") +
-                  " (extrema first), and " + reader_.describe() + " cannot start over");
+      throw Error(std::string(method_name(method)) + " reads the data twice (the errors of its candidates come second), and " +
+                  reader_.describe() + " cannot start over");
     int passes = 1;
     auto start_pass = [&](const std::string& what) {
       if (passes > 1) reader_.rewind();
       if (planned > 1 || early_minmse) log("calibration pass " + std::to_string(passes) + ": " + what);
     };
 
-    start_pass("extrema of " + std::to_string(names_.size()) + " tensors" +
+    start_pass("extrema of " + std::to_string(names_.size()) + " tensors" + (histograms ? " and their histograms" : "") +
                (early_minmse ? ", and the squared errors of the power-of-two positions near them" : ""));
     bool keep_per_sample = options_.moving_average;
     bool most_common = method == Method::MinMSE && !minmse_all;
+    const GridHistogram blank_grid = histograms ? GridHistogram(options_.num_bins, abs_histograms()) : GridHistogram();
     run_pass(true, [&](TensorStats& s, size_t, size_t sample, const float* x, size_t n) {
-      s.minmax.add(sample, x, n, keep_per_sample || most_common, threads_);
+      Range r = s.minmax.add(sample, x, n, keep_per_sample || most_common, threads_);
       if (most_common) s.best_pos[sample] = sample_best_pos(s.minmax.per_sample.at(sample), x, n);
       if (early_minmse) early_minmse_errors(s, sample, x, n);
+      if (histograms) {
+        if (s.grid.empty()) s.grid = blank_grid;
+        s.grid.add(x, n, r.lo <= r.hi ? std::max(std::fabs(r.lo), std::fabs(r.hi)) : 0.0, threads_);
+      }
     });
     std::vector<TensorStats> merged = merge_first_pass();
-    if (histograms) {
-      ++passes;
-      collect_histograms(merged, [&] { start_pass("histograms over the extrema"); });
-    }
+    if (histograms) rebin_histograms(merged);
     std::vector<bool> second(names_.size(), minmse_all || layerwise);
     if (early_minmse) {
       size_t late = 0;
@@ -302,39 +305,25 @@ class Calibrator {
   }
 
  private:
-  // The histogram pass: fixed bins per tensor over the first pass's range, so every worker bins
-  // the same way and merging is a sum.
-  template <class Start>
-  void collect_histograms(std::vector<TensorStats>& merged, Start&& start) {
+  // Whether the histogram methods count |x| (symmetric percentiles) rather than x.
+  bool abs_histograms() const {
+    return symmetric_ && (options_.method == Method::Percentile || options_.method == Method::LayerWisePercentile);
+  }
+
+  // Each tensor's grid counts on num_bins bins over the range its method reads them on.
+  void rebin_histograms(std::vector<TensorStats>& merged) const {
     const bool percentile = options_.method == Method::Percentile || options_.method == Method::LayerWisePercentile;
-    std::vector<Histogram> empty(names_.size());
-    for (size_t i = 0; i < names_.size(); ++i) {
-      const MinMaxStats& m = merged[i].minmax;
+    for (TensorStats& t : merged) {
+      const MinMaxStats& m = t.minmax;
       if (m.empty()) continue;
-      if (percentile && symmetric_)
-        empty[i] = Histogram(0, m.max_abs, options_.num_bins);
+      if (abs_histograms())
+        t.histogram = t.grid.rebin(0, m.max_abs, options_.num_bins);
       else if (percentile)
-        empty[i] = Histogram(m.min, m.max, options_.num_bins);
+        t.histogram = t.grid.rebin(m.min, m.max, options_.num_bins);
       else
-        empty[i] = Histogram(-m.max_abs, m.max_abs, options_.num_bins);
+        t.histogram = t.grid.rebin(-m.max_abs, m.max_abs, options_.num_bins);
+      t.grid = GridHistogram();
     }
-    const bool abs_values = percentile && symmetric_;
-    start();
-    run_pass(false, [&](TensorStats& s, size_t i, size_t, const float* x, size_t n) {
-      if (s.histogram.bins() == 0) s.histogram = empty[i];
-      if (abs_values)
-        s.histogram.add_abs(x, n, threads_);
-      else
-        s.histogram.add(x, n, threads_);
-    });
-    for (size_t i = 0; i < names_.size(); ++i)
-      for (auto& w : workers_) {
-        if (w[i].histogram.bins() == 0) continue;
-        if (merged[i].histogram.bins() == 0)
-          merged[i].histogram = w[i].histogram;
-        else
-          merged[i].histogram.merge(w[i].histogram);
-      }
   }
 
   // The last pass of MinMSE "All" and LayerWisePercentile: each tensor's candidates are tried on
@@ -488,6 +477,11 @@ class Calibrator {
         merged[i].seen = merged[i].seen || w[i].seen;
         merged[i].minmax.merge(w[i].minmax);
         merged[i].best_pos.merge(w[i].best_pos);
+        if (merged[i].grid.empty())
+          merged[i].grid = std::move(w[i].grid);
+        else
+          merged[i].grid.merge(w[i].grid);
+        w[i].grid = GridHistogram();
       }
     if (workers_.size() == 1)
       for (size_t i = 0; i < names_.size(); ++i) merged[i].early = std::move(workers_[0][i].early);

@@ -1,9 +1,11 @@
 #include "calib/statistics.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <mutex>
 #include <numeric>
+#include <type_traits>
 
 #include "onnxptq/error.h"
 
@@ -54,13 +56,13 @@ std::pair<float, float> block_extrema(const float* data, size_t n) {
 
 }  // namespace
 
-void MinMaxStats::add(size_t sample, const float* data, size_t n, bool keep_per_sample, int threads) {
+Range MinMaxStats::add(size_t sample, const float* data, size_t n, bool keep_per_sample, int threads) {
   float lo = std::numeric_limits<float>::infinity(), hi = -lo;
   for (auto [block_lo, block_hi] : reduce_blocks<std::pair<float, float>>(threads, data, n, block_extrema)) {
     lo = std::min(lo, block_lo);
     hi = std::max(hi, block_hi);
   }
-  if (lo > hi) return;  // nothing finite
+  if (lo > hi) return {lo, hi};  // nothing finite
   min = std::min(min, static_cast<double>(lo));
   max = std::max(max, static_cast<double>(hi));
   max_abs = std::max(max_abs, std::max(std::fabs(min), std::fabs(max)));
@@ -69,6 +71,7 @@ void MinMaxStats::add(size_t sample, const float* data, size_t n, bool keep_per_
     r.lo = std::min(r.lo, static_cast<double>(lo));  // a sample seen in parts (several runs)
     r.hi = std::max(r.hi, static_cast<double>(hi));
   }
+  return {lo, hi};
 }
 
 void MinMaxStats::merge(const MinMaxStats& other) {
@@ -101,17 +104,11 @@ Histogram::Histogram(double lo, double hi, size_t bins) : lo_(lo), hi_(hi), coun
 
 namespace {
 
-// Bins of a chunk of values, computed in a loop the compiler vectorises (numpy's formula:
-// (x - lo) * bins / (hi - lo), clamped), then counted; non-finite values are not counted.
-template <bool kAbs>
-void add_values(std::vector<uint64_t>& counts, double lo, double hi, const float* data, size_t n) {
+// Counts `data` into `counts` by the bin `bin_of(x)` gives (-1: not counted): a chunk's bins in
+// a loop the compiler vectorises, then the increments.
+template <class BinOf>
+void count_bins(std::vector<uint64_t>& counts, const float* data, size_t n, const BinOf& bin_of) {
   const size_t bins = counts.size();
-  if (hi <= lo) {  // a constant tensor: everything in the middle
-    for (size_t i = 0; i < n; ++i) counts[bins / 2] += std::fabs(data[i]) < HUGE_VALF;
-    return;
-  }
-  const double norm = static_cast<double>(bins) / (hi - lo);
-  const double last = static_cast<double>(bins - 1);
   constexpr size_t kChunk = 256;
   int32_t index[kChunk];
   // Many values fall in the same few bins, and an increment waits for the previous one of its
@@ -124,16 +121,7 @@ void add_values(std::vector<uint64_t>& counts, double lo, double hi, const float
     size_t m = std::min(kChunk, n - start);
     // omp simd: GCC's -O2 cost model leaves this loop scalar otherwise (double and int lanes).
 #pragma omp simd
-    for (size_t i = 0; i < m; ++i) {
-      float x = data[start + i];
-      bool finite = std::fabs(x) < HUGE_VALF;
-      float f = finite ? (kAbs ? std::fabs(x) : x) : 0.0f;
-      double position = (static_cast<double>(f) - lo) * norm;
-      position = position > 0.0 ? position : 0.0;
-      position = position < last ? position : last;
-      int32_t bin = static_cast<int32_t>(position);
-      index[i] = finite ? bin : -1;
-    }
+    for (size_t i = 0; i < m; ++i) index[i] = bin_of(data[start + i]);
     if (!split) {
       for (size_t i = 0; i < m; ++i)
         if (index[i] >= 0) ++counts[static_cast<size_t>(index[i])];
@@ -147,30 +135,137 @@ void add_values(std::vector<uint64_t>& counts, double lo, double hi, const float
 }
 
 // Counts are integers: each thread counts its share into its own bins, and the sum is exact.
-template <bool kAbs>
-void add_split(std::vector<uint64_t>& counts, double lo, double hi, const float* data, size_t n, int threads) {
-  if (threads <= 1 || n < 2 * kReduceBlock) return add_values<kAbs>(counts, lo, hi, data, n);
+template <class BinOf>
+void count_split(std::vector<uint64_t>& counts, const float* data, size_t n, int threads, const BinOf& bin_of) {
+  if (threads <= 1 || n < 2 * kReduceBlock) return count_bins(counts, data, n, bin_of);
   std::mutex mutex;
   engine::parallel_for(threads, static_cast<int64_t>(n), static_cast<int64_t>(kReduceBlock), [&](int64_t b, int64_t e) {
     std::vector<uint64_t> own(counts.size(), 0);
-    add_values<kAbs>(own, lo, hi, data + b, static_cast<size_t>(e - b));
+    count_bins(own, data + b, static_cast<size_t>(e - b), bin_of);
     std::lock_guard<std::mutex> lock(mutex);
     for (size_t i = 0; i < own.size(); ++i) counts[i] += own[i];
   });
 }
 
+// numpy's bins over [lo, hi]: (x - lo) * bins / (hi - lo), clamped; non-finite values are not
+// counted; a constant tensor (hi <= lo) counts in the middle bin.
+template <bool kAbs>
+void add_values(std::vector<uint64_t>& counts, double lo, double hi, const float* data, size_t n, int threads) {
+  const size_t bins = counts.size();
+  const bool constant = hi <= lo;
+  const double norm = constant ? 0.0 : static_cast<double>(bins) / (hi - lo);
+  const double last = static_cast<double>(bins - 1);
+  const double middle = static_cast<double>(bins / 2);
+  count_split(counts, data, n, threads, [=](float x) {
+    bool finite = std::fabs(x) < HUGE_VALF;
+    float f = finite ? (kAbs ? std::fabs(x) : x) : 0.0f;
+    double position = constant ? middle : (static_cast<double>(f) - lo) * norm;
+    position = position > 0.0 ? position : 0.0;
+    position = position < last ? position : last;
+    return finite ? static_cast<int32_t>(position) : -1;
+  });
+}
+
 }  // namespace
 
-void Histogram::add(const float* data, size_t n, int threads) { add_split<false>(counts_, lo_, hi_, data, n, threads); }
+void Histogram::add(const float* data, size_t n, int threads) { add_values<false>(counts_, lo_, hi_, data, n, threads); }
 
 void Histogram::add_abs(const float* data, size_t n, int threads) {
-  add_split<true>(counts_, lo_, hi_, data, n, threads);
+  add_values<true>(counts_, lo_, hi_, data, n, threads);
 }
 
 void Histogram::merge(const Histogram& other) {
   if (other.counts_.size() != counts_.size() || other.lo_ != lo_ || other.hi_ != hi_)
     throw Error("histograms over different bins cannot be merged");
   for (size_t i = 0; i < counts_.size(); ++i) counts_[i] += other.counts_[i];
+}
+
+void Histogram::add_count(double value, uint64_t count) {
+  const size_t bins = counts_.size();
+  double position = hi_ <= lo_ ? static_cast<double>(bins / 2) : (value - lo_) * static_cast<double>(bins) / (hi_ - lo_);
+  position = std::clamp(position, 0.0, static_cast<double>(bins - 1));
+  counts_[static_cast<size_t>(position)] += count;
+}
+
+namespace {
+
+// The grid's k before any value other than 0: 2^-k scales every float exactly, in double.
+constexpr int kFinestGrid = -200;
+
+}  // namespace
+
+GridHistogram::GridHistogram(size_t bins, bool abs) : abs_(abs) {
+  if (bins == 0 || bins > (size_t{1} << 20)) throw Error("histogram bins must be within [1, 2^20]");
+  // At least 4x bins over [-m, m] or [0, m]: m < 2^e and m >= 2^(e-1), and the grid spans 2^e.
+  const size_t wanted = (abs ? 8 : 4) * bins;
+  limit_ = 1;
+  while (static_cast<size_t>(limit_) < wanted) limit_ *= 2;
+}
+
+double GridHistogram::width() const { return std::ldexp(1.0, k_); }
+
+void GridHistogram::widen(int k) {
+  if (k <= k_) return;
+  const int shift = std::min(k - k_, 62);
+  const int64_t offset = abs_ ? 0 : limit_;
+  std::vector<uint64_t> wider(counts_.size(), 0);
+  for (size_t i = 0; i < counts_.size(); ++i)
+    if (counts_[i]) wider[static_cast<size_t>(((static_cast<int64_t>(i) - offset) >> shift) + offset)] += counts_[i];
+  counts_.swap(wider);
+  k_ = k;
+}
+
+void GridHistogram::add(const float* data, size_t n, double max_abs, int threads) {
+  if (limit_ == 0) throw Error("a grid histogram needs bins");
+  if (counts_.empty()) {
+    counts_.assign(static_cast<size_t>(abs_ ? limit_ : 2 * limit_), 0);
+    k_ = kFinestGrid;
+  }
+  // The finest k where max_abs < limit * 2^k: with max_abs in [2^(e-1), 2^e), k = e - log2(limit).
+  if (max_abs > 0) {
+    int e = 0;
+    std::frexp(max_abs, &e);
+    widen(std::max(k_, e - std::countr_zero(static_cast<uint64_t>(limit_))));
+  }
+  const double scale = std::ldexp(1.0, -k_);
+  const double top = static_cast<double>(limit_ - 1), bottom = abs_ ? 0.0 : -static_cast<double>(limit_);
+  const auto offset = static_cast<int32_t>(abs_ ? 0 : limit_);
+  auto grid_bin = [=](auto abs_tag) {
+    return [=](float x) {
+      bool finite = std::fabs(x) < HUGE_VALF;
+      double v = finite ? static_cast<double>(decltype(abs_tag)::value ? std::fabs(x) : x) * scale : 0.0;
+      v = std::floor(v);  // exact: x * 2^-k is
+      v = v > bottom ? v : bottom;  // only if max_abs was short of the data
+      v = v < top ? v : top;
+      return finite ? static_cast<int32_t>(v) + offset : -1;
+    };
+  };
+  if (abs_)
+    count_split(counts_, data, n, threads, grid_bin(std::true_type{}));
+  else
+    count_split(counts_, data, n, threads, grid_bin(std::false_type{}));
+}
+
+void GridHistogram::merge(const GridHistogram& other) {
+  if (other.empty()) return;
+  if (empty()) {
+    *this = other;
+    return;
+  }
+  if (other.abs_ != abs_ || other.limit_ != limit_) throw Error("grid histograms of different sizes cannot be merged");
+  GridHistogram o = other;
+  o.widen(k_);
+  widen(o.k_);
+  for (size_t i = 0; i < counts_.size(); ++i) counts_[i] += o.counts_[i];
+}
+
+Histogram GridHistogram::rebin(double lo, double hi, size_t bins) const {
+  Histogram h(lo, hi, bins);
+  const double w = width();
+  const int64_t offset = abs_ ? 0 : limit_;
+  for (size_t i = 0; i < counts_.size(); ++i)
+    if (counts_[i]) h.add_count((static_cast<double>(static_cast<int64_t>(i) - offset) + 0.5) * w, counts_[i]);
+  return h;
 }
 
 uint64_t Histogram::total() const { return std::accumulate(counts_.begin(), counts_.end(), uint64_t{0}); }

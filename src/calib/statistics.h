@@ -1,7 +1,7 @@
-// What calibration keeps of a tensor: running extrema, fixed-bin histograms (counts only, so
-// merging them is a sum and the result depends neither on the order nor on the number of
-// samples), and squared errors per candidate power-of-two position. Each is mergeable, so
-// samples can be split over workers and merged at the end.
+// What calibration keeps of a tensor: running extrema, histograms (counts only, on bins that
+// depend on neither the order nor the number of samples, so merging them is a sum), and squared
+// errors per candidate power-of-two position. Each is mergeable, so samples can be split over
+// workers and merged at the end.
 #pragma once
 
 #include <algorithm>
@@ -47,8 +47,9 @@ struct MinMaxStats {
   double max_abs = 0;
   std::map<size_t, Range> per_sample;  // filled when keep_per_sample
 
-  // NaN and infinities are the caller's to report; they are skipped here.
-  void add(size_t sample, const float* data, size_t n, bool keep_per_sample, int threads = 1);
+  // NaN and infinities are the caller's to report; they are skipped here. Returns the extrema
+  // of `data` alone (lo > hi when nothing is finite).
+  Range add(size_t sample, const float* data, size_t n, bool keep_per_sample, int threads = 1);
   void merge(const MinMaxStats& other);
   bool empty() const { return min > max; }
   // The exponential moving average of the per-sample extrema in sample order, starting from the
@@ -65,6 +66,8 @@ class Histogram {
   // Histogram of |x| (lo must be 0).
   void add_abs(const float* data, size_t n, int threads = 1);
   void merge(const Histogram& other);
+  // `count` more values equal to `value`.
+  void add_count(double value, uint64_t count);
 
   double lo() const { return lo_; }
   double hi() const { return hi_; }
@@ -76,6 +79,36 @@ class Histogram {
  private:
   double lo_ = 0, hi_ = 0;
   std::vector<uint64_t> counts_;
+};
+
+// A histogram taken in one pass, before the range it will be read over is known: counts on a
+// grid of bins 2^k wide with an edge at 0, at the finest k where the largest |x| seen fits in
+// the grid's bins. A larger value doubles the width as often as needed, adding up neighbouring
+// bins, which is exact: the counts depend on the values and their largest magnitude, not on the
+// order or on how samples are split over workers. The grid has at least 4x `bins` bins over
+// [-max|x|, max|x|] (of x) or [0, max|x|] (of |x|), so rebinned to `bins` bins over that range,
+// a value moves at most half a grid bin, an eighth of a bin, from where a second pass over the
+// final range would count it.
+class GridHistogram {
+ public:
+  GridHistogram() = default;
+  GridHistogram(size_t bins, bool abs);
+  // `max_abs`: the largest finite |x| in `data` (the caller has it from the extrema).
+  void add(const float* data, size_t n, double max_abs, int threads = 1);
+  void merge(const GridHistogram& other);
+  bool empty() const { return counts_.empty(); }
+  double width() const;
+  // The counts on `bins` equal bins over [lo, hi]: each grid bin whole in the bin that holds
+  // its centre (the end bins beyond the ends).
+  Histogram rebin(double lo, double hi, size_t bins) const;
+
+ private:
+  void widen(int k);  // to bins 2^k wide
+
+  bool abs_ = false;
+  int64_t limit_ = 0;  // grid bins j with -limit <= j < limit (x), 0 <= j < limit (|x|)
+  int k_ = 0;
+  std::vector<uint64_t> counts_;  // bin j at j + limit (x) or j (|x|); empty before any value
 };
 
 // The KL-divergence threshold search (TensorRT's algorithm): `h` is a histogram over [-t, t]

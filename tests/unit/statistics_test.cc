@@ -151,6 +151,80 @@ np.save('lo.npy', np.array([np.percentile(x, 0.5)])); np.save('hi.npy', np.array
   EXPECT_NEAR(two_sided.hi, scalar("hi.npy"), width);
 }
 
+// The grid's counts depend on the values only: counted whole, or in parts whose range grows
+// (small values first, then larger ones, in either order) and merged, they are the same.
+TEST(GridHistogram, CountsDoNotDependOnOrderOrSplit) {
+  std::mt19937 rng(5);
+  std::normal_distribution<float> normal(0, 1);
+  std::vector<float> x(30000);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = normal(rng) * (i < 10000 ? 0.001f : i < 20000 ? 1.f : 300.f);
+  x[123] = NAN;
+  x[456] = -INFINITY;
+  auto part_max = [&](size_t b, size_t e) {
+    MinMaxStats m;
+    m.add(0, x.data() + b, e - b, false);
+    return m.max_abs;
+  };
+  for (bool abs : {false, true}) {
+    GridHistogram whole(64, abs);
+    whole.add(x.data(), x.size(), part_max(0, x.size()));
+    GridHistogram forward(64, abs), backward(64, abs), merged(64, abs), other(64, abs);
+    for (size_t p = 0; p < 3; ++p) forward.add(x.data() + p * 10000, 10000, part_max(p * 10000, (p + 1) * 10000));
+    for (size_t p = 3; p-- > 0;) backward.add(x.data() + p * 10000, 10000, part_max(p * 10000, (p + 1) * 10000), 2);
+    merged.add(x.data(), 15000, part_max(0, 15000));
+    other.add(x.data() + 15000, 15000, part_max(15000, 30000));
+    merged.merge(other);
+    Histogram expected = whole.rebin(-300, 300, 1000);
+    for (const GridHistogram* g : {&forward, &backward, &merged}) {
+      EXPECT_EQ(g->width(), whole.width());
+      EXPECT_EQ(g->rebin(-300, 300, 1000).counts(), expected.counts());
+    }
+    EXPECT_EQ(expected.total(), x.size() - 2);  // NaN and -inf not counted
+  }
+}
+
+// Rebinned, the grid's counts are numpy's over the final range but for values within a grid
+// bin of a bin edge, and the grid is at least 4x finer than the bins.
+TEST_F(Numpy, GridHistogramRebinnedIsNumpysUpToAGridBin) {
+  python(R"(
+rng = np.random.default_rng(3)
+x = np.concatenate([rng.standard_normal(50000), 5 * rng.standard_normal(50000), [23.7, -31.25]]).astype(np.float32)
+np.save('x.npy', x)
+m = np.abs(x).max()
+np.save('signed.npy', np.histogram(x, bins=2048, range=(-m, m))[0].astype(np.float32))
+np.save('absolute.npy', np.histogram(np.abs(x), bins=2048, range=(0, m))[0].astype(np.float32))
+)");
+  std::vector<float> x = floats("x.npy");
+  MinMaxStats all;
+  all.add(0, x.data(), x.size(), false);
+  for (bool abs : {false, true}) {
+    GridHistogram grid(2048, abs);
+    for (size_t b = 0; b < x.size(); b += 7000) {  // parts, as samples come
+      size_t n = std::min<size_t>(7000, x.size() - b);
+      MinMaxStats m;
+      m.add(0, x.data() + b, n, false);
+      grid.add(x.data() + b, n, m.max_abs);
+    }
+    const double m = all.max_abs, lo = abs ? 0 : -m, bin = (m - lo) / 2048;
+    EXPECT_LE(grid.width(), bin / 4);
+    Histogram h = grid.rebin(lo, m, 2048);
+    std::vector<float> expected = floats(abs ? "absolute.npy" : "signed.npy");
+    double cumulative = 0, expected_cumulative = 0;
+    size_t moved_max = 0;
+    for (size_t i = 0; i + 1 < 2048; ++i) {
+      cumulative += static_cast<double>(h.counts()[i]);
+      expected_cumulative += expected[i];
+      double edge = lo + bin * static_cast<double>(i + 1);
+      size_t near = 0;  // values a grid bin or less from the edge
+      for (float v : x) near += std::fabs((abs ? std::fabs(v) : v) - edge) <= grid.width();
+      ASSERT_LE(std::fabs(cumulative - expected_cumulative), static_cast<double>(near)) << "edge " << i + 1;
+      moved_max = std::max(moved_max, static_cast<size_t>(std::fabs(cumulative - expected_cumulative)));
+    }
+    EXPECT_EQ(h.total(), x.size());
+    EXPECT_GT(moved_max, 0u);  // the data is not aligned with the grid: some values did move
+  }
+}
+
 TEST(Entropy, ClipsTheOutliersOfAGaussian) {
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0, 1);
