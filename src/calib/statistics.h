@@ -85,9 +85,9 @@ class Histogram {
 // grid of bins 2^k wide with an edge at 0, at the finest k where the largest |x| seen fits in
 // the grid's bins. A larger value doubles the width as often as needed, adding up neighbouring
 // bins, which is exact: the counts depend on the values and their largest magnitude, not on the
-// order or on how samples are split over workers. The grid has at least 4x `bins` bins over
+// order or on how samples are split over workers. The grid has at least 2x `bins` bins over
 // [-max|x|, max|x|] (of x) or [0, max|x|] (of |x|), so rebinned to `bins` bins over that range,
-// a value moves at most half a grid bin, an eighth of a bin, from where a second pass over the
+// a value moves at most half a grid bin, a quarter of a bin, from where a second pass over the
 // final range would count it.
 class GridHistogram {
  public:

@@ -184,7 +184,7 @@ TEST(GridHistogram, CountsDoNotDependOnOrderOrSplit) {
 }
 
 // Rebinned, the grid's counts are numpy's over the final range but for values within a grid
-// bin of a bin edge, and the grid is at least 4x finer than the bins.
+// bin of a bin edge, and the grid is at least 2x finer than the bins.
 TEST_F(Numpy, GridHistogramRebinnedIsNumpysUpToAGridBin) {
   python(R"(
 rng = np.random.default_rng(3)
@@ -206,7 +206,7 @@ np.save('absolute.npy', np.histogram(np.abs(x), bins=2048, range=(0, m))[0].asty
       grid.add(x.data() + b, n, m.max_abs);
     }
     const double m = all.max_abs, lo = abs ? 0 : -m, bin = (m - lo) / 2048;
-    EXPECT_LE(grid.width(), bin / 4);
+    EXPECT_LE(grid.width(), bin / 2);
     Histogram h = grid.rebin(lo, m, 2048);
     std::vector<float> expected = floats(abs ? "absolute.npy" : "signed.npy");
     double cumulative = 0, expected_cumulative = 0;
