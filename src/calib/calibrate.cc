@@ -56,37 +56,46 @@ bool ranges_symmetric(const CalibOptions& o) {
 
 namespace {
 
-// What one worker keeps of one tensor. Everything summed across samples is either exact
-// (extrema, integer counts) or kept per sample and summed in sample order at the end, so the
+// One quantization to try: scale, zero point, and the integer range values are clipped to.
+struct Candidate {
+  double scale = 1;
+  int64_t zero_point = 0;
+  quant::QRange clip;
+};
+
+// What one worker keeps of one tensor. Everything summed across samples is exact (extrema,
+// integer counts, ExactSum) or kept per sample and combined in sample order at the end, so the
 // result is the same for any number of workers.
 struct TensorStats {
   bool seen = false;  // computed at all (minmax stays empty when every value is NaN or infinite)
   MinMaxStats minmax;
   GridHistogram grid;    // histogram methods: counts of the first pass
   Histogram histogram;   // the same counts over the range the method reads them on
-  // Per sample, the error of each candidate: squared errors of the MinMSE "All" positions, or
-  // the LayerWisePercentile metric of each percentile's range.
-  std::map<size_t, std::vector<double>> candidate_errors;
-  // One worker sees the samples in order: the errors of the samples before the current one are
-  // summed here as they complete (in sample order, as the merge would), so memory stays flat.
-  std::vector<double> completed_errors;
+  // MinMSE "All" and LayerWisePercentile: the candidates, the sum of each one's error (squared
+  // errors of the power-of-two positions, or the metric of each percentile's range) over every
+  // sample, exact so that it comes out the same in any order, and the samples the last pass must
+  // still add (candidate c: those before missing_before[c]).
+  std::vector<Candidate> candidates;
+  std::vector<ExactSum> error_sums;
+  std::vector<size_t> missing_before;
   std::map<size_t, int> best_pos;  // MinMSE "MostCommon": each sample's own best position
   int chosen_pos = 0;  // MinMSE "All": the best position over every sample
   std::vector<Range> percentile_ranges;  // LayerWisePercentile: one per candidate percentile
   size_t chosen = 0;                     // LayerWisePercentile: the candidate with the least error
   // MinMSE "All" in the first pass (one worker, symmetric ranges): each sample's squared errors
-  // at the positions near the range seen so far, summed per position in sample order (as the
-  // second pass sums them). Usable when every sample had the final candidates among its positions.
+  // at the positions near the range seen so far, summed per position. A position the range
+  // reaches late misses the samples before (the range only grows, so once tried a position is
+  // tried by every later sample): the last pass adds those.
   struct {
     bool usable = true;
     size_t samples = 0, last_sample = SIZE_MAX;
     int64_t zero_point = 0;
-    std::map<int, double> total;  // by position
-    std::map<int, size_t> count;  // samples with an error at that position
+    std::map<int, ExactSum> total;         // by position
+    std::map<int, size_t> missing_before;  // by position: the first sample that tried it
     // At a position where all of a sample's values round to 0, its error is its sum of squares,
-    // whatever the position: their sum in sample order, and the finest position where that holds
-    // for every sample so far, fill in the positions a later sample adds.
-    double zero_total = 0;
+    // whatever the position: their sum, and the finest position where that holds for every
+    // sample so far, fill in the positions a later sample adds.
+    ExactSum zero_total;
     int zero_pos = INT_MAX;
   } early;
 };
@@ -110,12 +119,6 @@ TensorRange bounds(double lo, double hi) {
 
 using CandidateErrors = std::vector<double>;
 
-// One quantization to try: scale, zero point, and the integer range values are clipped to.
-struct Candidate {
-  double scale = 1;
-  int64_t zero_point = 0;
-  quant::QRange clip;
-};
 
 // The error of each candidate on these values, in a fixed block order.
 CandidateErrors candidate_errors(int threads, const float* x, size_t n, const std::vector<Candidate>& candidates,
@@ -248,27 +251,30 @@ class Calibrator {
     });
     std::vector<TensorStats> merged = merge_first_pass();
     if (histograms) rebin_histograms(merged);
-    std::vector<bool> second(names_.size(), minmse_all || layerwise);
-    if (early_minmse) {
-      size_t late = 0;
-      for (size_t i = 0; i < names_.size(); ++i)
-        if (!merged[i].minmax.empty() && !take_early_minmse(merged[i]))
-          ++late;
-        else
-          second[i] = false;
-      if (late && !reader_.can_rewind())
-        throw Error("MinMSE: the ranges of " + std::to_string(late) + " tensors grew past the positions tried in " +
-                    "one pass, and " + reader_.describe() + " cannot start over for a second");
-    }
-    if (std::find(second.begin(), second.end(), true) != second.end()) {
-      ++passes;
-      size_t count = static_cast<size_t>(std::count(second.begin(), second.end(), true));
-      choose_candidates(merged, second, [&] {
-        start_pass(minmse_all ? "squared errors of the power-of-two candidates" +
-                                    (early_minmse ? " for " + std::to_string(count) + " tensors whose range grew"
-                                                  : std::string())
-                              : "errors of the candidate percentiles (" + options_.lwp_metric + ")");
-      });
+    if (minmse_all || layerwise) {
+      size_t tensors = 0, limit = 0;  // tensors with samples still to score, and how many samples
+      for (TensorStats& t : merged) {
+        if (t.minmax.empty()) continue;
+        set_candidates(t);
+        size_t before = *std::max_element(t.missing_before.begin(), t.missing_before.end());
+        tensors += before > 0;
+        limit = std::max(limit, before);
+      }
+      if (limit > 0) {
+        if (!reader_.can_rewind())
+          throw Error("MinMSE: the ranges of " + std::to_string(tensors) + " tensors grew past the positions tried " +
+                      "in one pass, and " + reader_.describe() + " cannot start over for a second");
+        ++passes;
+        std::string what = minmse_all ? "squared errors of the power-of-two candidates"
+                                      : "errors of the candidate percentiles (" + options_.lwp_metric + ")";
+        if (early_minmse)
+          what += " for " + std::to_string(tensors) + " tensors whose range grew, on the first " +
+                  std::to_string(limit) + " of " + std::to_string(samples_) + " samples";
+        start_pass(what);
+        score_candidates(merged, limit);
+      }
+      for (TensorStats& t : merged)
+        if (!t.candidates.empty()) choose_candidate(t);
     }
 
     CalibrationResult result;
@@ -326,61 +332,69 @@ class Calibrator {
     }
   }
 
-  // The last pass of MinMSE "All" and LayerWisePercentile: each tensor's candidates are tried on
-  // every sample, the errors summed in sample order, and the least error wins.
-  template <class Start>
-  void choose_candidates(std::vector<TensorStats>& merged, const std::vector<bool>& wanted, Start&& start) {
-    const bool minmse = options_.method == Method::MinMSE;
-    std::vector<std::vector<Candidate>> candidates(names_.size());
-    std::vector<int> p0(names_.size(), 0);
-    for (size_t i = 0; i < names_.size(); ++i) {
-      TensorStats& t = merged[i];
-      if (t.minmax.empty() || !wanted[i]) continue;
-      if (minmse) {
-        quant::ScaleZeroPoint p =
-            quant::pof2_scale(t.minmax.min, t.minmax.max, qrange_, options_.activation_type, symmetric_);
-        p0[i] = quant::scale_to_pos(p.scale);
-        candidates[i] = minmse_candidates(p0[i], p.zero_point, options_.activation_type);
-        continue;
-      }
+  // The candidates of MinMSE "All" (around the final extrema's position) and LayerWisePercentile
+  // (one per percentile), with what the first pass summed of their errors and the samples it
+  // did not score.
+  void set_candidates(TensorStats& t) const {
+    if (options_.method == Method::LayerWisePercentile) {
       for (double percentile : options_.percentile_candidates) {
-        Range r = percentile_range_of(t, percentile);
-        t.percentile_ranges.push_back(r);
-        candidates[i].push_back(percentile_candidate(r, options_.activation_type));
+        t.percentile_ranges.push_back(percentile_range_of(t, percentile));
+        t.candidates.push_back(percentile_candidate(t.percentile_ranges.back(), options_.activation_type));
       }
+      t.error_sums.assign(t.candidates.size(), ExactSum());
+      t.missing_before.assign(t.candidates.size(), samples_);
+      return;
     }
-    const quant::ErrorMetric metric =
-        minmse || options_.lwp_metric == "mse" ? quant::ErrorMetric::Squared : quant::ErrorMetric::Absolute;
-    start();
-    run_pass(false, [&](TensorStats& s, size_t i, size_t sample, const float* x, size_t n) {
-      if (candidates[i].empty()) return;  // never a float on the first pass
-      CandidateErrors here = candidate_errors(threads_, x, n, candidates[i], metric);
-      if (options_.workers == 1) add_completed(s, sample);
-      CandidateErrors& e = s.candidate_errors[sample];
-      if (e.empty()) e.assign(here.size(), 0.0);
-      for (size_t c = 0; c < e.size(); ++c) e[c] += here[c];  // a sample seen in parts
-    });
-    for (size_t i = 0; i < names_.size(); ++i) {
-      for (auto& w : workers_) merged[i].candidate_errors.merge(w[i].candidate_errors);
-      if (candidates[i].empty()) continue;
-      CandidateErrors total(candidates[i].size(), 0.0);
-      if (workers_.size() == 1 && !workers_[0][i].completed_errors.empty()) total = workers_[0][i].completed_errors;
-      for (const auto& [sample, e] : merged[i].candidate_errors)
-        for (size_t c = 0; c < e.size(); ++c) total[c] += e[c];
-      merged[i].chosen = least_error(total);  // MinMSE: the coarsest position wins ties
-      if (minmse) merged[i].chosen_pos = quant::minmse_candidate(p0[i], static_cast<int>(merged[i].chosen));
+    quant::ScaleZeroPoint p =
+        quant::pof2_scale(t.minmax.min, t.minmax.max, qrange_, options_.activation_type, symmetric_);
+    t.candidates = minmse_candidates(quant::scale_to_pos(p.scale), p.zero_point, options_.activation_type);
+    t.error_sums.assign(t.candidates.size(), ExactSum());
+    t.missing_before.assign(t.candidates.size(), samples_);
+    const auto& e = t.early;
+    if (!e.usable || e.samples == 0 || p.zero_point != e.zero_point) return;  // scored in the last pass alone
+    for (size_t c = 0; c < t.candidates.size(); ++c) {
+      auto total = e.total.find(quant::scale_to_pos(t.candidates[c].scale));
+      if (total == e.total.end()) continue;
+      t.error_sums[c] = total->second;
+      auto missing = e.missing_before.find(total->first);
+      t.missing_before[c] = missing == e.missing_before.end() ? 0 : missing->second;
     }
   }
 
-  // Sums the errors of the samples before `sample` into completed_errors, in sample order.
-  static void add_completed(TensorStats& s, size_t sample) {
-    auto& pending = s.candidate_errors;
-    while (!pending.empty() && pending.begin()->first < sample) {
-      const CandidateErrors& e = pending.begin()->second;
-      if (s.completed_errors.empty()) s.completed_errors.assign(e.size(), 0.0);
-      for (size_t c = 0; c < e.size(); ++c) s.completed_errors[c] += e[c];
-      pending.erase(pending.begin());
-    }
+  // The last pass of MinMSE "All" and LayerWisePercentile, over the first `limit` samples: each
+  // tensor's candidates are scored on the samples they miss.
+  void score_candidates(std::vector<TensorStats>& merged, size_t limit) {
+    const quant::ErrorMetric metric = options_.method == Method::MinMSE || options_.lwp_metric == "mse"
+                                          ? quant::ErrorMetric::Squared
+                                          : quant::ErrorMetric::Absolute;
+    run_pass(
+        false,
+        [&](TensorStats& s, size_t i, size_t sample, const float* x, size_t n) {
+          const TensorStats& t = merged[i];
+          std::vector<Candidate> wanted;
+          std::vector<size_t> index;
+          for (size_t c = 0; c < t.candidates.size(); ++c)
+            if (sample < t.missing_before[c]) {
+              wanted.push_back(t.candidates[c]);
+              index.push_back(c);
+            }
+          if (wanted.empty()) return;
+          if (s.error_sums.empty()) s.error_sums.resize(t.candidates.size());
+          CandidateErrors errors = candidate_errors(threads_, x, n, wanted, metric);
+          for (size_t k = 0; k < wanted.size(); ++k) s.error_sums[index[k]].add(errors[k]);
+        },
+        limit);
+    for (size_t i = 0; i < names_.size(); ++i)
+      for (auto& w : workers_)
+        for (size_t c = 0; c < w[i].error_sums.size(); ++c) merged[i].error_sums[c].merge(w[i].error_sums[c]);
+  }
+
+  // The candidate with the least error sum (the first on ties: for MinMSE the coarsest position).
+  static void choose_candidate(TensorStats& t) {
+    CandidateErrors totals;
+    for (const ExactSum& sum : t.error_sums) totals.push_back(sum.value());
+    t.chosen = least_error(totals);
+    t.chosen_pos = quant::scale_to_pos(t.candidates[t.chosen].scale);
   }
 
   Range percentile_range_of(const TensorStats& s, double percentile) const {
@@ -388,10 +402,10 @@ class Calibrator {
                       : percentile_range(s.histogram, percentile);
   }
 
-  // Reads every sample once, split over the workers, and calls
+  // Reads the samples once (the first `limit`), split over the workers, and calls
   // reduce(stats, tensor index, sample index, values, count) on each calibrated tensor.
   template <class Reduce>
-  void run_pass(bool first, Reduce&& reduce) {
+  void run_pass(bool first, Reduce&& reduce, size_t limit = SIZE_MAX) {
     workers_.assign(options_.workers, std::vector<TensorStats>(names_.size()));
     size_t next_index = 0;
     std::mutex reader_mutex;
@@ -406,6 +420,7 @@ class Calibrator {
           {
             std::lock_guard<std::mutex> lock(reader_mutex);
             if (options_.max_samples && next_index >= options_.max_samples) break;
+            if (next_index >= limit) break;
             feed = reader_.next();
             if (!feed) break;
             sample = next_index++;
@@ -534,37 +549,18 @@ class Calibrator {
     CandidateErrors errors = candidate_errors(threads_, x, n, candidates, quant::ErrorMetric::Squared);
     const double squares = zero_pos == INT_MAX ? 0.0 : zero_pos == INT_MIN ? NAN : errors.back();
     for (int pos = first; pos < first + static_cast<int>(window); ++pos) {
-      if (!e.total.count(pos) && e.samples > 0 && pos <= e.zero_pos) {  // every earlier sample: its sum of squares
-        e.total[pos] = e.zero_total;
-        e.count[pos] = e.samples;
+      auto [total, added] = e.total.try_emplace(pos);
+      if (added && e.samples > 0) {
+        if (pos <= e.zero_pos)
+          total->second = e.zero_total;  // every earlier sample: its sum of squares
+        else
+          e.missing_before[pos] = sample;
       }
-      e.total[pos] += errors[static_cast<size_t>(pos - first)];
-      ++e.count[pos];
+      total->second.add(errors[static_cast<size_t>(pos - first)]);
     }
-    e.zero_total += squares;
+    e.zero_total.add(squares);
     e.zero_pos = std::min(e.zero_pos, zero_pos);
     ++e.samples;
-  }
-
-  // Chooses the MinMSE position from the first pass's errors when every sample tried all the
-  // final candidates; false when a second pass must compute them.
-  bool take_early_minmse(TensorStats& t) const {
-    const auto& e = t.early;
-    if (!e.usable || e.samples == 0) return false;
-    quant::ScaleZeroPoint p =
-        quant::pof2_scale(t.minmax.min, t.minmax.max, qrange_, options_.activation_type, symmetric_);
-    if (p.zero_point != e.zero_point) return false;
-    const int p0 = quant::scale_to_pos(p.scale);
-    CandidateErrors total;
-    for (int c = 0; c < quant::kMinMseCandidates; ++c) {
-      int pos = quant::minmse_candidate(p0, c);
-      auto count = e.count.find(pos);
-      if (count == e.count.end() || count->second != e.samples) return false;
-      total.push_back(e.total.at(pos));
-    }
-    t.chosen = least_error(total);  // the coarsest position wins ties, as in the second pass
-    t.chosen_pos = quant::minmse_candidate(p0, static_cast<int>(t.chosen));
-    return true;
   }
 
   // MinMSE "MostCommon": one sample's own search, from its own extrema.

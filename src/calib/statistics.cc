@@ -286,29 +286,122 @@ Histogram GridHistogram::rebin(double lo, double hi, size_t bins) const {
 
 uint64_t Histogram::total() const { return std::accumulate(counts_.begin(), counts_.end(), uint64_t{0}); }
 
-namespace {
-
-// Gives empty entries a small mass taken evenly from the others, so KL stays finite. False when
-// there is nothing to smooth (all zero).
-bool smooth(std::vector<double>& d, double eps = 1e-4) {
-  size_t zeros = static_cast<size_t>(std::count(d.begin(), d.end(), 0.0));
-  size_t nonzeros = d.size() - zeros;
-  if (nonzeros == 0) return false;
-  double take = eps * static_cast<double>(zeros) / static_cast<double>(nonzeros);
-  for (double& v : d) v = v == 0 ? eps : v - take;
-  return true;
+void ExactSum::add(double v) {
+  if (std::isnan(v) || v < 0) {
+    nan_ = true;
+    return;
+  }
+  if (std::isinf(v)) {
+    infinite_ = true;
+    return;
+  }
+  if (v == 0) return;
+  if (digits_.empty()) digits_.assign(kDigits, 0);
+  int e = 0;
+  const double fraction = std::frexp(v, &e);  // v = fraction * 2^e, fraction in [0.5, 1)
+  auto mantissa = static_cast<uint64_t>(std::ldexp(fraction, 53));  // v = mantissa * 2^(e - 53)
+  int bit = e - 53 + 1074;  // of the mantissa's lowest bit, in steps of 2^-1074
+  if (bit < 0) {  // a subnormal: its low bits are zeros
+    mantissa >>= -bit;
+    bit = 0;
+  }
+  const auto wide = static_cast<unsigned __int128>(mantissa) << (bit % 32);
+  const auto word = static_cast<size_t>(bit / 32);
+  digits_[word] += static_cast<uint32_t>(wide);
+  digits_[word + 1] += static_cast<uint32_t>(wide >> 32);
+  digits_[word + 2] += static_cast<uint64_t>(wide >> 64);
+  if (++uncarried_ == (uint32_t{1} << 30)) carry();
 }
 
-double kl_divergence(std::vector<double> p, std::vector<double> q) {
-  if (!smooth(p) || !smooth(q)) return std::numeric_limits<double>::infinity();
-  double sp = std::accumulate(p.begin(), p.end(), 0.0), sq = std::accumulate(q.begin(), q.end(), 0.0);
-  double kl = 0;
-  for (size_t i = 0; i < p.size(); ++i) {
-    double pi = p[i] / sp, qi = q[i] / sq;
-    if (pi <= 0) continue;
-    if (qi <= 0) return std::numeric_limits<double>::infinity();
-    kl += pi * std::log(pi / qi);
+void ExactSum::carry() {
+  for (size_t i = 0; i + 1 < digits_.size(); ++i) {
+    digits_[i + 1] += digits_[i] >> 32;
+    digits_[i] &= 0xffffffffu;
   }
+  uncarried_ = 0;
+}
+
+void ExactSum::merge(const ExactSum& other) {
+  nan_ = nan_ || other.nan_;
+  infinite_ = infinite_ || other.infinite_;
+  if (other.digits_.empty()) return;
+  if (digits_.empty()) digits_.assign(kDigits, 0);
+  if (uint64_t{uncarried_} + other.uncarried_ >= (uint64_t{1} << 30)) carry();
+  ExactSum o = other;
+  o.carry();
+  for (size_t i = 0; i < kDigits; ++i) digits_[i] += o.digits_[i];
+  ++uncarried_;
+}
+
+double ExactSum::value() const {
+  if (nan_) return NAN;
+  if (infinite_) return INFINITY;
+  ExactSum c = *this;
+  c.carry();
+  size_t top = c.digits_.size();
+  while (top > 0 && c.digits_[top - 1] == 0) --top;
+  if (top == 0) return 0;
+  // The top three digits (96 bits), with the lowest bit set if anything below is not zero: the
+  // conversion to double then rounds as the whole sum would.
+  const size_t low = top >= 3 ? top - 3 : 0;
+  unsigned __int128 v = 0;
+  for (size_t i = top; i-- > low;) v = (v << 32) | c.digits_[i];
+  for (size_t i = 0; i < low; ++i)
+    if (c.digits_[i]) {
+      v |= 1;
+      break;
+    }
+  return std::ldexp(static_cast<double>(v), static_cast<int>(32 * low) - 1074);
+}
+
+namespace {
+
+// KL(p || q) of one window, both smoothed first (TensorRT's and ORT's way: each empty entry
+// gets eps, taken evenly from the others; the sums stay). q is constant over the bins of a
+// level that hold data in p, and p's empty bins are q's: a log per level and per bin with data,
+// not two per bin. Infinite where smoothing leaves a q entry <= 0, or nothing to smooth.
+double window_kl(const std::vector<double>& p, const std::vector<double>& level_mass, size_t per) {
+  constexpr double kEps = 1e-4;
+  const size_t width = p.size(), levels = level_mass.size();
+  constexpr double kInf = std::numeric_limits<double>::infinity();
+  auto level_end = [&](size_t level) { return level + 1 == levels ? width : (level + 1) * per; };
+  // q: a level's mass spread evenly over its bins with data in p (0 elsewhere).
+  std::vector<size_t> nonzero(levels, 0);
+  size_t p_zeros = 0;
+  double p_sum = 0;
+  for (size_t level = 0; level < levels; ++level)
+    for (size_t k = level * per; k < level_end(level); ++k) {
+      nonzero[level] += p[k] != 0;
+      p_sum += p[k];
+    }
+  for (size_t n : nonzero) p_zeros += n;
+  p_zeros = width - p_zeros;
+  size_t q_zeros = p_zeros;  // and the bins of a level with data in p but no mass
+  double q_sum = 0;
+  for (size_t level = 0; level < levels; ++level) {
+    if (level_mass[level] == 0) q_zeros += nonzero[level];
+    if (nonzero[level]) q_sum += level_mass[level];
+  }
+  if (p_zeros == width || q_zeros == width) return kInf;
+  const double p_take = kEps * static_cast<double>(p_zeros) / static_cast<double>(width - p_zeros);
+  const double q_take = kEps * static_cast<double>(q_zeros) / static_cast<double>(width - q_zeros);
+  std::vector<double> log_q(levels);  // log of the smoothed, normalised q of each level's bins with data
+  for (size_t level = 0; level < levels; ++level) {
+    if (!nonzero[level]) continue;
+    double q = level_mass[level] == 0 ? kEps : level_mass[level] / static_cast<double>(nonzero[level]) - q_take;
+    if (q <= 0) return kInf;
+    log_q[level] = std::log(q / q_sum);
+  }
+  // Empty bins of p: eps in both.
+  const double empty_p = kEps / p_sum;
+  double kl = static_cast<double>(p_zeros) * empty_p * std::log(empty_p / (kEps / q_sum));
+  for (size_t level = 0; level < levels; ++level)
+    for (size_t k = level * per; k < level_end(level); ++k) {
+      if (p[k] == 0) continue;
+      double pk = (p[k] - p_take) / p_sum;
+      if (pk <= 0) continue;
+      kl += pk * (std::log(pk) - log_q[level]);
+    }
   return kl;
 }
 
@@ -322,28 +415,22 @@ Range entropy_range(const Histogram& h, size_t quantized_bins, double observed_m
   size_t zero = bins / 2;
   size_t best_i = zero;
   double best_kl = std::numeric_limits<double>::infinity();
+  // Counts below and above each bin, for the outliers a window folds onto its edges.
+  std::vector<double> below(bins + 1, 0.0);
+  for (size_t k = 0; k < bins; ++k) below[k + 1] = below[k] + static_cast<double>(hist[k]);
+  std::vector<double> p, level_mass(quantized_bins);
   for (size_t i = std::max<size_t>(quantized_bins / 2, 1); i <= zero; ++i) {
-    size_t start = zero - i, end = zero + i;
-    std::vector<double> p(hist.begin() + static_cast<ptrdiff_t>(start), hist.begin() + static_cast<ptrdiff_t>(end));
-    std::vector<double> sliced = p;
-    for (size_t k = 0; k < start; ++k) p.front() += static_cast<double>(hist[k]);  // outliers onto the edges
-    for (size_t k = end; k < bins; ++k) p.back() += static_cast<double>(hist[k]);
-    // Merge the window into quantized_bins levels, then spread each level back over the bins
-    // that hold data (bins empty in p stay empty in q).
-    size_t width = sliced.size(), per = width / quantized_bins;
-    std::vector<double> q(width, 0.0);
+    size_t start = zero - i, end = zero + i, width = end - start, per = width / quantized_bins;
+    p.assign(hist.begin() + static_cast<ptrdiff_t>(start), hist.begin() + static_cast<ptrdiff_t>(end));
+    // Levels merge the window as counted (without the outliers): quantized_bins levels of `per`
+    // bins, the last taking the rest.
     for (size_t level = 0; level < quantized_bins; ++level) {
       size_t a = level * per, b = level + 1 == quantized_bins ? width : a + per;
-      double mass = 0;
-      size_t nonzero = 0;
-      for (size_t k = a; k < b; ++k) {
-        mass += sliced[k];
-        nonzero += p[k] != 0;
-      }
-      if (nonzero == 0) continue;
-      for (size_t k = a; k < b; ++k) q[k] = p[k] != 0 ? mass / static_cast<double>(nonzero) : 0.0;
+      level_mass[level] = std::accumulate(p.begin() + static_cast<ptrdiff_t>(a), p.begin() + static_cast<ptrdiff_t>(b), 0.0);
     }
-    double kl = kl_divergence(p, q);
+    p.front() += below[start];  // outliers onto the edges
+    p.back() += below[bins] - below[end];
+    double kl = window_kl(p, level_mass, per);
     if (kl < best_kl) {
       best_kl = kl;
       best_i = i;

@@ -287,9 +287,38 @@ TEST(Calibrate, MinMseAllReadsTheDataAgainOnlyForRangesThatGrew) {
     EXPECT_EQ(*early.ranges.at("x").pos, best) << outlier;
     if (outlier > 10) {
       EXPECT_EQ(last_line, "calibration pass 2: squared errors of the power-of-two candidates for 3 tensors whose "
-                           "range grew");
+                           "range grew, on the first 4 of 5 samples");
     }
   }
+}
+
+// The range growing at the second sample, the second pass reads only the first: the samples
+// after it tried the final positions already. The positions are those of two full passes.
+TEST(Calibrate, MinMseAllReadsAgainOnlyTheSamplesBeforeTheRangeGrew) {
+  auto samples = gaussian_samples(6, 2000, 14);
+  samples[1][3] = 100.f;
+  CalibOptions o;
+  o.method = Method::MinMSE;
+  std::vector<std::string> lines;
+  o.log = [&](const std::string& line) { lines.push_back(line); };
+  CalibrationResult early = run(samples, o);
+  EXPECT_EQ(early.passes, 2);
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines.back(), "calibration pass 2: squared errors of the power-of-two candidates for 3 tensors whose "
+                          "range grew, on the first 1 of 6 samples");
+  o.workers = 2;
+  CalibrationResult two = run(samples, o);
+  for (const char* name : {"x", "y", "z"}) {
+    EXPECT_EQ(early.ranges.at(name).pos, two.ranges.at(name).pos) << name;
+    EXPECT_EQ(early.ranges.at(name).hi, two.ranges.at(name).hi) << name;
+  }
+  int best = 0;
+  double best_error = INFINITY;
+  for (int p = -8; p <= 12; ++p) {
+    double e = brute_error(samples, p, 0, {-127, 127});
+    if (e < best_error) best_error = e, best = p;
+  }
+  EXPECT_EQ(*early.ranges.at("x").pos, best);
 }
 
 // A sample whose values all round to 0 at a position has its sum of squares as its error there:

@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <random>
 
 #include "calib/statistics.h"
@@ -223,6 +225,42 @@ np.save('absolute.npy', np.histogram(np.abs(x), bins=2048, range=(0, m))[0].asty
     EXPECT_EQ(h.total(), x.size());
     EXPECT_GT(moved_max, 0u);  // the data is not aligned with the grid: some values did move
   }
+}
+
+// Terms that are multiples of 2^-30 below 2^22 sum exactly in integers: the ExactSum is that sum
+// in any order and split, where a double accumulator drifts with the order.
+TEST(ExactSum, IsTheExactSumInAnyOrderAndSplit) {
+  std::mt19937_64 rng(9);
+  std::vector<double> terms;
+  unsigned __int128 exact = 0;  // in steps of 2^-30
+  for (int i = 0; i < 20000; ++i) {
+    uint64_t k = rng() >> (i % 2 ? 12 : 40);  // large and small terms
+    terms.push_back(std::ldexp(static_cast<double>(k), -30));
+    exact += k;
+  }
+  ExactSum forward, split_a, split_b;
+  for (double t : terms) forward.add(t);
+  std::shuffle(terms.begin(), terms.end(), rng);
+  for (size_t i = 0; i < terms.size(); ++i) (i % 3 ? split_a : split_b).add(terms[i]);
+  split_b.merge(split_a);
+  const double expected = std::ldexp(static_cast<double>(exact), -30);
+  EXPECT_EQ(forward.value(), expected);
+  EXPECT_EQ(split_b.value(), expected);
+
+  ExactSum extremes;  // the smallest subnormal, the largest double, and 0 are held too
+  extremes.add(std::numeric_limits<double>::denorm_min());
+  extremes.add(0);
+  EXPECT_EQ(extremes.value(), std::numeric_limits<double>::denorm_min());
+  extremes.add(std::numeric_limits<double>::max());
+  EXPECT_EQ(extremes.value(), std::numeric_limits<double>::max());
+  EXPECT_EQ(ExactSum().value(), 0.0);
+
+  ExactSum poisoned;
+  poisoned.add(1);
+  poisoned.add(INFINITY);
+  EXPECT_EQ(poisoned.value(), INFINITY);
+  poisoned.add(NAN);
+  EXPECT_TRUE(std::isnan(poisoned.value()));
 }
 
 TEST(Entropy, ClipsTheOutliersOfAGaussian) {
