@@ -15,7 +15,9 @@ import onnxptq as vai_q_onnx
 from conftest import run_cli, write_samples
 from test_vai import FolderReader
 
-OPTIONS = dict(calibrate_method=vai_q_onnx.CalibrationMethod.Percentile, print_summary=False)
+# MinMSE with two workers reads the data twice (extrema, then the candidates' errors).
+OPTIONS = dict(calibrate_method=vai_q_onnx.PowerOfTwoMethod.MinMSE, extra_options={"CalibWorkerNum": 2},
+               print_summary=False)
 
 
 class ListReader:
@@ -42,10 +44,10 @@ class SubclassReader(vai_q_onnx.CalibrationDataReader):
 
 @pytest.fixture
 def calib(tiny_model, tmp_path):
-    """Four samples on disk and the CLI's model for them (Percentile: the data is read twice)."""
+    """Four samples on disk and the CLI's model for them (the data is read twice)."""
     samples = write_samples(tmp_path / "calib", (1, 3, 8, 8), 4, seed=3)
     run_cli("quantize", tiny_model, "-o", tmp_path / "cli.onnx", "--calib-data", tmp_path / "calib",
-            "--calibrate-method", "Percentile", "--quiet")
+            "--calibrate-method", "MinMSE", "--workers", "2", "--quiet")
     return samples, (tmp_path / "cli.onnx").read_bytes()
 
 
@@ -58,7 +60,7 @@ def test_readers_with_and_without_rewind_give_the_cli_bytes(tiny_model, tmp_path
     samples, expected = calib
     folder = FolderReader(tmp_path / "calib", "x")
     assert quantize(tiny_model, tmp_path / "a.onnx", folder) == expected
-    assert folder.rewinds >= 2  # the type probe and the histogram pass started over
+    assert folder.rewinds >= 2  # the type probe and the second pass started over
     assert quantize(tiny_model, tmp_path / "b.onnx", ListReader(samples)) == expected
     assert quantize(tiny_model, tmp_path / "c.onnx", SubclassReader(samples)) == expected
 
