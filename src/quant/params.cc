@@ -110,11 +110,11 @@ double lane_sum(const float* x, size_t n, Error error) {
   for (; i + kLanes <= n; i += kLanes)
 #pragma GCC unroll 16
     for (size_t l = 0; l < kLanes; ++l) lanes[l] += error(x[i + l]);
-  // The tail as one more block padded with zeros (whose error is 0, and x + 0 is x): every lane
-  // index stays a constant, so the lanes stay in registers instead of memory.
+  // The tail as one more block, its padding adding nothing: every lane index stays a constant,
+  // so the lanes stay in registers instead of memory.
   float tail[kLanes] = {};
   std::copy(x + i, x + n, tail);
-  for (size_t l = 0; l < kLanes; ++l) lanes[l] += error(tail[l]);
+  for (size_t l = 0; l < kLanes; ++l) lanes[l] += i + l < n ? error(tail[l]) : 0.0;
   double sum = 0;
   for (double v : lanes) sum += v;
   return sum;

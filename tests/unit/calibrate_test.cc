@@ -517,6 +517,34 @@ TEST(Calibrate, TensorsThatOnlyOverflowAreReportedApart) {
                           "the float model overflows on this data"});
 }
 
+// The error of quantizing every value, against a plain loop in double: lengths that are not a
+// multiple of the lanes, power-of-two scales and others, and a zero point outside the clip range
+// (where a value of 0 has an error: nothing may be added for values that are not there).
+TEST(QuantizationError, IsTheSumOverEveryValue) {
+  std::mt19937 rng(21);
+  std::uniform_real_distribution<float> uniform(0.5f, 3.f);
+  for (size_t n : {1, 15, 16, 17, 100, 1000}) {
+    std::vector<float> x(n);
+    for (float& v : x) v = uniform(rng);
+    for (double scale : {0.0625, 0.03}) {
+      for (int64_t zp : {0, -60}) {  // -60: q = 0 is 60 steps below the clip range [0, 255]
+        for (auto metric : {quant::ErrorMetric::Squared, quant::ErrorMetric::Absolute}) {
+          double expected = 0;
+          const auto s = static_cast<float>(scale);  // the scale as a model stores it
+          for (float v : x) {
+            float q = std::clamp(std::nearbyint(v / s) + static_cast<float>(zp), 0.0f, 255.0f);
+            double e = static_cast<double>((q - static_cast<float>(zp)) * s) - v;  // the value ONNX dequantizes to
+            expected += metric == quant::ErrorMetric::Squared ? e * e : std::fabs(e);
+          }
+          double got = quant::quantization_error(x.data(), n, scale, zp, {0, 255}, metric,
+                                                 quant::abs_max_or_nan(x.data(), n));
+          EXPECT_NEAR(got, expected, 1e-9 * expected + 1e-12) << n << " " << scale << " " << zp;
+        }
+      }
+    }
+  }
+}
+
 TEST(Calibrate, ErrorsNameWhatIsWrong) {
   auto expect_error = [](auto&& f, const std::string& message) {
     try {
