@@ -119,16 +119,14 @@ TensorRange bounds(double lo, double hi) {
 
 using CandidateErrors = std::vector<double>;
 
-
 // The error of each candidate on these values, in a fixed block order.
 CandidateErrors candidate_errors(int threads, const float* x, size_t n, const std::vector<Candidate>& candidates,
                                  quant::ErrorMetric metric) {
   auto block_errors = [&](const float* block, size_t m) {
     CandidateErrors e(candidates.size());
-    const float abs_max = quant::abs_max_or_nan(block, m);  // the candidates that clip nothing go faster
     for (size_t c = 0; c < candidates.size(); ++c)
       e[c] = quant::quantization_error(block, m, candidates[c].scale, candidates[c].zero_point, candidates[c].clip,
-                                       metric, abs_max);
+                                       metric);
     return e;
   };
   CandidateErrors total(candidates.size(), 0.0);
@@ -223,7 +221,7 @@ class Calibrator {
     const bool histograms =
         method == Method::Entropy || method == Method::Percentile || method == Method::Distribution || layerwise;
     // MinMSE "All" tries its candidates in the first pass already, near the range seen so far;
-    // a second pass only for the tensors whose final candidates some sample did not try.
+    // a second pass only for the samples a final candidate missed.
     const bool early_minmse = minmse_all && symmetric_ && options_.workers == 1;
     const int planned = 1 + ((minmse_all && !early_minmse) || layerwise);
     if (planned > 1 && !reader_.can_rewind())
@@ -504,13 +502,13 @@ class Calibrator {
   }
 
   // Positions tried early below the estimate: the range may still grow this many positions'
-  // worth (a factor 4 for 2) before a second pass is needed.
+  // worth (a factor 4 for 2) before the earlier samples miss a final candidate.
   static constexpr int kEarlyMargin = 2;
 
   // MinMSE "All", first pass: this sample's squared errors at the candidates of the range seen so
   // far (this sample's included) and kEarlyMargin coarser positions. The range only grows, so the
   // final position is at most the estimate. A tensor seen twice in a sample (inside a loop) is
-  // left to the second pass, whose per-sample sums it needs.
+  // left to the second pass, which scores every sample.
   void early_minmse_errors(TensorStats& s, size_t sample, const float* x, size_t n) {
     auto& e = s.early;
     if (!e.usable) return;

@@ -83,8 +83,10 @@ struct CalibrationResult {
 };
 
 // Calibrates `tensors` of `model`. The reader must rewind for methods that read the data twice
-// (histograms and MinMSE "All" need the extrema first). Error for a tensor the model does not
-// have, a sample that does not fit the model (naming the sample), no usable sample.
+// (LayerWisePercentile and MinMSE "All" score their candidates once the range is known, MinMSE
+// "All" with one worker and symmetric ranges only on the samples its first pass could not).
+// Error for a tensor the model does not have, a sample that does not fit the model (naming the
+// sample), no usable sample.
 CalibrationResult calibrate(const ir::Model& model, const std::vector<std::string>& tensors, DataReader& reader,
                             const CalibOptions& options);
 

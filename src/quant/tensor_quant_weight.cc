@@ -139,10 +139,9 @@ ScaleZeroPoint pof2_min_mse(const std::vector<float>& x, double rmin, double rma
   const QRange clip = saturation_range(type, o.quantize.saturation);
   int best = minmse_candidate(p0, 0);
   double best_error = std::numeric_limits<double>::infinity();
-  const float abs_max = abs_max_or_nan(x.data(), x.size());
   for (int i = 0; i < kMinMseCandidates; ++i) {
     double e = quantization_error(x.data(), x.size(), pos_to_scale(minmse_candidate(p0, i)), p.zero_point, clip,
-                                  ErrorMetric::Squared, abs_max);
+                                  ErrorMetric::Squared);
     if (e < best_error) {
       best_error = e;
       best = minmse_candidate(p0, i);
