@@ -562,6 +562,10 @@ TEST(Calibrate, ErrorsNameWhatIsWrong) {
   expect_error([&] { run(gaussian_samples(2, 10, 9), with_method(Method::LayerWisePercentile), false); },
                "LayerWisePercentile reads the data twice (the errors of its candidates come second), and the test "
                "list cannot start over");
+  CalibOptions too_many_bins = with_method(Method::Percentile);
+  too_many_bins.num_bins = size_t{1} << 21;
+  expect_error([&] { run(gaussian_samples(2, 10, 9), too_many_bins); },
+               "calibration: the number of histogram bins must be within [1, 1048576], got 2097152");
   ListReader reader(gaussian_samples(2, 10, 9));
   ir::Model m = negations(10);
   expect_error([&] { calibrate(m, {"nope"}, reader, {}); }, "calibration: the model has no tensor 'nope'");
