@@ -69,8 +69,8 @@ struct Candidate {
 struct TensorStats {
   bool seen = false;  // computed at all (minmax stays empty when every value is NaN or infinite)
   MinMaxStats minmax;
-  GridHistogram grid;    // histogram methods: counts of the first pass
-  Histogram histogram;   // the same counts over the range the method reads them on
+  GridHistogram grid;   // histogram methods: counts of the first pass
+  Histogram histogram;  // the same counts over the range the method reads them on
   // MinMSE "All" and LayerWisePercentile: the candidates, the sum of each one's error (squared
   // errors of the power-of-two positions, or the metric of each percentile's range) over every
   // sample, exact so that it comes out the same in any order, and the samples the last pass must
@@ -227,15 +227,17 @@ class Calibrator {
     const bool early_minmse = minmse_all && symmetric_ && options_.workers == 1;
     const int planned = 1 + ((minmse_all && !early_minmse) || layerwise);
     if (planned > 1 && !reader_.can_rewind())
-      throw Error(std::string(method_name(method)) + " reads the data twice (the errors of its candidates come second), and " +
-                  reader_.describe() + " cannot start over");
+      throw Error(std::string(method_name(method)) +
+                  " reads the data twice (the errors of its candidates come second), and " + reader_.describe() +
+                  " cannot start over");
     int passes = 1;
     auto start_pass = [&](const std::string& what) {
       if (passes > 1) reader_.rewind();
       if (planned > 1 || early_minmse) log("calibration pass " + std::to_string(passes) + ": " + what);
     };
 
-    start_pass("extrema of " + std::to_string(names_.size()) + " tensors" + (histograms ? " and their histograms" : "") +
+    start_pass("extrema of " + std::to_string(names_.size()) + " tensors" +
+               (histograms ? " and their histograms" : "") +
                (early_minmse ? ", and the squared errors of the power-of-two positions near them" : ""));
     bool keep_per_sample = options_.moving_average;
     bool most_common = method == Method::MinMSE && !minmse_all;

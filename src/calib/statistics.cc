@@ -174,7 +174,9 @@ void add_values(std::vector<uint64_t>& counts, double lo, double hi, const float
 
 }  // namespace
 
-void Histogram::add(const float* data, size_t n, int threads) { add_values<false>(counts_, lo_, hi_, data, n, threads); }
+void Histogram::add(const float* data, size_t n, int threads) {
+  add_values<false>(counts_, lo_, hi_, data, n, threads);
+}
 
 void Histogram::add_abs(const float* data, size_t n, int threads) {
   add_values<true>(counts_, lo_, hi_, data, n, threads);
@@ -188,7 +190,8 @@ void Histogram::merge(const Histogram& other) {
 
 void Histogram::add_count(double value, uint64_t count) {
   const size_t bins = counts_.size();
-  double position = hi_ <= lo_ ? static_cast<double>(bins / 2) : (value - lo_) * static_cast<double>(bins) / (hi_ - lo_);
+  double position =
+      hi_ <= lo_ ? static_cast<double>(bins / 2) : (value - lo_) * static_cast<double>(bins) / (hi_ - lo_);
   position = std::clamp(position, 0.0, static_cast<double>(bins - 1));
   counts_[static_cast<size_t>(position)] += count;
 }
@@ -298,10 +301,10 @@ void ExactSum::add(double v) {
   if (v == 0) return;
   if (digits_.empty()) digits_.assign(kDigits, 0);
   int e = 0;
-  const double fraction = std::frexp(v, &e);  // v = fraction * 2^e, fraction in [0.5, 1)
+  const double fraction = std::frexp(v, &e);                        // v = fraction * 2^e, fraction in [0.5, 1)
   auto mantissa = static_cast<uint64_t>(std::ldexp(fraction, 53));  // v = mantissa * 2^(e - 53)
-  int bit = e - 53 + 1074;  // of the mantissa's lowest bit, in steps of 2^-1074
-  if (bit < 0) {  // a subnormal: its low bits are zeros
+  int bit = e - 53 + 1074;                                          // of the mantissa's lowest bit, in steps of 2^-1074
+  if (bit < 0) {                                                    // a subnormal: its low bits are zeros
     mantissa >>= -bit;
     bit = 0;
   }
@@ -426,7 +429,8 @@ Range entropy_range(const Histogram& h, size_t quantized_bins, double observed_m
     // bins, the last taking the rest.
     for (size_t level = 0; level < quantized_bins; ++level) {
       size_t a = level * per, b = level + 1 == quantized_bins ? width : a + per;
-      level_mass[level] = std::accumulate(p.begin() + static_cast<ptrdiff_t>(a), p.begin() + static_cast<ptrdiff_t>(b), 0.0);
+      level_mass[level] =
+          std::accumulate(p.begin() + static_cast<ptrdiff_t>(a), p.begin() + static_cast<ptrdiff_t>(b), 0.0);
     }
     p.front() += below[start];  // outliers onto the edges
     p.back() += below[bins] - below[end];

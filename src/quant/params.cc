@@ -192,8 +192,7 @@ float abs_max_or_nan(const float* x, size_t n) {
   return nan ? std::numeric_limits<float>::quiet_NaN() : m;
 }
 
-double quantization_error(const float* x, size_t n, double scale, int64_t zero_point, QRange clip,
-                          ErrorMetric metric) {
+double quantization_error(const float* x, size_t n, double scale, int64_t zero_point, QRange clip, ErrorMetric metric) {
   auto s = static_cast<float>(scale), zp = static_cast<float>(zero_point);
   auto lo = static_cast<float>(clip.min), hi = static_cast<float>(clip.max);
   int exponent = 0;

@@ -286,8 +286,9 @@ TEST(Calibrate, MinMseAllReadsTheDataAgainOnlyForRangesThatGrew) {
     }
     EXPECT_EQ(*early.ranges.at("x").pos, best) << outlier;
     if (outlier > 10) {
-      EXPECT_EQ(last_line, "calibration pass 2: squared errors of the power-of-two candidates for 3 tensors whose "
-                           "range grew, on the first 4 of 5 samples");
+      EXPECT_EQ(last_line,
+                "calibration pass 2: squared errors of the power-of-two candidates for 3 tensors whose "
+                "range grew, on the first 4 of 5 samples");
     }
   }
 }
@@ -304,8 +305,9 @@ TEST(Calibrate, MinMseAllReadsAgainOnlyTheSamplesBeforeTheRangeGrew) {
   CalibrationResult early = run(samples, o);
   EXPECT_EQ(early.passes, 2);
   ASSERT_FALSE(lines.empty());
-  EXPECT_EQ(lines.back(), "calibration pass 2: squared errors of the power-of-two candidates for 3 tensors whose "
-                          "range grew, on the first 1 of 6 samples");
+  EXPECT_EQ(lines.back(),
+            "calibration pass 2: squared errors of the power-of-two candidates for 3 tensors whose "
+            "range grew, on the first 1 of 6 samples");
   o.workers = 2;
   CalibrationResult two = run(samples, o);
   for (const char* name : {"x", "y", "z"}) {

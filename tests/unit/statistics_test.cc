@@ -1,5 +1,7 @@
 // Calibration statistics against values computed independently: closed forms, and numpy
 // (Debian's python3-numpy) in a script the test runs.
+#include "calib/statistics.h"
+
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -10,7 +12,6 @@
 #include <limits>
 #include <random>
 
-#include "calib/statistics.h"
 #include "ir/npy.h"
 
 namespace onnxptq::calib {
