@@ -153,34 +153,7 @@ void count_split(std::vector<uint64_t>& counts, const float* data, size_t n, int
   });
 }
 
-// numpy's bins over [lo, hi]: (x - lo) * bins / (hi - lo), clamped; non-finite values are not
-// counted; a constant tensor (hi <= lo) counts in the middle bin.
-template <bool kAbs>
-void add_values(std::vector<uint64_t>& counts, double lo, double hi, const float* data, size_t n, int threads) {
-  const size_t bins = counts.size();
-  const bool constant = hi <= lo;
-  const double norm = constant ? 0.0 : static_cast<double>(bins) / (hi - lo);
-  const double last = static_cast<double>(bins - 1);
-  const double middle = static_cast<double>(bins / 2);
-  count_split(counts, data, n, threads, [=](float x) {
-    bool finite = std::fabs(x) < HUGE_VALF;
-    float f = finite ? (kAbs ? std::fabs(x) : x) : 0.0f;
-    double position = constant ? middle : (static_cast<double>(f) - lo) * norm;
-    position = position > 0.0 ? position : 0.0;
-    position = position < last ? position : last;
-    return finite ? static_cast<int32_t>(position) : -1;
-  });
-}
-
 }  // namespace
-
-void Histogram::add(const float* data, size_t n, int threads) {
-  add_values<false>(counts_, lo_, hi_, data, n, threads);
-}
-
-void Histogram::add_abs(const float* data, size_t n, int threads) {
-  add_values<true>(counts_, lo_, hi_, data, n, threads);
-}
 
 void Histogram::merge(const Histogram& other) {
   if (other.counts_.size() != counts_.size() || other.lo_ != lo_ || other.hi_ != hi_)
@@ -189,6 +162,7 @@ void Histogram::merge(const Histogram& other) {
 }
 
 void Histogram::add_count(double value, uint64_t count) {
+  if (!std::isfinite(value)) return;
   const size_t bins = counts_.size();
   double position =
       hi_ <= lo_ ? static_cast<double>(bins / 2) : (value - lo_) * static_cast<double>(bins) / (hi_ - lo_);

@@ -62,12 +62,10 @@ class Histogram {
  public:
   Histogram() = default;
   Histogram(double lo, double hi, size_t bins);
-  void add(const float* data, size_t n, int threads = 1);
-  // Histogram of |x| (lo must be 0).
-  void add_abs(const float* data, size_t n, int threads = 1);
-  void merge(const Histogram& other);
-  // `count` more values equal to `value`.
+  // `count` more values equal to `value`, in numpy's bin (x - lo) * bins / (hi - lo) (clamped;
+  // a constant histogram, hi <= lo: the middle bin). Not NaN or infinities.
   void add_count(double value, uint64_t count);
+  void merge(const Histogram& other);
 
   double lo() const { return lo_; }
   double hi() const { return hi_; }
