@@ -183,9 +183,9 @@ class Calibrator {
                                               options.num_quantized_bins < 1 || options.num_quantized_bins > options.num_bins))
       throw Error("Entropy needs an even number of bins (got " + std::to_string(options.num_bins) +
                   ") and 1 <= quantized bins <= bins (got " + std::to_string(options.num_quantized_bins) + ")");
-    if (options.num_bins < 1 || options.num_bins > (size_t{1} << 20))
-      throw Error("calibration: the number of histogram bins must be within [1, 1048576], got " +
-                  std::to_string(options.num_bins));
+    if (options.num_bins < 1 || options.num_bins > GridHistogram::kMaxBins)
+      throw Error("calibration: the number of histogram bins must be within [1, " +
+                  std::to_string(GridHistogram::kMaxBins) + "], got " + std::to_string(options.num_bins));
     if (options.method == Method::Percentile && !(options.percentile >= 0 && options.percentile <= 100))
       throw Error("CalibPercentile must be in [0, 100], got " + std::to_string(options.percentile));
     if (options.method == Method::LayerWisePercentile) {

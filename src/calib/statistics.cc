@@ -112,9 +112,9 @@ void count_bins(std::vector<uint64_t>& counts, const float* data, size_t n, cons
   const size_t bins = counts.size();
   constexpr size_t kChunk = 256;
   int32_t index[kChunk];
-  // The increments are most of the time: they go to 16-bit counters (a table half the size,
-  // which stays in the L1 cache where 32-bit or 64-bit ones would not; a third faster with 8192
-  // bins), added to `counts` every 65535 values, before one could overflow. Not for a few
+  // The increments are most of the time: they go to one table of 16-bit counters (8192 of them
+  // fit the L1 cache; measured faster here than two interleaved tables of 32-bit or 16-bit
+  // ones), added to `counts` every 65535 values, before one could overflow. Not for a few
   // values, where zeroing and adding up the table would cost more.
   const bool narrow = n >= 4 * bins;
   constexpr size_t kFlush = 65535;
@@ -178,7 +178,7 @@ constexpr int kFinestGrid = -200;
 }  // namespace
 
 GridHistogram::GridHistogram(size_t bins, bool abs) : abs_(abs) {
-  if (bins == 0 || bins > (size_t{1} << 20)) throw Error("histogram bins must be within [1, 2^20]");
+  if (bins == 0 || bins > kMaxBins) throw Error("histogram bins must be within [1, " + std::to_string(kMaxBins) + "]");
   // At least 2x bins over [-m, m] or [0, m]: m < 2^e and m >= 2^(e-1), and the grid spans 2^e.
   const size_t wanted = (abs ? 4 : 2) * bins;
   limit_ = 1;
@@ -303,11 +303,10 @@ void ExactSum::merge(const ExactSum& other) {
   infinite_ = infinite_ || other.infinite_;
   if (other.digits_.empty()) return;
   if (digits_.empty()) digits_.assign(kDigits, 0);
-  if (uint64_t{uncarried_} + other.uncarried_ >= (uint64_t{1} << 30)) carry();
   ExactSum o = other;
-  o.carry();
+  o.carry();  // its digits under 2^32, as one addition adds
   for (size_t i = 0; i < kDigits; ++i) digits_[i] += o.digits_[i];
-  ++uncarried_;
+  if (++uncarried_ == (uint32_t{1} << 30)) carry();
 }
 
 double ExactSum::value() const {

@@ -89,6 +89,8 @@ class Histogram {
 // final range would count it.
 class GridHistogram {
  public:
+  static constexpr size_t kMaxBins = size_t{1} << 20;  // of the histogram it is rebinned to
+
   GridHistogram() = default;
   GridHistogram(size_t bins, bool abs);
   // `max_abs`: the largest finite |x| in `data` (the caller has it from the extrema).
