@@ -242,8 +242,8 @@ class Calibrator {
     bool keep_per_sample = options_.moving_average;
     bool most_common = method == Method::MinMSE && !minmse_all;
     const GridHistogram blank_grid = histograms ? GridHistogram(options_.num_bins, abs_histograms()) : GridHistogram();
-    run_pass(true, [&](TensorStats& s, size_t, size_t sample, const float* x, size_t n) {
-      Range r = s.minmax.add(sample, x, n, keep_per_sample || most_common, threads_);
+    run_pass(true, [&](TensorStats& s, size_t, size_t sample, const float* x, size_t n, engine::Extrema extrema) {
+      Range r = s.minmax.add(sample, extrema, keep_per_sample || most_common);
       if (most_common) s.best_pos[sample] = sample_best_pos(s.minmax.per_sample.at(sample), x, n);
       if (early_minmse) early_minmse_errors(s, sample, x, n);
       if (histograms) {
@@ -371,7 +371,7 @@ class Calibrator {
                                           : quant::ErrorMetric::Absolute;
     run_pass(
         false,
-        [&](TensorStats& s, size_t i, size_t sample, const float* x, size_t n) {
+        [&](TensorStats& s, size_t i, size_t sample, const float* x, size_t n, engine::Extrema) {
           const TensorStats& t = merged[i];
           std::vector<Candidate> wanted;
           std::vector<size_t> index;
@@ -405,7 +405,8 @@ class Calibrator {
   }
 
   // Reads the samples once (the first `limit`), split over the workers, and calls
-  // reduce(stats, tensor index, sample index, values, count) on each calibrated tensor.
+  // reduce(stats, tensor index, sample index, values, count, extrema) on each calibrated tensor;
+  // the finite extrema of its values in the first pass (empty in the others).
   template <class Reduce>
   void run_pass(bool first, Reduce&& reduce, size_t limit = SIZE_MAX) {
     workers_.assign(options_.workers, std::vector<TensorStats>(names_.size()));
@@ -428,7 +429,7 @@ class Calibrator {
             sample = next_index++;
           }
           if (!check_sample(first, sample, *feed)) continue;
-          engine::TensorObserver observe = [&](const std::string& name, const ir::Tensor& t) {
+          auto see = [&](const std::string& name, const ir::Tensor& t, engine::Extrema extrema) {
             auto it = index_.find(name);
             if (it == index_.end()) return;
             size_t i = it->second;
@@ -437,14 +438,25 @@ class Calibrator {
               return;  // shapes and indices are not quantized
             stats[i].seen = true;
             if (t.dtype() == ir::DataType::Float) {
-              reduce(stats[i], i, sample, t.values<float>().data(), t.size());
+              reduce(stats[i], i, sample, t.values<float>().data(), t.size(), extrema);
             } else {
               ir::Tensor f = engine::as_float32(t);
-              reduce(stats[i], i, sample, f.values<float>().data(), f.size());
+              reduce(stats[i], i, sample, f.values<float>().data(), f.size(), extrema);
             }
           };
+          // The first pass takes the extrema, from the engine (the kernels writing the tensors
+          // take them as they write); the last one does not need them.
+          engine::ExtremaObserver observe_extrema = see;
+          engine::TensorObserver observe = [&](const std::string& name, const ir::Tensor& t) {
+            see(name, t, engine::Extrema{});
+          };
+          engine::RunHooks hooks;
+          if (first)
+            hooks.observe_extrema = &observe_extrema;
+          else
+            hooks.observe = &observe;
           try {
-            session_->run(*feed, {&observe});
+            session_->run(*feed, hooks);
           } catch (const Error& e) {
             throw Error("calibration sample " + std::to_string(sample) + " of " + reader_.describe() + ": " + e.what());
           }

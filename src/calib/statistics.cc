@@ -11,57 +11,12 @@
 
 namespace onnxptq::calib {
 
-namespace {
-
-// The finite extrema of a block, scanned again without its non-finite values (rare) when an
-// extremum came out infinite.
-std::pair<float, float> finite_extrema(const float* data, size_t n) {
-  constexpr float kInf = std::numeric_limits<float>::infinity();
-  float lo = kInf, hi = -kInf;
-  for (size_t i = 0; i < n; ++i)
-    if (std::fabs(data[i]) < kInf) {  // false for NaN too
-      lo = std::min(lo, data[i]);
-      hi = std::max(hi, data[i]);
-    }
-  return {lo, hi};
-}
-
-// The finite extrema of a block, as (min, max); (inf, -inf) when nothing is finite.
-std::pair<float, float> block_extrema(const float* data, size_t n) {
-  // Lanes of running extrema the compiler vectorises. `x < lo ? x : lo` is false for a NaN x, so
-  // NaN is skipped, and it is exactly what vminps computes (vmaxps likewise); min and max are
-  // exact, so the lane split changes nothing. 64 lanes: four vector registers, so that a
-  // minimum does not wait for the previous one.
-  constexpr size_t kLanes = 64;
-  constexpr float kInf = std::numeric_limits<float>::infinity();
-  float los[kLanes], his[kLanes];
-  std::fill(los, los + kLanes, kInf);
-  std::fill(his, his + kLanes, -kInf);
-  size_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-    for (size_t l = 0; l < kLanes; ++l) {
-      float x = data[i + l];
-      los[l] = x < los[l] ? x : los[l];
-      his[l] = x > his[l] ? x : his[l];
-    }
-  for (; i < n; ++i) {
-    float x = data[i];
-    los[0] = x < los[0] ? x : los[0];
-    his[0] = x > his[0] ? x : his[0];
-  }
-  float lo = *std::min_element(los, los + kLanes), hi = *std::max_element(his, his + kLanes);
-  if (lo == -kInf || hi == kInf) return finite_extrema(data, n);
-  return {lo, hi};
-}
-
-}  // namespace
-
 Range MinMaxStats::add(size_t sample, const float* data, size_t n, bool keep_per_sample, int threads) {
-  float lo = std::numeric_limits<float>::infinity(), hi = -lo;
-  for (auto [block_lo, block_hi] : reduce_blocks<std::pair<float, float>>(threads, data, n, block_extrema)) {
-    lo = std::min(lo, block_lo);
-    hi = std::max(hi, block_hi);
-  }
+  return add(sample, engine::finite_extrema(data, n, threads), keep_per_sample);
+}
+
+Range MinMaxStats::add(size_t sample, engine::Extrema extrema, bool keep_per_sample) {
+  const double lo = extrema.lo, hi = extrema.hi;
   if (lo > hi) return {lo, hi};  // nothing finite
   min = std::min(min, static_cast<double>(lo));
   max = std::max(max, static_cast<double>(hi));

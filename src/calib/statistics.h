@@ -12,6 +12,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/extrema.h"
 #include "engine/parallel.h"
 
 namespace onnxptq::calib {
@@ -50,6 +51,8 @@ struct MinMaxStats {
   // NaN and infinities are the caller's to report; they are skipped here. Returns the extrema
   // of `data` alone (lo > hi when nothing is finite).
   Range add(size_t sample, const float* data, size_t n, bool keep_per_sample, int threads = 1);
+  // The same with the finite extrema of the sample's values already taken (by the engine).
+  Range add(size_t sample, engine::Extrema extrema, bool keep_per_sample);
   void merge(const MinMaxStats& other);
   bool empty() const { return min > max; }
   // The exponential moving average of the per-sample extrema in sample order, starting from the

@@ -26,6 +26,7 @@ using ir::Tensor;
 
 class Kernel;
 class GraphRunner;
+class ExtremaSink;
 
 // What a kernel learns when it is built.
 struct KernelInfo {
@@ -52,6 +53,10 @@ struct KernelInfo {
 // Passed to every run: nothing per-run lives in the kernel itself.
 struct RunContext {
   int threads = 1;  // threads the kernel may use (parallel_for in engine/parallel.h)
+  // Set when the run wants the finite extrema of output 0: a kernel that writes that output as
+  // float32 in one sweep of its final values may take them as it writes (parallel_write in
+  // engine/extrema.h); the engine reads the output again when the sink is left empty.
+  ExtremaSink* output_extrema = nullptr;
 };
 
 class Kernel {

@@ -76,6 +76,7 @@ class GraphExecutor : public GraphRunner {
   std::vector<int> output_slots_;
   std::vector<Step> steps_;
   std::vector<std::vector<std::string>> hook_names_;  // per slot: the names hooks see it as
+  std::vector<std::vector<std::string>> extrema_names_;  // per slot: those of them that are visible
 };
 
 int GraphExecutor::slot_of(const std::string& name) const {
@@ -112,6 +113,9 @@ GraphExecutor::GraphExecutor(const ir::Model& model, const ir::Graph& graph,
   for (const std::string& name : slot_names_) {
     auto it = shown_as.find(name);
     hook_names_.push_back(it != shown_as.end() ? it->second : std::vector<std::string>{name});
+    extrema_names_.emplace_back();
+    for (const std::string& shown : hook_names_.back())
+      if (options.visible.count(shown)) extrema_names_.back().push_back(shown);
   }
 
   // Free every produced value after its last use, unless it is an output of the graph.
@@ -188,20 +192,33 @@ std::vector<Tensor> GraphExecutor::run_with_hooks(const RunContext& ctx, std::sp
   for (size_t i = 0; i < slot_names_.size(); ++i) value[i] = constant_of_slot_[i];
   for (size_t i = 0; i < outer_count_; ++i) value[i] = outer[i];
 
-  auto produced = [&](int slot) {
+  // `sink`: the extrema the kernel took of the tensor as it wrote it, if it did.
+  auto produced = [&](int slot, const ExtremaSink* sink) {
     if (hooks.transform)
       for (const std::string& name : hook_names_[slot]) (*hooks.transform)(name, owned[slot]);
     value[slot] = &owned[slot];
     if (hooks.observe)
       for (const std::string& name : hook_names_[slot]) (*hooks.observe)(name, owned[slot]);
+    const Tensor& t = owned[slot];
+    if (hooks.observe_extrema && !extrema_names_[slot].empty() &&
+        (t.dtype() == DataType::Float || t.dtype() == DataType::Float16 || t.dtype() == DataType::BFloat16)) {
+      Extrema e;
+      if (sink && sink->taken() && t.dtype() == DataType::Float && !hooks.transform) {
+        e = sink->extrema();
+      } else {
+        Tensor f = as_float32(t);
+        e = finite_extrema(f.values<float>().data(), f.size(), ctx.threads);
+      }
+      for (const std::string& name : extrema_names_[slot]) (*hooks.observe_extrema)(name, t, e);
+    }
   };
   for (size_t i = 0; i < input_slots_.size(); ++i) {
     int slot = input_slots_[i];
     if (i < inputs.size() && inputs[i]) value[slot] = inputs[i];
     if (!value[slot]) continue;  // an unused optional input: nothing to see
-    if (hooks.transform || hooks.observe) {
+    if (hooks.transform || hooks.observe || hooks.observe_extrema) {
       owned[slot] = *value[slot];  // shares the data; a transform copies before writing
-      produced(slot);
+      produced(slot, nullptr);
     }
   }
 
@@ -212,12 +229,18 @@ std::vector<Tensor> GraphExecutor::run_with_hooks(const RunContext& ctx, std::sp
     for (size_t i = 0; i < step.inputs.size(); ++i)
       if (step.inputs[i] >= 0) in[i] = value[step.inputs[i]];
     out.assign(step.outputs.size(), Tensor());
-    with_node_context(*step.node, step.opset, [&] { step.kernel->run(ctx, in, out); });
+    ExtremaSink sink;
+    RunContext step_ctx = ctx;
+    step_ctx.output_extrema = hooks.observe_extrema && !hooks.transform && !step.outputs.empty() &&
+                                      step.outputs[0] >= 0 && !extrema_names_[step.outputs[0]].empty()
+                                  ? &sink
+                                  : nullptr;
+    with_node_context(*step.node, step.opset, [&] { step.kernel->run(step_ctx, in, out); });
     for (size_t i = 0; i < step.outputs.size(); ++i) {
       int slot = step.outputs[i];
       if (slot < 0) continue;
       owned[slot] = std::move(out[i]);
-      produced(slot);
+      produced(slot, i == 0 ? &sink : nullptr);
     }
     for (int slot : step.release) {
       owned[slot] = Tensor();

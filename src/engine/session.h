@@ -11,6 +11,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "engine/extrema.h"
 #include "ir/model.h"
 
 namespace onnxptq::engine {
@@ -22,6 +23,11 @@ using ir::Tensor;
 using TensorObserver = std::function<void(const std::string& name, const Tensor& value)>;
 // May change or replace a tensor right after it is produced, before anything uses it.
 using TensorTransform = std::function<void(const std::string& name, Tensor& value)>;
+// Sees a visible float tensor (SessionOptions::visible; float32, float16 or bfloat16) with the
+// extrema of its finite values, right after it is produced (after `observe`). A kernel that
+// writes its output in one sweep takes them as it writes, while each block is in cache; for the
+// others the engine reads the tensor once more.
+using ExtremaObserver = std::function<void(const std::string& name, const Tensor& value, Extrema extrema)>;
 
 struct SessionOptions {
   // Threads a run may use; 0 means every hardware thread.
@@ -46,6 +52,7 @@ struct SessionOptions {
 struct RunHooks {
   const TensorObserver* observe = nullptr;
   const TensorTransform* transform = nullptr;
+  const ExtremaObserver* observe_extrema = nullptr;
 };
 
 // Ops whose output differs from run to run: a session never computes them ahead of time, even

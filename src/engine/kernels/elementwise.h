@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "engine/extrema.h"
 #include "engine/kernel.h"
 #include "engine/parallel.h"
 #include "onnxptq/error.h"
@@ -103,12 +104,16 @@ template <class A, class B, class O, class F>
   }
 }
 
-// out = f(a, b) over the broadcast of a and b (the plan made from their shapes).
+// out = f(a, b) over the broadcast of a and b (the plan made from their shapes); with a sink,
+// the extrema of a float output are taken as it is written (engine/extrema.h).
 template <class A, class B, class O, class F>
-void binary_apply(const BroadcastPlan& p, const A* a, const B* b, O* out, int threads, int64_t min_chunk, const F& f) {
-  broadcast_for_each(p, threads, min_chunk, [&](const int64_t* off, int64_t o, int64_t n) {
+void binary_apply(const BroadcastPlan& p, const A* a, const B* b, O* out, int threads, int64_t min_chunk, const F& f,
+                  ExtremaSink* sink = nullptr) {
+  auto run = [&](const int64_t* off, int64_t o, int64_t n) {
     binary_run(a + off[0], p.inner_step[0], b + off[1], p.inner_step[1], out + o, n, f);
-  });
+  };
+  parallel_write(threads, out, p.total, min_chunk, sink,
+                 [&](int64_t begin, int64_t end) { broadcast_walk(p, begin, end, run); });
 }
 
 // c ? a : b through bit masks: a branch-free select the compiler keeps as one (a ?: on floats

@@ -56,19 +56,21 @@ BroadcastPlan plan_for(const Tensor& a, const std::vector<int64_t>& b_dims, bool
 }
 
 // Computes out = f(a, b) for inputs of one element type, float16 and bfloat16 through float32.
-// `compute(T{})` returns the functor for element type T.
+// `compute(T{})` returns the functor for element type T. A float32 output's extrema are taken as
+// it is written when the run asks for them.
 template <TypeSet kTypes, class Compute>
 Tensor same_type_binary(const Tensor& a, const Tensor& b, const BroadcastPlan& p, const std::string& what,
-                        int threads, int64_t chunk, const Compute& compute) {
+                        const RunContext& ctx, int64_t chunk, const Compute& compute) {
   if (is_float16_like(a.dtype()) && has(kTypes, TypeSet::Float)) {
     Tensor fa = as_float32(a), fb = as_float32(b);
-    return float32_as(same_type_binary<kTypes>(fa, fb, p, what, threads, chunk, compute), a.dtype());
+    const RunContext float32_ctx{ctx.threads};  // the extrema of the output are not those of this
+    return float32_as(same_type_binary<kTypes>(fa, fb, p, what, float32_ctx, chunk, compute), a.dtype());
   }
   return visit_type<kTypes>(a.dtype(), what, [&](auto tag) {
     using T = decltype(tag);
     Tensor out = Tensor::uninitialized(a.dtype(), p.out_dims);
-    binary_apply(p, a.values<T>().data(), b.values<T>().data(), out.mutable_values<T>().data(), threads, chunk,
-                 compute(tag));
+    binary_apply(p, a.values<T>().data(), b.values<T>().data(), out.mutable_values<T>().data(), ctx.threads, chunk,
+                 compute(tag), ctx.output_extrema);
     return out;
   });
 }
@@ -93,11 +95,14 @@ class ArithKernel : public Kernel {
     const Tensor& b = required_input(in, 1, "B");
     check_same_type(in, 2);
     BroadcastPlan p = plan_for(a, legacy_.rhs_shape(a.dims(), b.dims()), legacy_.enabled);
-    out[0] = same_type_binary<TypeSet::Numeric>(a, b, p, op_, ctx.threads, kCheapChunk, [&](auto tag) {
+    out[0] = same_type_binary<TypeSet::Numeric>(a, b, p, op_, ctx, kCheapChunk, [&](auto tag) {
       using T = decltype(tag);
-      if constexpr (kOp == Arith::Add) return [](T x, T y) { return wrap_add(x, y); };
-      else if constexpr (kOp == Arith::Sub) return [](T x, T y) { return wrap_sub(x, y); };
-      else if constexpr (kOp == Arith::Mul) return [](T x, T y) { return wrap_mul(x, y); };
+      if constexpr (kOp == Arith::Add)
+        return [](T x, T y) { return wrap_add(x, y); };
+      else if constexpr (kOp == Arith::Sub)
+        return [](T x, T y) { return wrap_sub(x, y); };
+      else if constexpr (kOp == Arith::Mul)
+        return [](T x, T y) { return wrap_mul(x, y); };
       else {
         check_no_zero_divisor<T>(b);
         return [](T x, T y) -> T {
@@ -203,7 +208,7 @@ class ModKernel : public Kernel {
       throw Error("Mod of " + type_name(t) + " needs fmod=1, got fmod=0");
     BroadcastPlan p = plan_for(a, b.dims(), false);
     bool c_style = fmod_ != 0;
-    out[0] = same_type_binary<TypeSet::Numeric>(a, b, p, "Mod", ctx.threads, kCheapChunk, [&](auto tag) {
+    out[0] = same_type_binary<TypeSet::Numeric>(a, b, p, "Mod", ctx, kCheapChunk, [&](auto tag) {
       using T = decltype(tag);
       check_no_zero_divisor<T>(b);
       return [c_style](T x, T y) -> T {
@@ -241,7 +246,7 @@ class BitShiftKernel : public Kernel {
     check_same_type(in, 2);
     BroadcastPlan p = plan_for(a, b.dims(), false);
     bool left = left_;
-    out[0] = same_type_binary<TypeSet::Unsigned>(a, b, p, "BitShift", ctx.threads, kCheapChunk, [left](auto tag) {
+    out[0] = same_type_binary<TypeSet::Unsigned>(a, b, p, "BitShift", ctx, kCheapChunk, [left](auto tag) {
       using T = decltype(tag);
       return [left](T x, T y) -> T {
         if (y >= sizeof(T) * 8) return 0;  // shifting every bit out (undefined in C++)
@@ -339,7 +344,7 @@ class PReluKernel : public Kernel {
       slope_dims[0] = slope.dims()[0];
     }
     BroadcastPlan p = plan_for(x, slope_dims, true);
-    out[0] = same_type_binary<TypeSet::Numeric>(x, slope, p, "PRelu", ctx.threads, kCheapChunk, [](auto tag) {
+    out[0] = same_type_binary<TypeSet::Numeric>(x, slope, p, "PRelu", ctx, kCheapChunk, [](auto tag) {
       using T = decltype(tag);
       return [](T v, T s) -> T {
         if constexpr (std::is_unsigned_v<T>) return v;

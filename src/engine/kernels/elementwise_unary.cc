@@ -111,7 +111,7 @@ class UnaryKernel : public Kernel {
     const Tensor& x = required_input(in, 0, "X");
     DataType t = x.dtype();
     if (is_float16_like(t) && has(Op::kTypes, TypeSet::Float)) {
-      Tensor r = apply(ctx, as_float32(x));
+      Tensor r = apply(RunContext{ctx.threads}, as_float32(x));  // not the output's extrema
       out[0] = Op::kBoolOutput ? std::move(r) : float32_as(r, t);
     } else {
       out[0] = apply(ctx, x);
@@ -131,8 +131,8 @@ class UnaryKernel : public Kernel {
       Tensor result = Tensor::uninitialized(Op::kBoolOutput ? DataType::Bool : x.dtype(), x.dims());
       const T* src = x.values<T>().data();
       O* dst = result.mutable_values<O>().data();
-      parallel_for(ctx.threads, x.size(), Op::kChunk,
-                   [&](int64_t begin, int64_t end) { unary_run(op_, src + begin, dst + begin, end - begin); });
+      parallel_write(ctx.threads, dst, x.size(), Op::kChunk, ctx.output_extrema,
+                     [&](int64_t begin, int64_t end) { unary_run(op_, src + begin, dst + begin, end - begin); });
       return result;
     });
   }
@@ -438,7 +438,8 @@ class ClipKernel : public Kernel {
     }
     if (is_float16_like(x.dtype())) {
       Tensor flo = lo ? as_float32(*lo) : Tensor(), fhi = hi ? as_float32(*hi) : Tensor();
-      out[0] = float32_as(apply(ctx, as_float32(x), lo ? &flo : nullptr, hi ? &fhi : nullptr), x.dtype());
+      out[0] = float32_as(apply(RunContext{ctx.threads}, as_float32(x), lo ? &flo : nullptr, hi ? &fhi : nullptr),
+                          x.dtype());
     } else {
       out[0] = apply(ctx, x, lo, hi);
     }
@@ -461,7 +462,7 @@ class ClipKernel : public Kernel {
       Tensor result = Tensor::uninitialized(x.dtype(), x.dims());
       const T* src = x.values<T>().data();
       T* dst = result.mutable_values<T>().data();
-      parallel_for(ctx.threads, x.size(), kCheapChunk, [&](int64_t begin, int64_t end) {
+      parallel_write(ctx.threads, dst, x.size(), kCheapChunk, ctx.output_extrema, [&](int64_t begin, int64_t end) {
         unary_run(ClipOp<T>{low, high}, src + begin, dst + begin, end - begin);
       });
       return result;
