@@ -289,31 +289,60 @@ double ExactSum::value() const {
 
 namespace {
 
+// One window of the entropy search: bins [start, start + width) of the histogram, with the
+// counts outside folded onto its first and last bin, and prefix sums over the histogram so that
+// what a window sums costs O(levels), not O(width). Counts are integers below 2^53: every sum
+// here is exact in double, so the prefix differences are exactly the sums bin by bin.
+struct EntropyWindow {
+  const std::vector<uint64_t>& hist;
+  const std::vector<double>& below;      // below[k]: the counts of bins [0, k)
+  const std::vector<size_t>& filled;     // filled[k]: the bins of [0, k) with a count
+  size_t start, width, per, levels;
+
+  size_t level_begin(size_t level) const { return level * per; }
+  size_t level_end(size_t level) const { return level + 1 == levels ? width : (level + 1) * per; }
+  double outliers_low() const { return below[start]; }
+  double outliers_high() const { return below.back() - below[start + width]; }
+  // p[k]: the window's count k, outliers folded onto the edges.
+  double p(size_t k) const {
+    double c = static_cast<double>(hist[start + k]);
+    if (k == 0) c += outliers_low();
+    if (k + 1 == width) c += outliers_high();
+    return c;
+  }
+  // The level's counts as counted (without the outliers), and its bins with data in p.
+  double mass(size_t level) const { return below[start + level_end(level)] - below[start + level_begin(level)]; }
+  size_t nonzero(size_t level) const {
+    size_t b = level_begin(level), e = level_end(level);
+    if (b == e) return 0;  // (levels of no bin when the width is less than the levels)
+    size_t n = filled[start + e] - filled[start + b];
+    if (b == 0 && hist[start] == 0 && outliers_low() > 0) ++n;  // widths are even: the edges differ
+    if (e == width && hist[start + width - 1] == 0 && outliers_high() > 0) ++n;
+    return n;
+  }
+};
+
 // KL(p || q) of one window, both smoothed first (TensorRT's and ORT's way: each empty entry
 // gets eps, taken evenly from the others; the sums stay). q is constant over the bins of a
 // level that hold data in p, and p's empty bins are q's: a log per level and per bin with data,
 // not two per bin. Infinite where smoothing leaves a q entry <= 0, or nothing to smooth.
-double window_kl(const std::vector<double>& p, const std::vector<double>& level_mass, size_t per) {
+double window_kl(const EntropyWindow& w) {
   constexpr double kEps = 1e-4;
-  const size_t width = p.size(), levels = level_mass.size();
+  const size_t width = w.width, levels = w.levels;
   constexpr double kInf = std::numeric_limits<double>::infinity();
-  auto level_end = [&](size_t level) { return level + 1 == levels ? width : (level + 1) * per; };
   // q: a level's mass spread evenly over its bins with data in p (0 elsewhere).
   std::vector<size_t> nonzero(levels, 0);
-  size_t p_zeros = 0;
-  double p_sum = 0;
-  for (size_t level = 0; level < levels; ++level)
-    for (size_t k = level * per; k < level_end(level); ++k) {
-      nonzero[level] += p[k] != 0;
-      p_sum += p[k];
-    }
-  for (size_t n : nonzero) p_zeros += n;
-  p_zeros = width - p_zeros;
-  size_t q_zeros = p_zeros;  // and the bins of a level with data in p but no mass
+  size_t p_zeros = width;
+  for (size_t level = 0; level < levels; ++level) {
+    nonzero[level] = w.nonzero(level);
+    p_zeros -= nonzero[level];
+  }
+  const double p_sum = w.below.back();  // the window and its outliers: every count
+  size_t q_zeros = p_zeros;             // and the bins of a level with data in p but no mass
   double q_sum = 0;
   for (size_t level = 0; level < levels; ++level) {
-    if (level_mass[level] == 0) q_zeros += nonzero[level];
-    if (nonzero[level]) q_sum += level_mass[level];
+    if (w.mass(level) == 0) q_zeros += nonzero[level];
+    if (nonzero[level]) q_sum += w.mass(level);
   }
   if (p_zeros == width || q_zeros == width) return kInf;
   const double p_take = kEps * static_cast<double>(p_zeros) / static_cast<double>(width - p_zeros);
@@ -321,7 +350,7 @@ double window_kl(const std::vector<double>& p, const std::vector<double>& level_
   std::vector<double> log_q(levels);  // log of the smoothed, normalised q of each level's bins with data
   for (size_t level = 0; level < levels; ++level) {
     if (!nonzero[level]) continue;
-    double q = level_mass[level] == 0 ? kEps : level_mass[level] / static_cast<double>(nonzero[level]) - q_take;
+    double q = w.mass(level) == 0 ? kEps : w.mass(level) / static_cast<double>(nonzero[level]) - q_take;
     if (q <= 0) return kInf;
     log_q[level] = std::log(q / q_sum);
   }
@@ -329,9 +358,10 @@ double window_kl(const std::vector<double>& p, const std::vector<double>& level_
   const double empty_p = kEps / p_sum;
   double kl = static_cast<double>(p_zeros) * empty_p * std::log(empty_p / (kEps / q_sum));
   for (size_t level = 0; level < levels; ++level)
-    for (size_t k = level * per; k < level_end(level); ++k) {
-      if (p[k] == 0) continue;
-      double pk = (p[k] - p_take) / p_sum;
+    for (size_t k = w.level_begin(level); k < w.level_end(level); ++k) {
+      const double c = w.p(k);
+      if (c == 0) continue;
+      double pk = (c - p_take) / p_sum;
       if (pk <= 0) continue;
       kl += pk * (std::log(pk) - log_q[level]);
     }
@@ -348,23 +378,16 @@ Range entropy_range(const Histogram& h, size_t quantized_bins, double observed_m
   size_t zero = bins / 2;
   size_t best_i = zero;
   double best_kl = std::numeric_limits<double>::infinity();
-  // Counts below and above each bin, for the outliers a window folds onto its edges.
   std::vector<double> below(bins + 1, 0.0);
-  for (size_t k = 0; k < bins; ++k) below[k + 1] = below[k] + static_cast<double>(hist[k]);
-  std::vector<double> p, level_mass(quantized_bins);
+  std::vector<size_t> filled(bins + 1, 0);
+  for (size_t k = 0; k < bins; ++k) {
+    below[k + 1] = below[k] + static_cast<double>(hist[k]);
+    filled[k + 1] = filled[k] + (hist[k] != 0);
+  }
   for (size_t i = std::max<size_t>(quantized_bins / 2, 1); i <= zero; ++i) {
-    size_t start = zero - i, end = zero + i, width = end - start, per = width / quantized_bins;
-    p.assign(hist.begin() + static_cast<ptrdiff_t>(start), hist.begin() + static_cast<ptrdiff_t>(end));
-    // Levels merge the window as counted (without the outliers): quantized_bins levels of `per`
-    // bins, the last taking the rest.
-    for (size_t level = 0; level < quantized_bins; ++level) {
-      size_t a = level * per, b = level + 1 == quantized_bins ? width : a + per;
-      level_mass[level] =
-          std::accumulate(p.begin() + static_cast<ptrdiff_t>(a), p.begin() + static_cast<ptrdiff_t>(b), 0.0);
-    }
-    p.front() += below[start];  // outliers onto the edges
-    p.back() += below[bins] - below[end];
-    double kl = window_kl(p, level_mass, per);
+    // Levels merge the window as counted: quantized_bins levels of `per` bins, the last taking the rest.
+    const size_t width = 2 * i;
+    double kl = window_kl({hist, below, filled, zero - i, width, width / quantized_bins, quantized_bins});
     if (kl < best_kl) {
       best_kl = kl;
       best_i = i;
