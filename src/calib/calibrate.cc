@@ -245,7 +245,7 @@ class Calibrator {
     run_pass(true, [&](TensorStats& s, size_t, size_t sample, const float* x, size_t n, engine::Extrema extrema) {
       Range r = s.minmax.add(sample, extrema, keep_per_sample || most_common);
       if (most_common) s.best_pos[sample] = sample_best_pos(s.minmax.per_sample.at(sample), x, n);
-      if (early_minmse) early_minmse_errors(s, sample, x, n);
+      if (early_minmse) early_minmse_errors(s, sample, x, n, extrema);
       if (histograms) {
         if (s.grid.empty()) s.grid = blank_grid;
         s.grid.add(x, n, r.lo <= r.hi ? std::max(std::fabs(r.lo), std::fabs(r.hi)) : 0.0, threads_);
@@ -525,7 +525,7 @@ class Calibrator {
   // far (this sample's included) and kEarlyMargin coarser positions. The range only grows, so the
   // final position is at most the estimate. A tensor seen twice in a sample (inside a loop) is
   // left to the second pass, which scores every sample.
-  void early_minmse_errors(TensorStats& s, size_t sample, const float* x, size_t n) {
+  void early_minmse_errors(TensorStats& s, size_t sample, const float* x, size_t n, engine::Extrema extrema) {
     auto& e = s.early;
     if (!e.usable) return;
     if (e.last_sample == sample || s.minmax.empty()) {
@@ -549,7 +549,9 @@ class Calibrator {
     const size_t window = candidates.size();
     // And the finest position where every value of this sample rounds to 0 (its error there is
     // its sum of squares): none for NaN, every position for zeros.
-    const float abs_max = quant::abs_max_or_nan(x, n);
+    const float abs_max = extrema.non_finite ? NAN
+                          : extrema.empty()  ? 0.0f
+                                             : std::max(std::fabs(extrema.lo), std::fabs(extrema.hi));
     int zero_pos = INT_MIN;
     if (abs_max == 0) {
       zero_pos = INT_MAX;

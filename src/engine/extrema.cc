@@ -12,6 +12,7 @@ namespace {
 Extrema finite_only(const float* data, size_t n) {
   constexpr float kInf = std::numeric_limits<float>::infinity();
   Extrema e;
+  e.non_finite = true;
   for (size_t i = 0; i < n; ++i)
     if (std::fabs(data[i]) < kInf) {  // false for NaN too
       e.lo = std::min(e.lo, data[i]);
@@ -27,12 +28,14 @@ Extrema finite_extrema(const float* data, size_t n) {
   // minimum does not wait for the previous one (plain arrays of lanes were kept in memory by the
   // compiler, a store and a reload per step). `x < lo ? x : lo` is false for a NaN x, so NaN is
   // skipped, and it is what vminps computes (vmaxps likewise); min and max are exact, so the
-  // lane split changes nothing.
+  // lane split changes nothing. x - x is 0 for a finite x and NaN otherwise: summed, it tells
+  // whether there was a NaN (an infinity makes an extremum infinite, and is seen there too).
   using Lanes = float __attribute__((vector_size(64)));
   constexpr size_t kLanes = sizeof(Lanes) / sizeof(float), kStep = 4 * kLanes;
   constexpr float kInf = std::numeric_limits<float>::infinity();
   const Lanes inf = Lanes{} + kInf;  // in every lane
   Lanes lo0 = inf, lo1 = inf, lo2 = inf, lo3 = inf, hi0 = -inf, hi1 = -inf, hi2 = -inf, hi3 = -inf;
+  Lanes nan0 = Lanes{}, nan1 = Lanes{};
   auto load = [](const float* p) {
     Lanes x;
     std::memcpy(&x, p, sizeof x);
@@ -50,16 +53,23 @@ Extrema finite_extrema(const float* data, size_t n) {
     hi1 = x1 > hi1 ? x1 : hi1;
     hi2 = x2 > hi2 ? x2 : hi2;
     hi3 = x3 > hi3 ? x3 : hi3;
+    nan0 += (x0 - x0) + (x1 - x1);
+    nan1 += (x2 - x2) + (x3 - x3);
   }
   Extrema e;
-  for (size_t l = 0; l < kLanes; ++l)
+  float nan = 0;
+  for (size_t l = 0; l < kLanes; ++l) {
     e.add({std::min({lo0[l], lo1[l], lo2[l], lo3[l]}), std::max({hi0[l], hi1[l], hi2[l], hi3[l]})});
+    nan += nan0[l] + nan1[l];
+  }
   for (; i < n; ++i) {
     float x = data[i];
     e.lo = x < e.lo ? x : e.lo;
     e.hi = x > e.hi ? x : e.hi;
+    nan += x - x;
   }
   if (e.lo == -kInf || e.hi == kInf) return finite_only(data, n);
+  e.non_finite = nan != 0;  // NaN != 0 is true
   return e;
 }
 

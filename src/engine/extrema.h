@@ -15,15 +15,18 @@
 
 namespace onnxptq::engine {
 
-// Smallest and largest finite value; lo > hi when there is none. NaN and infinities are skipped.
+// Smallest and largest finite value; lo > hi when there is none. NaN and infinities are skipped,
+// and noted.
 struct Extrema {
   float lo = std::numeric_limits<float>::infinity();
   float hi = -std::numeric_limits<float>::infinity();
+  bool non_finite = false;  // some value was NaN or infinite
 
   bool empty() const { return lo > hi; }
   void add(Extrema other) {
     lo = std::min(lo, other.lo);
     hi = std::max(hi, other.hi);
+    non_finite = non_finite || other.non_finite;
   }
 };
 

@@ -179,19 +179,6 @@ double summed_pof2_error(const float* x, size_t n, float s, float zp, float lo, 
 
 }  // namespace
 
-float abs_max_or_nan(const float* x, size_t n) {
-  float m = 0;
-  int nan = 0;
-  // omp simd: -O2 leaves a max reduction with a NaN test scalar otherwise.
-#pragma omp simd reduction(max : m) reduction(| : nan)
-  for (size_t i = 0; i < n; ++i) {
-    float a = std::fabs(x[i]);
-    m = a > m ? a : m;
-    nan |= a != a;
-  }
-  return nan ? std::numeric_limits<float>::quiet_NaN() : m;
-}
-
 double quantization_error(const float* x, size_t n, double scale, int64_t zero_point, QRange clip, ErrorMetric metric) {
   auto s = static_cast<float>(scale), zp = static_cast<float>(zero_point);
   auto lo = static_cast<float>(clip.min), hi = static_cast<float>(clip.max);

@@ -65,8 +65,6 @@ enum class ErrorMetric { Absolute, Squared };
 // runtime ops compute it, summed over fixed lanes (the same on every run): in double, or, for a
 // power-of-two scale, in float over blocks of 16 terms a lane (within 1e-6 of the exact sum).
 double quantization_error(const float* x, size_t n, double scale, int64_t zero_point, QRange clip, ErrorMetric metric);
-// max |x|, or NaN when x has a NaN.
-float abs_max_or_nan(const float* x, size_t n);
 
 // The MinMSE candidates around the NonOverflow position p0: p0 - 1 ... p0 + 3, coarsest first.
 inline constexpr int kMinMseCandidates = 5;

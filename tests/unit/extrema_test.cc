@@ -21,6 +21,8 @@ Extrema plain_extrema(const Tensor& t) {
   Extrema e;
   for (float v : f.values<float>())
     if (std::isfinite(v)) e.add({v, v});
+    else
+      e.non_finite = true;
   return e;
 }
 
@@ -44,10 +46,16 @@ TEST(FiniteExtrema, AnyLengthAndThreadCountGiveThePlainLoopsExtrema) {
         Extrema got = threads == 1 ? finite_extrema(x.data(), n) : finite_extrema(x.data(), n, threads);
         EXPECT_EQ(got.lo, want.lo) << n << " values, " << threads << " threads, non-finite " << bad;
         EXPECT_EQ(got.hi, want.hi) << n << " values, " << threads << " threads, non-finite " << bad;
+        EXPECT_EQ(got.non_finite, want.non_finite) << n << " values, " << threads << " threads";
       }
     }
   std::vector<float> none = {NAN, INFINITY, -INFINITY, NAN};
   EXPECT_TRUE(finite_extrema(none.data(), none.size()).empty());
+  for (size_t at : {0, 70, 199}) {  // a NaN alone (no infinity) is noted too, in the lanes or the tail
+    std::vector<float> x(200, 1.5f);
+    x[at] = NAN;
+    EXPECT_TRUE(finite_extrema(x.data(), x.size()).non_finite) << at;
+  }
 }
 
 // x [1,8,100,100] (two chunks of work on two threads): Add of a per-channel constant, Mul by
@@ -95,6 +103,7 @@ TEST(Session, ExtremaObserverSeesTheFiniteExtremaOfEachVisibleFloatTensor) {
         Extrema want = plain_extrema(t);
         EXPECT_EQ(e.lo, want.lo) << name << ", " << threads << " threads, non-finite " << bad;
         EXPECT_EQ(e.hi, want.hi) << name << ", " << threads << " threads, non-finite " << bad;
+        EXPECT_EQ(e.non_finite, want.non_finite) << name << ", " << threads << " threads";
       };
       RunHooks hooks;
       hooks.observe_extrema = &observe;
