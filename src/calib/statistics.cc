@@ -11,10 +11,6 @@
 
 namespace onnxptq::calib {
 
-Range MinMaxStats::add(size_t sample, const float* data, size_t n, bool keep_per_sample, int threads) {
-  return add(sample, engine::finite_extrema(data, n, threads), keep_per_sample);
-}
-
 Range MinMaxStats::add(size_t sample, engine::Extrema extrema, bool keep_per_sample) {
   const double lo = extrema.lo, hi = extrema.hi;
   if (lo > hi) return {lo, hi};  // nothing finite

@@ -48,10 +48,8 @@ struct MinMaxStats {
   double max_abs = 0;
   std::map<size_t, Range> per_sample;  // filled when keep_per_sample
 
-  // NaN and infinities are the caller's to report; they are skipped here. Returns the extrema
-  // of `data` alone (lo > hi when nothing is finite).
-  Range add(size_t sample, const float* data, size_t n, bool keep_per_sample, int threads = 1);
-  // The same with the finite extrema of the sample's values already taken (by the engine).
+  // The finite extrema of a sample's values (engine/extrema.h: NaN and infinities are the
+  // caller's to report). Returns them as a Range (lo > hi when nothing is finite).
   Range add(size_t sample, engine::Extrema extrema, bool keep_per_sample);
   void merge(const MinMaxStats& other);
   bool empty() const { return min > max; }

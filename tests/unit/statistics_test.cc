@@ -48,8 +48,8 @@ void count(Histogram& h, const float* x, size_t n, bool abs = false) {
 TEST(MinMaxStats, ExtremaSkipNonFiniteAndMergeInAnyOrder) {
   std::vector<float> a = {1, -2, NAN, 5}, b = {INFINITY, -7, 3};
   MinMaxStats one, two, merged;
-  one.add(0, a.data(), a.size(), true);
-  two.add(1, b.data(), b.size(), true);
+  one.add(0, engine::finite_extrema(a.data(), a.size()), true);
+  two.add(1, engine::finite_extrema(b.data(), b.size()), true);
   merged.merge(two);
   merged.merge(one);
   EXPECT_EQ(merged.min, -7);
@@ -79,14 +79,14 @@ TEST(MinMaxStats, LongBlocksSkipNonFiniteWhereverTheyAre) {
           hi = std::max(hi, static_cast<double>(v));
         }
       MinMaxStats s;
-      s.add(0, x.data(), x.size(), false);
+      s.add(0, engine::finite_extrema(x.data(), x.size()), false);
       EXPECT_EQ(s.min, lo) << bad << " at " << at.size() << " places";
       EXPECT_EQ(s.max, hi) << bad << " at " << at.size() << " places";
     }
   std::vector<float> nothing(300, NAN);
   nothing[7] = INFINITY;
   MinMaxStats none;
-  none.add(0, nothing.data(), nothing.size(), false);
+  none.add(0, engine::finite_extrema(nothing.data(), nothing.size()), false);
   EXPECT_TRUE(none.empty());
 }
 
@@ -103,7 +103,7 @@ np.save('lo.npy', np.array([lo])); np.save('hi.npy', np.array([hi]))
 )");
   std::vector<float> all = floats("samples.npy");
   MinMaxStats stats;
-  for (size_t i = 20; i-- > 0;) stats.add(i, all.data() + i * 50, 50, true);  // any order
+  for (size_t i = 20; i-- > 0;) stats.add(i, engine::finite_extrema(all.data() + i * 50, 50), true);  // any order
   Range r = stats.moving_average(0.01);
   EXPECT_NEAR(r.lo, scalar("lo.npy"), 1e-12);
   EXPECT_NEAR(r.hi, scalar("hi.npy"), 1e-12);
@@ -140,7 +140,7 @@ np.save('lo.npy', np.array([np.percentile(x, 0.5)])); np.save('hi.npy', np.array
 )");
   std::vector<float> x = floats("x.npy");
   MinMaxStats mm;
-  mm.add(0, x.data(), x.size(), false);
+  mm.add(0, engine::finite_extrema(x.data(), x.size()), false);
   Histogram abs_hist(0, mm.max_abs, 2048);
   count(abs_hist, x.data(), x.size(), true);
   double bin = mm.max_abs / 2048;
@@ -170,7 +170,7 @@ TEST(GridHistogram, CountsDoNotDependOnOrderOrSplit) {
   x[456] = -INFINITY;
   auto part_max = [&](size_t b, size_t e) {
     MinMaxStats m;
-    m.add(0, x.data() + b, e - b, false);
+    m.add(0, engine::finite_extrema(x.data() + b, e - b), false);
     return m.max_abs;
   };
   for (bool abs : {false, true}) {
@@ -204,13 +204,13 @@ np.save('absolute.npy', np.histogram(np.abs(x), bins=2048, range=(0, m))[0].asty
 )");
   std::vector<float> x = floats("x.npy");
   MinMaxStats all;
-  all.add(0, x.data(), x.size(), false);
+  all.add(0, engine::finite_extrema(x.data(), x.size()), false);
   for (bool abs : {false, true}) {
     GridHistogram grid(2048, abs);
     for (size_t b = 0; b < x.size(); b += 7000) {  // parts, as samples come
       size_t n = std::min<size_t>(7000, x.size() - b);
       MinMaxStats m;
-      m.add(0, x.data() + b, n, false);
+      m.add(0, engine::finite_extrema(x.data() + b, n), false);
       grid.add(x.data() + b, n, m.max_abs);
     }
     const double m = all.max_abs, lo = abs ? 0 : -m, bin = (m - lo) / 2048;
@@ -276,7 +276,7 @@ TEST(Entropy, ClipsTheOutliersOfAGaussian) {
   for (float& v : x) v = normal(rng);
   for (int i = 0; i < 20; ++i) x[i * 997] = (i % 2 ? 1 : -1) * 40.0f;  // a few far outliers
   MinMaxStats mm;
-  mm.add(0, x.data(), x.size(), false);
+  mm.add(0, engine::finite_extrema(x.data(), x.size()), false);
   Histogram h(-mm.max_abs, mm.max_abs, 2048);
   count(h, x.data(), x.size());
   Range r = entropy_range(h, 128, mm.min, mm.max);
