@@ -287,6 +287,68 @@ TEST(Entropy, ClipsTheOutliersOfAGaussian) {
   EXPECT_EQ(mm.max, 40.0);
 }
 
+// The entropy search against the same definition written plainly in numpy, window by window:
+// p the window with the outliers folded onto its edges, q each level's count spread over its
+// bins with data, both smoothed (eps to empty entries, taken evenly from the others) and
+// normalised, KL(p || q). Dense and sparse histograms, and a level count the narrowest windows
+// do not reach. Our threshold must be numpy's best (the first of equal ones, up to rounding).
+TEST_F(Numpy, EntropyThresholdIsTheLeastKlOfEveryWindow) {
+  python(R"(
+rng = np.random.default_rng(7)
+cases = {
+    'dense': (np.histogram(np.concatenate([rng.standard_normal(200000), [40, -38, 35]]), bins=2048)[0], 128),
+    'sparse': (np.histogram(np.concatenate([rng.standard_normal(300), [9, -7]]), bins=512)[0], 64),
+    'narrow': (np.histogram(rng.laplace(size=5000), bins=64)[0], 31),
+}
+def smooth(d, eps=1e-4):
+    zero = d == 0
+    if zero.all(): return None
+    return d + eps * zero - eps * zero.sum() / (~zero).sum() * (~zero)
+def kl(hist, start, width, levels):
+    p = hist[start:start + width].astype(np.float64).copy()
+    p[0] += hist[:start].sum()
+    p[-1] += hist[start + width:].sum()
+    per = width // levels
+    q = np.zeros(width)
+    for level in range(levels):
+        a, b = level * per, (width if level == levels - 1 else (level + 1) * per)
+        filled = p[a:b] != 0
+        if filled.any(): q[a:b][filled] = hist[start + a:start + b].sum() / filled.sum()
+    ps, qs = smooth(p), smooth(q)
+    if ps is None or qs is None or (qs <= 0).any(): return np.inf
+    pn, qn = ps / ps.sum(), qs / qs.sum()
+    keep = pn > 0
+    return float(np.sum(pn[keep] * np.log(pn[keep] / qn[keep])))
+for name, (hist, levels) in cases.items():
+    zero = hist.size // 2
+    divs = [kl(hist, zero - i, 2 * i, levels) for i in range(max(levels // 2, 1), zero + 1)]
+    np.save(name + '_hist.npy', hist.astype(np.float32))
+    np.save(name + '_kl.npy', np.array(divs))
+    np.save(name + '_first.npy', np.array([float(max(levels // 2, 1))]))
+)");
+  for (auto [name, levels] : {std::pair{"dense", 128}, std::pair{"sparse", 64}, std::pair{"narrow", 31}}) {
+    std::vector<float> counts = floats(std::string(name) + "_hist.npy");
+    const size_t bins = counts.size();
+    Histogram h(-1, 1, bins);
+    for (size_t k = 0; k < bins; ++k)
+      if (counts[k] > 0) h.add_count(h.edge(k) + 0.5 * (h.edge(k + 1) - h.edge(k)), static_cast<uint64_t>(counts[k]));
+    Range r = entropy_range(h, static_cast<size_t>(levels), -1, 1);
+    // The window our threshold stands for, and numpy's divergence there against its least.
+    const auto i = static_cast<size_t>(std::lround(r.hi * static_cast<double>(bins) / 2));
+    ir::Tensor kl = ir::load_npy(dir_ / (std::string(name) + "_kl.npy"));
+    auto divs = kl.values<double>();
+    const auto first = static_cast<size_t>(scalar(std::string(name) + "_first.npy"));
+    ASSERT_GE(i, first) << name;
+    ASSERT_LT(i - first, divs.size()) << name;
+    const double least = *std::min_element(divs.begin(), divs.end());
+    EXPECT_LE(divs[i - first], least + 1e-12 * std::fabs(least)) << name << ": window " << i;
+    // The first of the windows that reach the least, as the search keeps the first minimum.
+    for (size_t j = 0; j < i - first; ++j)
+      EXPECT_GT(divs[j], least + 1e-12 * std::fabs(least)) << name << ": window " << j + first;
+    EXPECT_DOUBLE_EQ(r.lo, -r.hi);
+  }
+}
+
 TEST(Distribution, MeanAndStdOfBinCentres) {
   Histogram h(0, 4, 4);  // centres 0.5 1.5 2.5 3.5
   std::vector<float> x = {0.1f, 1.2f, 1.7f, 3.9f};
