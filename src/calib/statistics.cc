@@ -322,8 +322,9 @@ struct EntropyWindow {
 
 // KL(p || q) of one window, both smoothed first (TensorRT's and ORT's way: each empty entry
 // gets eps, taken evenly from the others; the sums stay). q is constant over the bins of a
-// level that hold data in p, and p's empty bins are q's: a log per level and per bin with data,
-// not two per bin. Infinite where smoothing leaves a q entry <= 0, or nothing to smooth.
+// level that hold data in p, and p's empty bins are q's: a log per level, and per bin with data
+// one taken once per histogram (below). Infinite where smoothing leaves a q entry <= 0, or
+// nothing to smooth.
 double window_kl(const EntropyWindow& w) {
   constexpr double kEps = 1e-4;
   const size_t width = w.width, levels = w.levels;
