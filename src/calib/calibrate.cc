@@ -243,12 +243,12 @@ class Calibrator {
     bool most_common = method == Method::MinMSE && !minmse_all;
     const GridHistogram blank_grid = histograms ? GridHistogram(options_.num_bins, abs_histograms()) : GridHistogram();
     run_pass(true, [&](TensorStats& s, size_t, size_t sample, const float* x, size_t n, engine::Extrema extrema) {
-      Range r = s.minmax.add(sample, extrema, keep_per_sample || most_common);
+      s.minmax.add(sample, extrema, keep_per_sample || most_common);
       if (most_common) s.best_pos[sample] = sample_best_pos(s.minmax.per_sample.at(sample), x, n);
       if (early_minmse) early_minmse_errors(s, sample, x, n, extrema);
       if (histograms) {
         if (s.grid.empty()) s.grid = blank_grid;
-        s.grid.add(x, n, r.lo <= r.hi ? std::max(std::fabs(r.lo), std::fabs(r.hi)) : 0.0, threads_);
+        s.grid.add(x, n, extrema.abs_max(), threads_);
       }
     });
     std::vector<TensorStats> merged = merge_first_pass();
@@ -549,9 +549,7 @@ class Calibrator {
     const size_t window = candidates.size();
     // And the finest position where every value of this sample rounds to 0 (its error there is
     // its sum of squares): none for NaN, every position for zeros.
-    const float abs_max = extrema.non_finite ? NAN
-                          : extrema.empty()  ? 0.0f
-                                             : std::max(std::fabs(extrema.lo), std::fabs(extrema.hi));
+    const float abs_max = extrema.non_finite ? NAN : extrema.abs_max();
     int zero_pos = INT_MIN;
     if (abs_max == 0) {
       zero_pos = INT_MAX;

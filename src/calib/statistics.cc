@@ -11,18 +11,17 @@
 
 namespace onnxptq::calib {
 
-Range MinMaxStats::add(size_t sample, engine::Extrema extrema, bool keep_per_sample) {
+void MinMaxStats::add(size_t sample, engine::Extrema extrema, bool keep_per_sample) {
+  if (extrema.empty()) return;  // nothing finite
   const double lo = extrema.lo, hi = extrema.hi;
-  if (lo > hi) return {lo, hi};  // nothing finite
-  min = std::min(min, static_cast<double>(lo));
-  max = std::max(max, static_cast<double>(hi));
+  min = std::min(min, lo);
+  max = std::max(max, hi);
   max_abs = std::max(max_abs, std::max(std::fabs(min), std::fabs(max)));
   if (keep_per_sample) {
     Range& r = per_sample.try_emplace(sample, Range{lo, hi}).first->second;
-    r.lo = std::min(r.lo, static_cast<double>(lo));  // a sample seen in parts (several runs)
-    r.hi = std::max(r.hi, static_cast<double>(hi));
+    r.lo = std::min(r.lo, lo);  // a sample seen in parts (several runs)
+    r.hi = std::max(r.hi, hi);
   }
-  return {lo, hi};
 }
 
 void MinMaxStats::merge(const MinMaxStats& other) {

@@ -49,8 +49,8 @@ struct MinMaxStats {
   std::map<size_t, Range> per_sample;  // filled when keep_per_sample
 
   // The finite extrema of a sample's values (engine/extrema.h: NaN and infinities are the
-  // caller's to report). Returns them as a Range (lo > hi when nothing is finite).
-  Range add(size_t sample, engine::Extrema extrema, bool keep_per_sample);
+  // caller's to report).
+  void add(size_t sample, engine::Extrema extrema, bool keep_per_sample);
   void merge(const MinMaxStats& other);
   bool empty() const { return min > max; }
   // The exponential moving average of the per-sample extrema in sample order, starting from the

@@ -23,6 +23,8 @@ struct Extrema {
   bool non_finite = false;  // some value was NaN or infinite
 
   bool empty() const { return lo > hi; }
+  // The largest finite |x| (0 when there is none).
+  float abs_max() const { return empty() ? 0.0f : std::max(-lo, hi); }
   void add(Extrema other) {
     lo = std::min(lo, other.lo);
     hi = std::max(hi, other.hi);

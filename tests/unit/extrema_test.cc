@@ -47,10 +47,12 @@ TEST(FiniteExtrema, AnyLengthAndThreadCountGiveThePlainLoopsExtrema) {
         EXPECT_EQ(got.lo, want.lo) << n << " values, " << threads << " threads, non-finite " << bad;
         EXPECT_EQ(got.hi, want.hi) << n << " values, " << threads << " threads, non-finite " << bad;
         EXPECT_EQ(got.non_finite, want.non_finite) << n << " values, " << threads << " threads";
+        EXPECT_EQ(got.abs_max(), n ? std::max(std::fabs(want.lo), std::fabs(want.hi)) : 0.0f) << n << " values";
       }
     }
   std::vector<float> none = {NAN, INFINITY, -INFINITY, NAN};
   EXPECT_TRUE(finite_extrema(none.data(), none.size()).empty());
+  EXPECT_EQ(finite_extrema(none.data(), none.size()).abs_max(), 0.0f);
   for (size_t at : {0, 70, 199}) {  // a NaN alone (no infinity) is noted too, in the lanes or the tail
     std::vector<float> x(200, 1.5f);
     x[at] = NAN;
