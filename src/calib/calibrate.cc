@@ -83,18 +83,17 @@ struct TensorStats {
   std::vector<Range> percentile_ranges;  // LayerWisePercentile: one per candidate percentile
   size_t chosen = 0;                     // LayerWisePercentile: the candidate with the least error
   // MinMSE "All" in the first pass (one worker, symmetric ranges): each sample's squared errors
-  // at the positions near the range seen so far, summed per position. A position the range
-  // reaches late misses the samples before (the range only grows, so once tried a position is
-  // tried by every later sample): the last pass adds those.
+  // at the positions from its own zero position to the finest candidate of the range seen so
+  // far, summed per position (early_minmse_errors).
   struct {
     bool usable = true;
     size_t samples = 0, last_sample = SIZE_MAX;
     int64_t zero_point = 0;
     std::map<int, ExactSum> total;         // by position
-    std::map<int, size_t> missing_before;  // by position: the first sample that tried it
+    std::map<int, size_t> missing_before;  // by position: the first sample that tried it, if not the first
     // At a position where all of a sample's values round to 0, its error is its sum of squares,
     // whatever the position: their sum, and the finest position where that holds for every
-    // sample so far, fill in the positions a later sample adds.
+    // sample so far, fill in the positions no sample tried.
     ExactSum zero_total;
     int zero_pos = INT_MAX;
   } early;
@@ -238,7 +237,7 @@ class Calibrator {
 
     start_pass("extrema of " + std::to_string(names_.size()) + " tensors" +
                (histograms ? " and their histograms" : "") +
-               (early_minmse ? ", and the squared errors of the power-of-two positions near them" : ""));
+               (early_minmse ? ", and the squared errors of their power-of-two candidates" : ""));
     bool keep_per_sample = options_.moving_average;
     bool most_common = method == Method::MinMSE && !minmse_all;
     const GridHistogram blank_grid = histograms ? GridHistogram(options_.num_bins, abs_histograms()) : GridHistogram();
@@ -264,14 +263,15 @@ class Calibrator {
       }
       if (limit > 0) {
         if (!reader_.can_rewind())
-          throw Error("MinMSE: the ranges of " + std::to_string(tensors) + " tensors grew past the positions tried " +
-                      "in one pass, and " + reader_.describe() + " cannot start over for a second");
+          throw Error("MinMSE: " + std::to_string(tensors) + " tensors need a second pass (NaN or infinities, " +
+                      "or computed twice in a sample), and " + reader_.describe() + " cannot start over");
         ++passes;
         std::string what = minmse_all ? "squared errors of the power-of-two candidates"
                                       : "errors of the candidate percentiles (" + options_.lwp_metric + ")";
         if (early_minmse)
-          what += " for " + std::to_string(tensors) + " tensors whose range grew, on the first " +
-                  std::to_string(limit) + " of " + std::to_string(samples_) + " samples";
+          what += " for " + std::to_string(tensors) +
+                  " tensors (NaN or infinities, or computed twice in a sample), on the first " + std::to_string(limit) +
+                  " of " + std::to_string(samples_) + " samples";
         start_pass(what);
         score_candidates(merged, limit);
       }
@@ -355,10 +355,16 @@ class Calibrator {
     const auto& e = t.early;
     if (!e.usable || e.samples == 0 || p.zero_point != e.zero_point) return;  // scored in the last pass alone
     for (size_t c = 0; c < t.candidates.size(); ++c) {
-      auto total = e.total.find(quant::scale_to_pos(t.candidates[c].scale));
-      if (total == e.total.end()) continue;
+      const int pos = quant::scale_to_pos(t.candidates[c].scale);
+      auto total = e.total.find(pos);
+      if (total == e.total.end()) {
+        if (pos > e.zero_pos) continue;  // not expected; the last pass scores it
+        t.error_sums[c] = e.zero_total;  // no sample tried it: each one's values all round to 0 there
+        t.missing_before[c] = 0;
+        continue;
+      }
       t.error_sums[c] = total->second;
-      auto missing = e.missing_before.find(total->first);
+      auto missing = e.missing_before.find(pos);
       t.missing_before[c] = missing == e.missing_before.end() ? 0 : missing->second;
     }
   }
@@ -517,18 +523,17 @@ class Calibrator {
     return merged;
   }
 
-  // Positions tried early below the estimate: the range may still grow this many positions'
-  // worth (a factor 4 for 2) before the earlier samples miss a final candidate.
-  static constexpr int kEarlyMargin = 2;
-
-  // MinMSE "All", first pass: this sample's squared errors at the candidates of the range seen so
-  // far (this sample's included) and kEarlyMargin coarser positions. The range only grows, so the
-  // final position is at most the estimate. A tensor seen twice in a sample (inside a loop) is
-  // left to the second pass, which scores every sample.
+  // MinMSE "All", first pass: this sample's squared errors at every position from the finest
+  // where all its values round to 0 (its error there and at any coarser position is its sum of
+  // squares) to the finest candidate of the range seen so far (this sample's included). The
+  // range only grows, so no final candidate is finer; and a position no earlier sample tried is
+  // coarser than each one's zero position, so their error there is their sum of squares: one
+  // pass scores every final candidate on every sample. A tensor seen twice in a sample (inside a
+  // loop) or with NaN or infinities is left to the second pass, which scores every sample.
   void early_minmse_errors(TensorStats& s, size_t sample, const float* x, size_t n, engine::Extrema extrema) {
     auto& e = s.early;
     if (!e.usable) return;
-    if (e.last_sample == sample || s.minmax.empty()) {
+    if (e.last_sample == sample || s.minmax.empty() || extrema.non_finite) {
       e.usable = false;
       return;
     }
@@ -540,37 +545,36 @@ class Calibrator {
       e.usable = false;
       return;
     }
-    const int estimate = quant::scale_to_pos(p.scale);
-    const int first = quant::minmse_candidate(estimate, 0) - kEarlyMargin;
-    const quant::QRange clip = quant::clip_range(options_.activation_type);
-    std::vector<Candidate> candidates;
-    for (int pos = first; pos <= quant::minmse_candidate(estimate, quant::kMinMseCandidates - 1); ++pos)
-      candidates.push_back({quant::pos_to_scale(pos), p.zero_point, clip});
-    const size_t window = candidates.size();
-    // And the finest position where every value of this sample rounds to 0 (its error there is
-    // its sum of squares): none for NaN, every position for zeros.
-    const float abs_max = extrema.non_finite ? NAN : extrema.abs_max();
-    int zero_pos = INT_MIN;
-    if (abs_max == 0) {
-      zero_pos = INT_MAX;
-    } else if (std::isfinite(abs_max)) {
+    const int finest = quant::minmse_candidate(quant::scale_to_pos(p.scale), quant::kMinMseCandidates - 1);
+    int zero_pos = INT_MAX;  // every position, for zeros (or no value)
+    std::vector<double> errors{0.0};
+    if (const float abs_max = extrema.abs_max(); abs_max > 0) {
       int exponent = 0;
       std::frexp(abs_max, &exponent);
       zero_pos = 1 - exponent;
       while (std::nearbyint(abs_max / static_cast<float>(quant::pos_to_scale(zero_pos))) != 0) --zero_pos;
-      candidates.push_back({quant::pos_to_scale(zero_pos), p.zero_point, clip});
+      const quant::QRange clip = quant::clip_range(options_.activation_type);
+      const int last = std::max(zero_pos, finest);
+      for (const std::vector<double>&block :
+           reduce_blocks<std::vector<double>>(threads_, x, n, [&](const float*values, size_t m) {
+             return quant::pof2_squared_errors(values, m, extrema.lo, extrema.hi, zero_pos, last, p.zero_point, clip);
+           })) {
+        errors.resize(block.size());
+        for (size_t k = 0; k < block.size(); ++k) errors[k] += block[k];
+      }
     }
-    CandidateErrors errors = candidate_errors(threads_, x, n, candidates, quant::ErrorMetric::Squared);
-    const double squares = zero_pos == INT_MAX ? 0.0 : zero_pos == INT_MIN ? NAN : errors.back();
-    for (int pos = first; pos < first + static_cast<int>(window); ++pos) {
+    const double squares = errors[0];  // at zero_pos
+    for (auto& [pos, total] : e.total)
+      if (pos <= zero_pos) total.add(squares);
+    for (int pos = zero_pos == INT_MAX ? INT_MAX : zero_pos + 1; pos <= finest; ++pos) {
       auto [total, added] = e.total.try_emplace(pos);
       if (added && e.samples > 0) {
         if (pos <= e.zero_pos)
           total->second = e.zero_total;  // every earlier sample: its sum of squares
         else
-          e.missing_before[pos] = sample;
+          e.missing_before[pos] = sample;  // not expected (see above); the last pass would add them
       }
-      total->second.add(errors[static_cast<size_t>(pos - first)]);
+      total->second.add(errors[static_cast<size_t>(pos - zero_pos)]);
     }
     e.zero_total.add(squares);
     e.zero_pos = std::min(e.zero_pos, zero_pos);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "onnxptq/error.h"
 
@@ -134,20 +135,47 @@ double summed_error(const float* x, size_t n, float s, float zp, float lo, float
 // Sixteen lanes of float sums over a block of 16 values each (count values; the rest add nothing)
 // of r^2 (one fused multiply-add) or |r|, r = residual(x), added to the double lanes: a float sum
 // of 16 terms is within 1e-6 of the exact one.
+template <ErrorMetric kMetric>
+inline float accumulate(float sum, float r) {
+  return kMetric == ErrorMetric::Squared ? std::fma(r, r, sum) : sum + std::fabs(r);
+}
+
 template <ErrorMetric kMetric, bool kPartial, class Residual>
 void add_float_block(double (&lanes)[16], const float* block, size_t count, const Residual& residual) {
   constexpr size_t kLanes = 16, kRows = 16;
-  // The lanes are the vector's: each lane's sum stays in a register over the rows (all sixteen
-  // at once: two independent chains of additions where a vector holds eight).
+  // The lanes are the vector's: each lane's sum stays in a register over the rows.
 #pragma omp simd simdlen(16)
   for (size_t l = 0; l < kLanes; ++l) {
     float sum = 0;
     for (size_t row = 0; row < kRows; ++row) {
       float r = residual(block[row * kLanes + l]);
       if (kPartial) r = row * kLanes + l < count ? r : 0.0f;
-      sum = kMetric == ErrorMetric::Squared ? std::fma(r, r, sum) : sum + std::fabs(r);
+      sum = accumulate<kMetric>(sum, r);
     }
     lanes[l] += sum;
+  }
+}
+
+// Four whole blocks in one loop, as four calls of add_float_block would sum them (each block's
+// sums added to the lanes in block order), but in four independent chains of additions: one
+// chain waits on each addition's latency.
+template <ErrorMetric kMetric, class Residual>
+void add_four_float_blocks(double (&lanes)[16], const float* blocks, const Residual& residual) {
+  constexpr size_t kLanes = 16, kRows = 16, kBlock = kLanes * kRows;
+#pragma omp simd simdlen(16)
+  for (size_t l = 0; l < kLanes; ++l) {
+    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    for (size_t row = 0; row < kRows; ++row) {
+      const float* at = blocks + row * kLanes + l;
+      s0 = accumulate<kMetric>(s0, residual(at[0]));
+      s1 = accumulate<kMetric>(s1, residual(at[kBlock]));
+      s2 = accumulate<kMetric>(s2, residual(at[2 * kBlock]));
+      s3 = accumulate<kMetric>(s3, residual(at[3 * kBlock]));
+    }
+    lanes[l] += s0;
+    lanes[l] += s1;
+    lanes[l] += s2;
+    lanes[l] += s3;
   }
 }
 
@@ -158,25 +186,71 @@ void add_float_block(double (&lanes)[16], const float* block, size_t count, cons
 // is summed in float over blocks of 256 values (sixteen lanes), the blocks in double: within
 // 1e-6 of the exact sum, at twice the values a vector holds and with no conversion in the inner
 // loop. Times s^2 or s, which commutes with every rounding.
-template <ErrorMetric kMetric>
-double summed_pof2_error(const float* x, size_t n, float s, float zp, float lo, float hi) {
-  const float inverse = 1.0f / s, low = lo - zp, high = hi - zp;
-  auto residual = [=](float v) {
-    float t = v * inverse;
-    return std::min(std::max(std::nearbyint(t), low), high) - t;
-  };
-  constexpr size_t kBlock = 256;
+struct Pof2Sum {
+  // What the clip does to values within the data's extrema: nothing where even the extremes
+  // round inside the range, and where they round to 0, r = -t. The same r either way, in fewer
+  // operations.
+  enum Kind { kClipped, kUnclipped, kAllZero };
+  float s = 1, inverse = 1, low = 0, high = 0;
+  Kind kind = kClipped;
   double lanes[16] = {};
+};
+
+constexpr float kRoundingShift = 12582912.0f;  // 1.5 * 2^23: float's integers within 2^22 of it
+
+bool float_power_of_two(float s) {
+  int exponent = 0;
+  return std::frexp(s, &exponent) == 0.5f && std::isnormal(1.0f / s);
+}
+
+// Calls add(block, count, residual) for each position over each block of 256 values (four at a
+// time where four are whole), every position on a block while it is in the L1 cache.
+template <ErrorMetric kMetric>
+void add_pof2_errors(const float* x, size_t n, Pof2Sum* sums, size_t positions) {
+  constexpr size_t kBlock = 256;
+  auto each_position = [&](const float* block, size_t count) {
+    for (size_t k = 0; k < positions; ++k) {
+      Pof2Sum& p = sums[k];
+      auto add = [&](auto residual) {
+        if (count == 4 * kBlock)
+          add_four_float_blocks<kMetric>(p.lanes, block, residual);
+        else if (count == kBlock)
+          add_float_block<kMetric, false>(p.lanes, block, kBlock, residual);
+        else
+          add_float_block<kMetric, true>(p.lanes, block, count, residual);
+      };
+      const float inverse = p.inverse, low = p.low, high = p.high;
+      if (p.kind == Pof2Sum::kAllZero)
+        add([=](float v) { return -(v * inverse); });
+      else if (p.kind == Pof2Sum::kUnclipped)
+        add([=](float v) {
+          // rne(t) as (t + 1.5 * 2^23) - 1.5 * 2^23 for |t| < 2^22, with t = v * inverse exact;
+          // and r = rne(t) - t in one rounding, as the subtraction would give it.
+          const float rounded = std::fma(v, inverse, kRoundingShift) - kRoundingShift;
+          return std::fma(-v, inverse, rounded);
+        });
+      else
+        add([=](float v) {
+          float t = v * inverse;
+          return std::min(std::max(std::nearbyint(t), low), high) - t;
+        });
+    }
+  };
   size_t i = 0;
-  for (; i + kBlock <= n; i += kBlock) add_float_block<kMetric, false>(lanes, x + i, kBlock, residual);
+  for (; i + 4 * kBlock <= n; i += 4 * kBlock) each_position(x + i, 4 * kBlock);
+  for (; i + kBlock <= n; i += kBlock) each_position(x + i, kBlock);
   if (i < n) {
     float rest[kBlock] = {};
     std::copy(x + i, x + n, rest);
-    add_float_block<kMetric, true>(lanes, rest, n - i, residual);
+    each_position(rest, n - i);
   }
+}
+
+template <ErrorMetric kMetric>
+double pof2_total(const Pof2Sum& p) {
   double sum = 0;
-  for (double v : lanes) sum += v;
-  return kMetric == ErrorMetric::Squared ? sum * (static_cast<double>(s) * s) : sum * s;
+  for (double v : p.lanes) sum += v;
+  return kMetric == ErrorMetric::Squared ? sum * (static_cast<double>(p.s) * p.s) : sum * p.s;
 }
 
 }  // namespace
@@ -184,13 +258,53 @@ double summed_pof2_error(const float* x, size_t n, float s, float zp, float lo, 
 double quantization_error(const float* x, size_t n, double scale, int64_t zero_point, QRange clip, ErrorMetric metric) {
   auto s = static_cast<float>(scale), zp = static_cast<float>(zero_point);
   auto lo = static_cast<float>(clip.min), hi = static_cast<float>(clip.max);
-  int exponent = 0;
-  bool power_of_two = std::frexp(s, &exponent) == 0.5f && std::isnormal(1.0f / s);
-  if (metric == ErrorMetric::Squared)
-    return power_of_two ? summed_pof2_error<ErrorMetric::Squared>(x, n, s, zp, lo, hi)
-                        : summed_error<ErrorMetric::Squared>(x, n, s, zp, lo, hi);
-  return power_of_two ? summed_pof2_error<ErrorMetric::Absolute>(x, n, s, zp, lo, hi)
-                      : summed_error<ErrorMetric::Absolute>(x, n, s, zp, lo, hi);
+  if (!float_power_of_two(s))
+    return metric == ErrorMetric::Squared ? summed_error<ErrorMetric::Squared>(x, n, s, zp, lo, hi)
+                                          : summed_error<ErrorMetric::Absolute>(x, n, s, zp, lo, hi);
+  Pof2Sum p;
+  p.s = s;
+  p.inverse = 1.0f / s;
+  p.low = lo - zp;
+  p.high = hi - zp;
+  if (metric == ErrorMetric::Squared) {
+    add_pof2_errors<ErrorMetric::Squared>(x, n, &p, 1);
+    return pof2_total<ErrorMetric::Squared>(p);
+  }
+  add_pof2_errors<ErrorMetric::Absolute>(x, n, &p, 1);
+  return pof2_total<ErrorMetric::Absolute>(p);
+}
+
+std::vector<double> pof2_squared_errors(const float* x, size_t n, float lo, float hi, int first, int last,
+                                        int64_t zero_point, QRange clip) {
+  const auto zp = static_cast<float>(zero_point);
+  std::vector<Pof2Sum> sums;
+  std::vector<int> fallback;  // positions whose scale or its inverse is not a normal float
+  for (int pos = first; pos <= last; ++pos) {
+    Pof2Sum p;
+    p.s = static_cast<float>(pos_to_scale(pos));
+    if (!float_power_of_two(p.s)) {
+      fallback.push_back(pos);
+      continue;
+    }
+    p.inverse = 1.0f / p.s;
+    p.low = static_cast<float>(clip.min) - zp;
+    p.high = static_cast<float>(clip.max) - zp;
+    // rne is monotonic: every value rounds within [rne(lo / s), rne(hi / s)].
+    const float top = std::nearbyint(hi * p.inverse), bottom = std::nearbyint(lo * p.inverse);
+    if (top == 0 && bottom == 0 && p.low <= 0 && p.high >= 0)
+      p.kind = Pof2Sum::kAllZero;
+    else if (top <= p.high && bottom >= p.low && std::fabs(top) < 0x1p22f && std::fabs(bottom) < 0x1p22f)
+      p.kind = Pof2Sum::kUnclipped;
+    sums.push_back(p);
+  }
+  add_pof2_errors<ErrorMetric::Squared>(x, n, sums.data(), sums.size());
+  std::vector<double> out;
+  size_t next = 0;
+  for (int pos = first; pos <= last; ++pos)
+    out.push_back(std::find(fallback.begin(), fallback.end(), pos) != fallback.end()
+                      ? quantization_error(x, n, pos_to_scale(pos), zero_point, clip, ErrorMetric::Squared)
+                      : pof2_total<ErrorMetric::Squared>(sums[next++]));
+  return out;
 }
 
 }  // namespace onnxptq::quant

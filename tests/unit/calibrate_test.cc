@@ -1,13 +1,15 @@
 // Calibration end to end through the engine: each method against values computed here by
 // other means (sorting, brute force over every power-of-two position, closed forms), and the
 // streaming properties: the same ranges for any number of workers, bad samples reported.
+#include "calib/calibrate.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <random>
 
-#include "calib/calibrate.h"
+#include "engine/extrema.h"
 #include "onnxptq/error.h"
 #include "quant/params.h"
 
@@ -252,94 +254,110 @@ TEST(Calibrate, MinMseAllPicksTheLeastSquaredErrorPosition) {
   EXPECT_DOUBLE_EQ(x.hi, 127 * std::ldexp(1.0, -*x.pos));
 }
 
-// MinMSE "All" tries the candidates near the range seen so far in the first pass; a range that
-// grows by more than that (an outlier in the last sample, 30 times the others) needs a second
-// pass, a smaller growth does not. Either way the positions are those of two full passes (more
-// than one worker always makes them) and of the brute-force search.
-TEST(Calibrate, MinMseAllReadsTheDataAgainOnlyForRangesThatGrew) {
-  for (float outlier : {2.5f, 100.f}) {
+// MinMSE "All" reads the data once however the range grows after a sample (an outlier in the
+// last sample 0.75, 30 or 3000 times the others, or at the second sample): each sample scores every
+// position down to where its values all round to 0. The positions are those of two full passes
+// (more than one worker always makes them) and of the brute-force search.
+TEST(Calibrate, MinMseAllReadsTheDataOnceHoweverTheRangeGrows) {
+  struct Case {
+    size_t sample;
+    float times_max;
+  };
+  for (Case c : {Case{4, 0.75f}, Case{4, 30.f}, Case{4, 3000.f}, Case{1, 30.f}}) {
     auto samples = gaussian_samples(5, 2000, 12);
     float m = 0;
     for (const auto& v : samples)
       for (float x : v) m = std::max(m, std::fabs(x));
-    samples.back()[7] = m * outlier / 3.3f;
+    samples[c.sample][7] = m * c.times_max;
     CalibOptions o;
     o.method = Method::MinMSE;
-    std::vector<std::string> lines;
-    o.log = [&](const std::string& line) { lines.push_back(line); };
     CalibrationResult early = run(samples, o);
-    EXPECT_EQ(early.passes, outlier > 10 ? 2 : 1) << outlier;
-    ASSERT_FALSE(lines.empty());
-    std::string last_line = lines.back();
+    EXPECT_EQ(early.passes, 1) << c.sample << " " << c.times_max;
     o.workers = 2;
     CalibrationResult two = run(samples, o);
     EXPECT_EQ(two.passes, 2);
     for (const char* name : {"x", "y", "z"}) {
-      EXPECT_EQ(early.ranges.at(name).pos, two.ranges.at(name).pos) << name << " " << outlier;
-      EXPECT_EQ(early.ranges.at(name).hi, two.ranges.at(name).hi) << name << " " << outlier;
+      EXPECT_EQ(early.ranges.at(name).pos, two.ranges.at(name).pos) << name << " " << c.times_max;
+      EXPECT_EQ(early.ranges.at(name).hi, two.ranges.at(name).hi) << name << " " << c.times_max;
     }
     int best = 0;
     double best_error = INFINITY;
-    for (int p = -8; p <= 12; ++p) {
+    for (int p = -16; p <= 12; ++p) {
       double e = brute_error(samples, p, 0, {-127, 127});
       if (e < best_error) best_error = e, best = p;
     }
-    EXPECT_EQ(*early.ranges.at("x").pos, best) << outlier;
-    if (outlier > 10) {
-      EXPECT_EQ(last_line,
-                "calibration pass 2: squared errors of the power-of-two candidates for 3 tensors whose "
-                "range grew, on the first 4 of 5 samples");
-    }
+    EXPECT_EQ(*early.ranges.at("x").pos, best) << c.sample << " " << c.times_max;
   }
 }
 
-// The range growing at the second sample, the second pass reads only the first: the samples
-// after it tried the final positions already. The positions are those of two full passes.
-TEST(Calibrate, MinMseAllReadsAgainOnlyTheSamplesBeforeTheRangeGrew) {
-  auto samples = gaussian_samples(6, 2000, 14);
-  samples[1][3] = 100.f;
-  CalibOptions o;
-  o.method = Method::MinMSE;
+// A tensor with NaN (Sqrt of a negative input) is scored in a second pass over every sample,
+// which the log announces; its position is that of two full passes.
+TEST(Calibrate, MinMseAllScoresATensorWithNanInASecondPass) {
+  ir::Model m;
+  m.set_opset("", 13);
+  ir::Graph& g = *m.graph;
+  ir::Value* x = g.add_value("x");
+  x->type = ir::ValueType::tensor(DataType::Float, {1000});
+  ir::Value* y = g.add_value("y");
+  g.add_input(x);
+  g.add_node("Sqrt", {x}, {y}, "sqrt");
+  g.add_output(y);
+  auto samples = gaussian_samples(3, 1000, 15);
+  for (auto& v : samples)
+    for (float& value : v) value = std::fabs(value);
+  samples[1][5] = -1;  // y's NaN
+  auto calibrate_with = [&](int workers, std::vector<std::string>* lines) {
+    CalibOptions o;
+    o.method = Method::MinMSE;
+    o.workers = workers;
+    if (lines) o.log = [lines](const std::string& line) { lines->push_back(line); };
+    ListReader reader(samples, true);
+    return calibrate(m, {"x", "y"}, reader, o);
+  };
   std::vector<std::string> lines;
-  o.log = [&](const std::string& line) { lines.push_back(line); };
-  CalibrationResult early = run(samples, o);
+  CalibrationResult early = calibrate_with(1, &lines);
   EXPECT_EQ(early.passes, 2);
   ASSERT_FALSE(lines.empty());
   EXPECT_EQ(lines.back(),
-            "calibration pass 2: squared errors of the power-of-two candidates for 3 tensors whose "
-            "range grew, on the first 1 of 6 samples");
-  o.workers = 2;
-  CalibrationResult two = run(samples, o);
-  for (const char* name : {"x", "y", "z"}) {
+            "calibration pass 2: squared errors of the power-of-two candidates for 1 tensors (NaN or "
+            "infinities, or computed twice in a sample), on the first 3 of 3 samples");
+  CalibrationResult two = calibrate_with(2, nullptr);
+  for (const char* name : {"x", "y"}) {
     EXPECT_EQ(early.ranges.at(name).pos, two.ranges.at(name).pos) << name;
     EXPECT_EQ(early.ranges.at(name).hi, two.ranges.at(name).hi) << name;
   }
-  int best = 0;
-  double best_error = INFINITY;
-  for (int p = -8; p <= 12; ++p) {
-    double e = brute_error(samples, p, 0, {-127, 127});
-    if (e < best_error) best_error = e, best = p;
-  }
-  EXPECT_EQ(*early.ranges.at("x").pos, best);
 }
 
 // A sample whose values all round to 0 at a position has its sum of squares as its error there:
-// a first sample of zeros (a dead activation), or of values a ten-thousandth of the later ones, needs
-// no second pass, and the positions are those of two full passes.
-TEST(Calibrate, MinMseAllFillsCoarsePositionsOfSmallEarlySamples) {
-  for (float first_scale : {0.0f, 1e-4f}) {
-    auto samples = gaussian_samples(5, 2000, 13);
-    for (float& v : samples[0]) v *= first_scale;
+// a first sample of zeros (a dead activation), or of values a ten-thousandth of the later ones,
+// or later samples a hundred-and-fiftieth of the first (their values all round to 0 at the coarser
+// candidates, not at the finer ones), need no second pass, and the positions are those of two
+// full passes and of the brute-force search.
+TEST(Calibrate, MinMseAllFillsCoarsePositionsOfSmallSamples) {
+  struct Case {
+    float first, later;  // scales of the first sample and of the others
+  };
+  for (Case c : {Case{0.0f, 1.0f}, Case{1e-4f, 1.0f}, Case{1.0f, 1.0f / 150}}) {
+    auto samples = gaussian_samples(10, 2000, 13);
+    for (size_t i = 0; i < samples.size(); ++i)
+      for (float& v : samples[i]) v *= i == 0 ? c.first : c.later;
     CalibOptions o;
     o.method = Method::MinMSE;
     CalibrationResult early = run(samples, o);
-    EXPECT_EQ(early.passes, 1) << first_scale;
+    EXPECT_EQ(early.passes, 1) << c.first << " " << c.later;
     o.workers = 2;
     CalibrationResult two = run(samples, o);
     for (const char* name : {"x", "y", "z"}) {
-      EXPECT_EQ(early.ranges.at(name).pos, two.ranges.at(name).pos) << name << " " << first_scale;
-      EXPECT_EQ(early.ranges.at(name).hi, two.ranges.at(name).hi) << name << " " << first_scale;
+      EXPECT_EQ(early.ranges.at(name).pos, two.ranges.at(name).pos) << name << " " << c.first << " " << c.later;
+      EXPECT_EQ(early.ranges.at(name).hi, two.ranges.at(name).hi) << name << " " << c.first << " " << c.later;
     }
+    int best = 0;
+    double best_error = INFINITY;
+    for (int p = -8; p <= 24; ++p) {
+      double e = brute_error(samples, p, 0, {-127, 127});
+      if (e < best_error) best_error = e, best = p;
+    }
+    EXPECT_EQ(*early.ranges.at("x").pos, best) << c.first << " " << c.later;
   }
 }
 
@@ -525,7 +543,7 @@ TEST(Calibrate, TensorsThatOnlyOverflowAreReportedApart) {
 TEST(QuantizationError, IsTheSumOverEveryValue) {
   std::mt19937 rng(21);
   std::uniform_real_distribution<float> uniform(0.5f, 3.f);
-  for (size_t n : {1, 15, 16, 17, 100, 256, 1000, 5000}) {
+  for (size_t n : {1, 15, 16, 17, 100, 256, 1000, 1024, 5000}) {
     std::vector<float> x(n);
     for (float& v : x) v = uniform(rng);
     for (double scale : {0.0625, 0.03}) {
@@ -543,6 +561,39 @@ TEST(QuantizationError, IsTheSumOverEveryValue) {
           const double tolerance = scale == 0.0625 ? 1e-6 : 1e-9;
           EXPECT_NEAR(got, expected, tolerance * expected + 1e-12) << n << " " << scale << " " << zp;
         }
+      }
+    }
+  }
+}
+
+// Every position's squared error at once is each one's quantization_error, bit for bit: positions
+// where every value rounds to 0, where none is clipped, where some are, and where the scale or its
+// inverse is no normal float; int8, uint8 with zero point 128, int16 and a 32-bit clip range (where
+// values beyond 2^22 steps must not take the cheaper rounding); lengths around the blocks.
+TEST(QuantizationError, Pof2SquaredErrorsAreEachPositionsError) {
+  std::mt19937 rng(22);
+  std::normal_distribution<float> normal(0.f, 1.f);
+  struct Clip {
+    int64_t zero_point;
+    quant::QRange range;
+  };
+  for (size_t n : {1, 255, 256, 1024, 1300, 5000}) {
+    for (float magnitude : {1e-3f, 1.f, 3e7f}) {
+      std::vector<float> x(n);
+      for (float& v : x) v = normal(rng) * magnitude;
+      x[n / 2] = (n % 2 ? -40.f : 40.f) * magnitude;  // an outlier, below or above
+      const engine::Extrema e = engine::finite_extrema(x.data(), n);
+      for (Clip c :
+           {Clip{0, {-127, 127}}, Clip{128, {0, 255}}, Clip{0, {-32767, 32767}}, Clip{0, {-2147483647, 2147483647}}}) {
+        const int first = -120, last = 150;
+        std::vector<double> all =
+            quant::pof2_squared_errors(x.data(), n, e.lo, e.hi, first, last, c.zero_point, c.range);
+        ASSERT_EQ(all.size(), static_cast<size_t>(last - first + 1));
+        for (int pos = first; pos <= last; ++pos)
+          ASSERT_EQ(all[static_cast<size_t>(pos - first)],
+                    quant::quantization_error(x.data(), n, quant::pos_to_scale(pos), c.zero_point, c.range,
+                                              quant::ErrorMetric::Squared))
+              << n << " " << magnitude << " " << c.range.max << " " << pos;
       }
     }
   }
