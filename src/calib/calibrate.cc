@@ -71,6 +71,7 @@ struct TensorStats {
   MinMaxStats minmax;
   GridHistogram grid;   // histogram methods: counts of the first pass
   Histogram histogram;  // the same counts over the range the method reads them on
+  uint64_t below_floor = 0;  // of those counts, how many are below the grid's floor (counted together)
   // MinMSE "All" and LayerWisePercentile: the candidates, the sum of each one's error (squared
   // errors of the power-of-two positions, or the metric of each percentile's range) over every
   // sample, exact so that it comes out the same in any order, and the samples the last pass must
@@ -232,7 +233,7 @@ class Calibrator {
     int passes = 1;
     auto start_pass = [&](const std::string& what) {
       if (passes > 1) reader_.rewind();
-      if (planned > 1 || early_minmse) log("calibration pass " + std::to_string(passes) + ": " + what);
+      if (passes > 1 || planned > 1 || early_minmse) log("calibration pass " + std::to_string(passes) + ": " + what);
     };
 
     start_pass("extrema of " + std::to_string(names_.size()) + " tensors" +
@@ -240,7 +241,8 @@ class Calibrator {
                (early_minmse ? ", and the squared errors of their power-of-two candidates" : ""));
     bool keep_per_sample = options_.moving_average;
     bool most_common = method == Method::MinMSE && !minmse_all;
-    const GridHistogram blank_grid = histograms ? GridHistogram(options_.num_bins, abs_histograms()) : GridHistogram();
+    const GridHistogram blank_grid =
+        histograms ? GridHistogram(options_.num_bins, abs_histograms(), tail_share()) : GridHistogram();
     run_pass(true, [&](TensorStats& s, size_t, size_t sample, const float* x, size_t n, engine::Extrema extrema) {
       s.minmax.add(sample, extrema, keep_per_sample || most_common);
       if (most_common) s.best_pos[sample] = sample_best_pos(s.minmax.per_sample.at(sample), x, n);
@@ -252,6 +254,21 @@ class Calibrator {
     });
     std::vector<TensorStats> merged = merge_first_pass();
     if (histograms) rebin_histograms(merged);
+    // The values below a grid's floor lie in the bins up to the one they were put in: the
+    // percentile is the full grid's unless those values alone reach it (the tail thinned out in
+    // later samples). Then a pass counts that tensor's values in full.
+    std::vector<size_t> recount;
+    for (size_t i = 0; i < names_.size(); ++i)
+      if (merged[i].below_floor > 0 &&
+          static_cast<double>(merged[i].below_floor) / static_cast<double>(merged[i].histogram.total()) >=
+              options_.percentile / 100)
+        recount.push_back(i);
+    if (!recount.empty()) {
+      ++passes;
+      start_pass("histograms of " + std::to_string(recount.size()) + " tensors in full (the percentile fell below " +
+                 "the tail counted in the first pass)");
+      recount_histograms(merged, recount);
+    }
     if (minmse_all || layerwise) {
       size_t tensors = 0, limit = 0;  // tensors with samples still to score, and how many samples
       for (TensorStats& t : merged) {
@@ -318,15 +335,44 @@ class Calibrator {
     return symmetric_ && (options_.method == Method::Percentile || options_.method == Method::LayerWisePercentile);
   }
 
+  // Symmetric Percentile needs only the tail of each grid exact: 100 times the share of values
+  // above the percentile (GridHistogram's floor), when a second pass can count in full should the
+  // percentile fall below it.
+  double tail_share() const {
+    if (options_.method != Method::Percentile || !symmetric_ || !reader_.can_rewind()) return 1;
+    const double share = (100 - options_.percentile) / 100 * kTailMargin;
+    return share > 0 && share < 1 ? share : 1;
+  }
+  static constexpr double kTailMargin = 100;
+
+  // Counts the values of the tensors `which` again over every sample, every value this time.
+  void recount_histograms(std::vector<TensorStats>& merged, const std::vector<size_t>& which) {
+    std::vector<char> wanted(names_.size(), 0);
+    for (size_t i : which) wanted[i] = 1;
+    const GridHistogram full(options_.num_bins, true);
+    run_pass(false, [&](TensorStats& s, size_t i, size_t, const float* x, size_t n, engine::Extrema) {
+      if (!wanted[i]) return;
+      if (s.grid.empty()) s.grid = full;
+      s.grid.add(x, n, merged[i].minmax.max_abs, threads_);
+    });
+    for (size_t i : which) {
+      GridHistogram grid;
+      for (auto& w : workers_) grid.merge(w[i].grid);
+      merged[i].histogram = grid.rebin(0, merged[i].minmax.max_abs, options_.num_bins);
+      merged[i].below_floor = 0;
+    }
+  }
+
   // Each tensor's grid counts on num_bins bins over the range its method reads them on.
   void rebin_histograms(std::vector<TensorStats>& merged) const {
     const bool percentile = options_.method == Method::Percentile || options_.method == Method::LayerWisePercentile;
     for (TensorStats& t : merged) {
       const MinMaxStats& m = t.minmax;
       if (m.empty()) continue;
-      if (abs_histograms())
+      if (abs_histograms()) {
         t.histogram = t.grid.rebin(0, m.max_abs, options_.num_bins);
-      else if (percentile)
+        t.below_floor = t.grid.below_floor();
+      } else if (percentile)
         t.histogram = t.grid.rebin(m.min, m.max, options_.num_bins);
       else
         t.histogram = t.grid.rebin(-m.max_abs, m.max_abs, options_.num_bins);

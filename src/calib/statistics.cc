@@ -7,6 +7,10 @@
 #include <numeric>
 #include <type_traits>
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 #include "onnxptq/error.h"
 
 namespace onnxptq::calib {
@@ -54,11 +58,41 @@ Histogram::Histogram(double lo, double hi, size_t bins) : lo_(lo), hi_(hi), coun
 
 namespace {
 
-// Counts `data` into `counts` by the bin `bin_of(x)` gives (counts.size(): not counted): a
-// chunk's bins in a loop the compiler vectorises, then the increments.
+// Counts `data` into `counts` by the bin `bin_of(x)` gives (counts.size(): not counted) where
+// that bin is at least `floor`, and returns how many values it counted (the others, below the
+// floor, only in that total). Every value: a chunk's bins in a loop the compiler vectorises,
+// then the increments.
 template <class BinOf>
-void count_bins(std::vector<uint64_t>& counts, const float* data, size_t n, const BinOf& bin) {
+uint64_t count_bins(std::vector<uint64_t>& counts, const float* data, size_t n, const BinOf& bin, int32_t floor) {
   const BinOf bin_of = bin;  // a local copy: its constants stay in registers, and the loop vectorises
+  if (floor > 0) {
+    // Most values are below the floor: a chunk's bins in a vector loop, then increments only for
+    // those that reach it (with AVX-512, sixteen bins compared at once and the hits found in the
+    // bit mask of the comparison).
+    constexpr size_t kChunk = 256;
+    alignas(64) int32_t index[kChunk];
+    const auto bins = static_cast<int32_t>(counts.size());
+    uint64_t counted = 0;
+    auto count = [&](int32_t j) {
+      ++counted;
+      if (j < bins) ++counts[static_cast<size_t>(j)];
+    };
+    for (size_t start = 0; start < n; start += kChunk) {
+      const size_t m = std::min(kChunk, n - start);
+#pragma omp simd simdlen(16)
+      for (size_t i = 0; i < m; ++i) index[i] = bin_of(data[start + i]);
+      size_t i = 0;
+#if defined(__AVX512F__)
+      const __m512i floor_lanes = _mm512_set1_epi32(floor);
+      for (; i + 16 <= m; i += 16)
+        for (__mmask16 hit = _mm512_cmpge_epi32_mask(_mm512_load_si512(index + i), floor_lanes); hit; hit &= hit - 1)
+          count(index[i + static_cast<size_t>(__builtin_ctz(hit))]);
+#endif
+      for (; i < m; ++i)
+        if (index[i] >= floor) count(index[i]);
+    }
+    return counted;
+  }
   const size_t bins = counts.size();
   constexpr size_t kChunk = 256;
   int32_t index[kChunk];
@@ -89,19 +123,24 @@ void count_bins(std::vector<uint64_t>& counts, const float* data, size_t n, cons
     for (size_t b = 0; b < bins; ++b) counts[b] += narrow_counts[b];
     std::fill(narrow_counts.begin(), narrow_counts.end(), uint16_t{0});
   }
+  return n;
 }
 
 // Counts are integers: each thread counts its share into its own bins, and the sum is exact.
 template <class BinOf>
-void count_split(std::vector<uint64_t>& counts, const float* data, size_t n, int threads, const BinOf& bin_of) {
-  if (threads <= 1 || n < 2 * kReduceBlock) return count_bins(counts, data, n, bin_of);
+uint64_t count_split(std::vector<uint64_t>& counts, const float* data, size_t n, int threads, const BinOf& bin_of,
+                     int32_t floor) {
+  if (threads <= 1 || n < 2 * kReduceBlock) return count_bins(counts, data, n, bin_of, floor);
   std::mutex mutex;
+  uint64_t counted = 0;
   engine::parallel_for(threads, static_cast<int64_t>(n), static_cast<int64_t>(kReduceBlock), [&](int64_t b, int64_t e) {
     std::vector<uint64_t> own(counts.size(), 0);
-    count_bins(own, data + b, static_cast<size_t>(e - b), bin_of);
+    uint64_t own_counted = count_bins(own, data + b, static_cast<size_t>(e - b), bin_of, floor);
     std::lock_guard<std::mutex> lock(mutex);
     for (size_t i = 0; i < own.size(); ++i) counts[i] += own[i];
+    counted += own_counted;
   });
+  return counted;
 }
 
 }  // namespace
@@ -128,8 +167,10 @@ constexpr int kFinestGrid = -200;
 
 }  // namespace
 
-GridHistogram::GridHistogram(size_t bins, bool abs) : abs_(abs) {
+GridHistogram::GridHistogram(size_t bins, bool abs, double tail_share) : abs_(abs), tail_share_(tail_share) {
   if (bins == 0 || bins > kMaxBins) throw Error("histogram bins must be within [1, " + std::to_string(kMaxBins) + "]");
+  if (!(tail_share > 0 && tail_share <= 1) || (!abs && tail_share < 1))
+    throw Error("a grid histogram keeps a share in (0, 1] of the values exact, of |x| only");
   // At least 2x bins over [-m, m] or [0, m]: m < 2^e and m >= 2^(e-1), and the grid spans 2^e.
   const size_t wanted = (abs ? 4 : 2) * bins;
   limit_ = 1;
@@ -147,6 +188,31 @@ void GridHistogram::widen(int k) {
     if (counts_[i]) wider[static_cast<size_t>(((static_cast<int64_t>(i) - offset) >> shift) + offset)] += counts_[i];
   counts_.swap(wider);
   k_ = k;
+  // The grid bin holding the old floor now holds values from below it too.
+  const int64_t floor = floor_;
+  floor_ >>= shift;
+  fold_below((floor + (int64_t{1} << shift) - 1) >> shift);
+}
+
+void GridHistogram::fold_below(int64_t floor) {
+  for (; floor_ < floor; ++floor_) {
+    below_ += counts_[static_cast<size_t>(floor_)];
+    counts_[static_cast<size_t>(floor_)] = 0;
+  }
+}
+
+void GridHistogram::raise_floor() {
+  uint64_t total = below_;
+  for (uint64_t c : counts_) total += c;
+  const auto keep = static_cast<uint64_t>(std::ceil(tail_share_ * static_cast<double>(total)));
+  uint64_t above = 0;
+  for (int64_t j = static_cast<int64_t>(counts_.size()) - 1; j > floor_; --j) {
+    above += counts_[static_cast<size_t>(j)];
+    if (above >= keep) {
+      fold_below(j);
+      return;
+    }
+  }
 }
 
 void GridHistogram::add(const float* data, size_t n, double max_abs, int threads) {
@@ -170,25 +236,31 @@ void GridHistogram::add(const float* data, size_t n, double max_abs, int threads
     const T top = static_cast<T>(limit_ - 1), bottom = abs_ ? T{0} : -static_cast<T>(limit_);
     const auto offset = static_cast<int32_t>(abs_ ? 0 : limit_);
     const auto uncounted = static_cast<int32_t>(counts_.size());
-    count_split(counts_, data, n, threads, [=](float x) {
-      bool finite = std::fabs(x) < HUGE_VALF;
-      T v = finite ? static_cast<T>(decltype(abs_tag)::value ? std::fabs(x) : x) * scale : T{0};
-      v = std::floor(v);
-      const T cap = !decltype(abs_tag)::value && x < 0 ? T{-1} : top;  // -1: a product that underflowed to -0
-      v = v < cap ? v : cap;
-      v = v > bottom ? v : bottom;  // only if max_abs was short of the data
-      return finite ? static_cast<int32_t>(v) + offset : uncounted;
-    });
+    return count_split(
+        counts_, data, n, threads,
+        [=](float x) {
+          bool finite = std::fabs(x) < HUGE_VALF;
+          T v = finite ? static_cast<T>(decltype(abs_tag)::value ? std::fabs(x) : x) * scale : T{0};
+          v = std::floor(v);
+          const T cap = !decltype(abs_tag)::value && x < 0 ? T{-1} : top;  // -1: a product that underflowed to -0
+          v = v < cap ? v : cap;
+          v = v > bottom ? v : bottom;  // only if max_abs was short of the data
+          return finite ? static_cast<int32_t>(v) + offset : uncounted;
+        },
+        static_cast<int32_t>(floor_));
   };
   const bool in_float = std::abs(k_) < 126;
+  uint64_t counted = 0;
   if (abs_ && in_float)
-    count_as(0.0f, std::true_type{});
+    counted = count_as(0.0f, std::true_type{});
   else if (abs_)
-    count_as(0.0, std::true_type{});
+    counted = count_as(0.0, std::true_type{});
   else if (in_float)
-    count_as(0.0f, std::false_type{});
+    counted = count_as(0.0f, std::false_type{});
   else
-    count_as(0.0, std::false_type{});
+    counted = count_as(0.0, std::false_type{});
+  below_ += n - counted;
+  if (tail_share_ < 1) raise_floor();
 }
 
 void GridHistogram::merge(const GridHistogram& other) {
@@ -201,6 +273,10 @@ void GridHistogram::merge(const GridHistogram& other) {
   GridHistogram o = other;
   o.widen(k_);
   widen(o.k_);
+  const int64_t floor = std::max(floor_, o.floor_);
+  fold_below(floor);
+  o.fold_below(floor);
+  below_ += o.below_;
   for (size_t i = 0; i < counts_.size(); ++i) counts_[i] += o.counts_[i];
 }
 
@@ -210,6 +286,7 @@ Histogram GridHistogram::rebin(double lo, double hi, size_t bins) const {
   const int64_t offset = abs_ ? 0 : limit_;
   for (size_t i = 0; i < counts_.size(); ++i)
     if (counts_[i]) h.add_count((static_cast<double>(static_cast<int64_t>(i) - offset) + 0.5) * w, counts_[i]);
+  if (below_) h.add_count((static_cast<double>(floor_) - 0.5) * w, below_);
   return h;
 }
 

@@ -144,6 +144,40 @@ TEST(Calibrate, PercentileOfAUniformGridIsWithinOneBin) {
   EXPECT_NEAR(a.ranges.at("x").lo, -9.9, 2 * 20.0 / 2048);
 }
 
+// Symmetric Percentile keeps only the tail of each histogram exact, where a second pass could
+// count in full: the ranges are those of full counts (a reader that cannot start over), and a
+// second pass comes only when the tail thinned out (a first sample 100 times larger than the
+// 100 after it: the percentile falls below what the first pass kept).
+TEST(Calibrate, PercentileCountsEveryValueAgainOnlyWhereTheTailThinnedOut) {
+  for (bool thinned : {false, true}) {
+    auto samples = gaussian_samples(101, 1000, 16);
+    if (thinned)
+      for (float& v : samples[0]) v *= 100;
+    CalibOptions o;
+    o.method = Method::Percentile;
+    o.percentile = 99.9;
+    std::vector<std::string> lines;
+    o.log = [&](const std::string& line) { lines.push_back(line); };
+    CalibrationResult r = run(samples, o);
+    EXPECT_EQ(r.passes, thinned ? 2 : 1);
+    ASSERT_EQ(lines.empty(), !thinned);
+    if (thinned) {
+      EXPECT_EQ(lines.back(),
+                "calibration pass 2: histograms of 3 tensors in full (the percentile fell below the tail counted in "
+                "the first pass)");
+    }
+    o.workers = 2;
+    CalibrationResult two = run(samples, o);
+    CalibrationResult once = run(samples, o, false);  // every value counted in the first pass
+    EXPECT_EQ(once.passes, 1);
+    for (const char* name : {"x", "y", "z"}) {
+      EXPECT_EQ(r.ranges.at(name).hi, once.ranges.at(name).hi) << name << thinned;
+      EXPECT_EQ(r.ranges.at(name).lo, once.ranges.at(name).lo) << name << thinned;
+      EXPECT_EQ(two.ranges.at(name).hi, once.ranges.at(name).hi) << name << thinned;
+    }
+  }
+}
+
 TEST(Calibrate, EntropyClipsOutliersOfAGaussian) {
   auto samples = gaussian_samples(8, 5000, 3, 60.f);
   CalibOptions o;

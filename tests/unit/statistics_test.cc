@@ -191,6 +191,61 @@ TEST(GridHistogram, CountsDoNotDependOnOrderOrSplit) {
   }
 }
 
+// A grid of |x| that keeps only its tail exact (2% of the values seen, after each add) has the
+// full grid's counts above the bin its floor's values went to, and every value in its total:
+// through widening (a sample three times larger, and an outlier), NaN and infinities, a split
+// over threads, and
+// a merge of two grids with different floors. A percentile in the tail is the full grid's.
+TEST(GridHistogram, AFloorKeepsTheTailExact) {
+  std::mt19937 rng(6);
+  std::normal_distribution<float> normal(0, 1);
+  std::vector<std::vector<float>> samples;
+  for (float scale : {1.f, 3.f, 1.f, 1.f, 0.5f, 0.5f}) {
+    samples.emplace_back(70000);  // two threads' worth
+    for (float& v : samples.back()) v = normal(rng) * scale;
+  }
+  samples[4][5] = 25;  // an outlier in smaller values: the grid widens, the floor stays
+  samples[1][10] = NAN;
+  samples[3][20] = INFINITY;
+  auto max_abs = [](const std::vector<float>& x) { return engine::finite_extrema(x.data(), x.size()).abs_max(); };
+  GridHistogram full(256, true), tail(256, true, 0.02), first(256, true, 0.02), second(256, true, 0.02);
+  for (size_t s = 0; s < samples.size(); ++s) {
+    const auto& x = samples[s];
+    full.add(x.data(), x.size(), max_abs(x));
+    tail.add(x.data(), x.size(), max_abs(x), s % 2 ? 2 : 1);
+    (s < 4 ? first : second).add(x.data(), x.size(), max_abs(x));
+  }
+  first.merge(second);
+  const double m = 25;
+  for (const GridHistogram* g : {&tail, &first}) {
+    EXPECT_EQ(g->width(), full.width());
+    ASSERT_GT(g->below_floor(), 0u);
+    // Rebinned to the grid's own bins (each one whole in a bin), and to 256 bins.
+    for (auto [hi, bins] : {std::pair{4096 * full.width(), size_t{4096}}, std::pair{m, size_t{256}}}) {
+      const Histogram h = g->rebin(0, hi, bins), expected = full.rebin(0, hi, bins);
+      EXPECT_EQ(h.total(), expected.total());
+      // Above the floor: less than 2% now (the floor rose with the sample three times larger), more than 0.1%.
+      EXPECT_GT(static_cast<double>(h.total() - g->below_floor()), 0.001 * static_cast<double>(h.total()));
+      size_t lumped = 0;  // the bin the values below the floor went to: no count below it
+      while (h.counts()[lumped] == 0) ++lumped;
+      EXPECT_GT(lumped, 10u);
+      uint64_t cumulative = 0, expected_cumulative = 0;
+      for (size_t i = 0; i < bins; ++i) {
+        cumulative += h.counts()[i];
+        expected_cumulative += expected.counts()[i];
+        if (i > lumped) {
+          ASSERT_EQ(h.counts()[i], expected.counts()[i]) << i << " of " << bins;
+        }
+        if (i >= lumped) {
+          ASSERT_EQ(cumulative, expected_cumulative) << i << " of " << bins;
+        }
+      }
+      EXPECT_EQ(percentile_range_symmetric(h, 99.9, -m, m).hi, percentile_range_symmetric(expected, 99.9, -m, m).hi);
+    }
+  }
+  EXPECT_EQ(full.below_floor(), 0u);
+}
+
 // Rebinned, the grid's counts are numpy's over the final range but for values within a grid
 // bin of a bin edge, and the grid is at least 2x finer than the bins.
 TEST_F(Numpy, GridHistogramRebinnedIsNumpysUpToAGridBin) {
