@@ -249,7 +249,7 @@ class Calibrator {
       if (early_minmse) early_minmse_errors(s, sample, x, n, extrema);
       if (histograms) {
         if (s.grid.empty()) s.grid = blank_grid;
-        s.grid.add(x, n, extrema.abs_max(), threads_);
+        s.grid.add(x, n, extrema.abs_max(), threads_, !extrema.non_finite);
       }
     });
     std::vector<TensorStats> merged = merge_first_pass();

@@ -96,14 +96,17 @@ uint64_t count_bins(std::vector<uint64_t>& counts, const float* data, size_t n, 
   const size_t bins = counts.size();
   constexpr size_t kChunk = 256;
   int32_t index[kChunk];
-  // The increments are most of the time: they go to one table of 16-bit counters (8192 of them
-  // fit the L1 cache; measured faster here than two interleaved tables of 32-bit or 16-bit
-  // ones), added to `counts` every 65535 values, before one could overflow; its last counter
+  // The increments are most of the time: they go to two tables of 16-bit counters taking every
+  // other value (8192 counters fit the L1 cache twice; on real activations, many of them in few
+  // bins, an increment waits less often on the previous one to the same counter than with one
+  // table), added to `counts` every 65535 values, before one could overflow; their last counter
   // takes the values not counted, so that the increments need no test. Not for a few values,
-  // where zeroing and adding up the table would cost more.
+  // where zeroing and adding up the tables would cost more.
   const bool narrow = n >= 4 * bins;
   constexpr size_t kFlush = 65535;
-  std::vector<uint16_t> narrow_counts(narrow ? bins + 1 : 0);
+  std::vector<uint16_t> narrow_counts(narrow ? 2 * (bins + 1) : 0);
+  uint16_t* const table0 = narrow_counts.data();
+  uint16_t* const table1 = narrow ? table0 + bins + 1 : nullptr;
   for (size_t flush = 0; flush < n; flush += kFlush) {
     const size_t flush_end = std::min(n, flush + kFlush);
     for (size_t start = flush; start < flush_end; start += kChunk) {
@@ -112,7 +115,12 @@ uint64_t count_bins(std::vector<uint64_t>& counts, const float* data, size_t n, 
 #pragma omp simd simdlen(16)
       for (size_t i = 0; i < m; ++i) index[i] = bin_of(data[start + i]);
       if (narrow) {
-        for (size_t i = 0; i < m; ++i) ++narrow_counts[static_cast<size_t>(index[i])];
+        size_t i = 0;
+        for (; i + 2 <= m; i += 2) {
+          ++table0[static_cast<size_t>(index[i])];
+          ++table1[static_cast<size_t>(index[i + 1])];
+        }
+        for (; i < m; ++i) ++table0[static_cast<size_t>(index[i])];
       } else {
         for (size_t i = 0; i < m; ++i)
           if (static_cast<size_t>(index[i]) < bins) ++counts[static_cast<size_t>(index[i])];
@@ -120,7 +128,7 @@ uint64_t count_bins(std::vector<uint64_t>& counts, const float* data, size_t n, 
     }
     if (!narrow) continue;
 #pragma omp simd
-    for (size_t b = 0; b < bins; ++b) counts[b] += narrow_counts[b];
+    for (size_t b = 0; b < bins; ++b) counts[b] += table0[b] + table1[b];
     std::fill(narrow_counts.begin(), narrow_counts.end(), uint16_t{0});
   }
   return n;
@@ -215,7 +223,7 @@ void GridHistogram::raise_floor() {
   }
 }
 
-void GridHistogram::add(const float* data, size_t n, double max_abs, int threads) {
+void GridHistogram::add(const float* data, size_t n, double max_abs, int threads, bool all_finite) {
   if (limit_ == 0) throw Error("a grid histogram needs bins");
   if (counts_.empty()) {
     counts_.assign(static_cast<size_t>(abs_ ? limit_ : 2 * limit_), 0);
@@ -229,9 +237,11 @@ void GridHistogram::add(const float* data, size_t n, double max_abs, int threads
   }
   // x * 2^-k in the type T is exact but where it falls below T's normal range, and there only
   // the sign matters (the bin is 0 or -1): floor is the grid bin. Float has twice the vector
-  // lanes; double serves the scales float cannot hold.
-  auto count_as = [&](auto zero, auto abs_tag) {
+  // lanes; double serves the scales float cannot hold. Values known to be finite skip the test
+  // (were one not, the clamps would still keep its bin in range).
+  auto count_as = [&](auto zero, auto abs_tag, auto finite_tag) {
     using T = decltype(zero);
+    constexpr bool kAbs = decltype(abs_tag)::value, kAllFinite = decltype(finite_tag)::value;
     const T scale = static_cast<T>(std::ldexp(1.0, -k_));
     const T top = static_cast<T>(limit_ - 1), bottom = abs_ ? T{0} : -static_cast<T>(limit_);
     const auto offset = static_cast<int32_t>(abs_ ? 0 : limit_);
@@ -239,26 +249,29 @@ void GridHistogram::add(const float* data, size_t n, double max_abs, int threads
     return count_split(
         counts_, data, n, threads,
         [=](float x) {
-          bool finite = std::fabs(x) < HUGE_VALF;
-          T v = finite ? static_cast<T>(decltype(abs_tag)::value ? std::fabs(x) : x) * scale : T{0};
+          const bool finite = kAllFinite || std::fabs(x) < HUGE_VALF;
+          T v = finite ? static_cast<T>(kAbs ? std::fabs(x) : x) * scale : T{0};
           v = std::floor(v);
-          const T cap = !decltype(abs_tag)::value && x < 0 ? T{-1} : top;  // -1: a product that underflowed to -0
+          const T cap = !kAbs && x < 0 ? T{-1} : top;  // -1: a product that underflowed to -0
           v = v < cap ? v : cap;
           v = v > bottom ? v : bottom;  // only if max_abs was short of the data
           return finite ? static_cast<int32_t>(v) + offset : uncounted;
         },
         static_cast<int32_t>(floor_));
   };
+  auto count_checked = [&](auto zero, auto abs_tag) {
+    return all_finite ? count_as(zero, abs_tag, std::true_type{}) : count_as(zero, abs_tag, std::false_type{});
+  };
   const bool in_float = std::abs(k_) < 126;
   uint64_t counted = 0;
   if (abs_ && in_float)
-    counted = count_as(0.0f, std::true_type{});
+    counted = count_checked(0.0f, std::true_type{});
   else if (abs_)
-    counted = count_as(0.0, std::true_type{});
+    counted = count_checked(0.0, std::true_type{});
   else if (in_float)
-    counted = count_as(0.0f, std::false_type{});
+    counted = count_checked(0.0f, std::false_type{});
   else
-    counted = count_as(0.0, std::false_type{});
+    counted = count_checked(0.0, std::false_type{});
   below_ += n - counted;
   if (tail_share_ < 1) raise_floor();
 }

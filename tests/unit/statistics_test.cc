@@ -191,6 +191,28 @@ TEST(GridHistogram, CountsDoNotDependOnOrderOrSplit) {
   }
 }
 
+// Told that the values are finite, the grid skips its test for NaN and infinities and counts
+// alike: signed and |x| grids, tiny negative values whose product underflows to -0 (bin -1),
+// scales float holds and scales only double holds (values near 1e-40 and 1e30).
+TEST(GridHistogram, KnownFiniteValuesCountAlike) {
+  std::mt19937 rng(8);
+  std::normal_distribution<float> normal(0, 1);
+  for (float scale : {1.f, 1e-40f, 1e30f}) {
+    std::vector<float> x(70000);
+    for (float& v : x) v = normal(rng) * scale;
+    x[3] = -1e-45f;  // the smallest subnormal
+    const double m = engine::finite_extrema(x.data(), x.size()).abs_max();
+    for (bool abs : {false, true})
+      for (int threads : {1, 2}) {
+        GridHistogram checked(512, abs), trusted(512, abs);
+        checked.add(x.data(), x.size(), m, threads);
+        trusted.add(x.data(), x.size(), m, threads, true);
+        EXPECT_EQ(trusted.rebin(abs ? 0 : -m, m, 512).counts(), checked.rebin(abs ? 0 : -m, m, 512).counts())
+            << scale << " " << abs << " " << threads;
+      }
+  }
+}
+
 // A grid of |x| that keeps only its tail exact (2% of the values seen, after each add) has the
 // full grid's counts above the bin its floor's values went to, and every value in its total:
 // through widening (a sample three times larger, and an outlier), NaN and infinities, a split
