@@ -132,14 +132,14 @@ double summed_error(const float* x, size_t n, float s, float zp, float lo, float
   });
 }
 
-// Sixteen lanes of float sums over a block of 16 values each (count values; the rest add nothing)
-// of r^2 (one fused multiply-add) or |r|, r = residual(x), added to the double lanes: a float sum
-// of 16 terms is within 1e-6 of the exact one.
 template <ErrorMetric kMetric>
 inline float accumulate(float sum, float r) {
   return kMetric == ErrorMetric::Squared ? std::fma(r, r, sum) : sum + std::fabs(r);
 }
 
+// Sixteen lanes of float sums over a block of 16 values each (count values; the rest add nothing)
+// of r^2 (one fused multiply-add) or |r|, r = residual(x), added to the double lanes: a float sum
+// of 16 terms is within 1e-6 of the exact one.
 template <ErrorMetric kMetric, bool kPartial, class Residual>
 void add_float_block(double (&lanes)[16], const float* block, size_t count, const Residual& residual) {
   constexpr size_t kLanes = 16, kRows = 16;
@@ -188,7 +188,8 @@ void add_four_float_blocks(double (&lanes)[16], const float* blocks, const Resid
 // loop. Times s^2 or s, which commutes with every rounding.
 struct Pof2Sum {
   // What the clip does to values within the data's extrema: nothing where even the extremes
-  // round inside the range, and where they round to 0, r = -t. The same r either way, in fewer
+  // round inside the range (and there, within 2^22 steps, rne takes two additions instead of a
+  // rounding instruction), and where they round to 0, r = -t. The same r either way, in fewer
   // operations.
   enum Kind { kClipped, kUnclipped, kAllZero };
   float s = 1, inverse = 1, low = 0, high = 0;
@@ -203,8 +204,8 @@ bool float_power_of_two(float s) {
   return std::frexp(s, &exponent) == 0.5f && std::isnormal(1.0f / s);
 }
 
-// Calls add(block, count, residual) for each position over each block of 256 values (four at a
-// time where four are whole), every position on a block while it is in the L1 cache.
+// Adds each position's errors on x to its lanes, block by block of 256 values (four at a time
+// where four are whole): every position on a block while it is in the L1 cache.
 template <ErrorMetric kMetric>
 void add_pof2_errors(const float* x, size_t n, Pof2Sum* sums, size_t positions) {
   constexpr size_t kBlock = 256;
