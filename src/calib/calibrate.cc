@@ -222,8 +222,8 @@ class Calibrator {
     const bool layerwise = method == Method::LayerWisePercentile;
     const bool histograms =
         method == Method::Entropy || method == Method::Percentile || method == Method::Distribution || layerwise;
-    // MinMSE "All" tries its candidates in the first pass already, near the range seen so far;
-    // a second pass only for the samples a final candidate missed.
+    // MinMSE "All" scores its positions in the first pass already (early_minmse_errors); a
+    // second pass only for tensors it could not score there.
     const bool early_minmse = minmse_all && symmetric_ && options_.workers == 1;
     const int planned = 1 + ((minmse_all && !early_minmse) || layerwise);
     if (planned > 1 && !reader_.can_rewind())
@@ -592,8 +592,8 @@ class Calibrator {
       return;
     }
     const int finest = quant::minmse_candidate(quant::scale_to_pos(p.scale), quant::kMinMseCandidates - 1);
-    int zero_pos = INT_MAX;  // every position, for zeros (or no value)
-    std::vector<double> errors{0.0};
+    int zero_pos = INT_MAX;      // every position, for zeros (or no value)
+    std::vector<double> errors;  // at zero_pos (its sum of squares), then each finer position to the finest
     if (const float abs_max = extrema.abs_max(); abs_max > 0) {
       int exponent = 0;
       std::frexp(abs_max, &exponent);
@@ -601,15 +601,14 @@ class Calibrator {
       while (std::nearbyint(abs_max / static_cast<float>(quant::pos_to_scale(zero_pos))) != 0) --zero_pos;
       const quant::QRange clip = quant::clip_range(options_.activation_type);
       const int last = std::max(zero_pos, finest);
-      for (const std::vector<double>&block :
-           reduce_blocks<std::vector<double>>(threads_, x, n, [&](const float*values, size_t m) {
-             return quant::pof2_squared_errors(values, m, extrema.lo, extrema.hi, zero_pos, last, p.zero_point, clip);
-           })) {
-        errors.resize(block.size());
+      auto block_errors = [&](const float* values, size_t m) {
+        return quant::pof2_squared_errors(values, m, extrema.lo, extrema.hi, zero_pos, last, p.zero_point, clip);
+      };
+      errors.assign(static_cast<size_t>(last - zero_pos + 1), 0.0);
+      for (const std::vector<double>& block : reduce_blocks<std::vector<double>>(threads_, x, n, block_errors))
         for (size_t k = 0; k < block.size(); ++k) errors[k] += block[k];
-      }
     }
-    const double squares = errors[0];  // at zero_pos
+    const double squares = errors.empty() ? 0.0 : errors[0];
     for (auto& [pos, total] : e.total)
       if (pos <= zero_pos) total.add(squares);
     for (int pos = zero_pos == INT_MAX ? INT_MAX : zero_pos + 1; pos <= finest; ++pos) {
