@@ -280,15 +280,14 @@ class Calibrator {
       }
       if (limit > 0) {
         if (!reader_.can_rewind())
-          throw Error("MinMSE: " + std::to_string(tensors) + " tensors need a second pass (NaN or infinities, " +
-                      "or computed twice in a sample), and " + reader_.describe() + " cannot start over");
+          throw Error("MinMSE: " + std::to_string(tensors) + " tensors need a second pass (" + kSecondPassWhy +
+                      "), and " + reader_.describe() + " cannot start over");
         ++passes;
         std::string what = minmse_all ? "squared errors of the power-of-two candidates"
                                       : "errors of the candidate percentiles (" + options_.lwp_metric + ")";
         if (early_minmse)
-          what += " for " + std::to_string(tensors) +
-                  " tensors (NaN or infinities, or computed twice in a sample), on the first " + std::to_string(limit) +
-                  " of " + std::to_string(samples_) + " samples";
+          what += " for " + std::to_string(tensors) + " tensors (" + kSecondPassWhy + "), on the first " +
+                  std::to_string(limit) + " of " + std::to_string(samples_) + " samples";
         start_pass(what);
         score_candidates(merged, limit);
       }
@@ -569,13 +568,18 @@ class Calibrator {
     return merged;
   }
 
+  // Why early_minmse_errors leaves a tensor to the second pass.
+  static constexpr const char* kSecondPassWhy =
+      "NaN or infinities, a zero point that moved with the range, or computed twice in a sample";
+
   // MinMSE "All", first pass: this sample's squared errors at every position from the finest
   // where all its values round to 0 (its error there and at any coarser position is its sum of
   // squares) to the finest candidate of the range seen so far (this sample's included). The
   // range only grows, so no final candidate is finer; and a position no earlier sample tried is
   // coarser than each one's zero position, so their error there is their sum of squares: one
-  // pass scores every final candidate on every sample. A tensor seen twice in a sample (inside a
-  // loop) or with NaN or infinities is left to the second pass, which scores every sample.
+  // pass scores every final candidate on every sample. A tensor with NaN or infinities, whose zero
+  // point changes as its range grows (uint16's can), or seen twice in a sample (inside a loop) is
+  // left to the second pass, which scores every sample.
   void early_minmse_errors(TensorStats& s, size_t sample, const float* x, size_t n, engine::Extrema extrema) {
     auto& e = s.early;
     if (!e.usable) return;

@@ -354,7 +354,8 @@ TEST(Calibrate, MinMseAllScoresATensorWithNanInASecondPass) {
   ASSERT_FALSE(lines.empty());
   EXPECT_EQ(lines.back(),
             "calibration pass 2: squared errors of the power-of-two candidates for 1 tensors (NaN or "
-            "infinities, or computed twice in a sample), on the first 3 of 3 samples");
+            "infinities, a zero point that moved with the range, or computed twice in a sample), on the first 3 "
+            "of 3 samples");
   CalibrationResult two = calibrate_with(2, nullptr);
   for (const char* name : {"x", "y"}) {
     EXPECT_EQ(early.ranges.at(name).pos, two.ranges.at(name).pos) << name;
