@@ -413,7 +413,7 @@ TEST(Calibrate, LayerWisePercentilePicksTheCandidateWithTheLeastError) {
     for (double p : percentiles) {
       CalibOptions po = with_method(Method::Percentile);
       po.percentile = p;
-      const TensorRange& c = run(samples, po).ranges.at("x");
+      const TensorRange c = run(samples, po).ranges.at("x");  // a copy: the result is a temporary
       double scale = (c.hi - c.lo) / 255 + 1e-6;  // int8: qmax - qmin = 255
       double zp = std::nearbyint(-128 - c.lo / scale);
       double error = 0;
