@@ -355,10 +355,13 @@ class Planner {
 
   void share(const ir::Value* out, const ir::Value* in) {
     if (!quantizable(out) || planned(out)) return;
+    // Copies of the provider's fields: adding a tensor may move the plan's tensors.
     const TensorPlan& source = plan_.provider(in->name());
+    const DataType type = source.type;
+    const bool symmetric = source.symmetric;
     TensorPlan& t = add(out, Role::Activation);
-    t.type = source.type;
-    t.symmetric = source.symmetric;
+    t.type = type;
+    t.symmetric = symmetric;
     t.shared_from = in->name();
   }
 
