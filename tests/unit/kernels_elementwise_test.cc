@@ -86,7 +86,7 @@ Tensor make(std::vector<int64_t> dims, std::vector<T> values) {
 Tensor floats(std::vector<int64_t> dims, std::vector<float> values) { return make<float>(std::move(dims), std::move(values)); }
 Tensor bools(std::vector<int64_t> dims, std::vector<uint8_t> values) {
   Tensor t(DataType::Bool, std::move(dims));
-  std::memcpy(t.mutable_bytes(), values.data(), values.size());
+  if (!values.empty()) std::memcpy(t.mutable_bytes(), values.data(), values.size());
   return t;
 }
 

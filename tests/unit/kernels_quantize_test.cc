@@ -301,7 +301,9 @@ void expect_bulk_matches_scalar(std::mt19937& rng) {
       for (size_t i = 0; i < x.size(); ++i) acc[i] = static_cast<int32_t>(std::isfinite(x[i]) ? x[i] * 1000.0f : 7);
       engine::requantize_values<T>(acc.data(), acc.size(), -5, scale * 0.01f, zp, q.data());
       for (size_t i = 0; i < x.size(); ++i)
-        ASSERT_EQ(q[i], engine::requantize_value<T>(acc[i] - 5, scale * 0.01f, zp)) << i;
+        ASSERT_EQ(q[i], engine::requantize_value<T>(static_cast<int32_t>(static_cast<uint32_t>(acc[i]) - 5u),
+                                                    scale * 0.01f, zp))
+            << i;  // acc - 5, wrapping around as int32 additions do
     }
   }
 }

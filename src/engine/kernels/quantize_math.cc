@@ -139,7 +139,11 @@ void requantize_values(const int32_t* acc, int64_t n, int32_t bias, float multip
     }
   }
 #endif
-  for (; i < n; ++i) y[i] = requantize_value<T>(acc[i] + bias, multiplier, zp);
+  // acc + bias wraps around in 32 bits, as the vector addition above does (signed overflow would
+  // be undefined).
+  for (; i < n; ++i)
+    y[i] = requantize_value<T>(static_cast<int32_t>(static_cast<uint32_t>(acc[i]) + static_cast<uint32_t>(bias)),
+                               multiplier, zp);
 }
 
 template <class T>
