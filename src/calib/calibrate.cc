@@ -119,20 +119,26 @@ TensorRange bounds(double lo, double hi) {
 
 using CandidateErrors = std::vector<double>;
 
+// block_errors(values, count) gives `count` candidates' errors on one block of x; their sums
+// over the blocks, in a fixed block order.
+template <class BlockErrors>
+CandidateErrors summed_over_blocks(int threads, const float* x, size_t n, size_t count, BlockErrors&& block_errors) {
+  CandidateErrors total(count, 0.0);
+  for (const CandidateErrors& e : reduce_blocks<CandidateErrors>(threads, x, n, block_errors))
+    for (size_t c = 0; c < e.size(); ++c) total[c] += e[c];
+  return total;
+}
+
 // The error of each candidate on these values, in a fixed block order.
 CandidateErrors candidate_errors(int threads, const float* x, size_t n, const std::vector<Candidate>& candidates,
                                  quant::ErrorMetric metric) {
-  auto block_errors = [&](const float* block, size_t m) {
+  return summed_over_blocks(threads, x, n, candidates.size(), [&](const float* block, size_t m) {
     CandidateErrors e(candidates.size());
     for (size_t c = 0; c < candidates.size(); ++c)
       e[c] = quant::quantization_error(block, m, candidates[c].scale, candidates[c].zero_point, candidates[c].clip,
                                        metric);
     return e;
-  };
-  CandidateErrors total(candidates.size(), 0.0);
-  for (const CandidateErrors& e : reduce_blocks<CandidateErrors>(threads, x, n, block_errors))
-    for (size_t c = 0; c < e.size(); ++c) total[c] += e[c];
-  return total;
+  });
 }
 
 // The MinMSE candidates around the NonOverflow position p0 (clipped as vai_q_onnx quantizes arrays).
@@ -605,12 +611,10 @@ class Calibrator {
       while (std::nearbyint(abs_max / static_cast<float>(quant::pos_to_scale(zero_pos))) != 0) --zero_pos;
       const quant::QRange clip = quant::clip_range(options_.activation_type);
       const int last = std::max(zero_pos, finest);
-      auto block_errors = [&](const float* values, size_t m) {
-        return quant::pof2_squared_errors(values, m, extrema.lo, extrema.hi, zero_pos, last, p.zero_point, clip);
-      };
-      errors.assign(static_cast<size_t>(last - zero_pos + 1), 0.0);
-      for (const std::vector<double>& block : reduce_blocks<std::vector<double>>(threads_, x, n, block_errors))
-        for (size_t k = 0; k < block.size(); ++k) errors[k] += block[k];
+      errors = summed_over_blocks(
+          threads_, x, n, static_cast<size_t>(last - zero_pos + 1), [&](const float* values, size_t m) {
+            return quant::pof2_squared_errors(values, m, extrema.lo, extrema.hi, zero_pos, last, p.zero_point, clip);
+          });
     }
     const double squares = errors.empty() ? 0.0 : errors[0];
     for (auto& [pos, total] : e.total)

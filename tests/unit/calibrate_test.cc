@@ -268,6 +268,17 @@ double brute_error(const std::vector<std::vector<float>>& samples, int pos, int6
   return sum;
 }
 
+// The position in [first, last] with the least brute_error (symmetric int8), by trying each.
+int brute_best_position(const std::vector<std::vector<float>>& samples, int first, int last) {
+  int best = first;
+  double best_error = INFINITY;
+  for (int p = first; p <= last; ++p) {
+    double e = brute_error(samples, p, 0, {-127, 127});
+    if (e < best_error) best_error = e, best = p;
+  }
+  return best;
+}
+
 TEST(Calibrate, MinMseAllPicksTheLeastSquaredErrorPosition) {
   auto samples = gaussian_samples(6, 3000, 6, 40.f);  // outliers: a finer scale than the extrema's wins
   CalibOptions o;
@@ -276,13 +287,8 @@ TEST(Calibrate, MinMseAllPicksTheLeastSquaredErrorPosition) {
   EXPECT_EQ(r.passes, 1);  // the outlier is in the first sample: its candidates were all tried early
   const TensorRange& x = r.ranges.at("x");
   ASSERT_TRUE(x.pos.has_value());
-  int best = 0;
-  double best_error = INFINITY;
-  for (int p = -5; p <= 12; ++p) {  // every plausible position, not only the five candidates
-    double e = brute_error(samples, p, 0, {-127, 127});
-    if (e < best_error) best_error = e, best = p;
-  }
-  EXPECT_EQ(*x.pos, best);
+  // Every plausible position, not only the five candidates.
+  EXPECT_EQ(*x.pos, brute_best_position(samples, -5, 12));
   int non_overflow = *run(samples, with_method(Method::NonOverflow)).ranges.at("x").pos;
   EXPECT_GT(*x.pos, non_overflow);  // finer than the scale that holds the outliers
   EXPECT_DOUBLE_EQ(x.hi, 127 * std::ldexp(1.0, -*x.pos));
@@ -314,13 +320,7 @@ TEST(Calibrate, MinMseAllReadsTheDataOnceHoweverTheRangeGrows) {
       EXPECT_EQ(early.ranges.at(name).pos, two.ranges.at(name).pos) << name << " " << c.times_max;
       EXPECT_EQ(early.ranges.at(name).hi, two.ranges.at(name).hi) << name << " " << c.times_max;
     }
-    int best = 0;
-    double best_error = INFINITY;
-    for (int p = -16; p <= 12; ++p) {
-      double e = brute_error(samples, p, 0, {-127, 127});
-      if (e < best_error) best_error = e, best = p;
-    }
-    EXPECT_EQ(*early.ranges.at("x").pos, best) << c.sample << " " << c.times_max;
+    EXPECT_EQ(*early.ranges.at("x").pos, brute_best_position(samples, -16, 12)) << c.sample << " " << c.times_max;
   }
 }
 
@@ -386,13 +386,7 @@ TEST(Calibrate, MinMseAllFillsCoarsePositionsOfSmallSamples) {
       EXPECT_EQ(early.ranges.at(name).pos, two.ranges.at(name).pos) << name << " " << c.first << " " << c.later;
       EXPECT_EQ(early.ranges.at(name).hi, two.ranges.at(name).hi) << name << " " << c.first << " " << c.later;
     }
-    int best = 0;
-    double best_error = INFINITY;
-    for (int p = -8; p <= 24; ++p) {
-      double e = brute_error(samples, p, 0, {-127, 127});
-      if (e < best_error) best_error = e, best = p;
-    }
-    EXPECT_EQ(*early.ranges.at("x").pos, best) << c.first << " " << c.later;
+    EXPECT_EQ(*early.ranges.at("x").pos, brute_best_position(samples, -8, 24)) << c.first << " " << c.later;
   }
 }
 
