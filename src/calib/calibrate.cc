@@ -84,8 +84,8 @@ struct TensorStats {
   std::vector<Range> percentile_ranges;  // LayerWisePercentile: one per candidate percentile
   size_t chosen = 0;                     // LayerWisePercentile: the candidate with the least error
   // MinMSE "All" in the first pass (one worker, symmetric ranges): each sample's squared errors
-  // at the positions from its own zero position to the finest candidate of the range seen so
-  // far, summed per position (early_minmse_errors).
+  // at its own zero position and around the candidates of the range seen so far, summed per
+  // position (early_minmse_errors).
   struct {
     bool usable = true;
     size_t samples = 0, last_sample = SIZE_MAX;
@@ -97,6 +97,7 @@ struct TensorStats {
     // sample so far, fill in the positions no sample tried.
     ExactSum zero_total;
     int zero_pos = INT_MAX;
+    int finest_zero_pos = INT_MIN;  // of the samples with a value other than 0: their spread
   } early;
 };
 
@@ -576,16 +577,26 @@ class Calibrator {
 
   // Why early_minmse_errors leaves a tensor to the second pass.
   static constexpr const char* kSecondPassWhy =
-      "NaN or infinities, a zero point that moved with the range, or computed twice in a sample";
+      "a range that outgrew the positions scored on earlier samples, NaN or infinities, a zero point that moved "
+      "with the range, or computed twice in a sample";
+  // How many positions below the coarsest candidate early_minmse_errors scores each sample at,
+  // beyond the spread of the samples' ranges so far: a tensor whose samples differ 2^k in range
+  // may well grow as much. Each position costs as much as a candidate, and a range that
+  // outgrows them (mostly in the first samples, before the spread shows) costs a second pass
+  // over the samples before it.
+  static constexpr int kMinMseGrowth = 1;
 
-  // MinMSE "All", first pass: this sample's squared errors at every position from the finest
+  // MinMSE "All", first pass: this sample's squared errors at its zero position, the finest
   // where all its values round to 0 (its error there and at any coarser position is its sum of
-  // squares) to the finest candidate of the range seen so far (this sample's included). The
-  // range only grows, so no final candidate is finer; and a position no earlier sample tried is
-  // coarser than each one's zero position, so their error there is their sum of squares: one
-  // pass scores every final candidate on every sample. A tensor with NaN or infinities, whose zero
-  // point changes as its range grows (uint16's can), or seen twice in a sample (inside a loop) is
-  // left to the second pass, which scores every sample.
+  // squares), and at each position from the margin below the coarsest candidate of the range
+  // seen so far (this sample's included) to the finest. The range and the spread only grow, so
+  // no final candidate is finer and no later sample starts finer; a position no earlier sample
+  // tried is either coarser than each one's zero position, so their error there is their sum of
+  // squares, or the range outgrew the margin, and the second pass scores the earlier samples
+  // there. A reader that cannot start over gets no margin: every position to the zero position.
+  // A tensor with NaN or infinities, whose zero point changes as its range grows (uint16's can),
+  // or seen twice in a sample (inside a loop) is left to the second pass, which scores every
+  // sample.
   void early_minmse_errors(TensorStats& s, size_t sample, const float* x, size_t n, engine::Extrema extrema) {
     auto& e = s.early;
     if (!e.usable) return;
@@ -601,33 +612,40 @@ class Calibrator {
       e.usable = false;
       return;
     }
-    const int finest = quant::minmse_candidate(quant::scale_to_pos(p.scale), quant::kMinMseCandidates - 1);
+    const int p0 = quant::scale_to_pos(p.scale);
+    const int finest = quant::minmse_candidate(p0, quant::kMinMseCandidates - 1);
     int zero_pos = INT_MAX;      // every position, for zeros (or no value)
-    std::vector<double> errors;  // at zero_pos (its sum of squares), then each finer position to the finest
+    std::vector<int> positions;  // zero_pos, then the finer ones scored
+    std::vector<double> errors;  // at each of them
     if (const float abs_max = extrema.abs_max(); abs_max > 0) {
       int exponent = 0;
       std::frexp(abs_max, &exponent);
       zero_pos = 1 - exponent;
       while (std::nearbyint(abs_max / static_cast<float>(quant::pos_to_scale(zero_pos))) != 0) --zero_pos;
+      positions.push_back(zero_pos);
+      e.finest_zero_pos = std::max(e.finest_zero_pos, zero_pos);
+      const int spread = e.finest_zero_pos - std::min(e.zero_pos, zero_pos);
+      const int coarsest = reader_.can_rewind() ? quant::minmse_candidate(p0, 0) - kMinMseGrowth - spread : zero_pos;
+      for (int pos = std::max(zero_pos + 1, coarsest); pos <= finest; ++pos) positions.push_back(pos);
       const quant::QRange clip = quant::clip_range(options_.activation_type);
-      const int last = std::max(zero_pos, finest);
-      errors = summed_over_blocks(
-          threads_, x, n, static_cast<size_t>(last - zero_pos + 1), [&](const float* values, size_t m) {
-            return quant::pof2_squared_errors(values, m, extrema.lo, extrema.hi, zero_pos, last, p.zero_point, clip);
-          });
+      errors = summed_over_blocks(threads_, x, n, positions.size(), [&](const float* values, size_t m) {
+        return quant::pof2_squared_errors(values, m, extrema.lo, extrema.hi, positions, p.zero_point, clip);
+      });
     }
+    // Every position tried before lies at or above `coarsest` (it only moves down, as the range
+    // and the spread grow), so none between zero_pos and it misses this sample's error.
     const double squares = errors.empty() ? 0.0 : errors[0];
     for (auto& [pos, total] : e.total)
       if (pos <= zero_pos) total.add(squares);
-    for (int pos = zero_pos == INT_MAX ? INT_MAX : zero_pos + 1; pos <= finest; ++pos) {
-      auto [total, added] = e.total.try_emplace(pos);
+    for (size_t k = 1; k < positions.size(); ++k) {
+      auto [total, added] = e.total.try_emplace(positions[k]);
       if (added && e.samples > 0) {
-        if (pos <= e.zero_pos)
+        if (positions[k] <= e.zero_pos)
           total->second = e.zero_total;  // every earlier sample: its sum of squares
         else
-          e.missing_before[pos] = sample;  // not expected (see above); the last pass would add them
+          e.missing_before[positions[k]] = sample;  // beyond the margin: the second pass adds the earlier samples
       }
-      total->second.add(errors[static_cast<size_t>(pos - zero_pos)]);
+      total->second.add(errors[k]);
     }
     e.zero_total.add(squares);
     e.zero_pos = std::min(e.zero_pos, zero_pos);

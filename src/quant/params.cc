@@ -275,18 +275,14 @@ double quantization_error(const float* x, size_t n, double scale, int64_t zero_p
   return pof2_total<ErrorMetric::Absolute>(p);
 }
 
-std::vector<double> pof2_squared_errors(const float* x, size_t n, float lo, float hi, int first, int last,
+std::vector<double> pof2_squared_errors(const float* x, size_t n, float lo, float hi, std::span<const int> positions,
                                         int64_t zero_point, QRange clip) {
   const auto zp = static_cast<float>(zero_point);
   std::vector<Pof2Sum> sums;
-  std::vector<int> fallback;  // positions whose scale or its inverse is not a normal float
-  for (int pos = first; pos <= last; ++pos) {
+  for (int pos : positions) {
     Pof2Sum p;
     p.s = static_cast<float>(pos_to_scale(pos));
-    if (!float_power_of_two(p.s)) {
-      fallback.push_back(pos);
-      continue;
-    }
+    if (!float_power_of_two(p.s)) continue;  // quantization_error's general case, below
     p.inverse = 1.0f / p.s;
     p.low = static_cast<float>(clip.min) - zp;
     p.high = static_cast<float>(clip.max) - zp;
@@ -301,10 +297,10 @@ std::vector<double> pof2_squared_errors(const float* x, size_t n, float lo, floa
   add_pof2_errors<ErrorMetric::Squared>(x, n, sums.data(), sums.size());
   std::vector<double> out;
   size_t next = 0;
-  for (int pos = first; pos <= last; ++pos)
-    out.push_back(std::find(fallback.begin(), fallback.end(), pos) != fallback.end()
-                      ? quantization_error(x, n, pos_to_scale(pos), zero_point, clip, ErrorMetric::Squared)
-                      : pof2_total<ErrorMetric::Squared>(sums[next++]));
+  for (int pos : positions)
+    out.push_back(float_power_of_two(static_cast<float>(pos_to_scale(pos)))
+                      ? pof2_total<ErrorMetric::Squared>(sums[next++])
+                      : quantization_error(x, n, pos_to_scale(pos), zero_point, clip, ErrorMetric::Squared));
   return out;
 }
 

@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <limits>
+#include <span>
 #include <vector>
 
 #include "ir/data_type.h"
@@ -66,11 +67,11 @@ enum class ErrorMetric { Absolute, Squared };
 // runtime ops compute it, summed over fixed lanes (the same on every run): in double, or, for a
 // power-of-two scale, in float over blocks of 16 terms a lane (within 1e-6 of the exact sum).
 double quantization_error(const float* x, size_t n, double scale, int64_t zero_point, QRange clip, ErrorMetric metric);
-// The squared errors of the power-of-two positions first ... last (scale 2^-pos) with one zero
-// point and clip range, each as quantization_error gives it, bit for bit, in one read of the
+// The squared errors at the power-of-two `positions` (scale 2^-pos) with one zero point and clip
+// range, in that order, each as quantization_error gives it, bit for bit, in one read of the
 // data. x: finite values whose extrema are [lo, hi] (positions that clip none of them, or round
 // them all to 0, cost fewer operations).
-std::vector<double> pof2_squared_errors(const float* x, size_t n, float lo, float hi, int first, int last,
+std::vector<double> pof2_squared_errors(const float* x, size_t n, float lo, float hi, std::span<const int> positions,
                                         int64_t zero_point, QRange clip);
 
 // The MinMSE candidates around the NonOverflow position p0: p0 - 1 ... p0 + 3, coarsest first.

@@ -294,33 +294,57 @@ TEST(Calibrate, MinMseAllPicksTheLeastSquaredErrorPosition) {
   EXPECT_DOUBLE_EQ(x.hi, 127 * std::ldexp(1.0, -*x.pos));
 }
 
-// MinMSE "All" reads the data once however the range grows after a sample (an outlier in the
-// last sample 0.75, 30 or 3000 times the others, or at the second sample): each sample scores every
-// position down to where its values all round to 0. The positions are those of two full passes
-// (more than one worker always makes them) and of the brute-force search.
-TEST(Calibrate, MinMseAllReadsTheDataOnceHoweverTheRangeGrows) {
+// MinMSE "All" scores each sample around the candidates of the range seen so far, down to a
+// margin that widens with how far the samples' ranges spread. A range that grows within it is
+// read once (an outlier in the last sample 0.75 or 1.5 times the others), and so is one that
+// grows so much that the earlier samples' values all round to 0 at the new candidates (3000
+// times). Otherwise the samples scored too narrowly, and only they, are scored again in a second
+// pass, which the log counts: an outlier 8 or 30 times the others in the last sample needs the
+// four before it, or only the first two when the second sample, a sixteenth of the others,
+// showed a spread (the third scored wider); 30 times in the second sample needs the first. A reader that cannot start
+// over gets every position down to each sample's zero position: one pass. The positions are always those of two full
+// passes (more than one worker always makes them) and of the brute force.
+TEST(Calibrate, MinMseAllScoresEarlierSamplesAgainOnlyWhereTheRangeOutgrewThem) {
   struct Case {
     size_t sample;
     float times_max;
+    float second_sample_scale;
+    size_t rescored;  // samples the second pass scores (0: no second pass)
   };
-  for (Case c : {Case{4, 0.75f}, Case{4, 30.f}, Case{4, 3000.f}, Case{1, 30.f}}) {
+  for (Case c : {Case{4, 0.75f, 1, 0}, Case{4, 1.5f, 1, 0}, Case{4, 3000.f, 1, 0}, Case{4, 8.f, 1, 4},
+                 Case{4, 8.f, 1.f / 16, 2}, Case{4, 30.f, 1, 4}, Case{1, 30.f, 1, 1}}) {
     auto samples = gaussian_samples(5, 2000, 12);
+    for (float& v : samples[1]) v *= c.second_sample_scale;
     float m = 0;
     for (const auto& v : samples)
       for (float x : v) m = std::max(m, std::fabs(x));
     samples[c.sample][7] = m * c.times_max;
+    const std::string label =
+        std::to_string(c.sample) + " " + std::to_string(c.times_max) + " " + std::to_string(c.second_sample_scale);
     CalibOptions o;
     o.method = Method::MinMSE;
+    std::vector<std::string> lines;
+    o.log = [&lines](const std::string& line) { lines.push_back(line); };
     CalibrationResult early = run(samples, o);
-    EXPECT_EQ(early.passes, 1) << c.sample << " " << c.times_max;
+    EXPECT_EQ(early.passes, c.rescored > 0 ? 2 : 1) << label;
+    if (c.rescored > 0) {
+      ASSERT_FALSE(lines.empty());
+      EXPECT_NE(lines.back().find("for 3 tensors"), std::string::npos) << lines.back();
+      EXPECT_NE(lines.back().find("on the first " + std::to_string(c.rescored) + " of 5 samples"), std::string::npos)
+          << label << ": " << lines.back();
+    }
+    o.log = nullptr;
+    CalibrationResult once = run(samples, o, false);
+    EXPECT_EQ(once.passes, 1) << label;
     o.workers = 2;
     CalibrationResult two = run(samples, o);
     EXPECT_EQ(two.passes, 2);
-    for (const char* name : {"x", "y", "z"}) {
-      EXPECT_EQ(early.ranges.at(name).pos, two.ranges.at(name).pos) << name << " " << c.times_max;
-      EXPECT_EQ(early.ranges.at(name).hi, two.ranges.at(name).hi) << name << " " << c.times_max;
-    }
-    EXPECT_EQ(*early.ranges.at("x").pos, brute_best_position(samples, -16, 12)) << c.sample << " " << c.times_max;
+    for (const char* name : {"x", "y", "z"})
+      for (const CalibrationResult* r : {&early, &once}) {
+        EXPECT_EQ(r->ranges.at(name).pos, two.ranges.at(name).pos) << name << " " << label;
+        EXPECT_EQ(r->ranges.at(name).hi, two.ranges.at(name).hi) << name << " " << label;
+      }
+    EXPECT_EQ(*early.ranges.at("x").pos, brute_best_position(samples, -16, 12)) << label;
   }
 }
 
@@ -353,9 +377,9 @@ TEST(Calibrate, MinMseAllScoresATensorWithNanInASecondPass) {
   EXPECT_EQ(early.passes, 2);
   ASSERT_FALSE(lines.empty());
   EXPECT_EQ(lines.back(),
-            "calibration pass 2: squared errors of the power-of-two candidates for 1 tensors (NaN or "
-            "infinities, a zero point that moved with the range, or computed twice in a sample), on the first 3 "
-            "of 3 samples");
+            "calibration pass 2: squared errors of the power-of-two candidates for 1 tensors (a range that "
+            "outgrew the positions scored on earlier samples, NaN or infinities, a zero point that moved with the "
+            "range, or computed twice in a sample), on the first 3 of 3 samples");
   CalibrationResult two = calibrate_with(2, nullptr);
   for (const char* name : {"x", "y"}) {
     EXPECT_EQ(early.ranges.at(name).pos, two.ranges.at(name).pos) << name;
@@ -615,8 +639,9 @@ TEST(QuantizationError, Pof2SquaredErrorsAreEachPositionsError) {
       for (Clip c :
            {Clip{0, {-127, 127}}, Clip{128, {0, 255}}, Clip{0, {-32767, 32767}}, Clip{0, {-2147483647, 2147483647}}}) {
         const int first = -120, last = 150;
-        std::vector<double> all =
-            quant::pof2_squared_errors(x.data(), n, e.lo, e.hi, first, last, c.zero_point, c.range);
+        std::vector<int> positions;
+        for (int pos = first; pos <= last; ++pos) positions.push_back(pos);
+        std::vector<double> all = quant::pof2_squared_errors(x.data(), n, e.lo, e.hi, positions, c.zero_point, c.range);
         ASSERT_EQ(all.size(), static_cast<size_t>(last - first + 1));
         for (int pos = first; pos <= last; ++pos)
           ASSERT_EQ(all[static_cast<size_t>(pos - first)],
