@@ -268,7 +268,7 @@ class Calibrator {
     for (size_t i = 0; i < names_.size(); ++i)
       if (merged[i].below_floor > 0 &&
           static_cast<double>(merged[i].below_floor) / static_cast<double>(merged[i].histogram.total()) >=
-              options_.percentile / 100)
+              lowest_percentile() / 100)
         recount.push_back(i);
     if (!recount.empty()) {
       ++passes;
@@ -341,12 +341,20 @@ class Calibrator {
     return symmetric_ && (options_.method == Method::Percentile || options_.method == Method::LayerWisePercentile);
   }
 
-  // Symmetric Percentile needs only the tail of each grid exact: 100 times the share of values
-  // above the percentile (GridHistogram's floor), when a second pass can count in full should the
-  // percentile fall below it.
+  // The lowest percentile read from the histograms of |x| (symmetric Percentile's, or
+  // LayerWisePercentile's smallest candidate); 0 for the other methods.
+  double lowest_percentile() const {
+    if (!abs_histograms()) return 0;
+    if (options_.method == Method::Percentile) return options_.percentile;
+    return *std::min_element(options_.percentile_candidates.begin(), options_.percentile_candidates.end());
+  }
+
+  // Percentiles of |x| need only the tail of each grid exact: 100 times the share of values
+  // above the lowest percentile (GridHistogram's floor), when a second pass can count in full
+  // should the percentile fall below it.
   double tail_share() const {
-    if (options_.method != Method::Percentile || !symmetric_ || !reader_.can_rewind()) return 1;
-    const double share = (100 - options_.percentile) / 100 * kTailMargin;
+    if (lowest_percentile() == 0 || !reader_.can_rewind()) return 1;
+    const double share = (100 - lowest_percentile()) / 100 * kTailMargin;
     return share > 0 && share < 1 ? share : 1;
   }
   static constexpr double kTailMargin = 100;

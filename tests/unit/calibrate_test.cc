@@ -451,6 +451,37 @@ TEST(Calibrate, LayerWisePercentilePicksTheCandidateWithTheLeastError) {
   EXPECT_THROW(run(samples, bad), Error);
 }
 
+// LayerWisePercentile keeps the tail of each histogram exact for its lowest candidate (99.9: a
+// floor under the top 10% of values; the highest, 99.99999, would keep almost none): each chosen
+// range is the Percentile method's at one of the candidates, counted in full. Where the tail
+// thinned out (a first sample 100 times larger than the 100 after it), a pass counts in full
+// before the errors' pass.
+TEST(Calibrate, LayerWisePercentileKeepsTheTailOfItsLowestCandidate) {
+  const std::vector<double> percentiles = {99.99999, 99.9};
+  for (bool thinned : {false, true}) {
+    auto samples = gaussian_samples(101, 1000, 16);
+    if (thinned)
+      for (float& v : samples[0]) v *= 100;
+    CalibOptions o = with_method(Method::LayerWisePercentile);
+    o.percentile_candidates = percentiles;
+    CalibrationResult r = run(samples, o);
+    EXPECT_EQ(r.passes, thinned ? 3 : 2);
+    std::vector<CalibrationResult> full;  // Percentile at each candidate, every value counted
+    for (double p : percentiles) {
+      CalibOptions po = with_method(Method::Percentile);
+      po.percentile = p;
+      full.push_back(run(samples, po, false));
+    }
+    for (const char* name : {"x", "y", "z"}) {
+      const TensorRange& chosen = r.ranges.at(name);
+      bool found = false;
+      for (const CalibrationResult& f : full)
+        found |= chosen.lo == f.ranges.at(name).lo && chosen.hi == f.ranges.at(name).hi;
+      EXPECT_TRUE(found) << name << " " << thinned << ": [" << chosen.lo << ", " << chosen.hi << "]";
+    }
+  }
+}
+
 TEST(Calibrate, MinMseMostCommonTakesTheMostFrequentSamplePosition) {
   // Two samples want a fine scale, one a coarse one.
   std::vector<std::vector<float>> samples = {std::vector<float>(100, 0.1f), std::vector<float>(100, 0.1f),
