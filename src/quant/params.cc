@@ -101,35 +101,56 @@ int pof2_non_overflow_pos(double rmin, double rmax, QRange q, ir::DataType type,
 
 namespace {
 
-// The sum of error(x[i]) over sixteen running sums in a fixed order: the compiler vectorises them
-// (a single sum would be a serial chain), and every run sums alike.
-template <class Error>
-double lane_sum(const float* x, size_t n, Error error) {
-  constexpr size_t kLanes = 16;
+// Any scale: the seeds' arithmetic, q = clip(rne(x / s) + zp), e = float32((q - zp) s) - x,
+// e^2 or |e| summed in double over sixteen lanes (value i in lane i % 16, in order: the compiler
+// vectorises them, and every run sums alike). A division costs several times a multiplication,
+// so q comes from t = x * (1 / s): t is within 3.1 ulp of float(x / s), so rne(t) is its rounding
+// too unless a half-integer lies closer to t than 2^-22 |t| (which also holds every t from 2^21
+// on, NaN and infinity). A block with such a value divides instead.
+template <ErrorMetric kMetric>
+double summed_error(const float* x, size_t n, float s, float zp, float lo, float hi) {
+  constexpr size_t kLanes = 16, kBlock = 256;
+  const float inverse = 1.0f / s;
+  const bool reciprocal = std::isnormal(s) && std::isnormal(inverse);
   double lanes[kLanes] = {};
-  size_t i = 0;
-  for (; i + kLanes <= n; i += kLanes)
-#pragma GCC unroll 16
-    for (size_t l = 0; l < kLanes; ++l) lanes[l] += error(x[i + l]);
-  // The tail as one more block, its padding adding nothing: every lane index stays a constant,
-  // so the lanes stay in registers instead of memory.
-  float tail[kLanes] = {};
-  std::copy(x + i, x + n, tail);
-  for (size_t l = 0; l < kLanes; ++l) lanes[l] += i + l < n ? error(tail[l]) : 0.0;
+  alignas(64) float q[kBlock];
+  alignas(64) float padded[kBlock];
+  for (size_t start = 0; start < n; start += kBlock) {
+    const size_t m = std::min(kBlock, n - start);
+    const float* v = x + start;
+    if (m < kBlock) {
+      std::fill(std::copy(v, v + m, padded), padded + kBlock, 0.0f);
+      v = padded;
+    }
+    int divide = !reciprocal;
+    if (reciprocal) {
+#pragma omp simd simdlen(16) reduction(| : divide)
+      for (size_t i = 0; i < kBlock; ++i) {
+        const float t = v[i] * inverse, k = std::nearbyint(t);
+        divide |= !(0.5f - std::fabs(t - k) > std::fabs(t) * 0x1p-22f);
+        q[i] = std::min(std::max(k + zp, lo), hi);
+      }
+    }
+    if (divide) {
+#pragma omp simd simdlen(16)
+      for (size_t i = 0; i < kBlock; ++i) q[i] = std::min(std::max(std::nearbyint(v[i] / s) + zp, lo), hi);
+    }
+    auto add_row = [&](size_t row, auto partial) {
+#pragma omp simd simdlen(16)
+      for (size_t l = 0; l < kLanes; ++l) {
+        const size_t i = row * kLanes + l;
+        const double e = static_cast<double>((q[i] - zp) * s) - static_cast<double>(v[i]);
+        const double term = kMetric == ErrorMetric::Squared ? e * e : std::fabs(e);
+        lanes[l] += decltype(partial)::value && i >= m ? 0.0 : term;
+      }
+    };
+    size_t row = 0;
+    for (; (row + 1) * kLanes <= m; ++row) add_row(row, std::false_type{});
+    if (row * kLanes < m) add_row(row, std::true_type{});
+  }
   double sum = 0;
   for (double v : lanes) sum += v;
   return sum;
-}
-
-// Any scale: the seeds' arithmetic, q = clip(rne(x / s) + zp), e = float32((q - zp) s) - x,
-// e^2 or |e| summed in double.
-template <ErrorMetric kMetric>
-double summed_error(const float* x, size_t n, float s, float zp, float lo, float hi) {
-  return lane_sum(x, n, [&](float v) {
-    float q = std::min(std::max(std::nearbyint(v / s) + zp, lo), hi);
-    double e = static_cast<double>((q - zp) * s) - static_cast<double>(v);
-    return kMetric == ErrorMetric::Squared ? e * e : std::fabs(e);
-  });
 }
 
 template <ErrorMetric kMetric>

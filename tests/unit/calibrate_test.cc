@@ -650,6 +650,47 @@ TEST(QuantizationError, IsTheSumOverEveryValue) {
   }
 }
 
+// Any scale rounds x / s as the division does, bit for bit: values on and within eight ulps of
+// each half-integer step to 2000 (x * (1 / s) rounds about one in thirty of them the other way),
+// values beyond 2^21 steps and the clip range; each value alone (a block whose other values are
+// far from a half-integer step), and all of them with a tail shorter than a block, summed in the
+// same sixteen lanes. 16-bit clip ranges, so that the steps are not clipped.
+TEST(QuantizationError, AnyScaleRoundsAsTheDivisionDoes) {
+  for (float s : {0.03f, 0.1f, 1.0f / 3, 7.7e-4f, 3.3e5f}) {
+    std::vector<float> x;
+    for (int k = -2000; k <= 2000; ++k) {
+      const auto tie = static_cast<float>((k + 0.5) * static_cast<double>(s));
+      x.push_back(tie);
+      for (float v = tie, w = tie, ulps = 0; ulps < 8; ++ulps) {
+        x.push_back(v = std::nextafter(v, INFINITY));
+        x.push_back(w = std::nextafter(w, -INFINITY));
+      }
+    }
+    for (float t : {3e6f, -5e6f, 1e9f}) x.push_back(t * s);
+    x.resize(x.size() + 5, 0.7f * s);
+    for (auto [zp, clip] :
+         {std::pair<int64_t, quant::QRange>{0, {-32768, 32767}}, {32768, {0, 65535}}, {3, {-128, 127}}})
+      for (auto metric : {quant::ErrorMetric::Squared, quant::ErrorMetric::Absolute}) {
+        const auto z = static_cast<float>(zp);
+        auto error = [&](float v) {
+          float q = std::clamp(std::nearbyint(v / s) + z, static_cast<float>(clip.min), static_cast<float>(clip.max));
+          double e = static_cast<double>((q - z) * s) - v;
+          return metric == quant::ErrorMetric::Squared ? e * e : std::fabs(e);
+        };
+        double lanes[16] = {};
+        size_t wrong = 0;
+        for (size_t i = 0; i < x.size(); ++i) {
+          lanes[i % 16] += error(x[i]);
+          wrong += quant::quantization_error(&x[i], 1, s, zp, clip, metric) != error(x[i]);
+        }
+        EXPECT_EQ(wrong, 0u) << s << " " << zp;
+        double expected = 0;
+        for (double lane : lanes) expected += lane;
+        EXPECT_EQ(quant::quantization_error(x.data(), x.size(), s, zp, clip, metric), expected) << s << " " << zp;
+      }
+  }
+}
+
 // Every position's squared error at once is each one's quantization_error, bit for bit: positions
 // where every value rounds to 0, where none is clipped, where some are, and where the scale or its
 // inverse is no normal float; int8, uint8 with zero point 128, int16 and a 32-bit clip range (where
