@@ -213,6 +213,19 @@ TEST(GridHistogram, KnownFiniteValuesCountAlike) {
   }
 }
 
+// A bin takes more values than a 16-bit counter holds, every one of them: 0.5 at every other
+// position (all in one of the two tables the increments alternate between), 2 at the others,
+// over several flushes of the tables and an odd length.
+TEST(GridHistogram, ABinTakesMoreValuesThanASixteenBitCounterHolds) {
+  std::vector<float> x(400001);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = i % 2 ? 2.0f : 0.5f;
+  for (int threads : {1, 2}) {
+    GridHistogram grid(512, false);
+    grid.add(x.data(), x.size(), 2.0, threads, true);
+    EXPECT_EQ(grid.rebin(-2, 2, 4).counts(), (std::vector<uint64_t>{0, 0, 200001, 200000})) << threads;
+  }
+}
+
 // A grid of |x| that keeps only its tail exact (2% of the values seen, after each add) has the
 // full grid's counts above the bin its floor's values went to, and every value in its total:
 // through widening (a sample three times larger, and an outlier), NaN and infinities, a split
