@@ -63,6 +63,16 @@ struct Candidate {
   quant::QRange clip;
 };
 
+// Whether candidate c quantizes as one before it does (LayerWisePercentile's percentiles often
+// fall in the same bin): then it has the same error and, ties going to the first, is never chosen.
+bool repeats_earlier(const std::vector<Candidate>& candidates, size_t c) {
+  for (size_t b = 0; b < c; ++b)
+    if (candidates[b].scale == candidates[c].scale && candidates[b].zero_point == candidates[c].zero_point &&
+        candidates[b].clip.min == candidates[c].clip.min && candidates[b].clip.max == candidates[c].clip.max)
+      return true;
+  return false;
+}
+
 // What one worker keeps of one tensor. Everything summed across samples is exact (extrema,
 // integer counts, ExactSum) or kept per sample and combined in sample order at the end, so the
 // result is the same for any number of workers.
@@ -405,6 +415,14 @@ class Calibrator {
       }
       t.error_sums.assign(t.candidates.size(), ExactSum());
       t.missing_before.assign(t.candidates.size(), samples_);
+      // Only candidates that differ need their errors, and only if there are two of them.
+      size_t distinct = 0;
+      for (size_t c = 0; c < t.candidates.size(); ++c)
+        if (repeats_earlier(t.candidates, c))
+          t.missing_before[c] = 0;
+        else
+          ++distinct;
+      if (distinct == 1) std::fill(t.missing_before.begin(), t.missing_before.end(), 0);
       return;
     }
     quant::ScaleZeroPoint p =
@@ -457,10 +475,12 @@ class Calibrator {
         for (size_t c = 0; c < w[i].error_sums.size(); ++c) merged[i].error_sums[c].merge(w[i].error_sums[c]);
   }
 
-  // The candidate with the least error sum (the first on ties: for MinMSE the coarsest position).
+  // The candidate with the least error sum (the first on ties: for MinMSE the coarsest position),
+  // of those that do not repeat an earlier one (scored in no pass).
   static void choose_candidate(TensorStats& t) {
     CandidateErrors totals;
-    for (const ExactSum& sum : t.error_sums) totals.push_back(sum.value());
+    for (size_t c = 0; c < t.candidates.size(); ++c)
+      totals.push_back(repeats_earlier(t.candidates, c) ? INFINITY : t.error_sums[c].value());
     t.chosen = least_error(totals);
     t.chosen_pos = quant::scale_to_pos(t.candidates[t.chosen].scale);
   }

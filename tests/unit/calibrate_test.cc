@@ -482,6 +482,36 @@ TEST(Calibrate, LayerWisePercentileKeepsTheTailOfItsLowestCandidate) {
   }
 }
 
+// LayerWisePercentile scores only candidates that quantize differently: a percentile repeated
+// picks what the list without it picks (both orders, with and without outliers), and data whose
+// every candidate falls in the same bin (a third of the values saturated at +-1) needs no pass
+// for errors at all.
+TEST(Calibrate, LayerWisePercentileScoresOnlyCandidatesThatDiffer) {
+  for (float outlier : {0.f, 60.f}) {
+    auto samples = gaussian_samples(4, 5000, 12, outlier);
+    for (const auto& [repeated, plain] :
+         {std::pair<std::vector<double>, std::vector<double>>{{99.99999, 99.9, 99.9}, {99.99999, 99.9}},
+          {{99.9, 99.99999, 99.99999}, {99.9, 99.99999}}}) {
+      CalibOptions o = with_method(Method::LayerWisePercentile);
+      o.percentile_candidates = repeated;
+      CalibrationResult r = run(samples, o);
+      o.percentile_candidates = plain;
+      CalibrationResult p = run(samples, o);
+      for (const char* name : {"x", "y", "z"}) {
+        EXPECT_EQ(r.ranges.at(name).lo, p.ranges.at(name).lo) << name << " " << outlier << " " << repeated[0];
+        EXPECT_EQ(r.ranges.at(name).hi, p.ranges.at(name).hi) << name << " " << outlier << " " << repeated[0];
+      }
+    }
+  }
+  auto saturated = gaussian_samples(4, 5000, 12);
+  for (auto& v : saturated)
+    for (float& x : v) x = std::clamp(x, -1.0f, 1.0f);
+  CalibrationResult r = run(saturated, with_method(Method::LayerWisePercentile));
+  EXPECT_EQ(r.passes, 1);
+  EXPECT_EQ(r.ranges.at("x").hi, 1.0);
+  EXPECT_EQ(r.ranges.at("x").lo, -1.0);
+}
+
 TEST(Calibrate, MinMseMostCommonTakesTheMostFrequentSamplePosition) {
   // Two samples want a fine scale, one a coarse one.
   std::vector<std::vector<float>> samples = {std::vector<float>(100, 0.1f), std::vector<float>(100, 0.1f),
