@@ -105,8 +105,8 @@ namespace {
 // e^2 or |e| summed in double over sixteen lanes (value i in lane i % 16, in order: the compiler
 // vectorises them, and every run sums alike). A division costs several times a multiplication,
 // so q comes from t = x * (1 / s): t is within 3.1 ulp of float(x / s), so rne(t) is its rounding
-// too unless a half-integer lies closer to t than 2^-22 |t| (which also holds every t from 2^21
-// on, NaN and infinity). A block with such a value divides instead.
+// too unless a half-integer lies closer to t than 2^-22 |t| (as one does for every |t| from 2^21
+// up; NaN and infinity count as such too). A block with such a value divides instead.
 template <ErrorMetric kMetric>
 double summed_error(const float* x, size_t n, float s, float zp, float lo, float hi) {
   constexpr size_t kLanes = 16, kBlock = 256;
