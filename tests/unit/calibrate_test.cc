@@ -301,9 +301,10 @@ TEST(Calibrate, MinMseAllPicksTheLeastSquaredErrorPosition) {
 // times). Otherwise the samples scored too narrowly, and only they, are scored again in a second
 // pass, which the log counts: an outlier 8 or 30 times the others in the last sample needs the
 // four before it, or only the first two when the second sample, a sixteenth of the others,
-// showed a spread (the third scored wider); 30 times in the second sample needs the first. A reader that cannot start
-// over gets every position down to each sample's zero position: one pass. The positions are always those of two full
-// passes (more than one worker always makes them) and of the brute force.
+// showed a spread (the samples after it are scored wider); 30 times in the second sample needs
+// the first. A reader that cannot start over gets every position down to each sample's zero
+// position: one pass. The positions are always those of two full passes (more than one worker
+// always makes them) and of the brute force.
 TEST(Calibrate, MinMseAllScoresEarlierSamplesAgainOnlyWhereTheRangeOutgrewThem) {
   struct Case {
     size_t sample;
@@ -681,7 +682,7 @@ TEST(QuantizationError, IsTheSumOverEveryValue) {
 }
 
 // Any scale rounds x / s as the division does, bit for bit: values on and within eight ulps of
-// each half-integer step to 2000 (x * (1 / s) rounds about one in thirty of them the other way),
+// each half-integer step to 2000 (x * (1 / s) rounds some of them the other way),
 // values beyond 2^21 steps and the clip range; each value alone (a block whose other values are
 // far from a half-integer step), and all of them with a tail shorter than a block, summed in the
 // same sixteen lanes. 16-bit clip ranges, so that the steps are not clipped.
@@ -691,9 +692,10 @@ TEST(QuantizationError, AnyScaleRoundsAsTheDivisionDoes) {
     for (int k = -2000; k <= 2000; ++k) {
       const auto tie = static_cast<float>((k + 0.5) * static_cast<double>(s));
       x.push_back(tie);
-      for (float v = tie, w = tie, ulps = 0; ulps < 8; ++ulps) {
-        x.push_back(v = std::nextafter(v, INFINITY));
-        x.push_back(w = std::nextafter(w, -INFINITY));
+      float up = tie, down = tie;
+      for (int ulps = 0; ulps < 8; ++ulps) {
+        x.push_back(up = std::nextafter(up, INFINITY));
+        x.push_back(down = std::nextafter(down, -INFINITY));
       }
     }
     for (float t : {3e6f, -5e6f, 1e9f}) x.push_back(t * s);
