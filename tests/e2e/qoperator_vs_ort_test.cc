@@ -1,13 +1,21 @@
 // QuantFormat.QOperator models of real networks (torchvision exports nobody here wrote): ONNX
 // Runtime (npm onnxruntime-node) loads and runs them, each output agrees with the engine's run of
-// the same model within one quantization step of that output, and (float scales) with the
-// engine's run of the QDQ export of the same plan within one step; python3-onnx's checker passes.
+// the same model within one quantization step of that output, and (float scales) with ONNX
+// Runtime's run of the QDQ export of the same plan within one step; python3-onnx's checker passes.
 //
-// Not held to the QDQ export: power-of-two scales. ORT's QLinearAdd rounds (x / s + zp) where
-// QuantizeLinear rounds x / s and then adds zp; with power-of-two scales the sum of two
-// quantized tensors often lands exactly on a half step, which then rounds the other way when zp
-// is odd, and the residual Adds' one-step flips reach 1-2 steps (resnet18) and 2-3 steps
-// (mobilenet_v2) at the logits. ORT and the engine still agree exactly on the QOperator model.
+// The QDQ export is held to the QOperator one where both run ORT's integer kernels: ORT fuses the
+// QDQ model's DequantizeLinear -> op -> QuantizeLinear into the same QLinearConv, QLinearAdd and
+// QLinearGlobalAveragePool the QOperator export names, so the two can differ only where the exports
+// do (the classifier's Gemm, float in the QOperator model), one step at most. Run op by op in
+// float (the engine's run of the QDQ model), they would not stay within a step: the first Conv's
+// exact integer sum and its float sum round a value near a half step (71.500008 steps on
+// mobilenet_v2) apart, and 52 convolutions and 10 residual Adds carry such flips to several steps
+// at the logits.
+//
+// Not held to the QDQ export: power-of-two scales. ORT's fused run of these untrained networks'
+// int8 power-of-two QDQ models (activations near 1e-10, scales near 2^-40) departs from the ONNX
+// ops' results, by the whole output range on mobilenet_v2; ORT and the engine still agree exactly
+// on the QOperator model.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -68,22 +76,25 @@ TEST_P(QOperatorVsOrt, OrtRunsItAndAgreesWithinOneStep) {
   const ir::Model& planned = q.prepared ? *q.prepared : model;  // the model the plan's names refer to
   quant::QuantConfig qdq_config = config;
   qdq_config.format = quant::QuantFormat::QDQ;
-  ir::Model qdq = quant::export_qdq(planned, q.plan, qdq_config);
+  fs::path qdq_path = dir / "qdq.onnx";
+  ir::save_model(quant::export_qdq(planned, q.plan, qdq_config), qdq_path);
   ir::Model reloaded = ir::load_model(path);
+  ir::Model qdq = ir::load_model(qdq_path);
   for (uint32_t seed : {7u, 8u}) {
     std::map<std::string, ir::Tensor> feeds = testing::random_feeds(reloaded, seed);
     std::vector<ir::Tensor> ort = testing::ort_run(path, reloaded, feeds, dir / std::to_string(seed));
     std::vector<ir::Tensor> engine = testing::run_model(reloaded, feeds);
-    std::vector<ir::Tensor> from_qdq = testing::run_model(qdq, feeds);
+    std::vector<ir::Tensor> ort_qdq = testing::ort_run(qdq_path, qdq, feeds, dir / ("qdq" + std::to_string(seed)));
     ASSERT_EQ(ort.size(), engine.size());
+    ASSERT_EQ(ort.size(), ort_qdq.size());
     for (size_t i = 0; i < ort.size(); ++i) {
       const std::string& name = reloaded.graph->outputs()[i]->name();
       ASSERT_TRUE(q.plan.find(name)) << "output " << name << " is not quantized";
       double step = q.plan.provider(name).params.at(0).scale;
       double vs_ort = testing::max_steps(ort[i], engine[i], step);
-      double vs_qdq = testing::max_steps(from_qdq[i], engine[i], step);
+      double vs_qdq = testing::max_steps(ort_qdq[i], ort[i], step);
       std::cout << c.label << " seed " << seed << " output " << name << ": |ORT - onnxptq| <= " << vs_ort
-                << " steps, |QDQ - QOperator| <= " << vs_qdq << " steps\n";
+                << " steps, |QDQ - QOperator| (both in ORT) <= " << vs_qdq << " steps\n";
       EXPECT_LE(vs_ort, 1.001) << name;
       if (c.compare_with_qdq) {
         EXPECT_LE(vs_qdq, 1.001) << name;

@@ -2,8 +2,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 
 #include "calib/data_reader.h"
 #include "onnxptq/error.h"
@@ -119,6 +122,29 @@ TEST_F(Readers, RandomReaderShapesRangesAndSeeds) {
   EXPECT_EQ(ranged->at("image").dims(), (std::vector<int64_t>{2, 1, 4, 7}));
   for (float v : ranged->at("image").values<float>()) ASSERT_TRUE(v >= -3 && v <= -2);
   for (int64_t v : ranged->at("tokens").values<int64_t>()) ASSERT_TRUE(v >= 10 && v <= 12);
+
+  // float16 values come from 11 bits: none rounds up to 1 (0x3C00) on the way from float.
+  ir::Value* half = tensor_input(g, "half", ir::DataType::Float16, {ir::Dim::of(4096)});
+  std::optional<Feed> half_feed = make_random_reader({half}, {})->next();
+  auto halves = half_feed->at("half").values<uint16_t>();
+  EXPECT_EQ(*std::max_element(halves.begin(), halves.end()), 0x3BFF);  // 1 - 2^-11, the largest below 1
+  // Uniform: the mean of 4096 values within four standard errors (1 / sqrt(12 * 4096)) of 0.5.
+  ir::Value* wide = tensor_input(g, "wide", ir::DataType::Float, {ir::Dim::of(4096)});
+  std::optional<Feed> wide_feed = make_random_reader({wide}, {})->next();
+  auto uniform = wide_feed->at("wide").values<float>();
+  double mean = std::accumulate(uniform.begin(), uniform.end(), 0.0) / 4096;
+  EXPECT_NEAR(mean, 0.5, 4 / std::sqrt(12.0 * 4096));
+  RandomReaderOptions narrow;
+  narrow.ranges["tokens"] = {10.2, 10.8};
+  EXPECT_EQ(error_of([&] {
+              make_random_reader({image, tokens}, narrow)->next();
+            }),
+            "random data range for 'tokens' must hold a whole number and stay within int64");
+  ir::Value* bytes = tensor_input(g, "bytes", ir::DataType::Int8, {ir::Dim::of(4)});
+  RandomReaderOptions beyond;
+  beyond.ranges["bytes"] = {-1, 200};
+  EXPECT_EQ(error_of([&] { make_random_reader({bytes}, beyond)->next(); }),
+            "random data range for 'bytes' must hold a whole number and stay within int8");
 
   RandomReaderOptions bad;
   bad.shapes["image"] = {1, 3, 32, 8};
