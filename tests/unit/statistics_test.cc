@@ -213,6 +213,42 @@ TEST(GridHistogram, KnownFiniteValuesCountAlike) {
   }
 }
 
+// Each value lands in grid bin floor(x / width), worked out here in double (exact: the width is a
+// power of two), clamped to the grid: on and next to every bin edge, zeros of both signs, tiny
+// values whose product with 1 / width underflows (a negative one is in bin -1), subnormals,
+// values beyond the largest |x| the grid was told of, and lengths that end mid-vector.
+TEST(GridHistogram, EachValueLandsInTheBinOfItsExactQuotient) {
+  for (bool abs : {false, true}) {
+    GridHistogram probe(64, abs);
+    probe.add(std::vector<float>{1.f}.data(), 1, 1.0);
+    const double width = probe.width();
+    const auto limit = static_cast<int64_t>(std::lround(2.0 / width));  // the grid spans [-2, 2) or [0, 2)
+    std::vector<float> x;
+    for (int64_t j = -limit; j <= limit; ++j) {
+      auto edge = static_cast<float>(static_cast<double>(j) * width);
+      x.insert(x.end(), {edge, std::nextafter(edge, -INFINITY), std::nextafter(edge, INFINITY)});
+    }
+    x.insert(x.end(), {0.f, -0.f, 1e-45f, -1e-45f, 1e-39f, -1e-39f, 1e-30f, -1e-30f, 5.f, -5.f, 1e30f, -1e30f});
+    for (size_t n : {x.size(), x.size() - 5, size_t{1}, size_t{17}}) {
+      for (bool finite : {false, true}) {
+        GridHistogram grid(64, abs);
+        grid.add(x.data(), n, 1.0, 1, finite);
+        ASSERT_EQ(grid.width(), width);
+        const int64_t bottom = abs ? 0 : -limit;
+        Histogram expected(static_cast<double>(bottom) * width, static_cast<double>(limit) * width,
+                           static_cast<size_t>(limit - bottom));
+        for (size_t i = 0; i < n; ++i) {
+          const double v = abs ? std::fabs(static_cast<double>(x[i])) : static_cast<double>(x[i]);
+          const double bin = std::clamp(std::floor(v / width), static_cast<double>(bottom), static_cast<double>(limit - 1));
+          expected.add_count((bin + 0.5) * width, 1);
+        }
+        EXPECT_EQ(grid.rebin(expected.lo(), expected.hi(), expected.bins()).counts(), expected.counts())
+            << "abs " << abs << ", " << n << " values, finite " << finite;
+      }
+    }
+  }
+}
+
 // A bin takes more values than a 16-bit counter holds, every one of them: 0.5 at every other
 // position (all in one of the two tables the increments alternate between), 2 at the others,
 // over several flushes of the tables and an odd length.
