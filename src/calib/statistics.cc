@@ -433,8 +433,10 @@ struct EntropyWindow {
   const std::vector<uint64_t>& hist;
   const std::vector<double>& below;      // below[k]: the counts of bins [0, k)
   const std::vector<size_t>& filled;     // filled[k]: the bins of [0, k) with a count
-  const std::vector<double>& log_count;  // log of each bin's count (where it has one)
-  const std::vector<double>& inverse_count;  // and its inverse
+  // Of the bins with a count, in order (bin k's at filled[k]): the count, its log and its inverse.
+  const std::vector<double>& count;
+  const std::vector<double>& log_count;
+  const std::vector<double>& inverse_count;
   size_t start, width, per, levels;
 
   size_t level_begin(size_t level) const { return level * per; }
@@ -501,19 +503,29 @@ double window_kl(const EntropyWindow& w) {
   // series of log1p leave out less than x^4 / 4 < 3e-17 (below the rounding of the log itself).
   // The logs of the other bins (the edges, which take the outliers) are computed.
   // Divisions are by multiplying with inverses (within an ulp): they were most of the time.
+  // The inner bins are walked in the list of bins with a count: no test for empty ones.
   const double log_sum = std::log(p_sum), inverse_sum = 1 / p_sum;
-  for (size_t level = 0; level < levels; ++level)
-    for (size_t k = w.level_begin(level); k < w.level_end(level); ++k) {
-      const double c = w.p(k);
-      if (c == 0) continue;
-      double pk = (c - p_take) * inverse_sum;
+  auto add_edge = [&](size_t k, size_t level) {
+    const double c = w.p(k);
+    const double pk = (c - p_take) * inverse_sum;
+    if (c != 0 && pk > 0) kl += pk * (std::log(c - p_take) - log_sum - log_q[level]);
+  };
+  for (size_t level = 0; level < levels; ++level) {
+    size_t begin = w.level_begin(level), end = w.level_end(level);
+    if (begin == end) continue;
+    if (begin == 0) add_edge(begin++, level);
+    const bool high_edge = end == width;
+    end -= high_edge;
+    for (size_t j = w.filled[w.start + begin], last = w.filled[w.start + end]; j < last; ++j) {
+      const double c = w.count[j];
+      const double pk = (c - p_take) * inverse_sum;
       if (pk <= 0) continue;
-      const double x = p_take * w.inverse_count[w.start + k];
-      const double log_taken = k == 0 || k + 1 == width || x >= 1e-4
-                                   ? std::log(c - p_take)
-                                   : w.log_count[w.start + k] - x * (1 + x * (0.5 + x / 3));
+      const double x = p_take * w.inverse_count[j];
+      const double log_taken = x >= 1e-4 ? std::log(c - p_take) : w.log_count[j] - x * (1 + x * (0.5 + x / 3));
       kl += pk * (log_taken - log_sum - log_q[level]);
     }
+    if (high_edge) add_edge(width - 1, level);
+  }
   return kl;
 }
 
@@ -527,20 +539,21 @@ Range entropy_range(const Histogram& h, size_t quantized_bins, double observed_m
   size_t zero = bins / 2;
   size_t best_i = zero;
   double best_kl = std::numeric_limits<double>::infinity();
-  std::vector<double> below(bins + 1, 0.0), log_count(bins, 0.0), inverse_count(bins, 0.0);
+  std::vector<double> below(bins + 1, 0.0), count, log_count, inverse_count;
   std::vector<size_t> filled(bins + 1, 0);
   for (size_t k = 0; k < bins; ++k) {
     below[k + 1] = below[k] + static_cast<double>(hist[k]);
     filled[k + 1] = filled[k] + (hist[k] != 0);
     if (!hist[k]) continue;
-    log_count[k] = std::log(static_cast<double>(hist[k]));
-    inverse_count[k] = 1 / static_cast<double>(hist[k]);
+    count.push_back(static_cast<double>(hist[k]));
+    log_count.push_back(std::log(count.back()));
+    inverse_count.push_back(1 / count.back());
   }
   for (size_t i = std::max<size_t>(quantized_bins / 2, 1); i <= zero; ++i) {
     // Levels merge the window as counted: quantized_bins levels of `per` bins, the last taking the rest.
     const size_t width = 2 * i;
-    double kl = window_kl(
-        {hist, below, filled, log_count, inverse_count, zero - i, width, width / quantized_bins, quantized_bins});
+    double kl = window_kl({hist, below, filled, count, log_count, inverse_count, zero - i, width,
+                           width / quantized_bins, quantized_bins});
     if (kl < best_kl) {
       best_kl = kl;
       best_i = i;
