@@ -72,6 +72,34 @@ int64_t default_dim(size_t index, size_t rank) {
   return 1;
 }
 
+// The values of an integer type, from its lowest to its highest (long double holds them all).
+std::optional<std::pair<long double, long double>> integer_limits(ir::DataType type) {
+  auto of = [](auto zero) {
+    using T = decltype(zero);
+    return std::pair<long double, long double>(std::numeric_limits<T>::lowest(), std::numeric_limits<T>::max());
+  };
+  switch (type) {
+    case ir::DataType::Int8:
+      return of(int8_t{});
+    case ir::DataType::UInt8:
+      return of(uint8_t{});
+    case ir::DataType::Int16:
+      return of(int16_t{});
+    case ir::DataType::UInt16:
+      return of(uint16_t{});
+    case ir::DataType::Int32:
+      return of(int32_t{});
+    case ir::DataType::UInt32:
+      return of(uint32_t{});
+    case ir::DataType::Int64:
+      return of(int64_t{});
+    case ir::DataType::UInt64:
+      return of(uint64_t{});
+    default:
+      return std::nullopt;
+  }
+}
+
 class RandomReader : public DataReader {
  public:
   RandomReader(const std::vector<const ir::Value*>& inputs, RandomReaderOptions options) : options_(std::move(options)) {
@@ -87,6 +115,14 @@ class RandomReader : public DataReader {
     for (const ir::Value* v : inputs) {
       Slot slot{v->name(), v->type.elem_type, {}};
       if (!v->type.is_tensor()) throw Error("random data: input '" + v->name() + "' is not a tensor");
+      auto range = options_.ranges.find(v->name());
+      if (auto limits = integer_limits(slot.type); limits && range != options_.ranges.end()) {
+        const long double first = std::ceil(static_cast<long double>(range->second.first)),
+                          last = std::floor(static_cast<long double>(range->second.second));
+        if (first > last || first < limits->first || last > limits->second)
+          throw Error("random data range for '" + v->name() + "' must hold a whole number and stay within " +
+                      std::string(ir::data_type_name(slot.type)));
+      }
       auto given = options_.shapes.find(v->name());
       if (given != options_.shapes.end()) {
         slot.dims = given->second;
@@ -146,7 +182,7 @@ class RandomReader : public DataReader {
   // `digits`: the precision of the type the values end in (float16's 11 when they go through
   // float), so that values from [0, 1) never round to 1.
   template <class T>
-  static void fill(ir::Tensor& t, const std::string& name, uint64_t stream, const std::pair<double, double>* range,
+  static void fill(ir::Tensor& t, uint64_t stream, const std::pair<double, double>* range,
                    int digits = std::numeric_limits<T>::digits) {
     auto values = t.mutable_values<T>();
     const size_t n = values.size();
@@ -163,12 +199,9 @@ class RandomReader : public DataReader {
       }
     } else {
       if (!range) return;  // as the seeds: integers from [0, 1) are all 0
+      // (The constructor checked that [first, last] holds values of T.)
       const long double first = std::ceil(static_cast<long double>(range->first)),
                         last = std::floor(static_cast<long double>(range->second));
-      if (first > last || first < static_cast<long double>(std::numeric_limits<T>::lowest()) ||
-          last > static_cast<long double>(std::numeric_limits<T>::max()))
-        throw Error("random data range for '" + name + "' must hold a whole number and stay within " +
-                    std::string(ir::data_type_name(t.dtype())));
       // Lemire's multiply-shift into [first, last]: its bias, span / 2^64, is far below anything a
       // calibration could see. The span fits 64 bits: no double range holds all 2^64 values.
       const uint64_t low =
@@ -187,39 +220,39 @@ class RandomReader : public DataReader {
     ir::Tensor t(s.type, s.dims);
     switch (s.type) {
       case ir::DataType::Float:
-        fill<float>(t, s.name, stream, range);
+        fill<float>(t, stream, range);
         break;
       case ir::DataType::Double:
-        fill<double>(t, s.name, stream, range);
+        fill<double>(t, stream, range);
         break;
       case ir::DataType::Int8:
-        fill<int8_t>(t, s.name, stream, range);
+        fill<int8_t>(t, stream, range);
         break;
       case ir::DataType::UInt8:
-        fill<uint8_t>(t, s.name, stream, range);
+        fill<uint8_t>(t, stream, range);
         break;
       case ir::DataType::Int16:
-        fill<int16_t>(t, s.name, stream, range);
+        fill<int16_t>(t, stream, range);
         break;
       case ir::DataType::UInt16:
-        fill<uint16_t>(t, s.name, stream, range);
+        fill<uint16_t>(t, stream, range);
         break;
       case ir::DataType::Int32:
-        fill<int32_t>(t, s.name, stream, range);
+        fill<int32_t>(t, stream, range);
         break;
       case ir::DataType::UInt32:
-        fill<uint32_t>(t, s.name, stream, range);
+        fill<uint32_t>(t, stream, range);
         break;
       case ir::DataType::Int64:
-        fill<int64_t>(t, s.name, stream, range);
+        fill<int64_t>(t, stream, range);
         break;
       case ir::DataType::UInt64:
-        fill<uint64_t>(t, s.name, stream, range);
+        fill<uint64_t>(t, stream, range);
         break;
       case ir::DataType::Bool: break;  // all false
       case ir::DataType::Float16: {
         ir::Tensor f(ir::DataType::Float, s.dims);
-        fill<float>(f, s.name, stream, range, 11);  // float16's digits
+        fill<float>(f, stream, range, 11);  // float16's digits
         ir::Tensor h(ir::DataType::Float16, s.dims);
         auto src = f.values<float>();
         auto dst = h.mutable_values<uint16_t>();
