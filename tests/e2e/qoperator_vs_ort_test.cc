@@ -12,10 +12,12 @@
 // mobilenet_v2) apart, and 52 convolutions and 10 residual Adds carry such flips to several steps
 // at the logits.
 //
-// Not held to the QDQ export: power-of-two scales. ORT's fused run of these untrained networks'
-// int8 power-of-two QDQ models (activations near 1e-10, scales near 2^-40) departs from the ONNX
-// ops' results, by the whole output range on mobilenet_v2; ORT and the engine still agree exactly
-// on the QOperator model.
+// Not held to the QDQ export: power-of-two scales, which on these untrained networks get as small
+// as 2^-30 (activations near 1e-7). ORT's ClipQuantFusion drops a Clip(0, 6) before a
+// QuantizeLinear whose range it takes to cover [0, 6] within float's epsilon, an absolute 1.2e-7:
+// with zero point -1 and scale 2^-30 the range reaches down to -1.18e-7, so negative values pass
+// where the ONNX ops clip them to 0 (mobilenet_v2's features.15, then its logits by their whole
+// range). ORT and the engine still agree exactly on the QOperator model.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
