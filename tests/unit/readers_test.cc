@@ -137,13 +137,13 @@ TEST_F(Readers, RandomReaderShapesRangesAndSeeds) {
   RandomReaderOptions narrow;
   narrow.ranges["tokens"] = {10.2, 10.8};
   EXPECT_EQ(error_of([&] {
-              make_random_reader({image, tokens}, narrow)->next();
+              make_random_reader({image, tokens}, narrow);
             }),
             "random data range for 'tokens' must hold a whole number and stay within int64");
   ir::Value* bytes = tensor_input(g, "bytes", ir::DataType::Int8, {ir::Dim::of(4)});
   RandomReaderOptions beyond;
   beyond.ranges["bytes"] = {-1, 200};
-  EXPECT_EQ(error_of([&] { make_random_reader({bytes}, beyond)->next(); }),
+  EXPECT_EQ(error_of([&] { make_random_reader({bytes}, beyond); }),
             "random data range for 'bytes' must hold a whole number and stay within int8");
 
   RandomReaderOptions bad;

@@ -239,7 +239,8 @@ TEST(GridHistogram, EachValueLandsInTheBinOfItsExactQuotient) {
                            static_cast<size_t>(limit - bottom));
         for (size_t i = 0; i < n; ++i) {
           const double v = abs ? std::fabs(static_cast<double>(x[i])) : static_cast<double>(x[i]);
-          const double bin = std::clamp(std::floor(v / width), static_cast<double>(bottom), static_cast<double>(limit - 1));
+          const double bin =
+              std::clamp(std::floor(v / width), static_cast<double>(bottom), static_cast<double>(limit - 1));
           expected.add_count((bin + 0.5) * width, 1);
         }
         EXPECT_EQ(grid.rebin(expected.lo(), expected.hi(), expected.bins()).counts(), expected.counts())
