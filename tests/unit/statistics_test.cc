@@ -215,24 +215,25 @@ TEST(GridHistogram, KnownFiniteValuesCountAlike) {
 
 // Each value lands in grid bin floor(x / width), worked out here in double (exact: the width is a
 // power of two), clamped to the grid: on and next to every bin edge, zeros of both signs, tiny
-// values whose product with 1 / width underflows (a negative one is in bin -1), subnormals,
-// values beyond the largest |x| the grid was told of, and lengths that end mid-vector.
+// values (a negative one is in bin -1, also where its product with 1 / width underflows to -0, as
+// on the grid of 2^20), subnormals, values beyond the largest |x| the grid was told of, and
+// lengths that end mid-vector. The tests' second executable runs this without AVX-512.
 TEST(GridHistogram, EachValueLandsInTheBinOfItsExactQuotient) {
-  for (bool abs : {false, true}) {
+  for (auto [abs, max] : {std::pair{false, 1.f}, {true, 1.f}, {false, 0x1p20f}, {true, 0x1p20f}}) {
     GridHistogram probe(64, abs);
-    probe.add(std::vector<float>{1.f}.data(), 1, 1.0);
+    probe.add(&max, 1, max);
     const double width = probe.width();
-    const auto limit = static_cast<int64_t>(std::lround(2.0 / width));  // the grid spans [-2, 2) or [0, 2)
+    const auto limit = static_cast<int64_t>(std::lround(2 * max / width));  // the grid spans [-2 max, 2 max)
     std::vector<float> x;
     for (int64_t j = -limit; j <= limit; ++j) {
       auto edge = static_cast<float>(static_cast<double>(j) * width);
       x.insert(x.end(), {edge, std::nextafter(edge, -INFINITY), std::nextafter(edge, INFINITY)});
     }
-    x.insert(x.end(), {0.f, -0.f, 1e-45f, -1e-45f, 1e-39f, -1e-39f, 1e-30f, -1e-30f, 5.f, -5.f, 1e30f, -1e30f});
+    x.insert(x.end(), {0.f, -0.f, 1e-45f, -1e-45f, 1e-39f, -1e-39f, 1e-30f, -1e-30f, 5 * max, -5 * max, 1e30f, -1e30f});
     for (size_t n : {x.size(), x.size() - 5, size_t{1}, size_t{17}}) {
       for (bool finite : {false, true}) {
         GridHistogram grid(64, abs);
-        grid.add(x.data(), n, 1.0, 1, finite);
+        grid.add(x.data(), n, max, 1, finite);
         ASSERT_EQ(grid.width(), width);
         const int64_t bottom = abs ? 0 : -limit;
         Histogram expected(static_cast<double>(bottom) * width, static_cast<double>(limit) * width,
@@ -244,7 +245,7 @@ TEST(GridHistogram, EachValueLandsInTheBinOfItsExactQuotient) {
           expected.add_count((bin + 0.5) * width, 1);
         }
         EXPECT_EQ(grid.rebin(expected.lo(), expected.hi(), expected.bins()).counts(), expected.counts())
-            << "abs " << abs << ", " << n << " values, finite " << finite;
+            << "abs " << abs << ", max " << max << ", " << n << " values, finite " << finite;
       }
     }
   }
