@@ -179,8 +179,7 @@ class RandomReader : public DataReader {
     return z ^ (z >> 31);
   }
 
-  // `digits`: the precision of the type the values end in (float16's 11 when they go through
-  // float), so that values from [0, 1) never round to 1.
+  // `digits`: the precision of the type values from [0, 1) end in, so that none rounds to 1.
   template <class T>
   static void fill(ir::Tensor& t, uint64_t stream, const std::pair<double, double>* range,
                    int digits = std::numeric_limits<T>::digits) {
@@ -252,7 +251,8 @@ class RandomReader : public DataReader {
       case ir::DataType::Bool: break;  // all false
       case ir::DataType::Float16: {
         ir::Tensor f(ir::DataType::Float, s.dims);
-        fill<float>(f, stream, range, 11);  // float16's digits
+        // [0, 1) in float16's 11 digits (none rounds to 1); a range given holds its ends.
+        fill<float>(f, stream, range, range ? std::numeric_limits<float>::digits : 11);
         ir::Tensor h(ir::DataType::Float16, s.dims);
         auto src = f.values<float>();
         auto dst = h.mutable_values<uint16_t>();
