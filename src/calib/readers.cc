@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "calib/data_reader.h"
+#include "engine/kernels/elementwise.h"
 #include "ir/float16.h"
 #include "ir/npy.h"
 #include "onnxptq/error.h"
@@ -217,52 +218,23 @@ class RandomReader : public DataReader {
     auto it = options_.ranges.find(s.name);
     const std::pair<double, double>* range = it == options_.ranges.end() ? nullptr : &it->second;
     ir::Tensor t(s.type, s.dims);
-    switch (s.type) {
-      case ir::DataType::Float:
-        fill<float>(t, stream, range);
-        break;
-      case ir::DataType::Double:
-        fill<double>(t, stream, range);
-        break;
-      case ir::DataType::Int8:
-        fill<int8_t>(t, stream, range);
-        break;
-      case ir::DataType::UInt8:
-        fill<uint8_t>(t, stream, range);
-        break;
-      case ir::DataType::Int16:
-        fill<int16_t>(t, stream, range);
-        break;
-      case ir::DataType::UInt16:
-        fill<uint16_t>(t, stream, range);
-        break;
-      case ir::DataType::Int32:
-        fill<int32_t>(t, stream, range);
-        break;
-      case ir::DataType::UInt32:
-        fill<uint32_t>(t, stream, range);
-        break;
-      case ir::DataType::Int64:
-        fill<int64_t>(t, stream, range);
-        break;
-      case ir::DataType::UInt64:
-        fill<uint64_t>(t, stream, range);
-        break;
-      case ir::DataType::Bool: break;  // all false
-      case ir::DataType::Float16: {
-        ir::Tensor f(ir::DataType::Float, s.dims);
-        // [0, 1) in float16's 11 digits (none rounds to 1); a range given holds its ends.
-        fill<float>(f, stream, range, range ? std::numeric_limits<float>::digits : 11);
-        ir::Tensor h(ir::DataType::Float16, s.dims);
-        auto src = f.values<float>();
-        auto dst = h.mutable_values<uint16_t>();
-        for (size_t i = 0; i < src.size(); ++i) dst[i] = ir::float_to_half(src[i]);
-        return h;
-      }
-      default:
-        throw Error("random data: input '" + s.name + "' is " + std::string(ir::data_type_name(s.type)) +
-                    ", which the random reader does not make");
+    if (s.type == ir::DataType::Bool) return t;  // all false
+    if (s.type == ir::DataType::Float16) {
+      ir::Tensor f(ir::DataType::Float, s.dims);
+      // [0, 1) in float16's 11 digits (none rounds to 1); a range given holds its ends.
+      fill<float>(f, stream, range, range ? std::numeric_limits<float>::digits : 11);
+      ir::Tensor h(ir::DataType::Float16, s.dims);
+      auto src = f.values<float>();
+      auto dst = h.mutable_values<uint16_t>();
+      for (size_t i = 0; i < src.size(); ++i) dst[i] = ir::float_to_half(src[i]);
+      return h;
     }
+    if (s.type != ir::DataType::Float && s.type != ir::DataType::Double && !integer_limits(s.type))
+      throw Error("random data: input '" + s.name + "' is " + std::string(ir::data_type_name(s.type)) +
+                  ", which the random reader does not make");
+    namespace ew = engine::elementwise;
+    ew::visit_type<ew::TypeSet::Numeric>(s.type, "random data",
+                                         [&](auto zero) { fill<decltype(zero)>(t, stream, range); });
     return t;
   }
 
