@@ -1,6 +1,7 @@
 #include "calib/statistics.h"
 
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
 #include <mutex>
@@ -103,90 +104,134 @@ struct GridBins512 {
 };
 #endif
 
-// Counts `data` into `counts` by the bins `bins_of(data, m, index)` writes for a chunk of m values
-// (counts.size(): not counted) where that bin is at least `floor`, and returns how many values it
-// counted (the others, below the floor, only in that total). Every value: a chunk's bins, then
-// the increments.
+// Counts values into `counts` by the bins `bins_of(data, m, index)` writes for a chunk of m values
+// (counts.size(): not counted) where that bin is at least `floor`, and how many values it counted
+// (the others, below the floor, only in that total). Every value: a chunk's bins, then the
+// increments. One counter takes a thread's blocks of a tensor, one after another.
 template <class BinsOf>
-uint64_t count_bins(std::vector<uint64_t>& counts, const float* data, size_t n, const BinsOf& chunk_bins,
-                    int32_t floor) {
-  const BinsOf bins_of = chunk_bins;  // a local copy: its constants stay in registers
-  if (floor > 0) {
-    // Most values are below the floor: a chunk's bins in a vector loop, then increments only for
-    // those that reach it (with AVX-512, sixteen bins compared at once and the hits found in the
-    // bit mask of the comparison).
-    constexpr size_t kChunk = 1024;
-    alignas(64) int32_t index[kChunk];
-    const auto bins = static_cast<int32_t>(counts.size());
-    uint64_t counted = 0;
+class BinCounter {
+ public:
+  // `narrow`: the increments go to two tables of 16-bit counters taking every other value
+  // (8192 counters fit the L1 cache twice; on real activations, many of them in few bins, an
+  // increment waits less often on the previous one to the same counter than with one table),
+  // added to `counts` every 65535 values, before one could overflow; their last counter takes
+  // the values not counted, so that the increments need no test. Not for a few values, where
+  // zeroing and adding up the tables would cost more.
+  BinCounter(std::vector<uint64_t>& counts, const BinsOf& bins_of, int32_t floor, bool narrow)
+      : counts_(counts),
+        bins_of_(bins_of),
+        floor_(floor),
+        tables_(narrow && floor <= 0 ? 2 * (counts.size() + 1) : 0) {}
+  BinCounter(const BinCounter&) = delete;
+  BinCounter& operator=(const BinCounter&) = delete;
+
+  void add(const float* data, size_t n) {
+    if (floor_ > 0) {
+      add_above_floor(data, n);
+      return;
+    }
+    counted_ += n;
+    if (tables_.empty()) {
+      for (size_t start = 0; start < n; start += kChunk) {
+        const size_t m = std::min(kChunk, n - start);
+        bins_of_(data + start, m, index_);
+        for (size_t i = 0; i < m; ++i)
+          if (static_cast<size_t>(index_[i]) < counts_.size()) ++counts_[static_cast<size_t>(index_[i])];
+      }
+      return;
+    }
+    uint16_t* const table0 = tables_.data();
+    uint16_t* const table1 = table0 + counts_.size() + 1;
+    for (size_t start = 0; start < n;) {
+      if (pending_ == kFlush) flush();
+      const size_t m = std::min({kChunk, n - start, kFlush - pending_});
+      bins_of_(data + start, m, index_);
+      size_t i = 0;
+      for (; i + 2 <= m; i += 2) {
+        ++table0[static_cast<size_t>(index_[i])];
+        ++table1[static_cast<size_t>(index_[i + 1])];
+      }
+      for (; i < m; ++i) ++table0[static_cast<size_t>(index_[i])];
+      pending_ += m;
+      start += m;
+    }
+  }
+
+  // Adds what the tables hold to `counts`; returns how many values were counted in all.
+  uint64_t finish() {
+    if (pending_ > 0) flush();
+    return counted_;
+  }
+
+ private:
+  static constexpr size_t kChunk = 1024;
+  static constexpr size_t kFlush = 65535;
+
+  void flush() {
+    const size_t bins = counts_.size();
+    const uint16_t* const table0 = tables_.data();
+    const uint16_t* const table1 = table0 + bins + 1;
+#pragma omp simd
+    for (size_t b = 0; b < bins; ++b) counts_[b] += table0[b] + table1[b];
+    std::fill(tables_.begin(), tables_.end(), uint16_t{0});
+    pending_ = 0;
+  }
+
+  // Most values are below the floor: a chunk's bins in a vector loop, then increments only for
+  // those that reach it (with AVX-512, sixteen bins compared at once and the hits found in the
+  // bit mask of the comparison).
+  void add_above_floor(const float* data, size_t n) {
+    const BinsOf bins_of = bins_of_;  // a local copy: its constants stay in registers
+    const auto bins = static_cast<int32_t>(counts_.size());
     auto count = [&](int32_t j) {
-      ++counted;
-      if (j < bins) ++counts[static_cast<size_t>(j)];
+      ++counted_;
+      if (j < bins) ++counts_[static_cast<size_t>(j)];
     };
     for (size_t start = 0; start < n; start += kChunk) {
       const size_t m = std::min(kChunk, n - start);
-      bins_of(data + start, m, index);
+      bins_of(data + start, m, index_);
       size_t i = 0;
 #if defined(__AVX512F__)
-      const __m512i floor_lanes = _mm512_set1_epi32(floor);
+      const __m512i floor_lanes = _mm512_set1_epi32(floor_);
       for (; i + 16 <= m; i += 16)
-        for (__mmask16 hit = _mm512_cmpge_epi32_mask(_mm512_load_si512(index + i), floor_lanes); hit; hit &= hit - 1)
-          count(index[i + static_cast<size_t>(__builtin_ctz(hit))]);
+        for (__mmask16 hit = _mm512_cmpge_epi32_mask(_mm512_load_si512(index_ + i), floor_lanes); hit; hit &= hit - 1)
+          count(index_[i + static_cast<size_t>(__builtin_ctz(hit))]);
 #endif
       for (; i < m; ++i)
-        if (index[i] >= floor) count(index[i]);
+        if (index_[i] >= floor_) count(index_[i]);
     }
-    return counted;
   }
-  const size_t bins = counts.size();
-  constexpr size_t kChunk = 1024;
-  alignas(64) int32_t index[kChunk];
-  // The increments are most of the time: they go to two tables of 16-bit counters taking every
-  // other value (8192 counters fit the L1 cache twice; on real activations, many of them in few
-  // bins, an increment waits less often on the previous one to the same counter than with one
-  // table), added to `counts` every 65535 values, before one could overflow; their last counter
-  // takes the values not counted, so that the increments need no test. Not for a few values,
-  // where zeroing and adding up the tables would cost more.
-  const bool narrow = n >= 4 * bins;
-  constexpr size_t kFlush = 65535;
-  std::vector<uint16_t> narrow_counts(narrow ? 2 * (bins + 1) : 0);
-  uint16_t* const table0 = narrow_counts.data();
-  uint16_t* const table1 = narrow ? table0 + bins + 1 : nullptr;
-  for (size_t flush = 0; flush < n; flush += kFlush) {
-    const size_t flush_end = std::min(n, flush + kFlush);
-    for (size_t start = flush; start < flush_end; start += kChunk) {
-      size_t m = std::min(kChunk, flush_end - start);
-      bins_of(data + start, m, index);
-      if (narrow) {
-        size_t i = 0;
-        for (; i + 2 <= m; i += 2) {
-          ++table0[static_cast<size_t>(index[i])];
-          ++table1[static_cast<size_t>(index[i + 1])];
-        }
-        for (; i < m; ++i) ++table0[static_cast<size_t>(index[i])];
-      } else {
-        for (size_t i = 0; i < m; ++i)
-          if (static_cast<size_t>(index[i]) < bins) ++counts[static_cast<size_t>(index[i])];
-      }
-    }
-    if (!narrow) continue;
-#pragma omp simd
-    for (size_t b = 0; b < bins; ++b) counts[b] += table0[b] + table1[b];
-    std::fill(narrow_counts.begin(), narrow_counts.end(), uint16_t{0});
-  }
-  return n;
-}
 
-// Counts are integers: each thread counts its share into its own bins, and the sum is exact.
+  std::vector<uint64_t>& counts_;
+  const BinsOf bins_of_;  // a copy: its constants stay in registers
+  const int32_t floor_;
+  std::vector<uint16_t> tables_;
+  size_t pending_ = 0;  // values in the tables
+  uint64_t counted_ = 0;
+  alignas(64) int32_t index_[kChunk];
+};
+
+// Counts are integers: each thread counts into its own bins, and the sum is exact. The threads
+// take blocks of the tensor as they go, so that one slowed by its values (many to one counter)
+// or by the machine does not hold up the other; each keeps its own counter over its blocks.
 template <class BinsOf>
 uint64_t count_split(std::vector<uint64_t>& counts, const float* data, size_t n, int threads, const BinsOf& bins_of,
                      int32_t floor) {
-  if (threads <= 1 || n < 2 * kReduceBlock) return count_bins(counts, data, n, bins_of, floor);
+  const bool narrow = n >= 4 * counts.size();
+  if (threads <= 1 || n < 2 * kReduceBlock) {
+    BinCounter<BinsOf> counter(counts, bins_of, floor, narrow);
+    counter.add(data, n);
+    return counter.finish();
+  }
   std::mutex mutex;
   uint64_t counted = 0;
-  engine::parallel_for(threads, static_cast<int64_t>(n), static_cast<int64_t>(kReduceBlock), [&](int64_t b, int64_t e) {
+  std::atomic<size_t> next{0};
+  engine::parallel_for(threads, threads, 1, [&](int64_t, int64_t) {
     std::vector<uint64_t> own(counts.size(), 0);
-    uint64_t own_counted = count_bins(own, data + b, static_cast<size_t>(e - b), bins_of, floor);
+    BinCounter<BinsOf> counter(own, bins_of, floor, narrow);
+    for (size_t start; (start = next.fetch_add(kReduceBlock)) < n;)
+      counter.add(data + start, std::min(kReduceBlock, n - start));
+    const uint64_t own_counted = counter.finish();
     std::lock_guard<std::mutex> lock(mutex);
     for (size_t i = 0; i < own.size(); ++i) counts[i] += own[i];
     counted += own_counted;
