@@ -33,7 +33,7 @@ struct CalibrateArgs {
   std::string activation_type = "int8";
   std::vector<std::string> op_types;
   int threads = 0;
-  int workers = 1;
+  int workers = 0;  // as many as the threads allow
   bool strict = false;
   bool quiet = false;
   bool no_optimize_model = false;
@@ -151,7 +151,8 @@ void add_calibrate_command(CLI::App& app) {
       ->delimiter(',');
   cmd->add_option("--output,-o", a->output, "JSON file to write (default: standard output)");
   cmd->add_option("--threads", a->threads, "Threads in all (default: every hardware thread)");
-  cmd->add_option("--workers", a->workers, "Samples run at once, sharing the threads (CalibWorkerNum; default 1)");
+  cmd->add_option("--workers", a->workers,
+                  "Samples run at once, sharing the threads (CalibWorkerNum; default 0: one a thread, up to 4)");
   cmd->add_flag("--no-optimize-model", a->no_optimize_model,
                 "Calibrate the model as given, without the preparation passes `quantize` runs first (tensor names "
                 "then are the model's own)");

@@ -59,6 +59,7 @@ std::pair<std::string, nlohmann::json> parse_extra_option(const std::string& tex
 
 quant::QuantConfig config_from(const QuantizeArgs& a) {
   quant::QuantConfig c;
+  c.calib.workers = 0;  // the command's default: as many as the threads allow (CalibWorkerNum can set it)
   if (quant::find_preset(a.config)) {
     quant::apply_preset(c, a.config);  // a preset's name before a file of that name
   } else if (!a.config.empty()) {
@@ -159,7 +160,8 @@ void add_quantize_command(CLI::App& app) {
                   "Write a report as JSON (nodes by op type, float nodes and why, time per phase)");
   cmd->add_flag("--use-external-data-format", a->external_data, "Write the weights to a .data file beside the model");
   cmd->add_option("--threads", a->threads, "Threads in all (default: every hardware thread)");
-  cmd->add_option("--workers", a->workers, "Calibration samples run at once (CalibWorkerNum)");
+  cmd->add_option("--workers", a->workers,
+                  "Calibration samples run at once (CalibWorkerNum; default 0: one a thread, up to 4)");
   cmd->add_flag("--strict", a->strict, "Fail on a calibration sample with NaN or Inf instead of skipping it");
   cmd->add_flag("--quiet", a->quiet, "Print nothing but errors");
   CLI::Option* include_cle = cmd->add_flag(

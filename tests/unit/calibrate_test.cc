@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <set>
+#include <thread>
 
 #include "engine/extrema.h"
 #include "onnxptq/error.h"
@@ -552,6 +554,49 @@ TEST(Calibrate, SameRangesForAnyNumberOfWorkers) {
         EXPECT_EQ(r.pos, m.pos) << method_name(method);
         EXPECT_EQ(r.std, m.std) << method_name(method);
       }
+    }
+  }
+}
+
+// Workers left to calibration (0): one a thread, up to four and up to the samples, each reading on
+// a thread of its own until the reader has no more (the caller's thread reads none); one, on the
+// caller's thread, for a single thread, a single sample, and MinMSE "All" with symmetric ranges
+// (its positions scored in the first pass). The ranges are those of one worker.
+TEST(Calibrate, AutoWorkersRunSamplesOnThreadsOfTheirOwn) {
+  class ThreadsReader : public ListReader {
+   public:
+    using ListReader::ListReader;
+    std::optional<Feed> next() override {
+      readers.insert(std::this_thread::get_id());
+      return ListReader::next();
+    }
+    std::set<std::thread::id> readers;
+  };
+  auto samples = gaussian_samples(6, 700, 9, 7.f);
+  struct Case {
+    Method method;
+    int threads;
+    size_t samples;
+    size_t workers;
+  };
+  for (Case c : {Case{Method::Distribution, 2, 6, 2}, Case{Method::MinMax, 3, 6, 3}, Case{Method::Entropy, 8, 6, 4},
+                 Case{Method::Percentile, 8, 3, 3}, Case{Method::MinMSE, 2, 6, 1}, Case{Method::Distribution, 1, 6, 1},
+                 Case{Method::Distribution, 2, 1, 1}}) {
+    const std::string label = std::string(method_name(c.method)) + ", " + std::to_string(c.threads) + " threads, " +
+                              std::to_string(c.samples) + " samples";
+    std::vector<std::vector<float>> some(samples.begin(), samples.begin() + static_cast<ptrdiff_t>(c.samples));
+    ThreadsReader reader(some);
+    CalibOptions o = with_method(c.method);
+    o.threads = c.threads;
+    o.workers = 0;
+    CalibrationResult r = calibrate(negations(700), {"x", "y", "z"}, reader, o);
+    EXPECT_EQ(reader.readers.count(std::this_thread::get_id()), c.workers > 1 ? 0u : 1u) << label;
+    EXPECT_EQ(reader.readers.size(), c.workers) << label;
+    EXPECT_EQ(r.passes, 1) << label;  // MinMSE: on two workers, a second pass
+    CalibrationResult one = run(some, with_method(c.method));
+    for (const auto& [name, range] : one.ranges) {
+      EXPECT_EQ(r.ranges.at(name).lo, range.lo) << label << " " << name;
+      EXPECT_EQ(r.ranges.at(name).hi, range.hi) << label << " " << name;
     }
   }
 }
