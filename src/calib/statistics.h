@@ -151,6 +151,9 @@ class ExactSum {
 // the whole histogram; the one whose `quantized_bins`-level quantization diverges least from
 // the data wins (the first on ties). Clamped to the observed [min, max].
 Range entropy_range(const Histogram& h, size_t quantized_bins, double observed_min, double observed_max);
+// The divergence of each candidate window, from quantized_bins / 2 bins each side of the middle
+// (at least 1) to the whole histogram: what entropy_range takes the least of.
+std::vector<double> entropy_divergences(const Histogram& h, size_t quantized_bins);
 
 // The value below which `percentile` % of |x| lies, from a histogram of |x| over [0, max|x|]:
 // (-v, v) clamped to the observed [min, max]. The right edge of the bin where the cumulative
