@@ -152,7 +152,8 @@ class ExactSum {
 // the data wins (the first on ties). Clamped to the observed [min, max].
 Range entropy_range(const Histogram& h, size_t quantized_bins, double observed_min, double observed_max);
 // The divergence of each candidate window, from quantized_bins / 2 bins each side of the middle
-// (at least 1) to the whole histogram: what entropy_range takes the least of.
+// (at least 1) to the whole histogram (infinite where smoothing cannot make q a distribution):
+// what entropy_range takes the least of.
 std::vector<double> entropy_divergences(const Histogram& h, size_t quantized_bins);
 
 // The value below which `percentile` % of |x| lies, from a histogram of |x| over [0, max|x|]:
