@@ -568,12 +568,13 @@ struct EntropyWindow {
     if (k + 1 == width) c += outliers_high();
     return c;
   }
+  // Whether an edge bin has data in p only from the outliers folded onto it (widths are even:
+  // the edges are two bins).
+  bool low_edge_only_outliers() const { return hist[start] == 0 && outliers_low() > 0; }
+  bool high_edge_only_outliers() const { return hist[start + width - 1] == 0 && outliers_high() > 0; }
   // The bins with data in p.
   size_t with_data() const {
-    size_t n = sums.filled[start + width] - sums.filled[start];
-    if (hist[start] == 0 && outliers_low() > 0) ++n;  // widths are even: the edges differ
-    if (hist[start + width - 1] == 0 && outliers_high() > 0) ++n;
-    return n;
+    return sums.filled[start + width] - sums.filled[start] + low_edge_only_outliers() + high_edge_only_outliers();
   }
   // What smoothing takes from each of p's counts: eps for each empty bin, shared by the others.
   double p_take() const {
@@ -587,10 +588,8 @@ struct EntropyWindow {
   size_t nonzero(size_t level) const {
     size_t b = level_begin(level), e = level_end(level);
     if (b == e) return 0;  // (levels of no bin when the width is less than the levels)
-    size_t n = sums.filled[start + e] - sums.filled[start + b];
-    if (b == 0 && hist[start] == 0 && outliers_low() > 0) ++n;  // widths are even: the edges differ
-    if (e == width && hist[start + width - 1] == 0 && outliers_high() > 0) ++n;
-    return n;
+    return sums.filled[start + e] - sums.filled[start + b] + (b == 0 && low_edge_only_outliers()) +
+           (e == width && high_edge_only_outliers());
   }
 };
 
@@ -711,6 +710,9 @@ double window_kl(const EntropyWindow& w, LevelScratch& scratch) {
   return kl;
 }
 
+// Half the width of the narrowest window of the entropy search, in bins.
+size_t narrowest_window(size_t quantized_bins) { return std::max<size_t>(quantized_bins / 2, 1); }
+
 }  // namespace
 
 std::vector<double> entropy_divergences(const Histogram& h, size_t quantized_bins) {
@@ -718,7 +720,7 @@ std::vector<double> entropy_divergences(const Histogram& h, size_t quantized_bin
   size_t bins = hist.size();
   if (bins % 2 != 0 || quantized_bins == 0 || quantized_bins > bins)
     throw Error("entropy calibration needs an even bin count of at least num_quantized_bins");
-  const size_t zero = bins / 2, first = std::max<size_t>(quantized_bins / 2, 1);
+  const size_t zero = bins / 2, first = narrowest_window(quantized_bins);
   EntropySums sums(hist);
   // Levels merge the window as counted: quantized_bins levels of `per` bins, the last taking the rest.
   auto window = [&](size_t i) {
@@ -740,7 +742,7 @@ std::vector<double> entropy_divergences(const Histogram& h, size_t quantized_bin
 
 Range entropy_range(const Histogram& h, size_t quantized_bins, double observed_min, double observed_max) {
   const std::vector<double> divergences = entropy_divergences(h, quantized_bins);
-  const size_t zero = h.bins() / 2, first = std::max<size_t>(quantized_bins / 2, 1);
+  const size_t zero = h.bins() / 2, first = narrowest_window(quantized_bins);
   size_t best_i = zero;
   double best_kl = std::numeric_limits<double>::infinity();
   for (size_t i = first; i <= zero; ++i)
