@@ -101,61 +101,83 @@ int pof2_non_overflow_pos(double rmin, double rmax, QRange q, ir::DataType type,
 
 namespace {
 
-// Any scale: the seeds' arithmetic, q = clip(rne(x / s) + zp), e = float32((q - zp) s) - x,
-// e^2 or |e| summed in double over sixteen lanes (value i in lane i % 16, in order: the compiler
-// vectorises them, and every run sums alike). A division costs several times a multiplication,
-// so q comes from t = x * (1 / s): t is within 3.1 ulp of float(x / s), so rne(t) is its rounding
-// too unless a half-integer lies closer to t than 2^-22 |t| (as one does for every |t| from 2^21
-// up; NaN and infinity count as such too). A block with such a value divides instead.
+template <ErrorMetric kMetric>
+inline float accumulate(float sum, float r) {
+  return kMetric == ErrorMetric::Squared ? std::fma(r, r, sum) : sum + std::fabs(r);
+}
+
+// Any scale: the seeds' arithmetic, q = clip(rne(x / s) + zp), e = float32((q - zp) s) - x, in
+// float: e = float32(clip(k, lo - zp, hi - zp) s) - x with k = rne(x / s) (the same integers,
+// exact below 2^24), exact where x is not clipped (Sterbenz: x within half a step of k s) and
+// rounded once where it is. A division costs several times a multiplication, so k comes from
+// t = x * (1 / s): t is within 3.1 ulp of float(x / s), so rne(t) is its rounding too unless a
+// half-integer lies closer to t than 2^-22 |t| (as one does for every |t| from 2^21 up). A block
+// with such a value divides instead. (NaN and infinity give the same e either way.)
+struct AnyScale {
+  float s = 1, inverse = 1, low = 0, high = 0;
+};
+
+// Sixteen lanes' sums of |e| or e^2 over one block of 256 values (count of them; the rest add
+// nothing), as add_float_block sums; false if the block must divide (and then sums is not set).
+template <ErrorMetric kMetric, bool kPartial, bool kDivide>
+bool any_scale_block(float (&sums)[16], const float* block, int count, const AnyScale& a) {
+  constexpr int kLanes = 16, kRows = 16;
+  const float s = a.s, inverse = a.inverse, low = a.low, high = a.high;  // in registers, not re-read
+  float farthest[kLanes];                                                // each lane's largest |t - k| + 2^-22 |t|
+#pragma omp simd simdlen(16)
+  for (int l = 0; l < kLanes; ++l) {
+    float sum = 0, far = 0;
+#pragma GCC unroll 16
+    for (int row = 0; row < kRows; ++row) {
+      const float v = block[row * kLanes + l];
+      float k;
+      if (kDivide) {
+        k = std::nearbyint(v / s);
+      } else {
+        const float t = v * inverse;
+        k = std::nearbyint(t);
+        const float d = std::fma(std::fabs(t), 0x1p-22f, std::fabs(t - k));
+        far = d > far ? d : far;
+      }
+      // Ternaries, not std::min/max: GCC leaves the loop scalar with those.
+      k = k < low ? low : k;
+      k = k > high ? high : k;
+      float e = k * s - v;
+      if (kPartial) e = row * kLanes + l < count ? e : 0.0f;
+      sum = accumulate<kMetric>(sum, e);
+    }
+    sums[l] = sum;
+    farthest[l] = far;
+  }
+  if (kDivide) return true;
+  bool fine = true;
+  for (float far : farthest) fine &= far < 0.5f;
+  return fine;
+}
+
+template <ErrorMetric kMetric, bool kPartial>
+void add_any_scale_block(double (&lanes)[16], const float* block, int count, const AnyScale& a) {
+  float sums[16];
+  if (!any_scale_block<kMetric, kPartial, false>(sums, block, count, a))
+    any_scale_block<kMetric, kPartial, true>(sums, block, count, a);
+  for (int l = 0; l < 16; ++l) lanes[l] += sums[l];
+}
+
 template <ErrorMetric kMetric>
 double summed_error(const float* x, size_t n, float s, float zp, float lo, float hi) {
-  constexpr size_t kLanes = 16, kBlock = 256;
-  const float inverse = 1.0f / s;
-  const bool reciprocal = std::isnormal(s) && std::isnormal(inverse);
-  double lanes[kLanes] = {};
-  alignas(64) float q[kBlock];
-  alignas(64) float padded[kBlock];
-  for (size_t start = 0; start < n; start += kBlock) {
-    const size_t m = std::min(kBlock, n - start);
-    const float* v = x + start;
-    if (m < kBlock) {
-      std::fill(std::copy(v, v + m, padded), padded + kBlock, 0.0f);
-      v = padded;
-    }
-    int divide = !reciprocal;
-    if (reciprocal) {
-#pragma omp simd simdlen(16) reduction(| : divide)
-      for (size_t i = 0; i < kBlock; ++i) {
-        const float t = v[i] * inverse, k = std::nearbyint(t);
-        divide |= !(0.5f - std::fabs(t - k) > std::fabs(t) * 0x1p-22f);
-        q[i] = std::min(std::max(k + zp, lo), hi);
-      }
-    }
-    if (divide) {
-#pragma omp simd simdlen(16)
-      for (size_t i = 0; i < kBlock; ++i) q[i] = std::min(std::max(std::nearbyint(v[i] / s) + zp, lo), hi);
-    }
-    auto add_row = [&](size_t row, auto partial) {
-#pragma omp simd simdlen(16)
-      for (size_t l = 0; l < kLanes; ++l) {
-        const size_t i = row * kLanes + l;
-        const double e = static_cast<double>((q[i] - zp) * s) - static_cast<double>(v[i]);
-        const double term = kMetric == ErrorMetric::Squared ? e * e : std::fabs(e);
-        lanes[l] += decltype(partial)::value && i >= m ? 0.0 : term;
-      }
-    };
-    size_t row = 0;
-    for (; (row + 1) * kLanes <= m; ++row) add_row(row, std::false_type{});
-    if (row * kLanes < m) add_row(row, std::true_type{});
+  constexpr size_t kBlock = 256;
+  const AnyScale a{s, 1.0f / s, lo - zp, hi - zp};
+  double lanes[16] = {};
+  size_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) add_any_scale_block<kMetric, false>(lanes, x + i, kBlock, a);
+  if (i < n) {
+    float rest[kBlock] = {};
+    std::copy(x + i, x + n, rest);
+    add_any_scale_block<kMetric, true>(lanes, rest, static_cast<int>(n - i), a);
   }
   double sum = 0;
   for (double v : lanes) sum += v;
   return sum;
-}
-
-template <ErrorMetric kMetric>
-inline float accumulate(float sum, float r) {
-  return kMetric == ErrorMetric::Squared ? std::fma(r, r, sum) : sum + std::fabs(r);
 }
 
 // Sixteen lanes of float sums over a block of 16 values each (count values; the rest add nothing)

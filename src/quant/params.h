@@ -64,8 +64,9 @@ enum class ErrorMetric { Absolute, Squared };
 
 // The summed error (|e| or e^2) of quantizing x (n values) with `scale` and `zero_point`, clipped
 // to `clip`: q = clip(rne(x / s) + zp), e = float32((q - zp) * s) - x, as the seeds and the
-// runtime ops compute it, summed over fixed lanes (the same on every run): in double, or, for a
-// power-of-two scale, in float over blocks of 16 terms a lane (within 1e-6 of the exact sum).
+// runtime ops compute it (e in float, as numpy does: exact unless x is clipped), summed over
+// fixed lanes (the same on every run), in float over blocks of 16 terms a lane and the blocks in
+// double: within 1e-6 of the exact sum.
 double quantization_error(const float* x, size_t n, double scale, int64_t zero_point, QRange clip, ErrorMetric metric);
 // The squared errors at the power-of-two `positions` (scale 2^-pos) with one zero point and clip
 // range, in that order, each as quantization_error gives it, bit for bit, in one read of the
