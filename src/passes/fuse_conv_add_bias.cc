@@ -1,36 +1,11 @@
 // Folds an Add of a per-output-channel constant ([C,1,1], [1,C,1,1], a scalar) into the bias of the Conv before it.
 #include <unordered_set>
 
+#include "passes/channel_affine.h"
 #include "passes/optimize.h"
 #include "passes/rewrite.h"
 
 namespace onnxptq::passes {
-namespace {
-
-// The constant as one value per output channel of a Conv output of rank `rank` with `channels`
-// channels, when adding it changes neither the output's shape nor differs along anything but
-// the channel axis (1).
-std::optional<std::vector<float>> per_channel(const ir::Tensor& k, size_t rank, int64_t channels) {
-  if (k.rank() > rank) return std::nullopt;  // would add dimensions
-  // k's dimensions line up with the output's last ones (broadcasting).
-  int64_t k_channels = 1;
-  for (size_t i = 0; i < k.rank(); ++i) {
-    size_t axis = rank - k.rank() + i;
-    int64_t d = k.dims()[i];
-    if (axis == 1) {
-      if (d != 1 && d != channels) return std::nullopt;
-      k_channels = d;
-    } else if (d != 1) {
-      return std::nullopt;
-    }
-  }
-  auto values = k.values<float>();
-  std::vector<float> out(channels);
-  for (int64_t c = 0; c < channels; ++c) out[c] = values[k_channels == 1 ? 0 : c];
-  return out;
-}
-
-}  // namespace
 
 bool fuse_conv_add_bias(ir::Model& model, PassContext& context) {
   ir::Graph& graph = *model.graph;
@@ -43,10 +18,10 @@ bool fuse_conv_add_bias(ir::Model& model, PassContext& context) {
     if (!add || !add->output(0) || add->input(0) == add->input(1)) continue;
     size_t other = add->input(0) == conv->output(0) ? 1 : 0;
     const ir::Tensor* k = float_constant_of(add->input(other));
-    const ir::Tensor* w = float_constant_of(conv->input(1));
-    if (!k || !w || w->rank() < 3) continue;
-    int64_t channels = w->dims()[0];
-    std::optional<std::vector<float>> addend = per_channel(*k, w->rank(), channels);
+    std::optional<ChannelLayout> layout = channel_layout(*conv);
+    if (!k || !layout) continue;
+    const int64_t channels = layout->channels;
+    std::optional<std::vector<float>> addend = per_channel(*k, *layout);
     if (!addend) continue;
     std::vector<float> bias(channels, 0.0f);
     if (const ir::Value* b_in = conv->input(2)) {

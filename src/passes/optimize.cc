@@ -12,6 +12,8 @@ const std::vector<PassInfo>& optimization_passes() {
        fold_constants},
       {"eliminate_noop", "remove Reshape, Transpose, Cast, Slice and Pad nodes that change nothing", eliminate_noop},
       {"fold_batch_norm", "fold BatchNormalization into the Conv, ConvTranspose or Gemm before it", fold_batch_norm},
+      {"fold_channel_mul", "fold a Mul by a per-channel constant into the Conv, ConvTranspose or Gemm before it",
+       fold_channel_mul},
       {"fuse_conv_add_bias", "fold an Add of a per-channel constant into the Conv bias before it", fuse_conv_add_bias},
       {"fuse_matmul_add_gemm", "MatMul of a 2-D input and a constant, plus a constant Add, into Gemm",
        fuse_matmul_add_gemm},

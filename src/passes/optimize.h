@@ -12,6 +12,7 @@ bool eliminate_identity(ir::Model& model, PassContext& context);
 bool eliminate_noop(ir::Model& model, PassContext& context);
 bool fold_constants(ir::Model& model, PassContext& context);
 bool fold_batch_norm(ir::Model& model, PassContext& context);
+bool fold_channel_mul(ir::Model& model, PassContext& context);
 bool convert_bn_to_conv(ir::Model& model, PassContext& context);
 bool fuse_conv_add_bias(ir::Model& model, PassContext& context);
 bool fuse_matmul_add_gemm(ir::Model& model, PassContext& context);

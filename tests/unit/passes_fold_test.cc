@@ -1,4 +1,4 @@
-// The passes that fold constants into others: fold_constants, fold_batch_norm,
+// The passes that fold constants into others: fold_constants, fold_batch_norm, fold_channel_mul,
 // convert_bn_to_conv, fuse_conv_add_bias. Each runs on a small built graph; the engine's outputs
 // before and after must agree and the graph must have changed as the pass claims.
 #include <gtest/gtest.h>
@@ -155,6 +155,58 @@ TEST(FoldBatchNorm, SharedWeightIsCopiedNotChanged) {
   ir::Model after = run_pass_checked(m, fold_batch_norm, true);
   EXPECT_EQ(count_ops(after, "BatchNormalization"), 0u);
   EXPECT_EQ(after.graph->find_value("w")->uses().size(), 1u);
+}
+
+// K [1] * Conv (PaddlePaddle's scale layer: the constant first), Conv (no bias) * K [1,C,1,1],
+// ConvTranspose (2 groups) * K [C,1,1] and Gemm * K [N] fold, and a Conv without a bias stays
+// without one; K [1,C,4,4] (varies over space), a Conv output read twice, and a Mul of two
+// computed values do not.
+TEST(FoldChannelMul, FoldsPerChannelConstantsIntoTheWeights) {
+  ir::Model m;
+  m.set_opset("", 13);
+  ir::Graph& g = *m.graph;
+  ir::Value* x = add_float_value(g, "x", {1, 4, 4, 4});
+  g.add_input(x);
+  auto node = [&](const std::string& op, std::vector<ir::Value*> in, const std::string& out) {
+    ir::Value* v = g.add_value(out);
+    g.add_node(op, std::move(in), {v}, out);
+    return v;
+  };
+  auto output = [&](const std::string& op, std::vector<ir::Value*> in, const std::string& out) {
+    ir::Value* v = node(op, std::move(in), out);
+    g.add_output(v);
+    return v;
+  };
+  auto weights = [&](const std::string& name, std::vector<int64_t> dims, uint32_t seed) {
+    return add_random_initializer(g, name, std::move(dims), seed);
+  };
+  ir::Value* c1 = node("Conv", {x, weights("w1", {5, 4, 1, 1}, 1), weights("b1", {5}, 2)}, "c1");
+  output("Mul", {weights("k1", {1}, 3), c1}, "y1");
+  ir::Value* c2 = node("Conv", {x, weights("w2", {5, 4, 3, 3}, 4)}, "c2");
+  output("Mul", {c2, weights("k2", {1, 5, 1, 1}, 5)}, "y2");
+  ir::Value* d = node("ConvTranspose", {x, weights("wd", {4, 3, 2, 2}, 6), weights("bd", {6}, 7)}, "d");
+  d->producer()->set_attribute(ir::Attribute::of_int("group", 2));
+  output("Mul", {d, weights("kd", {6, 1, 1}, 8)}, "yd");
+  ir::Value* flat = node("Flatten", {x}, "flat");
+  ir::Value* gm = node("Gemm", {flat, weights("wg", {64, 7}, 9), weights("bg", {7}, 10)}, "gm");
+  output("Mul", {gm, weights("kg", {7}, 11)}, "yg");
+  ir::Value* c3 = node("Conv", {x, weights("w3", {5, 4, 3, 3}, 12)}, "c3");
+  c3->producer()->set_attribute(ir::Attribute::of_ints("pads", {1, 1, 1, 1}));
+  output("Mul", {c3, weights("k3", {1, 5, 4, 4}, 13)}, "y3");
+  ir::Value* c4 = node("Conv", {x, weights("w4", {5, 4, 1, 1}, 14)}, "c4");
+  output("Mul", {c4, weights("k4", {1}, 15)}, "y4");
+  output("Relu", {c4}, "y4_relu");
+  ir::Value* c5 = node("Conv", {x, weights("w5", {4, 4, 1, 1}, 16)}, "c5");
+  output("Mul", {c5, x}, "y5");
+  ir::Model after = run_pass_checked(m, fold_channel_mul, true);
+  EXPECT_EQ(count_ops(after, "Mul"), 3u);
+  for (const char* y : {"y1", "y2", "yd", "yg"}) {
+    const ir::Node* producer = after.graph->find_value(y)->producer();
+    EXPECT_NE(producer->op_type, "Mul") << y;
+    EXPECT_EQ(producer->input(1)->uses().size(), 1u) << y;
+  }
+  EXPECT_EQ(after.graph->find_value("y2")->producer()->input(2), nullptr);
+  for (const char* y : {"y3", "y4", "y5"}) EXPECT_EQ(after.graph->find_value(y)->producer()->op_type, "Mul") << y;
 }
 
 // A BN on a 4-D value (after a Relu, so nothing to fold into) becomes a depthwise 1x1 Conv with

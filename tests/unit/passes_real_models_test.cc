@@ -129,6 +129,20 @@ TEST(PassesOnRealModels, FoldBatchNormPpOcr) {
   }
 }
 
+// det: PaddlePaddle's scale layers, K * Conv + B with K and B of shape [1], after 28 of its 62
+// Convs (counted with the onnx package): the Mul folds into the Conv's weights, then the Add
+// into its bias.
+TEST(PassesOnRealModels, FoldChannelMulPpOcrDet) {
+  ir::Model before = load(kDet);
+  ir::Model after = ir::clone_model(before);
+  const size_t muls = count_ops(before, "Mul"), adds = count_ops(before, "Add");
+  Checked c = run_and_compare(before, after, kDet, {fold_channel_mul, fuse_conv_add_bias});
+  EXPECT_TRUE(c.changed);
+  EXPECT_LE(c.diff, 1e-5);
+  EXPECT_EQ(count_ops(after, "Mul"), muls - 28);
+  EXPECT_EQ(count_ops(after, "Add"), adds - 28);
+}
+
 // det's BN after an Add (its input's rank known from shape inference) becomes a Conv.
 TEST(PassesOnRealModels, ConvertBnToConvPpOcrDet) {
   ir::Model before = load(kDet);
