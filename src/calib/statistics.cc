@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <bit>
+#include <cfloat>
 #include <cmath>
 #include <mutex>
 #include <numeric>
@@ -106,8 +107,9 @@ struct GridBins512 {
 
 // Counts values into `counts` by the bins `bins_of(data, m, index)` writes for a chunk of m values
 // (counts.size(): not counted) where that bin is at least `floor`, and how many values it counted
-// (the others, below the floor, only in that total). Every value: a chunk's bins, then the
-// increments. One counter takes a thread's blocks of a tensor, one after another.
+// (the others, below the floor, only in that total); values with |x| < value_floor have bins
+// below the floor (0: none known to). Every value: a chunk's bins, then the increments. One
+// counter takes a thread's blocks of a tensor, one after another.
 template <class BinsOf>
 class BinCounter {
  public:
@@ -117,10 +119,11 @@ class BinCounter {
   // added to `counts` every 65535 values, before one could overflow; their last counter takes
   // the values not counted, so that the increments need no test. Not for a few values, where
   // zeroing and adding up the tables would cost more.
-  BinCounter(std::vector<uint64_t>& counts, const BinsOf& bins_of, int32_t floor, bool narrow)
+  BinCounter(std::vector<uint64_t>& counts, const BinsOf& bins_of, int32_t floor, float value_floor, bool narrow)
       : counts_(counts),
         bins_of_(bins_of),
         floor_(floor),
+        value_floor_(value_floor),
         tables_(narrow && floor <= 0 ? 2 * (counts.size() + 1) : 0) {}
   BinCounter(const BinCounter&) = delete;
   BinCounter& operator=(const BinCounter&) = delete;
@@ -177,9 +180,9 @@ class BinCounter {
     pending_ = 0;
   }
 
-  // Most values are below the floor: a chunk's bins in a vector loop, then increments only for
-  // those that reach it (with AVX-512, sixteen bins compared at once and the hits found in the
-  // bit mask of the comparison).
+  // Most values are below the floor, and |x| < value_floor_ tells so without their bins: with
+  // AVX-512, sixteen values compared at once, and their bins only if one of them may reach the
+  // floor (or is NaN), the hits found in the bit mask of the bins' comparison.
   void add_above_floor(const float* data, size_t n) {
     const BinsOf bins_of = bins_of_;  // a local copy: its constants stay in registers
     const auto bins = static_cast<int32_t>(counts_.size());
@@ -187,24 +190,29 @@ class BinCounter {
       ++counted_;
       if (j < bins) ++counts_[static_cast<size_t>(j)];
     };
-    for (size_t start = 0; start < n; start += kChunk) {
+    size_t i = 0;
+#if defined(__AVX512F__)
+    const __m512 value_floor = _mm512_set1_ps(value_floor_);
+    const __m512i floor_lanes = _mm512_set1_epi32(floor_);
+    for (; i + 16 <= n; i += 16) {
+      if (!_mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_loadu_ps(data + i)), value_floor, _CMP_NLT_UQ)) continue;
+      bins_of(data + i, 16, index_);
+      for (__mmask16 hit = _mm512_cmpge_epi32_mask(_mm512_load_si512(index_), floor_lanes); hit; hit &= hit - 1)
+        count(index_[__builtin_ctz(hit)]);
+    }
+#endif
+    for (size_t start = i; start < n; start += kChunk) {
       const size_t m = std::min(kChunk, n - start);
       bins_of(data + start, m, index_);
-      size_t i = 0;
-#if defined(__AVX512F__)
-      const __m512i floor_lanes = _mm512_set1_epi32(floor_);
-      for (; i + 16 <= m; i += 16)
-        for (__mmask16 hit = _mm512_cmpge_epi32_mask(_mm512_load_si512(index_ + i), floor_lanes); hit; hit &= hit - 1)
-          count(index_[i + static_cast<size_t>(__builtin_ctz(hit))]);
-#endif
-      for (; i < m; ++i)
-        if (index_[i] >= floor_) count(index_[i]);
+      for (size_t j = 0; j < m; ++j)
+        if (index_[j] >= floor_) count(index_[j]);
     }
   }
 
   std::vector<uint64_t>& counts_;
   const BinsOf bins_of_;  // a copy: its constants stay in registers
   const int32_t floor_;
+  const float value_floor_;
   std::vector<uint16_t> tables_;
   size_t pending_ = 0;  // values in the tables
   uint64_t counted_ = 0;
@@ -216,10 +224,10 @@ class BinCounter {
 // or by the machine does not hold up the other; each keeps its own counter over its blocks.
 template <class BinsOf>
 uint64_t count_split(std::vector<uint64_t>& counts, const float* data, size_t n, int threads, const BinsOf& bins_of,
-                     int32_t floor) {
+                     int32_t floor, float value_floor) {
   const bool narrow = n >= 4 * counts.size();
   if (threads <= 1 || n < 2 * kReduceBlock) {
-    BinCounter<BinsOf> counter(counts, bins_of, floor, narrow);
+    BinCounter<BinsOf> counter(counts, bins_of, floor, value_floor, narrow);
     counter.add(data, n);
     return counter.finish();
   }
@@ -228,7 +236,7 @@ uint64_t count_split(std::vector<uint64_t>& counts, const float* data, size_t n,
   std::atomic<size_t> next{0};
   engine::parallel_for(threads, threads, 1, [&](int64_t, int64_t) {
     std::vector<uint64_t> own(counts.size(), 0);
-    BinCounter<BinsOf> counter(own, bins_of, floor, narrow);
+    BinCounter<BinsOf> counter(own, bins_of, floor, value_floor, narrow);
     for (size_t start; (start = next.fetch_add(kReduceBlock)) < n;)
       counter.add(data + start, std::min(kReduceBlock, n - start));
     const uint64_t own_counted = counter.finish();
@@ -336,13 +344,19 @@ void GridHistogram::add(const float* data, size_t n, double max_abs, int threads
     const auto offset = static_cast<int32_t>(abs_ ? 0 : limit_);
     const auto uncounted = static_cast<int32_t>(counts_.size());
     const auto floor = static_cast<int32_t>(floor_);
+    // |x| < floor * 2^k has |x| * 2^-k < floor (exact, or below the normal range), so a bin below
+    // the floor (float's largest finite value where that product is not one).
+    const float value_floor =
+        kAbs && floor > 0
+            ? static_cast<float>(std::min(std::ldexp(static_cast<double>(floor), k_), static_cast<double>(FLT_MAX)))
+            : 0.0f;
 #if defined(__AVX512F__)
     if constexpr (std::is_same_v<T, float>)
       return count_split(
           counts_, data, n, threads,
           GridBins512<kAbs, kAllFinite>{scale, static_cast<float>(offset), bottom + static_cast<float>(offset),
                                         top + static_cast<float>(offset), uncounted},
-          floor);
+          floor, value_floor);
 #endif
     auto bin_of = [=](float x) {
       const bool finite = kAllFinite || std::fabs(x) < HUGE_VALF;
@@ -353,7 +367,7 @@ void GridHistogram::add(const float* data, size_t n, double max_abs, int threads
       v = v > bottom ? v : bottom;  // only if max_abs was short of the data
       return finite ? static_cast<int32_t>(v) + offset : uncounted;
     };
-    return count_split(counts_, data, n, threads, EachValue<decltype(bin_of)>{bin_of}, floor);
+    return count_split(counts_, data, n, threads, EachValue<decltype(bin_of)>{bin_of}, floor, value_floor);
   };
   auto count_checked = [&](auto zero, auto abs_tag) {
     return all_finite ? count_as(zero, abs_tag, std::true_type{}) : count_as(zero, abs_tag, std::false_type{});

@@ -1,8 +1,8 @@
 // Folds a Mul by a per-output-channel constant (a scalar, [1], [C,1,1], [1,C,1,1]; either operand
 // order) into the weights and bias of the Conv, ConvTranspose or Gemm before it. ONNX Runtime's
 // ConvMulFusion takes only Conv * K with K a scalar or [C,1,1]; PaddlePaddle exports scale
-// layers as K * Conv with K of shape [1] (the PP-OCRv4 detector has 62), and each one left is
-// one more tensor to calibrate and quantize.
+// layers as K * Conv with K of shape [1] (the PP-OCRv4 detector has 28 after Convs), and each one
+// left is one more tensor to calibrate and quantize.
 #include "passes/channel_affine.h"
 #include "passes/optimize.h"
 #include "passes/rewrite.h"

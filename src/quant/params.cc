@@ -156,9 +156,9 @@ bool any_scale_block(float (&sums)[16], const float* block, int count, const Any
 }
 
 template <ErrorMetric kMetric, bool kPartial>
-void add_any_scale_block(double (&lanes)[16], const float* block, int count, const AnyScale& a) {
+void add_any_scale_block(double (&lanes)[16], const float* block, int count, const AnyScale& a, bool reciprocal) {
   float sums[16];
-  if (!any_scale_block<kMetric, kPartial, false>(sums, block, count, a))
+  if (!reciprocal || !any_scale_block<kMetric, kPartial, false>(sums, block, count, a))
     any_scale_block<kMetric, kPartial, true>(sums, block, count, a);
   for (int l = 0; l < 16; ++l) lanes[l] += sums[l];
 }
@@ -167,13 +167,15 @@ template <ErrorMetric kMetric>
 double summed_error(const float* x, size_t n, float s, float zp, float lo, float hi) {
   constexpr size_t kBlock = 256;
   const AnyScale a{s, 1.0f / s, lo - zp, hi - zp};
+  // A scale or inverse that is no normal float puts t further from x / s: every block divides.
+  const bool reciprocal = std::isnormal(a.s) && std::isnormal(a.inverse);
   double lanes[16] = {};
   size_t i = 0;
-  for (; i + kBlock <= n; i += kBlock) add_any_scale_block<kMetric, false>(lanes, x + i, kBlock, a);
+  for (; i + kBlock <= n; i += kBlock) add_any_scale_block<kMetric, false>(lanes, x + i, kBlock, a, reciprocal);
   if (i < n) {
     float rest[kBlock] = {};
     std::copy(x + i, x + n, rest);
-    add_any_scale_block<kMetric, true>(lanes, rest, static_cast<int>(n - i), a);
+    add_any_scale_block<kMetric, true>(lanes, rest, static_cast<int>(n - i), a, reciprocal);
   }
   double sum = 0;
   for (double v : lanes) sum += v;

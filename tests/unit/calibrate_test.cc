@@ -767,6 +767,22 @@ TEST(QuantizationError, AnyScaleRoundsAsTheDivisionDoes) {
   }
 }
 
+// A scale that is no normal float (1e-40: its inverse is infinite) or whose inverse is none
+// (2e38) rounds as the division does too: values at and between half-integer steps, and 0.
+TEST(QuantizationError, ScalesWithoutANormalInverseRoundAsTheDivisionDoes) {
+  for (float s : {1e-40f, 2e38f}) {
+    std::vector<float> x = {0.0f};
+    for (double step : {-1.0, -0.75, -0.5, -0.25, 0.25, 0.5, 0.75, 1.0}) x.push_back(static_cast<float>(step * s));
+    for (auto metric : {quant::ErrorMetric::Squared, quant::ErrorMetric::Absolute})
+      for (float v : x) {
+        float q = std::clamp(std::nearbyint(v / s), -128.0f, 127.0f);
+        float e = q * s - v;
+        double expected = metric == quant::ErrorMetric::Squared ? e * e : std::fabs(e);
+        EXPECT_EQ(quant::quantization_error(&v, 1, s, 0, {-128, 127}, metric), expected) << s << " " << v;
+      }
+  }
+}
+
 // Every position's squared error at once is each one's quantization_error, bit for bit: positions
 // where every value rounds to 0, where none is clipped, where some are, and where the scale or its
 // inverse is no normal float; int8, uint8 with zero point 128, int16 and a 32-bit clip range (where

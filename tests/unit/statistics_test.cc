@@ -319,6 +319,37 @@ TEST(GridHistogram, AFloorKeepsTheTailExact) {
   EXPECT_EQ(full.below_floor(), 0u);
 }
 
+// Every value from the floor's lower edge up counts, whatever the others in its group of sixteen
+// (those are skipped together when all are below the floor): four alike samples (the floor stays
+// where the first put it), each with every grid edge from 1 to 5 as a value among fifteen zeros,
+// and a NaN so (in no bin, but not below the floor either).
+TEST(GridHistogram, AFloorCountsEveryValueFromItsEdgeUp) {
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0, 1);
+  GridHistogram full(256, true), tail(256, true, 0.02);
+  for (int s = 0; s < 4; ++s) {
+    std::vector<float> x(70000);  // a multiple of 16
+    for (float& v : x) v = std::clamp(normal(rng), -4.5f, 4.5f);
+    for (int j = 128; j <= 640; ++j) {  // 1 to 5 in steps of 2^-7, the grid's width for |x| < 8
+      x.push_back(std::ldexp(static_cast<float>(j), -7));
+      x.insert(x.end(), 15, 0.0f);
+    }
+    x.push_back(NAN);
+    x.insert(x.end(), 15, 0.0f);
+    full.add(x.data(), x.size(), 5.0);
+    tail.add(x.data(), x.size(), 5.0, s % 2 ? 2 : 1);
+  }
+  ASSERT_EQ(tail.width(), std::ldexp(1.0, -7));
+  ASSERT_GT(tail.below_floor(), 0u);
+  const Histogram h = tail.rebin(0, 1024 * tail.width(), 1024), expected = full.rebin(0, 1024 * tail.width(), 1024);
+  size_t lumped = 0;  // the bin the values below the floor went to
+  while (h.counts()[lumped] == 0) ++lumped;
+  ASSERT_GT(lumped, 128u);
+  ASSERT_LT(lumped, 640u);
+  EXPECT_EQ(h.total(), expected.total());
+  for (size_t i = lumped + 1; i < 1024; ++i) ASSERT_EQ(h.counts()[i], expected.counts()[i]) << i;
+}
+
 // Rebinned, the grid's counts are numpy's over the final range but for values within a grid
 // bin of a bin edge, and the grid is at least 2x finer than the bins.
 TEST_F(Numpy, GridHistogramRebinnedIsNumpysUpToAGridBin) {
