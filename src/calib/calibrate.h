@@ -55,7 +55,8 @@ struct CalibOptions {
   int threads = 0;  // engine threads in all (0: every hardware thread)
   // Samples run at once, each on threads / workers threads. 0: as many as there are threads, up
   // to 4 (each worker holds one sample's tensors; one for MinMSE "All" with symmetric ranges,
-  // whose first pass scores its positions only on one worker). 1 is CalibWorkerNum's default.
+  // whose first pass scores its positions only on one worker, and for LayerWisePercentile). 1 is
+  // CalibWorkerNum's default.
   int workers = 1;
   bool strict = false;  // a sample with NaN or Inf fails the run instead of being skipped
   // Progress and warnings (a pass starting, a sample skipped); default: nothing.

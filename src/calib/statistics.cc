@@ -344,8 +344,8 @@ void GridHistogram::add(const float* data, size_t n, double max_abs, int threads
     const auto offset = static_cast<int32_t>(abs_ ? 0 : limit_);
     const auto uncounted = static_cast<int32_t>(counts_.size());
     const auto floor = static_cast<int32_t>(floor_);
-    // |x| < floor * 2^k has |x| * 2^-k < floor (exact, or below the normal range), so a bin below
-    // the floor (float's largest finite value where that product is not one).
+    // |x| < floor * 2^k means |x| * 2^-k < floor: a bin below the floor. As a float, the nearest
+    // (no float lies between the two), and at most the largest finite one.
     const float value_floor =
         kAbs && floor > 0
             ? static_cast<float>(std::min(std::ldexp(static_cast<double>(floor), k_), static_cast<double>(FLT_MAX)))
