@@ -11,7 +11,8 @@ the same N, `node tests/oracle/ort_run.js MODEL --random 0 --repeat N` (N plain 
 on ONNX Runtime's CPU provider, one warm-up run). Both are whole processes: model loading and
 session creation count on both sides. Prints a markdown table: wall seconds of each, their ratio
 (calibration / ORT inference), the number of passes over the data, and the peak RSS of the
-calibration process (ru_maxrss), with its ratio to the 10-sample run of the same method.
+calibration process (ru_maxrss), with its ratio to the 10-sample run of the same method (a run of
+its own, not printed, when 10 is not the first sample count asked for).
 """
 import argparse
 import json
@@ -61,18 +62,23 @@ def main():
     for name in names:
         template, input_name, shape = MODELS[name]
         model = template.format(models=models_dir)
+        counts = [int(s) for s in args.samples.split(",")]
         ort_seconds = {}
-        for n in [int(s) for s in args.samples.split(",")]:
+        for n in counts:
             wall, _, _ = run_measured(["node", os.path.join(ROOT, "tests/oracle/ort_run.js"), model, "--random", "0",
                                     "--shape", f"{input_name}={shape}", "--repeat", str(n), "--warmup", "1",
                                     "--threads", str(args.threads), "--json"])
             ort_seconds[n] = wall
         for method in args.methods.split(","):
-            base_rss = None
-            for n in [int(s) for s in args.samples.split(",")]:
-                wall, rss, out = run_measured([os.path.join(args.build, "onnxptq"), "calibrate", model, "--random", str(n),
-                                                   "--random-shape", f"{input_name}={shape}", "--method", method,
-                                                   "--threads", str(args.threads), "--quiet"])
+            def calibrate(n):
+                return run_measured([os.path.join(args.build, "onnxptq"), "calibrate", model, "--random", str(n),
+                                     "--random-shape", f"{input_name}={shape}", "--method", method,
+                                     "--threads", str(args.threads), "--quiet"])
+            # The memory column is against a 10-sample run: a separate one (not printed) unless it
+            # comes first.
+            base_rss = None if counts[0] == 10 else calibrate(10)[1]
+            for n in counts:
+                wall, rss, out = calibrate(n)
                 result = json.loads(out)
                 base_rss = base_rss or rss
                 print(f"| {name} | {method} | {n} | {result['passes']} | {wall:.2f} | {ort_seconds[n]:.2f} | "
