@@ -106,82 +106,6 @@ inline float accumulate(float sum, float r) {
   return kMetric == ErrorMetric::Squared ? std::fma(r, r, sum) : sum + std::fabs(r);
 }
 
-// Any scale: the seeds' arithmetic, q = clip(rne(x / s) + zp), e = float32((q - zp) s) - x, in
-// float: e = float32(clip(k, lo - zp, hi - zp) s) - x with k = rne(x / s) (the same integers,
-// exact below 2^24), exact where x is not clipped (Sterbenz: x within half a step of k s) and
-// rounded once where it is. A division costs several times a multiplication, so k comes from
-// t = x * (1 / s): t is within 3.1 ulp of float(x / s), so rne(t) is its rounding too unless a
-// half-integer lies closer to t than 2^-22 |t| (as one does for every |t| from 2^21 up). A block
-// with such a value divides instead. (NaN and infinity give the same e either way.)
-struct AnyScale {
-  float s = 1, inverse = 1, low = 0, high = 0;
-};
-
-// Sixteen lanes' sums of |e| or e^2 over one block of 256 values (count of them; the rest add
-// nothing), as add_float_block sums; false if the block must divide (and then sums is not set).
-template <ErrorMetric kMetric, bool kPartial, bool kDivide>
-bool any_scale_block(float (&sums)[16], const float* block, int count, const AnyScale& a) {
-  constexpr int kLanes = 16, kRows = 16;
-  const float s = a.s, inverse = a.inverse, low = a.low, high = a.high;  // in registers, not re-read
-  float farthest[kLanes];                                                // each lane's largest |t - k| + 2^-22 |t|
-#pragma omp simd simdlen(16)
-  for (int l = 0; l < kLanes; ++l) {
-    float sum = 0, far = 0;
-#pragma GCC unroll 16
-    for (int row = 0; row < kRows; ++row) {
-      const float v = block[row * kLanes + l];
-      float k;
-      if (kDivide) {
-        k = std::nearbyint(v / s);
-      } else {
-        const float t = v * inverse;
-        k = std::nearbyint(t);
-        const float d = std::fma(std::fabs(t), 0x1p-22f, std::fabs(t - k));
-        far = d > far ? d : far;
-      }
-      // Ternaries, not std::min/max: GCC leaves the loop scalar with those.
-      k = k < low ? low : k;
-      k = k > high ? high : k;
-      float e = k * s - v;
-      if (kPartial) e = row * kLanes + l < count ? e : 0.0f;
-      sum = accumulate<kMetric>(sum, e);
-    }
-    sums[l] = sum;
-    farthest[l] = far;
-  }
-  if (kDivide) return true;
-  bool fine = true;
-  for (float far : farthest) fine &= far < 0.5f;
-  return fine;
-}
-
-template <ErrorMetric kMetric, bool kPartial>
-void add_any_scale_block(double (&lanes)[16], const float* block, int count, const AnyScale& a, bool reciprocal) {
-  float sums[16];
-  if (!reciprocal || !any_scale_block<kMetric, kPartial, false>(sums, block, count, a))
-    any_scale_block<kMetric, kPartial, true>(sums, block, count, a);
-  for (int l = 0; l < 16; ++l) lanes[l] += sums[l];
-}
-
-template <ErrorMetric kMetric>
-double summed_error(const float* x, size_t n, float s, float zp, float lo, float hi) {
-  constexpr size_t kBlock = 256;
-  const AnyScale a{s, 1.0f / s, lo - zp, hi - zp};
-  // A scale or inverse that is no normal float puts t further from x / s: every block divides.
-  const bool reciprocal = std::isnormal(a.s) && std::isnormal(a.inverse);
-  double lanes[16] = {};
-  size_t i = 0;
-  for (; i + kBlock <= n; i += kBlock) add_any_scale_block<kMetric, false>(lanes, x + i, kBlock, a, reciprocal);
-  if (i < n) {
-    float rest[kBlock] = {};
-    std::copy(x + i, x + n, rest);
-    add_any_scale_block<kMetric, true>(lanes, rest, static_cast<int>(n - i), a, reciprocal);
-  }
-  double sum = 0;
-  for (double v : lanes) sum += v;
-  return sum;
-}
-
 // Sixteen lanes of float sums over a block of 16 values each (count values; the rest add nothing)
 // of r^2 (one fused multiply-add) or |r|, r = residual(x), added to the double lanes: a float sum
 // of 16 terms is within 1e-6 of the exact one.
@@ -222,6 +146,85 @@ void add_four_float_blocks(double (&lanes)[16], const float* blocks, const Resid
     lanes[l] += s2;
     lanes[l] += s3;
   }
+}
+
+// Any scale: the seeds' arithmetic, q = clip(rne(x / s) + zp), e = float32((q - zp) s) - x, in
+// float: e = float32(clip(k, lo - zp, hi - zp) s) - x with k = rne(x / s) (the same integers,
+// exact below 2^24), exact where x is not clipped (Sterbenz: x within half a step of k s) and
+// rounded once where it is. A division costs several times a multiplication, so k comes from
+// t = x * (1 / s): t is within 3.1 ulp of float(x / s), so rne(t) is its rounding too unless a
+// half-integer lies closer to t than 2^-22 |t| (as one does for every |t| from 2^21 up). A block
+// with such a value divides instead. (NaN and infinity give the same e either way.)
+struct AnyScale {
+  float s = 1, inverse = 1, low = 0, high = 0;
+};
+
+// Sixteen lanes' sums of |e| or e^2 over one block of 256 values (count of them; the rest add
+// nothing), as add_float_block sums, with k from the reciprocal; false if the block must divide
+// (and then sums is not set).
+template <ErrorMetric kMetric, bool kPartial>
+bool any_scale_block(float (&sums)[16], const float* block, int count, const AnyScale& a) {
+  constexpr int kLanes = 16, kRows = 16;
+  const float s = a.s, inverse = a.inverse, low = a.low, high = a.high;  // in registers, not re-read
+  float farthest[kLanes];                                                // each lane's largest |t - k| + 2^-22 |t|
+#pragma omp simd simdlen(16)
+  for (int l = 0; l < kLanes; ++l) {
+    float sum = 0, far = 0;
+#pragma GCC unroll 16
+    for (int row = 0; row < kRows; ++row) {
+      const float v = block[row * kLanes + l];
+      const float t = v * inverse;
+      float k = std::nearbyint(t);
+      const float d = std::fma(std::fabs(t), 0x1p-22f, std::fabs(t - k));
+      far = d > far ? d : far;
+      // Ternaries, not std::min/max: GCC leaves the loop scalar with those.
+      k = k < low ? low : k;
+      k = k > high ? high : k;
+      float e = k * s - v;
+      if (kPartial) e = row * kLanes + l < count ? e : 0.0f;
+      sum = accumulate<kMetric>(sum, e);
+    }
+    sums[l] = sum;
+    farthest[l] = far;
+  }
+  bool fine = true;
+  for (float far : farthest) fine &= far < 0.5f;
+  return fine;
+}
+
+template <ErrorMetric kMetric, bool kPartial>
+void add_any_scale_block(double (&lanes)[16], const float* block, int count, const AnyScale& a, bool reciprocal) {
+  float sums[16];
+  if (reciprocal && any_scale_block<kMetric, kPartial>(sums, block, count, a)) {
+    for (int l = 0; l < 16; ++l) lanes[l] += sums[l];
+    return;
+  }
+  const float s = a.s, low = a.low, high = a.high;
+  add_float_block<kMetric, kPartial>(lanes, block, static_cast<size_t>(count), [=](float v) {
+    float k = std::nearbyint(v / s);
+    k = k < low ? low : k;
+    k = k > high ? high : k;
+    return k * s - v;
+  });
+}
+
+template <ErrorMetric kMetric>
+double summed_error(const float* x, size_t n, float s, float zp, float lo, float hi) {
+  constexpr size_t kBlock = 256;
+  const AnyScale a{s, 1.0f / s, lo - zp, hi - zp};
+  // A scale or inverse that is no normal float puts t further from x / s: every block divides.
+  const bool reciprocal = std::isnormal(a.s) && std::isnormal(a.inverse);
+  double lanes[16] = {};
+  size_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) add_any_scale_block<kMetric, false>(lanes, x + i, kBlock, a, reciprocal);
+  if (i < n) {
+    float rest[kBlock] = {};
+    std::copy(x + i, x + n, rest);
+    add_any_scale_block<kMetric, true>(lanes, rest, static_cast<int>(n - i), a, reciprocal);
+  }
+  double sum = 0;
+  for (double v : lanes) sum += v;
+  return sum;
 }
 
 // A power-of-two scale s: t = x * (1 / s) is x / s exactly (and several times cheaper), and
