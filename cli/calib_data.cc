@@ -1,5 +1,6 @@
 #include "cli/calib_data.h"
 
+#include "cli/commands.h"
 #include "onnxptq/error.h"
 #include "tools/random_inputs.h"
 
@@ -12,8 +13,8 @@ void add_calib_data_options(CLI::App* cmd, CalibDataArgs& a) {
   cmd->add_option("--input-spec", a.input_spec,
                   "Image preprocessing for an image folder, e.g. resize=256,crop=224,order=rgb,scale=0.0039215686,"
                   "mean=0.485:0.456:0.406,std=0.229:0.224:0.225,layout=nchw (docs/calibration-data.md)");
-  cmd->add_option("--calib-size", a.calib_size, "Use only the first N samples (default: all)");
-  cmd->add_option("--random", a.random, "Calibrate on N seeded random samples instead of files (the seeds' UseRandomData)");
+  cmd->add_option("--calib-size", a.calib_size, "Use only the first N samples (default: all)")->check(non_negative());
+  cmd->add_option("--random", a.random, "Calibrate on N seeded random samples instead of files (the seeds' UseRandomData)")->check(non_negative());
   cmd->add_option("--random-seed", a.random_seed, "Seed of --random (default 0)");
   cmd->add_option("--random-shape", a.random_shapes,
                   "NAME=AxBx... for an input with dynamic dimensions (RandomDataReaderInputShape)");

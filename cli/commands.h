@@ -15,6 +15,17 @@ void add_compare_command(CLI::App& app);
 void add_check_npu_command(CLI::App& app);
 void add_presets_command(CLI::App& app);
 
+// The check of every count, size and thread number on the command line: digits only (CLI11 would
+// read "-1" into an unsigned option as 2^64 - 1, and a negative thread count as "all").
+inline CLI::Validator non_negative() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        if (!value.empty() && value.find_first_not_of("0123456789") == std::string::npos) return "";
+        return "expected a whole number of 0 or more, got '" + value + "'";
+      },
+      "N");
+}
+
 // The exit status of a command that ran but has findings to report (check-npu: 1 for violations).
 int& command_status();
 

@@ -34,10 +34,10 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("FLOAT_MODEL", a->float_model, "The float ONNX model")->required();
   cmd->add_option("QUANT_MODEL", a->quantized_model, "Its quantized version (QDQ)")->required();
   add_calib_data_options(cmd, a->data);
-  cmd->add_option("--top", a->top, "Tensors shown on the terminal (default 20; 0: all)");
+  cmd->add_option("--top", a->top, "Tensors shown on the terminal (default 20; 0: all)")->check(non_negative());
   cmd->add_option("--json", a->json, "Write every tensor's errors as JSON to this file");
   cmd->add_option("--csv", a->csv, "Write every tensor's errors as CSV to this file");
-  cmd->add_option("--threads", a->threads, "Threads (default: every hardware thread)");
+  cmd->add_option("--threads", a->threads, "Threads (default: every hardware thread)")->check(non_negative());
   cmd->callback([a] {
     ir::Model float_model = ir::load_model(a->float_model);
     ir::Model quantized_model = ir::load_model(a->quantized_model);

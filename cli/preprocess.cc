@@ -5,6 +5,7 @@
 #include <optional>
 
 #include "cli/commands.h"
+#include "ir/file_io.h"
 #include "ir/model.h"
 #include "onnxptq/error.h"
 #include "passes/model_format.h"
@@ -74,9 +75,7 @@ void preprocess_command(PreprocessArgs a) {
     a.prepare.input_shapes[s.substr(0, eq)] = tools::parse_dims(s.substr(eq + 1), "--shape " + s.substr(0, eq));
   }
   for (const std::string& name : a.prepare.passes) passes::find_pass(name);  // unknown names before any work
-  std::error_code ec;
-  if (fs::exists(a.output) && fs::equivalent(a.model, a.output, ec))
-    throw Error("--output '" + a.output + "' is the input model: preprocess never modifies its input");
+  ir::check_output_path(a.model, a.output, "--output");
 
   ir::Model model = ir::load_model(a.model);
   for (const auto& [name, dims] : a.prepare.input_shapes) {
@@ -134,7 +133,7 @@ void add_preprocess_command(CLI::App& app) {
   cmd->add_option("--external-data-location", a->external_data_location,
                   "Data file name, beside the output (default: <output file name>.data)");
   cmd->add_option("--external-data-size-threshold", a->external_data_size_threshold,
-                  "Tensors smaller than this many bytes stay in the model file (default 1024)");
+                  "Tensors smaller than this many bytes stay in the model file (default 1024)")->check(non_negative());
   cmd->add_option("--target-opset", a->prepare.target_opset, "Models below this opset are converted to it (default 13)")
       ->check(CLI::Range(10, 17));
   cmd->add_option("--shape", a->shapes,

@@ -110,8 +110,14 @@ quant::QuantConfig config_from(const QuantizeArgs& a) {
 void quantize_command(QuantizeArgs a) {
   quant::QuantConfig config = config_from(a);
   quant::check_config(config);  // before reading any data
+  ir::check_output_path(a.model, a.output, "--output");
+  if (!a.report.empty()) ir::check_output_path(a.model, a.report, "--report");
+  if (!a.dump_plan.empty()) ir::check_output_path(a.model, a.dump_plan, "--dump-plan");
   ir::Model model = ir::load_model(a.model);
-  if (a.data.calib_data.empty() && !a.data.random) a.data.random = 1;  // the seeds' RandomDataReader
+  if (a.data.calib_data.empty() && !a.data.random) {
+    a.data.random = 1;  // the seeds' RandomDataReader
+    if (!a.quiet) std::cerr << "warning: " << quant::kNoCalibrationData << "\n";
+  }
   std::unique_ptr<calib::DataReader> reader = open_calib_data(a.data, model.graph->fed_inputs());
 
   bool terminal = !a.quiet && isatty(STDERR_FILENO);
@@ -159,9 +165,9 @@ void add_quantize_command(CLI::App& app) {
   cmd->add_option("--report", a->report,
                   "Write a report as JSON (nodes by op type, float nodes and why, time per phase)");
   cmd->add_flag("--use-external-data-format", a->external_data, "Write the weights to a .data file beside the model");
-  cmd->add_option("--threads", a->threads, "Threads in all (default: every hardware thread)");
+  cmd->add_option("--threads", a->threads, "Threads in all (default: every hardware thread)")->check(non_negative());
   cmd->add_option("--workers", a->workers,
-                  "Calibration samples run at once (CalibWorkerNum; default 0: one a thread, up to 4)");
+                  "Calibration samples run at once (CalibWorkerNum; default 0: one a thread, up to 4)")->check(non_negative());
   cmd->add_flag("--strict", a->strict, "Fail on a calibration sample with NaN or Inf instead of skipping it");
   cmd->add_flag("--quiet", a->quiet, "Print nothing but errors");
   CLI::Option* include_cle = cmd->add_flag(

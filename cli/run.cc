@@ -156,11 +156,11 @@ void add_run_command(CLI::App& app) {
   cmd->add_option("--outputs", o->outputs, "Folder for the outputs, one NAME.npy each ('/' and ':' in names become '_')");
   cmd->add_option("--random", o->random_seed, "Feed seeded random floats in [0,1) instead (the generator of tests/oracle/ort_run.js); with --outputs they are written to OUTPUTS/inputs/");
   cmd->add_option("--shape", o->shapes, "NAME=AxBx... for an input whose shape is dynamic (with --random)");
-  cmd->add_option("--repeat", o->repeat, "Timed runs (default 1)");
-  cmd->add_option("--warmup", o->warmup, "Untimed runs first (default 1 with --repeat > 1 or --time, else 0)");
+  cmd->add_option("--repeat", o->repeat, "Timed runs (default 1)")->check(non_negative());
+  cmd->add_option("--warmup", o->warmup, "Untimed runs first (default 1 with --repeat > 1 or --time, else 0)")->check(non_negative());
   cmd->add_flag("--time", o->time, "Print the latency of each run, the median and the peak RSS");
   cmd->add_flag("--json", o->json, "Print one JSON line: model, threads, latencies_ms, median_ms, peak_rss_mb, outputs");
-  cmd->add_option("--threads", o->threads, "Threads to use (default: every hardware thread)");
+  cmd->add_option("--threads", o->threads, "Threads to use (default: every hardware thread)")->check(non_negative());
   cmd->callback([o] { run_command(*o); });
 }
 

@@ -12,6 +12,7 @@
 #include <set>
 
 #include "calib/data_reader.h"
+#include "ir/file_io.h"
 #include "ir/model.h"
 #include "onnxptq/error.h"
 #include "quant/presets.h"
@@ -274,14 +275,17 @@ py::dict quantize_static(const std::string& model_input, const std::string& mode
   quant::apply_config_json(config, j);
   config.calib.max_samples = calib_size;  // Quark's CalibDataSize (0: every sample)
   quant::check_config(config);            // before reading any data
+  ir::check_output_path(model_input, model_output, "model_output");
   ir::Model model;
   {
     py::gil_scoped_release nogil;
     model = ir::load_model(model_input);
   }
   std::vector<const ir::Value*> inputs = model.graph->fed_inputs();
+  std::vector<std::string> warnings;
   std::unique_ptr<DataReader> data;
   if (reader.is_none()) {
+    warnings.push_back(quant::kNoCalibrationData);
     calib::RandomReaderOptions r;  // the seeds' RandomDataReader: one sample (seed 0 here)
     r.shapes = random_shapes(shapes, inputs);
     r.ranges = random_ranges(ranges);
@@ -296,7 +300,6 @@ py::dict quantize_static(const std::string& model_input, const std::string& mode
   }
 
   std::mutex log_mutex;
-  std::vector<std::string> warnings;
   auto log = [&](const std::string& line) {
     std::lock_guard<std::mutex> lock(log_mutex);
     if (line.rfind("warning: ", 0) == 0) warnings.push_back(line.substr(9));

@@ -49,6 +49,11 @@ const char* method_name(Method method) {
 
 bool is_power_of_two(Method method) { return method == Method::NonOverflow || method == Method::MinMSE; }
 
+size_t calib_histogram_bins(const CalibOptions& o) {
+  if (o.num_bins > 0) return o.num_bins;
+  return o.method == Method::Entropy ? 128 : 2048;
+}
+
 bool ranges_symmetric(const CalibOptions& o) {
   if (o.symmetric) return *o.symmetric;
   return is_power_of_two(o.method) || o.method == Method::Percentile || o.method == Method::LayerWisePercentile;
@@ -184,7 +189,7 @@ class Calibrator {
  public:
   Calibrator(const ir::Model& model, const std::vector<std::string>& tensors, DataReader& reader,
              const CalibOptions& options)
-      : reader_(reader), options_(options), symmetric_(ranges_symmetric(options)) {
+      : reader_(reader), options_(options), symmetric_(ranges_symmetric(options)), bins_(calib_histogram_bins(options)) {
     std::set<std::string> known;
     for (const auto& node : model.graph->nodes())
       for (const ir::Value* v : node->outputs())
@@ -195,15 +200,16 @@ class Calibrator {
       index_.emplace(tensors[i], i);
     }
     names_ = tensors;
-    if (options.workers < 0)
-      throw Error("calibration: workers must be at least 1 (or 0: as many as the threads allow)");
-    if (options.method == Method::Entropy && (options.num_bins < 2 || options.num_bins % 2 != 0 ||
-                                              options.num_quantized_bins < 1 || options.num_quantized_bins > options.num_bins))
-      throw Error("Entropy needs an even number of bins (got " + std::to_string(options.num_bins) +
+    if (options.workers < 0 || options.workers > engine::kMaxThreads)
+      throw Error("calibration: workers must be within [1, " + std::to_string(engine::kMaxThreads) +
+                  "] (or 0: as many as the threads allow), got " + std::to_string(options.workers));
+    if (options.method == Method::Entropy && (bins_ < 2 || bins_ % 2 != 0 ||
+                                              options.num_quantized_bins < 1 || options.num_quantized_bins > bins_))
+      throw Error("Entropy needs an even number of bins (got " + std::to_string(bins_) +
                   ") and 1 <= quantized bins <= bins (got " + std::to_string(options.num_quantized_bins) + ")");
-    if (options.num_bins < 1 || options.num_bins > GridHistogram::kMaxBins)
+    if (bins_ > GridHistogram::kMaxBins)
       throw Error("calibration: the number of histogram bins must be within [1, " +
-                  std::to_string(GridHistogram::kMaxBins) + "], got " + std::to_string(options.num_bins));
+                  std::to_string(GridHistogram::kMaxBins) + "], got " + std::to_string(bins_));
     if (options.method == Method::Percentile && !(options.percentile >= 0 && options.percentile <= 100))
       throw Error("CalibPercentile must be in [0, 100], got " + std::to_string(options.percentile));
     if (options.method == Method::LayerWisePercentile) {
@@ -261,7 +267,7 @@ class Calibrator {
     bool keep_per_sample = options_.moving_average;
     bool most_common = method == Method::MinMSE && !minmse_all;
     const GridHistogram blank_grid =
-        histograms ? GridHistogram(options_.num_bins, abs_histograms(), tail_share()) : GridHistogram();
+        histograms ? GridHistogram(bins_, abs_histograms(), tail_share()) : GridHistogram();
     run_pass(true, [&](TensorStats& s, size_t, size_t sample, const float* x, size_t n, engine::Extrema extrema) {
       s.minmax.add(sample, extrema, keep_per_sample || most_common);
       if (most_common) s.best_pos[sample] = sample_best_pos(s.minmax.per_sample.at(sample), x, n);
@@ -374,7 +380,7 @@ class Calibrator {
   void recount_histograms(std::vector<TensorStats>& merged, const std::vector<size_t>& which) {
     std::vector<char> wanted(names_.size(), 0);
     for (size_t i : which) wanted[i] = 1;
-    const GridHistogram full(options_.num_bins, true);
+    const GridHistogram full(bins_, true);
     run_pass(false, [&](TensorStats& s, size_t i, size_t, const float* x, size_t n, engine::Extrema) {
       if (!wanted[i]) return;
       if (s.grid.empty()) s.grid = full;
@@ -383,7 +389,7 @@ class Calibrator {
     for (size_t i : which) {
       GridHistogram grid;
       for (auto& w : workers_) grid.merge(w[i].grid);
-      merged[i].histogram = grid.rebin(0, merged[i].minmax.max_abs, options_.num_bins);
+      merged[i].histogram = grid.rebin(0, merged[i].minmax.max_abs, bins_);
       merged[i].below_floor = 0;
     }
   }
@@ -395,12 +401,12 @@ class Calibrator {
       const MinMaxStats& m = t.minmax;
       if (m.empty()) continue;
       if (abs_histograms()) {
-        t.histogram = t.grid.rebin(0, m.max_abs, options_.num_bins);
+        t.histogram = t.grid.rebin(0, m.max_abs, bins_);
         t.below_floor = t.grid.below_floor();
       } else if (percentile)
-        t.histogram = t.grid.rebin(m.min, m.max, options_.num_bins);
+        t.histogram = t.grid.rebin(m.min, m.max, bins_);
       else
-        t.histogram = t.grid.rebin(-m.max_abs, m.max_abs, options_.num_bins);
+        t.histogram = t.grid.rebin(-m.max_abs, m.max_abs, bins_);
       t.grid = GridHistogram();
     }
   }
@@ -780,6 +786,7 @@ class Calibrator {
   DataReader& reader_;
   const CalibOptions& options_;
   bool symmetric_;
+  const size_t bins_;  // calib_histogram_bins(options_)
   quant::QRange qrange_;
   int worker_count_ = 1;  // samples run at once
   int threads_ = 1;       // engine threads of each worker, also used to reduce a tensor

@@ -40,7 +40,10 @@ struct CalibOptions {
   std::optional<bool> symmetric;
   bool moving_average = false;  // CalibMovingAverage (MinMax, NonOverflow)
   double averaging_constant = 0.01;  // CalibMovingAverageConstant
-  size_t num_bins = 2048;  // histogram methods
+  // Histogram bins; 0: the method's default, the seeds' (ORT's and Quark's): 128 for Entropy
+  // (whose threshold search with 128 quantized bins then has one candidate, the whole range, and
+  // gives MinMax's range), 2048 for the others. calib_histogram_bins resolves it.
+  size_t num_bins = 0;
   size_t num_quantized_bins = 128;  // Entropy
   double percentile = 99.999;  // CalibPercentile
   // LayerWisePercentile: the percentiles tried (Quark's defaults) and the error compared:
@@ -62,6 +65,9 @@ struct CalibOptions {
   // Progress and warnings (a pass starting, a sample skipped); default: nothing.
   std::function<void(const std::string&)> log;
 };
+
+// The histogram bins `options` asks for, its method's default when num_bins is 0.
+size_t calib_histogram_bins(const CalibOptions& options);
 
 // Whether `o` calibrates symmetric ranges (-m, m): CalibTensorRangeSymmetric, or by default the
 // power-of-two methods and the percentile ones (as vai_q_onnx and ORT set their calibrators).

@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
@@ -75,6 +76,12 @@ ImageSpec image_spec_from_json(const nlohmann::json& json);
 std::unique_ptr<DataReader> make_image_folder_reader(const std::filesystem::path& folder,
                                                      const std::vector<const ir::Value*>& inputs,
                                                      const ImageSpec& spec);
+
+// The files of `folder` whose names `wanted` accepts, in name order; Error naming the folder when
+// it is missing, and naming an accepted entry that cannot be read (a link loop, a dangling link).
+// Entries that are not regular files (folders) are left out.
+std::vector<std::filesystem::path> folder_files(const std::filesystem::path& folder,
+                                                const std::function<bool(const std::filesystem::path&)>& wanted);
 
 // The members of an .npz archive (stored or deflated), by array name.
 std::map<std::string, ir::Tensor> load_npz(const std::filesystem::path& path);

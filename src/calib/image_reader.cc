@@ -320,12 +320,8 @@ class ImageFolderReader : public DataReader {
       throw Error("image spec gives " + shape_text(dims) + " but model input '" + input_->name() + "' is " +
                   type.to_string());
 
-    std::error_code ec;
-    if (!fs::is_directory(folder, ec)) throw Error(folder.string() + ": no such folder");
-    for (const auto& entry : fs::directory_iterator(folder))
-      if (entry.is_regular_file() && is_image_file(entry.path())) files_.push_back(entry.path());
+    files_ = folder_files(folder, is_image_file);
     if (files_.empty()) throw Error(folder.string() + ": no .jpg, .jpeg, .png or .bmp files in the folder");
-    std::sort(files_.begin(), files_.end());
   }
 
   std::optional<Feed> next() override {

@@ -23,16 +23,31 @@ std::string input_names(const std::vector<const ir::Value*>& inputs) {
   return names;
 }
 
+}  // namespace
+
+std::vector<fs::path> folder_files(const fs::path& folder, const std::function<bool(const fs::path&)>& wanted) {
+  std::error_code ec;
+  if (!fs::is_directory(folder, ec)) throw Error(folder.string() + ": no such folder");
+  std::vector<fs::path> files;
+  fs::directory_iterator it(folder, ec);
+  for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {
+    if (!wanted(it->path())) continue;
+    fs::file_status status = it->status(ec);
+    if (ec) throw Error(it->path().string() + ": cannot read this calibration sample: " + ec.message());
+    if (fs::is_regular_file(status)) files.push_back(it->path());
+  }
+  if (ec) throw Error(folder.string() + ": cannot list the folder: " + ec.message());
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+namespace {
+
 class NpyFolderReader : public DataReader {
  public:
   NpyFolderReader(const fs::path& folder, const std::vector<const ir::Value*>& inputs) : folder_(folder) {
-    std::error_code ec;
-    if (!fs::is_directory(folder, ec)) throw Error(folder.string() + ": no such folder");
-    for (const auto& entry : fs::directory_iterator(folder))
-      if (entry.is_regular_file() && (entry.path().extension() == ".npy" || entry.path().extension() == ".npz"))
-        files_.push_back(entry.path());
+    files_ = folder_files(folder, [](const fs::path& p) { return p.extension() == ".npy" || p.extension() == ".npz"; });
     if (files_.empty()) throw Error(folder.string() + ": no .npy or .npz files in the folder");
-    std::sort(files_.begin(), files_.end());
     for (const ir::Value* v : inputs) names_.push_back(v->name());
     all_names_ = input_names(inputs);
   }

@@ -20,6 +20,10 @@ void parallel_for(int threads, int64_t n, int64_t min_chunk, F&& fn) {
   for (int64_t c = 0; c < chunks; ++c) fn(n * c / chunks, n * (c + 1) / chunks);
 }
 
+// The most threads a session (or a calibration's workers) may be given: thread counts are user
+// input, and a hundred thousand threads exhaust the process before any work is done.
+constexpr int kMaxThreads = 1024;
+
 // Number of hardware threads, as the default thread count of a session.
 int hardware_threads();
 

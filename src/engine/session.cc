@@ -266,6 +266,8 @@ bool is_nondeterministic(const ir::Node& node) {
 
 Session::Session(const ir::Model& model, SessionOptions options)
     : model_(ir::clone_model(model)), options_(std::move(options)) {
+  if (options_.threads > kMaxThreads)
+    throw Error("threads: at most " + std::to_string(kMaxThreads) + ", got " + std::to_string(options_.threads));
   if (options_.threads <= 0) options_.threads = hardware_threads();
   GraphExecutor::ShownAs shown_as;  // values made or removed by the passes below
   if (options_.optimize && KernelRegistry::instance().find(kEngineDomain, "FusedConv", 1)) {

@@ -43,6 +43,11 @@ MappedFile::~MappedFile() {
 }
 
 AtomicFile::AtomicFile(std::filesystem::path target) : target_(std::move(target)) {
+  // The temporary file is renamed over the target: a device or a pipe would be replaced by it.
+  std::error_code ec;
+  auto status = std::filesystem::status(target_, ec);
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+    throw Error("cannot write '" + target_.string() + "': it exists and is not a regular file");
   std::filesystem::path dir = target_.has_parent_path() ? target_.parent_path() : ".";
   std::random_device entropy;
   for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
@@ -78,6 +83,17 @@ void AtomicFile::commit() {
   if (std::rename(temp_.c_str(), target_.c_str()) != 0)
     throw Error("cannot write '" + target_.string() + "': " + errno_text());
   committed_ = true;
+}
+
+void check_output_path(const std::filesystem::path& input, const std::filesystem::path& output,
+                               const std::string& option) {
+  std::error_code ec;
+  if (std::filesystem::equivalent(input, output, ec))
+    throw Error(option + " '" + output.string() + "' is the input model " + input.string() +
+                ", which is never modified");
+  auto status = std::filesystem::status(output, ec);
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+    throw Error(option + " '" + output.string() + "' exists and is not a regular file");
 }
 
 }  // namespace onnxptq::ir

@@ -1,9 +1,11 @@
 // Reading ONNX models: protobuf into the IR, with external data and the checks that turn a
 // bad file into one clear error.
+#include <algorithm>
 #include <fcntl.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
+#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 #include <unistd.h>
 
@@ -25,6 +27,7 @@ struct LoadContext {
   std::filesystem::path base_dir;
   std::map<std::filesystem::path, std::shared_ptr<const MappedFile>> data_files;
   bool used_external_data = false;
+  int64_t default_opset = 0;  // of the default domain; 0 when not imported
 
   [[noreturn]] void fail(const std::string& what) const { throw Error(display_name + ": " + what); }
 };
@@ -103,9 +106,17 @@ Bytes external_bytes(const onnx::TensorProto& proto, size_t expected, LoadContex
   std::filesystem::path file = ctx.base_dir / relative;
   auto& mapped = ctx.data_files[file];
   if (!mapped) {
-    if (!std::filesystem::exists(file))
+    // A symbolic link may lead out of the folder as '..' would: compare the real paths.
+    std::error_code ec;
+    std::filesystem::path real = std::filesystem::canonical(file, ec);
+    if (ec == std::errc::no_such_file_or_directory)
       ctx.fail("tensor '" + proto.name() + "' stores its data in '" + location +
                "', which does not exist (looked for " + file.string() + ")");
+    if (ec) ctx.fail("tensor '" + proto.name() + "': external data " + file.string() + ": " + ec.message());
+    std::filesystem::path folder = std::filesystem::canonical(ctx.base_dir, ec);
+    if (std::mismatch(folder.begin(), folder.end(), real.begin(), real.end()).first != folder.end())
+      ctx.fail("tensor '" + proto.name() + "': external data location '" + location + "' leads to " +
+               real.string() + ", outside the model's folder");
     mapped = MappedFile::open(file);
   }
   uint64_t start = offset.value_or(0);
@@ -142,7 +153,7 @@ Tensor tensor_from_proto(onnx::TensorProto& proto, LoadContext& ctx) {
   for (int64_t d : dims)
     if (d < 0) ctx.fail(what + " has a negative dimension in " + dims_to_string(dims));
   if (proto.has_segment()) ctx.fail(what + " is segmented, which ONNX no longer allows");
-  const int64_t count = element_count(dims);
+  const int64_t count = checked_element_count(dims, what + ": shape");
   const size_t expected = data_type_bytes(dtype, count);
 
   Tensor tensor;
@@ -294,6 +305,25 @@ std::string describe_node_proto(const onnx::NodeProto& n) {
   return "node '" + n.name() + "' (" + op + ")";
 }
 
+// An attribute the op does not define is refused, as ONNX Runtime refuses it: a name garbled in
+// the file ("strid*s") would otherwise leave the op running with its default. Checked against
+// libonnx's schemas, so only for the opsets it knows.
+void check_attribute_names(const onnx::NodeProto& node, const LoadContext& ctx) {
+  if (!(node.domain().empty() || node.domain() == "ai.onnx") || ctx.default_opset == 0) return;
+  static const int64_t known = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map().at(onnx::ONNX_DOMAIN).second;
+  if (ctx.default_opset > known) return;
+  const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(ctx.default_opset));
+  if (!schema) return;  // an unknown op is the engine's to report, with its opset
+  for (const auto& attr : node.attribute()) {
+    if (schema->attributes().count(attr.name())) continue;
+    std::string defined;
+    for (const auto& [name, _] : schema->attributes()) defined += (defined.empty() ? "" : ", ") + name;
+    ctx.fail(describe_node_proto(node) + " has attribute '" + attr.name() + "', which " + node.op_type() + "-" +
+             std::to_string(schema->SinceVersion()) + " does not define (it has: " +
+             (defined.empty() ? "none" : defined) + ")");
+  }
+}
+
 void graph_from_proto(onnx::GraphProto& proto, Graph& graph, LoadContext& ctx) {
   graph.name = proto.name();
   graph.doc_string = proto.doc_string();
@@ -304,7 +334,11 @@ void graph_from_proto(onnx::GraphProto& proto, Graph& graph, LoadContext& ctx) {
   for (const auto& info : proto.input()) {
     Value* v = graph.find_value(info.name());
     if (!v) v = graph.add_value(info.name());
+    else if (graph.is_input(v)) ctx.fail(where + " has two inputs named '" + info.name() + "'");
     apply_value_info(info, v);
+    for (const Dim& d : v->type.shape)
+      if (d.has_value && d.value < 0)
+        ctx.fail(where + ": input '" + info.name() + "' has a negative dimension (" + std::to_string(d.value) + ")");
     graph.add_input(v);
   }
   for (auto& t : *proto.mutable_initializer()) {
@@ -330,6 +364,7 @@ void graph_from_proto(onnx::GraphProto& proto, Graph& graph, LoadContext& ctx) {
 
   // 2. Nodes, their attributes (and subgraphs), inputs and outputs.
   for (auto& np : *proto.mutable_node()) {
+    check_attribute_names(np, ctx);
     Node* node = graph.add_node(np.op_type(), {}, {}, np.name(), np.domain());
     node->doc_string = np.doc_string();
     for (auto& attr : *np.mutable_attribute()) node->attributes.push_back(attribute_from_proto(attr, graph, ctx));
@@ -367,7 +402,10 @@ Model model_from_proto(onnx::ModelProto& proto, LoadContext& ctx) {
   if (!proto.has_graph()) ctx.fail("not an ONNX model: it has no graph");
   Model model;
   model.ir_version = proto.ir_version();
-  for (const auto& op : proto.opset_import()) model.opset_import.push_back({op.domain(), op.version()});
+  for (const auto& op : proto.opset_import()) {
+    model.opset_import.push_back({op.domain(), op.version()});
+    if (op.domain().empty() || op.domain() == "ai.onnx") ctx.default_opset = op.version();
+  }
   model.producer_name = proto.producer_name();
   model.producer_version = proto.producer_version();
   model.domain = proto.domain();

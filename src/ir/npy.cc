@@ -33,7 +33,9 @@ std::string header_field(const std::string& header, const std::string& key, cons
   size_t end = open == '\'' ? header.find('\'', start + 1) + 1
                : open == '(' ? header.find(')', start) + 1
                              : header.find_first_of(",}", start);
-  if (end == std::string::npos || end == 0) throw Error(name + ": not a valid .npy file (bad header)");
+  // end <= start: a missing closing quote or bracket, or nothing before the next ',' ("'descr': ,").
+  if (end == std::string::npos || end <= start)
+    throw Error(name + ": not a valid .npy file (bad '" + key + "' in the header)");
   return header.substr(start, end - start);
 }
 
@@ -48,6 +50,8 @@ std::vector<int64_t> parse_shape(const std::string& text, const std::string& nam
     if (!item.empty()) {
       if (item.find_first_not_of("0123456789") != std::string::npos)
         throw Error(name + ": not a valid .npy file (shape " + text + ")");
+      // 18 digits stay below int64's limit; the element count is checked below.
+      if (item.size() > 18) throw Error(name + ": shape " + text + " is too large");
       dims.push_back(std::stoll(item));
     }
     if (comma == std::string::npos) break;
@@ -96,6 +100,7 @@ Tensor parse(const std::byte* data, size_t size, const std::string& name, std::s
   std::string header(reinterpret_cast<const char*>(data + header_start), header_len);
 
   std::string descr = header_field(header, "descr", name);
+  if (descr.front() != '\'') throw Error(name + ": not a valid .npy file (descr " + descr + ")");
   descr = descr.substr(1, descr.size() - 2);  // strip quotes
   if (descr.size() != 3) throw Error(name + ": unsupported .npy dtype '" + descr + "'");
   char order = descr[0];
@@ -105,10 +110,12 @@ Tensor parse(const std::byte* data, size_t size, const std::string& name, std::s
   if (!type || (order != '<' && order != '>' && order != '|' && order != '='))
     throw Error(name + ": unsupported .npy dtype '" + descr + "' (numbers and bools only)");
   bool fortran = header_field(header, "fortran_order", name) == "True";
-  std::vector<int64_t> dims = parse_shape(header_field(header, "shape", name), name);
+  std::string shape = header_field(header, "shape", name);
+  if (shape.front() != '(') throw Error(name + ": not a valid .npy file (shape " + shape + ")");
+  std::vector<int64_t> dims = parse_shape(shape, name);
 
   size_t width = static_cast<size_t>(data_type_bits(type->type) / 8);
-  size_t need = static_cast<size_t>(element_count(dims)) * width;
+  size_t need = static_cast<size_t>(checked_element_count(dims, name + ": shape")) * width;
   size_t offset = header_start + header_len;
   if (size - offset < need)
     throw Error(name + ": truncated: shape " + dims_to_string(dims) + " of " + std::string(data_type_name(type->type)) +

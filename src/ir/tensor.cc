@@ -4,11 +4,18 @@
 
 namespace onnxptq::ir {
 
-int64_t element_count(const std::vector<int64_t>& dims) {
+int64_t checked_element_count(const std::vector<int64_t>& dims, std::string_view what) {
   int64_t n = 1;
-  for (int64_t d : dims) n *= d;
+  for (int64_t d : dims) {
+    if (d < 0) throw Error(std::string(what) + " " + dims_to_string(dims) + " has a negative size");
+    if (d > 0 && n > kMaxElements / d)
+      throw Error(std::string(what) + " " + dims_to_string(dims) + " is too large (over 2^48 elements)");
+    n *= d;
+  }
   return n;
 }
+
+int64_t element_count(const std::vector<int64_t>& dims) { return checked_element_count(dims, "shape"); }
 
 std::string dims_to_string(const std::vector<int64_t>& dims) {
   std::string s = "[";

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "ir/bytes.h"
@@ -11,7 +12,13 @@
 
 namespace onnxptq::ir {
 
-// Number of elements of a shape; 1 for a scalar (rank 0).
+// Shapes come from files and users. Past this many elements (beyond any memory, far below the
+// overflow of int64) a shape is refused, so that no element count or byte size derived from one wraps.
+constexpr int64_t kMaxElements = int64_t{1} << 48;
+
+// Number of elements of a shape; 1 for a scalar (rank 0). Throws Error, naming the shape as
+// `what`, for a negative size or more than kMaxElements elements.
+int64_t checked_element_count(const std::vector<int64_t>& dims, std::string_view what);
 int64_t element_count(const std::vector<int64_t>& dims);
 
 // "[1,3,224,224]"

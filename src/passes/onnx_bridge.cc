@@ -9,6 +9,7 @@
 #include <onnx/version_converter/convert.h>
 
 #include <exception>
+#include <map>
 #include <utility>
 #include <vector>
 
@@ -74,9 +75,43 @@ ir::Model from_libonnx(const onnx::ModelProto& proto, const std::vector<Lifted>&
   return out;
 }
 
+// The rank of `v` where it is known (an initializer's, or its type's), else -1.
+int64_t known_rank(const ir::Value* v) {
+  if (!v) return -1;
+  if (v->has_initializer()) return static_cast<int64_t>(v->initializer().dims().size());
+  return v->type.is_tensor() && v->type.has_shape ? static_cast<int64_t>(v->type.shape.size()) : -1;
+}
+
+// libonnx 1.12's inference of convolutions and pools divides by the strides and indexes the
+// strides and dilations by the weight's spatial rank without checking either (a SIGFPE or a
+// SIGSEGV, not an exception): what it relies on is checked here first, naming the node.
+void check_conv_pool_geometry(const ir::Graph& graph) {
+  // The index of the weight among the inputs, or none for the pools.
+  static const std::map<std::string, int, std::less<>> kOps = {
+      {"Conv", 1},    {"ConvTranspose", 1}, {"ConvInteger", 1}, {"QLinearConv", 3},
+      {"MaxPool", -1}, {"AveragePool", -1}, {"LpPool", -1},     {"MaxUnpool", -1}};
+  for (const auto& node : graph.nodes()) {
+    for (const ir::Graph* sub : node->subgraphs()) check_conv_pool_geometry(*sub);
+    auto op = kOps.find(node->op_type);
+    if (!node->domain.empty() || op == kOps.end()) continue;
+    for (const char* name : {"strides", "dilations", "kernel_shape"})
+      if (const ir::Attribute* a = node->find_attribute(name))
+        for (int64_t v : a->ints)
+          if (v < 1) throw Error(node->describe() + ": " + name + " " + ir::dims_to_string(a->ints) + " must be positive");
+    if (op->second < 0 || node->inputs().size() <= static_cast<size_t>(op->second)) continue;
+    const ir::Value* x = node->inputs()[0];
+    const ir::Value* w = node->inputs()[static_cast<size_t>(op->second)];
+    int64_t x_rank = known_rank(x), w_rank = known_rank(w);
+    if (x_rank >= 0 && w_rank >= 0 && x_rank != w_rank)
+      throw Error(node->describe() + ": weight '" + w->name() + "' has rank " + std::to_string(w_rank) +
+                  " and input '" + x->name() + "' rank " + std::to_string(x_rank) + ": they must be equal");
+  }
+}
+
 }  // namespace
 
 ir::Model onnx_infer_shapes(const ir::Model& model) {
+  check_conv_pool_geometry(*model.graph);
   ForLibonnx m = to_libonnx(model);
   try {
     onnx::shape_inference::InferShapes(m.proto, onnx::OpSchemaRegistry::Instance(),
@@ -95,6 +130,7 @@ ir::Model onnx_convert_version(const ir::Model& model, int64_t target) {
   if (target > highest)
     throw Error(what + ": libonnx " + std::string(onnx::LAST_RELEASE_VERSION) + " converts up to opset " +
                 std::to_string(highest));
+  check_conv_pool_geometry(*model.graph);
   ForLibonnx m = to_libonnx(model);
   // The result is held to the checker when the original passes it: a model that is already
   // invalid (an unnamed graph, say) is converted as it is.
@@ -119,6 +155,7 @@ ir::Model onnx_convert_version(const ir::Model& model, int64_t target) {
 }
 
 void onnx_check_model(const ir::Model& model) {
+  check_conv_pool_geometry(*model.graph);
   ForLibonnx m = to_libonnx(model);
   try {
     onnx::checker::check_model(m.proto);

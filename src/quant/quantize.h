@@ -23,6 +23,11 @@ struct QuantizeResult {
   std::map<std::string, double> seconds;  // per phase: plan, calibrate, parameters, export
 };
 
+// What the caller says when it calibrates on the seeds' one random sample for want of data.
+inline constexpr const char* kNoCalibrationData =
+    "no calibration data given: calibrating on one random sample (the seeds' RandomDataReader), "
+    "so the ranges fit noise, not your data";
+
 // Quantizes `model` with samples from `reader` (rewound as the methods need): with
 // optimize_model, the preparation passes first (on a copy), then the plan (plan_quantization),
 // calibration, parameters and export. `log` gets progress lines and warnings. Errors name what is wrong before any work where they can.

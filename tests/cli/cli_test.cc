@@ -15,6 +15,7 @@ namespace {
 namespace fs = std::filesystem;
 
 using cli_test::CliRun;
+using cli_test::expect_one_line_error;
 using cli_test::onnxptq;
 using cli_test::run;
 using cli_test::slurp;
@@ -83,13 +84,6 @@ TEST(Cli, HelpAndVersion) {
   EXPECT_EQ(r.out, "onnxptq 0.1.0\n");
 }
 
-// Each bad invocation: exit 2 and exactly one line on stderr, starting with "error: ".
-void expect_one_line_error(const CliRun& r, const std::string& expected_start) {
-  EXPECT_EQ(r.code, 2);
-  EXPECT_TRUE(r.out.empty()) << r.out;
-  EXPECT_EQ(r.err.rfind("error: " + expected_start, 0), 0u) << r.err;
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-}
 
 TEST(Cli, UsageErrors) {
   expect_one_line_error(onnxptq(""), "A subcommand is required");

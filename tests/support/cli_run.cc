@@ -1,8 +1,10 @@
 #include "support/cli_run.h"
 
+#include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
 #include <iterator>
@@ -28,5 +30,12 @@ CliRun run(const std::string& command) {
 }
 
 CliRun onnxptq(const std::string& args) { return run(std::string(ONNXPTQ_CLI) + " " + args); }
+
+void expect_one_line_error(const CliRun& r, const std::string& expected_start) {
+  EXPECT_EQ(r.code, 2);
+  EXPECT_TRUE(r.out.empty()) << r.out;
+  EXPECT_EQ(r.err.rfind("error: " + expected_start, 0), 0u) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
 
 }  // namespace onnxptq::cli_test

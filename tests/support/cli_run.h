@@ -19,4 +19,8 @@ CliRun run(const std::string& command);
 // The onnxptq command built with the tests, with `args`.
 CliRun onnxptq(const std::string& args);
 
+// A bad invocation: exit 2, nothing on standard output, and exactly one line on standard error,
+// starting with "error: " and `expected_start`.
+void expect_one_line_error(const CliRun& r, const std::string& expected_start);
+
 }  // namespace onnxptq::cli_test

@@ -180,12 +180,19 @@ TEST(Calibrate, PercentileCountsEveryValueAgainOnlyWhereTheTailThinnedOut) {
   }
 }
 
-TEST(Calibrate, EntropyClipsOutliersOfAGaussian) {
+// With the seeds' 128 bins and 128 quantized bins the search has one window, the whole histogram
+// [-max|x|, max|x|], clamped to the extrema: MinMax's range (as in ORT and Quark). With 2048 bins
+// it clips.
+TEST(Calibrate, EntropyClipsOutliersOfAGaussianGivenMoreBinsThanLevels) {
   auto samples = gaussian_samples(8, 5000, 3, 60.f);
   CalibOptions o;
   o.method = Method::Entropy;
-  CalibrationResult r = run(samples, o);
-  const TensorRange& x = r.ranges.at("x");
+  EXPECT_EQ(calib_histogram_bins(o), 128u);
+  const TensorRange seeds = run(samples, o).ranges.at("x");
+  EXPECT_EQ(seeds.hi, 60.0);
+  EXPECT_EQ(seeds.lo, -54.0);  // the other outlier, -60 * 0.9
+  o.num_bins = 2048;
+  const TensorRange& x = run(samples, o).ranges.at("x");
   EXPECT_GT(x.hi, 2.0);  // keeps the body of N(0, 1)
   EXPECT_LT(x.hi, 12.0);  // and cuts the outlier at 60
   EXPECT_GT(x.lo, -12.0);

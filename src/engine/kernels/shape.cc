@@ -12,17 +12,6 @@ namespace onnxptq::engine {
 
 namespace shape {
 
-int64_t checked_element_count(const std::vector<int64_t>& dims, std::string_view what) {
-  constexpr int64_t kLimit = int64_t{1} << 48;  // far beyond any memory, far below overflow
-  int64_t n = 1;
-  for (int64_t d : dims) {
-    if (d < 0) throw Error(std::string(what) + " " + ir::dims_to_string(dims) + " has a negative size");
-    if (d > 0 && n > kLimit / d) throw Error(std::string(what) + " " + ir::dims_to_string(dims) + " is too large");
-    n *= d;
-  }
-  return n;
-}
-
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& dims) {
   std::vector<int64_t> strides(dims.size(), 1);
   for (size_t i = dims.size(); i-- > 1;) strides[i - 1] = strides[i] * dims[i];

@@ -72,9 +72,9 @@ inline int64_t min_chunk_for(int64_t bytes_per_item) {
   return std::max<int64_t>(1, kParallelBytes / std::max<int64_t>(bytes_per_item, 1));
 }
 
-// The element count of output dimensions computed from user data (repeats, pads, sizes...);
-// Error naming `what` if a size is negative or the count does not fit in memory.
-int64_t checked_element_count(const std::vector<int64_t>& dims, std::string_view what);
+// Output dimensions computed from user data (repeats, pads, sizes...) are checked where they are
+// computed, so that the error names what they came from.
+using ir::checked_element_count;
 
 // Row-major strides (in elements) of `dims`.
 std::vector<int64_t> contiguous_strides(const std::vector<int64_t>& dims);
