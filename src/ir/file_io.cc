@@ -86,7 +86,7 @@ void AtomicFile::commit() {
 }
 
 void check_output_path(const std::filesystem::path& input, const std::filesystem::path& output,
-                               const std::string& option) {
+                       const std::string& option) {
   std::error_code ec;
   if (std::filesystem::equivalent(input, output, ec))
     throw Error(option + " '" + output.string() + "' is the input model " + input.string() +

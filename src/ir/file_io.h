@@ -50,7 +50,7 @@ class AtomicFile {
 // output replaces the model it was made from; or when it exists and is no regular file (a device,
 // a pipe), which AtomicFile would replace. Called before any work, so that nothing is lost.
 void check_output_path(const std::filesystem::path& input, const std::filesystem::path& output,
-                               const std::string& option);
+                       const std::string& option);
 
 // "cannot read 'x': No such file or directory"-style text for the last errno.
 std::string errno_text();
