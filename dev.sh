@@ -3,7 +3,8 @@
 # npm packages of package-lock.json), builds, then runs what was asked.
 #
 #   ./dev.sh example   quantize the bundled example model and say what happened
-#   ./dev.sh test      the whole test suite
+#   ./dev.sh test      the whole test suite, then each fuzz target for FUZZ_SECONDS (60)
+#   ./dev.sh sanitize  the sanitizer build (ASAN + UBSan): unit and CLI tests, fuzz targets
 #   ./dev.sh build     install and build only
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -16,6 +17,12 @@ DEBIAN_PACKAGES=(
   libonnx-testdata python3-onnx python3-numpy python3-pil python3-torch python3-torchvision
 )
 BUILD_DIR=${BUILD_DIR:-build}
+SANITIZE_DIR=${SANITIZE_DIR:-build-asan}
+FUZZ_SECONDS=${FUZZ_SECONDS:-60}
+# Left out of the sanitizer run: what needs the torchvision or PP-OCR models, the models over
+# 2 GB, and the ONNX Runtime comparisons of whole models (the release run has them; instrumented
+# they would take most of CI's time).
+SANITIZE_SKIP='RealModel|Torchvision|ResNet|MobileNet|PaddleOcr|PpOcr|VsOrt|OnnxRuntime|Over2GB|LargeModel'
 
 say() { printf '[dev.sh] %s\n' "$*" >&2; }
 
@@ -45,6 +52,30 @@ build() {
   cmake --build "$BUILD_DIR" --parallel "$(nproc)"
 }
 
+# Each fuzz target of BUILD (tests/fuzz/driver.cc) for FUZZ_SECONDS from its corpus, with a fixed
+# seed unless FUZZ_SEED says otherwise; a crash leaves its input in BUILD/fuzz/ and prints the
+# command that reruns it.
+fuzz() {
+  local build=$1 seed=${FUZZ_SEED:-1} target
+  for target in load_model npy quantize; do
+    say "fuzzing $target for $FUZZ_SECONDS s (seed $seed, $build)"
+    "$build/tests/fuzz/fuzz_$target" --seconds "$FUZZ_SECONDS" --seed "$seed" --out "$build/fuzz" \
+      "tests/fuzz/corpus/$target"
+  done
+}
+
+# The library, the command, the tests and the fuzz targets again with AddressSanitizer and
+# UndefinedBehaviorSanitizer (CMAKE_BUILD_TYPE=Sanitize); the tests but those of SANITIZE_SKIP, then
+# the fuzz targets. About twice the release build's compile time: not part of `test` yet.
+sanitize() {
+  [ -f "$SANITIZE_DIR/build.ninja" ] ||
+    cmake -S . -B "$SANITIZE_DIR" -G Ninja -DCMAKE_BUILD_TYPE=Sanitize -DONNXPTQ_BUILD_PYTHON=OFF >/dev/null
+  cmake --build "$SANITIZE_DIR" --parallel "$(nproc)"
+  UBSAN_OPTIONS=print_stacktrace=1 ctest --test-dir "$SANITIZE_DIR" --output-on-failure --timeout 600 \
+    --fixture-exclude-setup real_models -E "$SANITIZE_SKIP"
+  fuzz "$SANITIZE_DIR"
+}
+
 case "${1:-}" in
   example)
     install_missing
@@ -64,13 +95,18 @@ case "${1:-}" in
     install_missing
     build
     ctest --test-dir "$BUILD_DIR" --output-on-failure --timeout 1200
+    fuzz "$BUILD_DIR"
+    ;;
+  sanitize)
+    install_missing
+    sanitize
     ;;
   build)
     install_missing
     build
     ;;
   *)
-    echo "usage: ./dev.sh example | test | build" >&2
+    echo "usage: ./dev.sh example | test | sanitize | build" >&2
     exit 2
     ;;
 esac

@@ -30,6 +30,9 @@ struct Archive {
 };
 
 std::string inflate_raw(const std::byte* in, size_t in_size, size_t out_size, const Archive& archive) {
+  // Deflate expands at most 1032 times (zlib's technical details): a member claiming more is
+  // corrupt, and is refused before its claimed size is allocated.
+  if (out_size / 1032 > in_size + 1) archive.fail("a compressed member is corrupt (it claims " + std::to_string(out_size) + " bytes from " + std::to_string(in_size) + ")");
   std::string out(out_size, '\0');
   z_stream z{};
   if (inflateInit2(&z, -MAX_WBITS) != Z_OK) archive.fail("cannot start zlib");

@@ -297,6 +297,15 @@ Attribute attribute_from_proto(onnx::AttributeProto& proto, Graph& graph, LoadCo
   for (const auto& s : proto.sparse_tensors()) a.serialized.push_back(s.SerializeAsString());
   if (proto.has_tp()) a.serialized.push_back(proto.tp().SerializeAsString());
   for (const auto& t : proto.type_protos()) a.serialized.push_back(t.SerializeAsString());
+  // The type names the field that holds the value, which is what everything after reads.
+  bool holds_value = a.type == AttrType::Graph          ? proto.has_g()
+                     : a.type == AttrType::Tensor       ? proto.has_t()
+                     : a.type == AttrType::SparseTensor ? proto.has_sparse_tensor()
+                     : a.type == AttrType::TypeProto    ? proto.has_tp()
+                                                        : true;
+  if (!holds_value)
+    ctx.fail("attribute '" + a.name + "' is of type " + onnx::AttributeProto::AttributeType_Name(proto.type()) +
+             " but holds no such value");
   return a;
 }
 
@@ -305,23 +314,38 @@ std::string describe_node_proto(const onnx::NodeProto& n) {
   return "node '" + n.name() + "' (" + op + ")";
 }
 
-// An attribute the op does not define is refused, as ONNX Runtime refuses it: a name garbled in
-// the file ("strid*s") would otherwise leave the op running with its default. Checked against
-// libonnx's schemas, so only for the opsets it knows.
-void check_attribute_names(const onnx::NodeProto& node, const LoadContext& ctx) {
+// A node is checked against its op's schema, as ONNX Runtime checks it: an attribute the op does
+// not define (a name garbled in the file, "strid*s", would otherwise leave the op running with its
+// default), and the count of inputs and outputs with every required input given (kernels index
+// them). Only for the opsets libonnx's schemas know.
+void check_against_schema(const onnx::NodeProto& node, const LoadContext& ctx) {
   if (!(node.domain().empty() || node.domain() == "ai.onnx") || ctx.default_opset == 0) return;
   static const int64_t known = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map().at(onnx::ONNX_DOMAIN).second;
   if (ctx.default_opset > known) return;
   const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(ctx.default_opset));
   if (!schema) return;  // an unknown op is the engine's to report, with its opset
+  const std::string op = node.op_type() + "-" + std::to_string(schema->SinceVersion());
   for (const auto& attr : node.attribute()) {
     if (schema->attributes().count(attr.name())) continue;
     std::string defined;
     for (const auto& [name, _] : schema->attributes()) defined += (defined.empty() ? "" : ", ") + name;
-    ctx.fail(describe_node_proto(node) + " has attribute '" + attr.name() + "', which " + node.op_type() + "-" +
-             std::to_string(schema->SinceVersion()) + " does not define (it has: " +
-             (defined.empty() ? "none" : defined) + ")");
+    ctx.fail(describe_node_proto(node) + " has attribute '" + attr.name() + "', which " + op +
+             " does not define (it has: " + (defined.empty() ? "none" : defined) + ")");
   }
+  auto range = [](int lo, int hi) {
+    return hi == lo ? std::to_string(lo) : std::to_string(lo) + " to " + (hi == INT_MAX ? "any" : std::to_string(hi));
+  };
+  if (node.input_size() < schema->min_input() || node.input_size() > schema->max_input())
+    ctx.fail(describe_node_proto(node) + " has " + std::to_string(node.input_size()) + " inputs; " + op + " takes " +
+             range(schema->min_input(), schema->max_input()));
+  if (node.output_size() < schema->min_output() || node.output_size() > schema->max_output())
+    ctx.fail(describe_node_proto(node) + " has " + std::to_string(node.output_size()) + " outputs; " + op +
+             " makes " + range(schema->min_output(), schema->max_output()));
+  const auto& formals = schema->inputs();
+  for (int i = 0; i < node.input_size() && static_cast<size_t>(i) < formals.size(); ++i)
+    if (node.input(i).empty() && formals[i].GetOption() == onnx::OpSchema::Single)
+      ctx.fail(describe_node_proto(node) + ": input " + std::to_string(i) + " (" + formals[i].GetName() +
+               ") is required");
 }
 
 void graph_from_proto(onnx::GraphProto& proto, Graph& graph, LoadContext& ctx) {
@@ -364,7 +388,7 @@ void graph_from_proto(onnx::GraphProto& proto, Graph& graph, LoadContext& ctx) {
 
   // 2. Nodes, their attributes (and subgraphs), inputs and outputs.
   for (auto& np : *proto.mutable_node()) {
-    check_attribute_names(np, ctx);
+    check_against_schema(np, ctx);
     Node* node = graph.add_node(np.op_type(), {}, {}, np.name(), np.domain());
     node->doc_string = np.doc_string();
     for (auto& attr : *np.mutable_attribute()) node->attributes.push_back(attribute_from_proto(attr, graph, ctx));

@@ -210,6 +210,21 @@ TEST_F(BadInput, MalformedNpyHeadersAreNamedByFile) {
                         at("no_shape.npy") + ": not a valid .npy file (bad 'shape' in the header)");
   expect_one_line_error(onnxptq("run " + model + " --inputs " + at("shape_1e23.npy")),
                         at("shape_1e23.npy") + ": shape (1, 100000000000000000000000) is too large");
+  // Found by the fuzz target: a deflated member's claimed size was allocated before inflating.
+  fs::create_directories(dir_ / "calib_npz");
+  fs::copy(at("claims_4gb.npz"), dir_ / "calib_npz/sample.npz");
+  expect_one_line_error(onnxptq("quantize " + model + " -o " + at("q.onnx") + " --calib-data " + at("calib_npz")),
+                        at("calib_npz/sample.npz") + ": a compressed member is corrupt (it claims 4294967280 bytes from ");
+}
+
+// Found by the fuzz targets: a Conv without its weight made the kernel read past its inputs, and a
+// graph attribute holding no graph crashed the saver; both are checked at load now.
+TEST_F(BadInput, NodesTheirSchemaDoesNotAllowAreRefused) {
+  expect_one_line_error(run("conv_without_weight.onnx"),
+                        at("conv_without_weight.onnx") + ": node '' (Conv) has 1 inputs; Conv-11 takes 2 to 3");
+  expect_one_line_error(quantize("conv_without_weight.onnx"), at("conv_without_weight.onnx") + ": node '' (Conv) has 1 inputs");
+  expect_one_line_error(onnxptq("inspect " + at("graph_attribute_without_graph.onnx")),
+                        at("graph_attribute_without_graph.onnx") + ": attribute 'then_branch' is of type GRAPH but holds no such value");
 }
 
 }  // namespace

@@ -5,8 +5,10 @@ encoding is the ONNX library's, not onnxptq's.
 
 Usage: /usr/bin/python3 make_bad_inputs.py FOLDER
 """
+import io
 import os
 import sys
+import zipfile
 
 import numpy as np
 import onnx
@@ -57,6 +59,14 @@ save("maxpool_garbled_strides.onnx", [node_with("MaxPool", ["x"], "strid*s", [2,
 save("conv_garbled_pads.onnx", [node_with("Conv", ["x", "w"], "pad?", [1, 1, 1, 1])], [image], [weight])
 save("two_inputs_named_x.onnx", [helper.make_node("Add", ["x", "x"], ["y"])], [value("x", [1, 4]), value("x", [1, 4])])
 
+# Found by the fuzz targets (tests/fuzz): a Conv without its weight (kernels read W), and a graph
+# attribute that holds no graph (the saver read it).
+save("conv_without_weight.onnx", [helper.make_node("Conv", ["x"], ["y"])], [image])
+empty_branch = helper.make_node("If", ["c"], ["y"])
+empty_branch.attribute.append(onnx.AttributeProto(name="then_branch", type=onnx.AttributeProto.GRAPH))
+save("graph_attribute_without_graph.onnx", [empty_branch],
+     [helper.make_tensor_value_info("c", TensorProto.BOOL, [])])
+
 # External data through a symbolic link that leaves the model's folder.
 os.makedirs(os.path.join(OUT, "linked"))
 data = TensorProto(name="b", data_type=TensorProto.UINT8, dims=[16], data_location=TensorProto.EXTERNAL)
@@ -64,6 +74,17 @@ data.external_data.add(key="location", value="w.bin")
 save("m.onnx", [helper.make_node("Cast", ["b"], ["c"], to=1), helper.make_node("Add", ["x", "c"], ["y"])],
      [value("x", [16])], [data], folder=os.path.join(OUT, "linked"))
 os.symlink("/etc/passwd", os.path.join(OUT, "linked", "w.bin"))
+
+# An .npz whose deflated member claims 4 GB: refused before that much is allocated.
+buffer = io.BytesIO()
+with zipfile.ZipFile(buffer, "w", zipfile.ZIP_DEFLATED) as archive:
+    with archive.open("x.npy", "w") as member:
+        np.save(member, np.ones((1, 4), np.float32))
+data = bytearray(buffer.getvalue())
+central = data.rindex(b"PK\x01\x02")
+data[22:26] = data[central + 24:central + 28] = (0xFFFFFFF0).to_bytes(4, "little")
+with open(os.path.join(OUT, "claims_4gb.npz"), "wb") as f:
+    f.write(data)
 
 npy("shape_2e62.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (1, 3, 48, %d), }" % 2**62)
 npy("shape_1e23.npy", "{'descr': '<f4', 'fortran_order': False, 'shape': (1, %d), }" % 10**23)
