@@ -3,7 +3,7 @@
 # npm packages of package-lock.json), builds, then runs what was asked.
 #
 #   ./dev.sh example   quantize the bundled example model and say what happened
-#   ./dev.sh test      the whole test suite, then each fuzz target for FUZZ_SECONDS (60)
+#   ./dev.sh test      the whole test suite, then each fuzz target on FUZZ_RUNS inputs (20,000)
 #   ./dev.sh sanitize  the sanitizer build (ASAN + UBSan): unit and CLI tests, fuzz targets
 #   ./dev.sh build     install and build only
 set -euo pipefail
@@ -18,6 +18,7 @@ DEBIAN_PACKAGES=(
 )
 BUILD_DIR=${BUILD_DIR:-build}
 SANITIZE_DIR=${SANITIZE_DIR:-build-asan}
+FUZZ_RUNS=${FUZZ_RUNS:-20000}
 FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 # Left out of the sanitizer run: what needs the torchvision or PP-OCR models, the models over
 # 2 GB, and the ONNX Runtime comparisons of whole models (the release run has them; instrumented
@@ -52,15 +53,15 @@ build() {
   cmake --build "$BUILD_DIR" --parallel "$(nproc)"
 }
 
-# Each fuzz target of BUILD (tests/fuzz/driver.cc) for FUZZ_SECONDS from its corpus, with a fixed
-# seed unless FUZZ_SEED says otherwise; a crash leaves its input in BUILD/fuzz/ and prints the
-# command that reruns it.
+# Each fuzz target of BUILD (tests/fuzz/driver.cc) on its corpus, then on FUZZ_RUNS mutated inputs
+# (the same inputs on any machine for one seed; FUZZ_SECONDS bounds the time each); a crash leaves
+# its input in BUILD/fuzz/ and prints the command that reruns it.
 fuzz() {
   local build=$1 seed=${FUZZ_SEED:-1} target
   for target in load_model npy quantize; do
-    say "fuzzing $target for $FUZZ_SECONDS s (seed $seed, $build)"
-    "$build/tests/fuzz/fuzz_$target" --seconds "$FUZZ_SECONDS" --seed "$seed" --out "$build/fuzz" \
-      "tests/fuzz/corpus/$target"
+    say "fuzzing $target on $FUZZ_RUNS inputs (seed $seed, $build)"
+    "$build/tests/fuzz/fuzz_$target" --runs "$FUZZ_RUNS" --seconds "$FUZZ_SECONDS" --seed "$seed" \
+      --out "$build/fuzz" "tests/fuzz/corpus/$target"
   done
 }
 

@@ -321,10 +321,22 @@ std::string describe_node_proto(const onnx::NodeProto& n) {
 void check_against_schema(const onnx::NodeProto& node, const LoadContext& ctx) {
   if (!(node.domain().empty() || node.domain() == "ai.onnx") || ctx.default_opset == 0) return;
   static const int64_t known = onnx::OpSchemaRegistry::DomainToVersionRange::Instance().Map().at(onnx::ONNX_DOMAIN).second;
-  if (ctx.default_opset > known) return;
-  const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(ctx.default_opset));
+  // Past the opsets libonnx knows, its newest schema still says which inputs are required (the
+  // later versions of ops have added optional inputs and attributes): only that is checked there.
+  const bool newer = ctx.default_opset > known;
+  const onnx::OpSchema* schema =
+      onnx::OpSchemaRegistry::Schema(node.op_type(), static_cast<int>(newer ? known : ctx.default_opset));
   if (!schema) return;  // an unknown op is the engine's to report, with its opset
   const std::string op = node.op_type() + "-" + std::to_string(schema->SinceVersion());
+  const auto& formals = schema->inputs();
+  if (node.input_size() < schema->min_input())
+    ctx.fail(describe_node_proto(node) + " has " + std::to_string(node.input_size()) + " inputs; " + op +
+             " needs at least " + std::to_string(schema->min_input()));
+  for (int i = 0; i < node.input_size() && static_cast<size_t>(i) < formals.size(); ++i)
+    if (node.input(i).empty() && formals[i].GetOption() == onnx::OpSchema::Single)
+      ctx.fail(describe_node_proto(node) + ": input " + std::to_string(i) + " (" + formals[i].GetName() +
+               ") is required");
+  if (newer) return;
   for (const auto& attr : node.attribute()) {
     if (schema->attributes().count(attr.name())) continue;
     std::string defined;
@@ -335,17 +347,12 @@ void check_against_schema(const onnx::NodeProto& node, const LoadContext& ctx) {
   auto range = [](int lo, int hi) {
     return hi == lo ? std::to_string(lo) : std::to_string(lo) + " to " + (hi == INT_MAX ? "any" : std::to_string(hi));
   };
-  if (node.input_size() < schema->min_input() || node.input_size() > schema->max_input())
+  if (node.input_size() > schema->max_input())
     ctx.fail(describe_node_proto(node) + " has " + std::to_string(node.input_size()) + " inputs; " + op + " takes " +
              range(schema->min_input(), schema->max_input()));
   if (node.output_size() < schema->min_output() || node.output_size() > schema->max_output())
     ctx.fail(describe_node_proto(node) + " has " + std::to_string(node.output_size()) + " outputs; " + op +
              " makes " + range(schema->min_output(), schema->max_output()));
-  const auto& formals = schema->inputs();
-  for (int i = 0; i < node.input_size() && static_cast<size_t>(i) < formals.size(); ++i)
-    if (node.input(i).empty() && formals[i].GetOption() == onnx::OpSchema::Single)
-      ctx.fail(describe_node_proto(node) + ": input " + std::to_string(i) + " (" + formals[i].GetName() +
-               ") is required");
 }
 
 void graph_from_proto(onnx::GraphProto& proto, Graph& graph, LoadContext& ctx) {

@@ -5,7 +5,10 @@
 // mutation loop over them. The sanitizers end the process on the first report; the input being
 // run is written to a file before each call, so a crash leaves its reproducer behind.
 //
-//   fuzz_TARGET [--seconds N] [--seed S] [--out DIR] FILE_OR_FOLDER...
+//   fuzz_TARGET [--runs N] [--seconds N] [--seed S] [--out DIR] FILE_OR_FOLDER...
+//
+// --runs bounds the mutated inputs (the same seed gives the same inputs on any machine), --seconds
+// the time; the loop ends at the first bound reached.
 //   fuzz_TARGET CRASH_FILE      reruns one input
 #include <sanitizer/common_interface_defs.h>
 #include <unistd.h>
@@ -159,7 +162,7 @@ class Mutator {
 };
 
 int usage(const char* program) {
-  fprintf(stderr, "usage: %s [--seconds N] [--seed S] [--out DIR] FILE_OR_FOLDER...\n", program);
+  fprintf(stderr, "usage: %s [--runs N] [--seconds N] [--seed S] [--out DIR] FILE_OR_FOLDER...\n", program);
   return 2;
 }
 
@@ -167,6 +170,7 @@ int usage(const char* program) {
 
 int main(int argc, char** argv) {
   double seconds = 0;
+  uint64_t runs_wanted = 0;
   uint64_t seed = 1;
   fs::path out = ".";
   std::vector<fs::path> files;
@@ -174,6 +178,8 @@ int main(int argc, char** argv) {
     std::string a = argv[i];
     if (i + 1 < argc && a == "--seconds") {
       seconds = std::stod(argv[++i]);
+    } else if (i + 1 < argc && a == "--runs") {
+      runs_wanted = std::stoull(argv[++i]);
     } else if (i + 1 < argc && a == "--seed") {
       seed = std::stoull(argv[++i]);
     } else if (i + 1 < argc && a == "--out") {
@@ -202,17 +208,17 @@ int main(int argc, char** argv) {
     run(corpus.back(), std::string(argv[0]) + " " + f.string());
   }
   fprintf(stderr, "fuzz: %zu corpus files ran\n", files.size());
-  if (seconds <= 0) return 0;
+  if (seconds <= 0 && runs_wanted == 0) return 0;
 
   fs::create_directories(out);
   fs::path current = out / ("crash-" + fs::path(argv[0]).filename().string());
   std::string reproduce = std::string(argv[0]) + " " + current.string();
   Mutator mutator(corpus, seed, std::max<size_t>(2 * largest, 4096));
-  fprintf(stderr, "fuzz: mutating for %g s (seed %llu); an input that ends this process stays in %s\n", seconds,
-          static_cast<unsigned long long>(seed), current.c_str());
-  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  fprintf(stderr, "fuzz: mutating (seed %llu, at most %llu inputs and %g s); an input that ends this process stays in %s\n",
+          static_cast<unsigned long long>(seed), static_cast<unsigned long long>(runs_wanted), seconds, current.c_str());
+  auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds > 0 ? seconds : 1e9);
   size_t runs = 0;
-  for (; std::chrono::steady_clock::now() < end; ++runs) {
+  for (; (runs_wanted == 0 || runs < runs_wanted) && std::chrono::steady_clock::now() < end; ++runs) {
     Bytes input = mutator.next();
     write_file(current, input);
     run(input, reproduce);

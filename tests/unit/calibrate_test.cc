@@ -192,7 +192,7 @@ TEST(Calibrate, EntropyClipsOutliersOfAGaussianGivenMoreBinsThanLevels) {
   EXPECT_EQ(seeds.hi, 60.0);
   EXPECT_EQ(seeds.lo, -54.0);  // the other outlier, -60 * 0.9
   o.num_bins = 2048;
-  const TensorRange& x = run(samples, o).ranges.at("x");
+  const TensorRange x = run(samples, o).ranges.at("x");
   EXPECT_GT(x.hi, 2.0);  // keeps the body of N(0, 1)
   EXPECT_LT(x.hi, 12.0);  // and cuts the outlier at 60
   EXPECT_GT(x.lo, -12.0);
