@@ -3,11 +3,15 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "accuracy/evaluate_command.h"
+#include "accuracy/target_search.h"
 #include "cli/calib_data.h"
 #include "cli/commands.h"
 #include "ir/file_io.h"
@@ -39,7 +43,66 @@ struct QuantizeArgs {
   bool no_include_cle = false;
   bool enable_dpu = false;
   bool enable_npu_transformer = false;
+  // The accuracy target (accuracy/target_search.h).
+  std::string evaluate_command;
+  double evaluate_timeout = 0;
+  bool lower_is_better = false;
+  std::optional<double> max_loss, max_relative_loss, min_sqnr;
+  std::string fallback_type = "float";
+  size_t max_trials = 100;
+  double time_limit = 0;
+  bool stop_at_first_pass = false;
+  size_t held_out = 0;
+  size_t output_index = 0;
+
+  bool searches() const { return max_loss || max_relative_loss || min_sqnr; }
 };
+
+// A folder for the search's candidate models, removed with everything in it at the end.
+class TrialFolder {
+ public:
+  TrialFolder() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "onnxptq-trials-XXXXXX").string();
+    if (!mkdtemp(pattern.data())) throw Error("cannot make a folder for candidate models under " + pattern);
+    path_ = pattern;
+  }
+  ~TrialFolder() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
+accuracy::SearchOptions search_options(const QuantizeArgs& a) {
+  if (a.fallback_type != "float")
+    throw Error("--fallback-type " + a.fallback_type +
+                ": only float is built (falling back to int16 or bfloat16 needs per-node precision, not built yet)");
+  accuracy::SearchOptions o;
+  if (!a.evaluate_command.empty()) {
+    std::string command = a.evaluate_command;
+    double timeout = a.evaluate_timeout;
+    o.target.evaluate = [command, timeout](const std::filesystem::path& model, const std::string& trial) {
+      return accuracy::run_evaluate_command(command, model, timeout, trial).value;
+    };
+  } else if (a.lower_is_better) {
+    throw Error("--lower-is-better is about --evaluate-command's metric; the built-in one (--min-sqnr) is higher-is-better");
+  }
+  o.target.lower_is_better = a.lower_is_better;
+  o.target.max_loss = a.max_loss;
+  o.target.max_relative_loss = a.max_relative_loss;
+  o.target.min_sqnr = a.min_sqnr;
+  o.max_trials = a.max_trials;
+  o.time_limit = a.time_limit;
+  o.stop_at_first_pass = a.stop_at_first_pass;
+  o.held_out = a.held_out;
+  o.output_index = a.output_index;
+  o.threads = a.threads;
+  o.float_model_path = a.model;
+  return o;
+}
 
 void write_text(const std::string& path, const std::string& text) {
   ir::AtomicFile file(path);
@@ -123,14 +186,36 @@ void quantize_command(QuantizeArgs a) {
   bool terminal = !a.quiet && isatty(STDERR_FILENO);
   std::function<void(const std::string&)> log;
   if (!a.quiet) log = [terminal](const std::string& m) { std::cerr << (terminal ? "onnxptq: " : "") << m << "\n"; };
-  quant::QuantizeResult result = quant::quantize_static(model, *reader, config, log);
+  quant::QuantizeResult result;
+  nlohmann::json search_json;
+  std::string search_line;
+  if (a.searches()) {
+    accuracy::SearchOptions options = search_options(a);
+    TrialFolder trials;
+    options.work_dir = trials.path();
+    accuracy::SearchResult search = accuracy::search_accuracy_target(model, *reader, config, options, log);
+    search_json = accuracy::search_report(search);
+    search_line = accuracy::search_summary(search) + "\n";
+    if (!search.met) {
+      command_status() = 1;  // the model is written, but it is not what was asked for
+      if (a.quiet) std::cerr << "warning: " << search_line;
+    }
+    result = std::move(search.best);
+  } else {
+    result = quant::quantize_static(model, *reader, config, log);
+  }
 
   ir::SaveOptions save;
   if (a.external_data) save.external_data = ir::SaveOptions::ExternalData::Always;
   if (!a.dump_plan.empty()) write_text(a.dump_plan, result.plan.to_json().dump(2) + "\n");
-  if (!a.report.empty()) write_text(a.report, quant::report(model, result).dump(2) + "\n");
+  if (!a.report.empty()) {
+    nlohmann::json report = quant::report(model, result);
+    if (!search_json.is_null()) report["accuracy_target"] = search_json;
+    write_text(a.report, report.dump(2) + "\n");
+  }
   ir::save_model(result.model, a.output, save);
-  if (!a.quiet) std::cerr << quant::summary(model, result) << "quantized model written to " << a.output << "\n";
+  if (!a.quiet)
+    std::cerr << quant::summary(model, result) << search_line << "quantized model written to " << a.output << "\n";
 }
 
 }  // namespace
@@ -188,7 +273,57 @@ void add_quantize_command(CLI::App& app) {
                 "convert_nchw_to_nhwc=True: 4-D NCHW image inputs declared NHWC first (NCHW samples are transposed)");
   cmd->add_flag("--no-optimize-model", a->no_optimize_model,
                 "optimize_model=False: quantize the model as given, without `onnxptq preprocess`'s passes");
-  cmd->callback([a] { quantize_command(*a); });
+  const char* target = "Accuracy target";
+  cmd->add_option("--evaluate-command", a->evaluate_command,
+                  "Scores a model: CMD with {model} replaced by a candidate's path, printing the metric as its last "
+                  "line (docs/accuracy.md)")
+      ->group(target);
+  cmd->add_flag("--lower-is-better", a->lower_is_better, "The evaluate command's metric is an error (CER, loss)")
+      ->group(target);
+  CLI::Option* max_loss =
+      cmd->add_option("--max-loss", a->max_loss, "Search for the cheapest model whose metric is at most this much "
+                                                 "worse than the float model's (needs --evaluate-command)")
+          ->group(target);
+  CLI::Option* max_relative_loss =
+      cmd->add_option("--max-relative-loss", a->max_relative_loss,
+                      "The same as a fraction of the float model's metric (0.01: 1 %)")
+          ->group(target)
+          ->excludes(max_loss);
+  cmd->add_option("--min-sqnr", a->min_sqnr,
+                  "Search with the built-in metric: the output's SQNR (dB) on calibration samples held out")
+      ->group(target)
+      ->excludes(max_loss)
+      ->excludes(max_relative_loss);
+  cmd->add_option("--fallback-type", a->fallback_type, "What sensitive nodes fall back to: float (default)")
+      ->group(target);
+  cmd->add_option("--max-trials", a->max_trials, "Quantized models scored at most (default 100; 0: no limit)")
+      ->group(target)
+      ->check(non_negative());
+  cmd->add_option("--time-limit", a->time_limit, "Seconds the search may take (default 0: no limit)")
+      ->group(target)
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--evaluate-timeout", a->evaluate_timeout,
+                  "Seconds one evaluate command may run before it is killed (default 0: no limit)")
+      ->group(target)
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--stop-at-first-pass", a->stop_at_first_pass, "End with the first model that meets the target")
+      ->group(target);
+  cmd->add_option("--held-out", a->held_out,
+                  "--min-sqnr: calibration samples held out to measure on (default: a quarter, 1 to 32)")
+      ->group(target)
+      ->check(non_negative());
+  cmd->add_option("--output-index", a->output_index, "The model output the built-in measures compare (default 0)")
+      ->group(target)
+      ->check(non_negative());
+  cmd->callback([a, cmd] {
+    for (const char* option : {"--evaluate-command", "--lower-is-better", "--fallback-type", "--max-trials",
+                               "--time-limit", "--evaluate-timeout", "--stop-at-first-pass", "--held-out",
+                               "--output-index"})
+      if (cmd->count(option) && !a->searches())
+        throw Error(std::string(option) + " belongs to the accuracy target search: give --max-loss, "
+                    "--max-relative-loss or --min-sqnr");
+    quantize_command(*a);
+  });
 }
 
 }  // namespace onnxptq::cli

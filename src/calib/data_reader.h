@@ -40,6 +40,11 @@ struct RandomReaderOptions {
 std::unique_ptr<DataReader> make_random_reader(const std::vector<const ir::Value*>& inputs,
                                                const RandomReaderOptions& options);
 
+// Samples begin..end-1 of `source` (fewer when it has fewer), which must outlive the result; the
+// source is started over at each start of the subset, so it must be able to (can_rewind) unless
+// the subset begins at 0 and is read once. Error when begin >= end.
+std::unique_ptr<DataReader> make_subset_reader(DataReader& source, size_t begin, size_t end);
+
 // Image preprocessing for the image folder reader, in the order it is applied: decode (grayscale is
 // repeated to 3 channels, alpha is dropped), resize, center crop, channel order, then for each
 // channel c of the tensor x = (x * scale - mean[c]) / stddev[c] on the 0..255 pixel values, then

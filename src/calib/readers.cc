@@ -258,6 +258,46 @@ class RandomReader : public DataReader {
   size_t produced_ = 0;
 };
 
+// Samples [begin, end) of another reader; it starts the source over (when it can) each time it
+// starts, so two subsets of one source may be read in turns.
+class SubsetReader : public DataReader {
+ public:
+  SubsetReader(DataReader& source, size_t begin, size_t end) : source_(source), begin_(begin), end_(end) {}
+
+  std::optional<Feed> next() override {
+    if (position_ == 0 && !at_begin_) {
+      // Another reader of the same source may have moved it.
+      if (source_.can_rewind()) source_.rewind();
+      for (; position_ < begin_; ++position_)
+        if (!source_.next()) return std::nullopt;
+      at_begin_ = true;
+    }
+    if (position_ >= end_) return std::nullopt;
+    std::optional<Feed> feed = source_.next();
+    if (feed) ++position_;
+    return feed;
+  }
+  std::optional<size_t> size() const override {
+    std::optional<size_t> n = source_.size();
+    if (!n) return std::nullopt;
+    return std::min(*n, end_) - std::min(*n, begin_);
+  }
+  bool can_rewind() const override { return source_.can_rewind(); }
+  void rewind() override {
+    position_ = 0;
+    at_begin_ = false;
+  }
+  std::string describe() const override {
+    return "samples " + std::to_string(begin_) + ".." + std::to_string(end_ - 1) + " of " + source_.describe();
+  }
+
+ private:
+  DataReader& source_;
+  size_t begin_, end_;
+  size_t position_ = 0;
+  bool at_begin_ = false;  // position_ counts from the source's start
+};
+
 }  // namespace
 
 std::unique_ptr<DataReader> make_npy_folder_reader(const fs::path& folder, const std::vector<const ir::Value*>& inputs) {
@@ -267,6 +307,11 @@ std::unique_ptr<DataReader> make_npy_folder_reader(const fs::path& folder, const
 std::unique_ptr<DataReader> make_random_reader(const std::vector<const ir::Value*>& inputs,
                                                const RandomReaderOptions& options) {
   return std::make_unique<RandomReader>(inputs, options);
+}
+
+std::unique_ptr<DataReader> make_subset_reader(DataReader& source, size_t begin, size_t end) {
+  if (begin >= end) throw Error("an empty subset of " + source.describe());
+  return std::make_unique<SubsetReader>(source, begin, end);
 }
 
 }  // namespace onnxptq::calib

@@ -53,14 +53,36 @@ std::map<std::string, ir::DataType> value_types(const ir::Model& model, calib::D
   return types;
 }
 
-// A reader giving samples fit for `model` when a format conversion changed its inputs; nullptr
-// when none was asked for.
-std::unique_ptr<calib::DataReader> adapted_reader(calib::DataReader& reader, const ir::Model& model,
-                                                  const QuantConfig& config) {
-  if (!config.convert_fp16_to_fp32 && !config.convert_nchw_to_nhwc) return nullptr;
-  calib::FeedAdaptation adaptation{.widen_float16 = config.convert_fp16_to_fp32,
-                                   .nchw_to_nhwc = config.convert_nchw_to_nhwc};
-  return calib::adapt_reader(reader, model.graph->fed_inputs(), adaptation);
+// The ranges of `tensors`: those `known` has (or knows to be never finite) as they are, the
+// others calibrated now and added to `known`. A tensor's range depends on its own values only,
+// so this gives what calibrating them all at once gives.
+calib::CalibrationResult calibrate_missing(const ir::Model& model, const std::vector<std::string>& tensors,
+                                           calib::DataReader& reader, const calib::CalibOptions& options,
+                                           calib::CalibrationResult& known,
+                                           const std::function<void(const std::string&)>& say) {
+  std::set<std::string> non_finite(known.non_finite.begin(), known.non_finite.end());
+  std::vector<std::string> missing;
+  for (const std::string& t : tensors)
+    if (!known.ranges.count(t) && !non_finite.count(t)) missing.push_back(t);
+  if (!missing.empty()) {
+    say("calibrating " + std::to_string(missing.size()) + " tensors with " + calib::method_name(options.method));
+    calib::CalibrationResult found = calib::calibrate(model, missing, reader, options);
+    known.ranges.insert(found.ranges.begin(), found.ranges.end());
+    known.non_finite.insert(known.non_finite.end(), found.non_finite.begin(), found.non_finite.end());
+    known.samples = found.samples;
+    known.skipped = found.skipped;
+    known.passes += found.passes;
+  }
+  calib::CalibrationResult r;
+  r.samples = known.samples;
+  r.skipped = known.skipped;
+  r.passes = missing.empty() ? 0 : known.passes;
+  for (const std::string& t : tensors) {
+    auto it = known.ranges.find(t);
+    if (it != known.ranges.end()) r.ranges.insert(*it);
+    else r.non_finite.push_back(t);
+  }
+  return r;
 }
 
 // optimize_model: the preparation passes on a copy, the engine's shape run at the first sample's
@@ -364,6 +386,14 @@ void apply_config_json(QuantConfig& c, const nlohmann::json& j) {
   }
 }
 
+std::unique_ptr<calib::DataReader> adapted_reader(calib::DataReader& reader, const ir::Model& model,
+                                                  const QuantConfig& config) {
+  if (!config.convert_fp16_to_fp32 && !config.convert_nchw_to_nhwc) return nullptr;
+  calib::FeedAdaptation adaptation{.widen_float16 = config.convert_fp16_to_fp32,
+                                   .nchw_to_nhwc = config.convert_nchw_to_nhwc};
+  return calib::adapt_reader(reader, model.graph->fed_inputs(), adaptation);
+}
+
 std::optional<ir::Model> prepare_float_model(const ir::Model& model, calib::DataReader& reader,
                                              const QuantConfig& config,
                                              const std::function<void(const std::string&)>& log,
@@ -438,6 +468,15 @@ Plan plan_quantization(const ir::Model& model, calib::DataReader& reader, const 
 QuantizeResult quantize_static(const ir::Model& float_model, calib::DataReader& reader, const QuantConfig& config,
                                const std::function<void(const std::string&)>& log) {
   check_config(config);
+  QuantizeResult r;
+  r.prepared = prepare_float_model(float_model, reader, config, log, &r.seconds);
+  quantize_prepared(r, float_model, reader, config, log, nullptr);
+  return r;
+}
+
+void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::DataReader& reader,
+                       const QuantConfig& config, const std::function<void(const std::string&)>& log,
+                       calib::CalibrationResult* known_ranges) {
   auto say = [&](const std::string& line) {
     if (log) log(line);
   };
@@ -445,8 +484,6 @@ QuantizeResult quantize_static(const ir::Model& float_model, calib::DataReader& 
   auto say_warnings = [&](const Plan& plan) {
     for (; warned < plan.warnings.size(); ++warned) say("warning: " + plan.warnings[warned]);
   };
-  QuantizeResult r;
-  r.prepared = prepare_float_model(float_model, reader, config, log, &r.seconds);
   auto start = std::chrono::steady_clock::now();
   const ir::Model& model = r.prepared ? *r.prepared : float_model;
   // Samples for the converted model's inputs (convert_fp16_to_fp32, convert_nchw_to_nhwc).
@@ -462,8 +499,12 @@ QuantizeResult quantize_static(const ir::Model& float_model, calib::DataReader& 
   if (config.power_of_two()) calib.activation_type = config.activation_type;
   if (!calib.log) calib.log = log;
   std::vector<std::string> tensors = r.plan.tensors_to_calibrate();
-  say("calibrating " + std::to_string(tensors.size()) + " tensors with " + calib::method_name(calib.method));
-  r.calibration = calib::calibrate(model, tensors, data, calib);
+  if (known_ranges) {
+    r.calibration = calibrate_missing(model, tensors, data, calib, *known_ranges, say);
+  } else {
+    say("calibrating " + std::to_string(tensors.size()) + " tensors with " + calib::method_name(calib.method));
+    r.calibration = calib::calibrate(model, tensors, data, calib);
+  }
   r.seconds["calibrate"] = seconds_since(start);
 
   if (config.enable_dpu) {  // vai §2 step 18 and §7-§8, on a copy; r.prepared (so `model`) becomes it
@@ -500,7 +541,6 @@ QuantizeResult quantize_static(const ir::Model& float_model, calib::DataReader& 
   start = std::chrono::steady_clock::now();
   r.model = export_model(model, r.plan, config);
   r.seconds["export"] = seconds_since(start);
-  return r;
 }
 
 namespace {

@@ -3,6 +3,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <nlohmann/json_fwd.hpp>
 #include <string>
@@ -34,6 +35,15 @@ inline constexpr const char* kNoCalibrationData =
 QuantizeResult quantize_static(const ir::Model& model, calib::DataReader& reader, const QuantConfig& config,
                                const std::function<void(const std::string&)>& log = {});
 
+// quantize_static's steps after preparation, into `r` whose `prepared` prepare_float_model set
+// (for `float_model` and `config`): plan, calibration, enable_dpu's later passes, parameters,
+// export. With `known_ranges`, ranges found there are used as they are and the tensors it lacks
+// are calibrated and added to it: trials that differ only in what is quantized (nodes_to_exclude,
+// nodes_to_quantize) share one calibration. `reader` gives the samples of `float_model`'s inputs.
+void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::DataReader& reader,
+                       const QuantConfig& config, const std::function<void(const std::string&)>& log,
+                       calib::CalibrationResult* known_ranges);
+
 // The float model as quantize_static quantizes it, on a copy: RemoveInputInit, optimize_model's
 // preparation passes, then include_cle / ReplaceClip6Relu; nullopt when none of them applies. Adds the time of
 // each step ("prepare", "cle") to `seconds` when given.
@@ -41,6 +51,11 @@ std::optional<ir::Model> prepare_float_model(const ir::Model& model, calib::Data
                                              const QuantConfig& config,
                                              const std::function<void(const std::string&)>& log = {},
                                              std::map<std::string, double>* seconds = nullptr);
+
+// A reader giving samples fit for `model` (the prepared model) when a format conversion
+// (convert_fp16_to_fp32, convert_nchw_to_nhwc) changed its inputs; nullptr when none was asked for.
+std::unique_ptr<calib::DataReader> adapted_reader(calib::DataReader& reader, const ir::Model& model,
+                                                  const QuantConfig& config);
 
 // The plan quantize_static makes. Where the model does not give every value's element type
 // (no shape inference ran), the first sample is run once to learn them (the seeds' smoke

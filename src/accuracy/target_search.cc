@@ -1,0 +1,463 @@
+#include "accuracy/target_search.h"
+
+#include <chrono>
+#include <cmath>
+#include <iomanip>
+#include <limits>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "engine/session.h"
+#include "ir/file_io.h"
+#include "onnxptq/error.h"
+
+namespace onnxptq::accuracy {
+
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+std::string number(double v) {
+  std::ostringstream out;
+  out << std::setprecision(6) << v;
+  return out.str();
+}
+
+bool is_weighted(const std::string& op_type) {
+  return op_type == "Conv" || op_type == "ConvTranspose" || op_type == "Gemm" || op_type == "MatMul";
+}
+
+void check_target(const SearchOptions& o) {
+  const AccuracyTarget& t = o.target;
+  auto non_negative = [](const char* what, std::optional<double> v) {
+    if (v && !(std::isfinite(*v) && *v >= 0))
+      throw Error(std::string(what) + " must be a number of at least 0, got " + number(*v));
+  };
+  non_negative("max_loss", t.max_loss);
+  non_negative("max_relative_loss", t.max_relative_loss);
+  if (t.evaluate) {
+    if (t.min_sqnr) throw Error("min_sqnr is the built-in metric's target: with an evaluate function, give max_loss or max_relative_loss");
+    if (t.max_loss.has_value() == t.max_relative_loss.has_value())
+      throw Error("the accuracy target needs exactly one of max_loss and max_relative_loss");
+    if (o.work_dir.empty()) throw Error("the accuracy target search needs a folder for candidate models (work_dir)");
+  } else {
+    if (t.max_loss || t.max_relative_loss)
+      throw Error("max_loss and max_relative_loss need an evaluate command or function (the user's metric); "
+                  "the built-in metric, the output SQNR, takes min_sqnr");
+    if (!t.min_sqnr) throw Error("the accuracy target needs min_sqnr (dB) for the built-in metric, or an evaluate command");
+    if (!std::isfinite(*t.min_sqnr)) throw Error("min_sqnr must be a finite number of dB");
+  }
+}
+
+size_t count_samples(DataReader& reader) {
+  if (std::optional<size_t> n = reader.size()) return *n;
+  if (!reader.can_rewind())
+    throw Error(reader.describe() + " cannot start over, and the accuracy target search reads it many times");
+  reader.rewind();
+  size_t n = 0;
+  while (reader.next()) ++n;
+  reader.rewind();
+  return n;
+}
+
+// Samples for measures on the prepared model: `reader`'s, adapted to its inputs where a format
+// conversion changed them.
+ReferenceOutputs measure_set(const ir::Model& prepared, DataReader& reader, const quant::QuantConfig& config,
+                             size_t output_index, size_t max_samples, int threads) {
+  reader.rewind();
+  std::unique_ptr<DataReader> adapted = quant::adapted_reader(reader, prepared, config);
+  return reference_outputs(prepared, adapted ? *adapted : reader, output_index, max_samples, threads);
+}
+
+// What a recipe shares with other trials: its prepared float model and its calibrated ranges.
+struct Recipe {
+  std::optional<ir::Model> prepared;
+  calib::CalibrationResult ranges;
+};
+
+class Search {
+ public:
+  Search(const ir::Model& model, DataReader& reader, const quant::QuantConfig& base, const SearchOptions& o,
+         const std::function<void(const std::string&)>& log)
+      : model_(model), reader_(reader), base_(base), o_(o), log_(log) {}
+
+  SearchResult run() {
+    check_target(o_);
+    quant::check_config(base_);
+    start_ = Clock::now();
+    r_.lower_is_better = o_.target.evaluate && o_.target.lower_is_better;
+    split_data();
+    baseline();
+    if (!recipes() && !stopped_) fallback();
+    if (r_.stop_reason.empty()) r_.stop_reason = r_.met ? "the target is met" : "no trial left to try";
+    r_.seconds = seconds_since(start_);
+    return std::move(r_);
+  }
+
+ private:
+  void say(const std::string& line) const {
+    if (log_) log_(line);
+  }
+
+  // The built-in metric measures on samples held out of calibration (the last ones).
+  void split_data() {
+    if (o_.target.evaluate) return;
+    size_t n = count_samples(reader_);
+    if (n < 2)
+      throw Error("the built-in metric needs at least 2 calibration samples (one to calibrate on, one to measure on); " +
+                  reader_.describe() + " has " + std::to_string(n));
+    size_t held = o_.held_out ? o_.held_out : std::clamp<size_t>(n / 4, 1, 32);
+    if (held >= n)
+      throw Error("holding out " + std::to_string(held) + " of " + std::to_string(n) +
+                  " samples leaves none to calibrate on");
+    calib_part_ = calib::make_subset_reader(reader_, 0, n - held);
+    measure_part_ = calib::make_subset_reader(reader_, n - held, n);
+    say("accuracy target: calibrating on " + std::to_string(n - held) + " samples, measuring on the last " +
+        std::to_string(held));
+  }
+  DataReader& calibration_data() { return calib_part_ ? *calib_part_ : reader_; }
+
+  void baseline() {
+    const Recipe& recipe = recipe_for(base_);
+    const ir::Model& prepared = recipe.prepared ? *recipe.prepared : model_;
+    const AccuracyTarget& t = o_.target;
+    if (t.evaluate) {
+      fs::path path = o_.float_model_path;
+      if (path.empty()) {
+        path = o_.work_dir / "float.onnx";
+        ir::save_model(model_, path);
+      }
+      r_.float_metric = t.evaluate(path, "the float model");
+      if (o_.float_model_path.empty()) remove_model_file(path);
+      if (!std::isfinite(r_.float_metric))
+        throw Error("the float model's metric is " + number(r_.float_metric) + ": the target cannot be set from it");
+      double slack = t.max_loss ? *t.max_loss : std::abs(r_.float_metric) * *t.max_relative_loss;
+      r_.required = r_.lower_is_better ? r_.float_metric + slack : r_.float_metric - slack;
+      // The fallback order is measured on the first calibration samples.
+      sensitivity_set_ = measure_set(prepared, calibration_data(), base_, o_.output_index, o_.sensitivity_samples,
+                                     o_.threads);
+    } else {
+      r_.float_metric = std::numeric_limits<double>::infinity();
+      r_.required = *t.min_sqnr;
+      measure_ = measure_set(prepared, *measure_part_, base_, o_.output_index, 0, o_.threads);
+      sensitivity_set_ = measure_;
+      if (sensitivity_set_.feeds.size() > o_.sensitivity_samples) {
+        sensitivity_set_.feeds.resize(o_.sensitivity_samples);
+        sensitivity_set_.outputs.resize(o_.sensitivity_samples);
+      }
+    }
+    say("accuracy target: float model " + number(r_.float_metric) + ", required " + (r_.lower_is_better ? "<= " : ">= ") +
+        number(r_.required));
+  }
+
+  bool better_metric(double a, double b) const {
+    if (std::isnan(b)) return !std::isnan(a);
+    return r_.lower_is_better ? a < b : a > b;
+  }
+  bool meets(double metric) const {
+    return !std::isnan(metric) && (r_.lower_is_better ? metric <= r_.required : metric >= r_.required);
+  }
+
+  Recipe& recipe_for(const quant::QuantConfig& config) {
+    std::string key = std::string(config.include_cle ? "cle " : "") + calib::method_name(config.calibrate_method);
+    auto it = recipes_.find(key);
+    if (it != recipes_.end()) return it->second;
+    Recipe recipe;
+    auto prepared = cle_prepared_.find(config.include_cle);
+    if (prepared == cle_prepared_.end()) {
+      DataReader& data = calibration_data();
+      data.rewind();
+      prepared = cle_prepared_.emplace(config.include_cle, quant::prepare_float_model(model_, data, config)).first;
+    }
+    if (prepared->second) recipe.prepared = ir::clone_model(*prepared->second);
+    return recipes_.emplace(key, std::move(recipe)).first->second;
+  }
+
+  bool out_of_budget() {
+    if (o_.max_trials && r_.trials.size() >= o_.max_trials) {
+      r_.stop_reason = "the trial limit (" + std::to_string(o_.max_trials) + ") is reached";
+      stopped_ = true;
+    } else if (o_.time_limit > 0 && seconds_since(start_) >= o_.time_limit) {
+      r_.stop_reason = "the time limit (" + number(o_.time_limit) + " s) is reached";
+      stopped_ = true;
+    }
+    return stopped_;
+  }
+
+  static void remove_model_file(const fs::path& path) {
+    std::error_code ignored;
+    fs::remove(path, ignored);
+    fs::remove(fs::path(path.string() + ".data"), ignored);
+  }
+
+  double score(const quant::QuantizeResult& q, const std::string& trial) {
+    if (o_.target.evaluate) {
+      fs::path path = o_.work_dir / (trial.substr(trial.rfind(' ') + 1) + ".onnx");
+      ir::save_model(q.model, path);
+      try {
+        double m = o_.target.evaluate(path, trial);
+        remove_model_file(path);
+        return m;
+      } catch (...) {
+        remove_model_file(path);
+        throw;
+      }
+    }
+    engine::SessionOptions so;
+    so.threads = o_.threads;
+    engine::Session session(q.model, so);
+    OutputError error;
+    for (size_t i = 0; i < measure_.feeds.size(); ++i)
+      error.add(measure_.outputs[i], session.run(measure_.feeds[i]).at(measure_.output_index),
+                trial + ", held-out sample " + std::to_string(i));
+    return error.sqnr_db();
+  }
+
+  // Quantizes with `config` and scores the model; nullopt when the budget is spent.
+  std::optional<Trial> trial(const std::string& phase, const std::string& change, const quant::QuantConfig& config,
+                             std::vector<std::string> fallback = {}) {
+    if (stopped_ || out_of_budget()) return std::nullopt;
+    auto start = Clock::now();
+    Trial t{.index = r_.trials.size() + 1, .phase = phase, .change = change, .fallback = std::move(fallback)};
+    std::string name = "trial " + std::to_string(t.index);
+    Recipe& recipe = recipe_for(config);
+    quant::QuantizeResult q;
+    if (recipe.prepared) q.prepared = ir::clone_model(*recipe.prepared);
+    DataReader& data = calibration_data();
+    data.rewind();
+    try {
+      quant::quantize_prepared(q, model_, data, config, {}, &recipe.ranges);
+    } catch (const Error& e) {
+      throw Error(name + " (" + change + "): " + e.what());
+    }
+    t.metric = score(q, name);
+    t.meets = meets(t.metric);
+    t.seconds = seconds_since(start);
+    say(name + " (" + phase + ": " + change + "): " + number(t.metric) + (t.meets ? ", meets" : ", misses") +
+        " the target (" + (r_.lower_is_better ? "<= " : ">= ") + number(r_.required) + "), " +
+        number(std::round(t.seconds * 10) / 10) + " s");
+    if (!has_best_ || better(t, r_.trials[r_.best_trial - 1])) {
+      r_.best = std::move(q);
+      r_.config = config;
+      r_.best_trial = t.index;
+      r_.met = t.meets;
+      has_best_ = true;
+    }
+    r_.trials.push_back(t);
+    return t;
+  }
+
+  // Among trials that meet the target, fewer fallbacks first, then the metric; else the metric.
+  bool better(const Trial& a, const Trial& b) const {
+    if (a.meets != b.meets) return a.meets;
+    if (a.meets && a.fallback.size() != b.fallback.size()) return a.fallback.size() < b.fallback.size();
+    return better_metric(a.metric, b.metric);
+  }
+
+  // Whole-model recipes, each kept when it improves the metric. True when one meets the target.
+  bool recipes() {
+    quant::QuantConfig current = base_;
+    std::optional<Trial> t = trial("recipe", "as configured", current);
+    if (!t) return false;
+    double current_metric = t->metric;
+    bool met = t->meets;
+    if (met && o_.stop_at_first_pass) return stop_first();
+
+    std::vector<std::pair<std::string, std::function<void(quant::QuantConfig&)>>> changes;
+    if (!base_.per_channel)
+      changes.emplace_back("per-channel weights", [](quant::QuantConfig& c) { c.per_channel = true; });
+    std::vector<calib::Method> methods =
+        base_.power_of_two()
+            ? std::vector<calib::Method>{calib::Method::MinMSE, calib::Method::NonOverflow}
+            : std::vector<calib::Method>{calib::Method::MinMax, calib::Method::Percentile, calib::Method::Entropy};
+    for (calib::Method m : methods)
+      if (m != base_.calibrate_method)
+        changes.emplace_back(std::string("calibrate_method ") + calib::method_name(m),
+                             [m](quant::QuantConfig& c) { c.calibrate_method = m; });
+    changes.emplace_back(base_.include_cle ? "include_cle off" : "include_cle on",
+                         [on = !base_.include_cle](quant::QuantConfig& c) { c.include_cle = on; });
+
+    for (const auto& [what, apply] : changes) {
+      quant::QuantConfig config = current;
+      apply(config);
+      try {
+        quant::check_config(config);
+      } catch (const Error&) {
+        continue;  // not allowed with this format or path
+      }
+      t = trial("recipe", what, config);
+      if (!t) return met;
+      met = met || t->meets;
+      if (t->meets && o_.stop_at_first_pass) return stop_first();
+      if (better_metric(t->metric, current_metric)) {
+        current = config;
+        current_metric = t->metric;
+      }
+    }
+    if (met) r_.stop_reason = "a whole-model recipe meets the target";
+    return met;
+  }
+
+  bool stop_first() {
+    r_.stop_reason = "the first model that meets the target (stop at first pass)";
+    stopped_ = true;
+    return true;
+  }
+
+  quant::QuantConfig with_fallback(const quant::QuantConfig& config, const std::vector<std::string>& nodes) const {
+    quant::QuantConfig c = config;
+    c.nodes_to_exclude.insert(c.nodes_to_exclude.end(), nodes.begin(), nodes.end());
+    return c;
+  }
+
+  // Nodes fall back to float from the best recipe, in sensitivity order: the shortest prefix
+  // meeting the target (bisection), then reverts of the fallbacks it does not need.
+  void fallback() {
+    const quant::QuantConfig recipe = r_.config;
+    const quant::QuantizeResult& best = r_.best;
+    const ir::Model& simulated = best.prepared ? *best.prepared : model_;
+    auto start = Clock::now();
+    r_.sensitivity = rank_nodes_alone(simulated, best.plan, recipe, sensitivity_set_, o_.threads);
+    // Only nodes that make an error, and that the configuration can name (enable_dpu's later
+    // passes make nodes of their own).
+    const Recipe& prepared = recipe_for(recipe);
+    const ir::Model& named = prepared.prepared ? *prepared.prepared : model_;
+    std::set<std::string> nameable;
+    for (const auto& n : named.graph->nodes()) nameable.insert(n->name);
+    std::vector<std::string> order;
+    for (const NodeSensitivity& s : r_.sensitivity)
+      if (std::isfinite(s.sqnr_db) && nameable.count(s.node)) order.push_back(s.node);
+    say("sensitivity of " + std::to_string(r_.sensitivity.size()) + " quantized nodes: " +
+        number(std::round(seconds_since(start) * 10) / 10) + " s; " + std::to_string(order.size()) +
+        " make an error" + (order.empty() ? "" : ", the worst " + order[0]));
+    if (order.empty()) {
+      r_.stop_reason = "no quantized node makes an error to fall back";
+      return;
+    }
+    auto prefix = [&](size_t k) { return std::vector<std::string>(order.begin(), order.begin() + k); };
+    auto fall_back = [&](const std::string& phase, const std::string& change, const std::vector<std::string>& nodes) {
+      return trial(phase, change, with_fallback(recipe, nodes), nodes);
+    };
+
+    size_t lo = 0, hi = order.size();  // prefix lo misses (the recipe); prefix hi is to be tried
+    std::optional<Trial> t = fall_back("fallback", "all " + std::to_string(hi) + " nodes in float", prefix(hi));
+    if (!t) return;
+    if (!t->meets) {
+      r_.stop_reason = "the target is missed even with every node that makes an error in float";
+      return;
+    }
+    if (o_.stop_at_first_pass) {
+      stop_first();
+      return;
+    }
+    while (hi - lo > 1) {
+      size_t mid = lo + (hi - lo) / 2;
+      t = fall_back("fallback", "the " + std::to_string(mid) + " worst nodes in float", prefix(mid));
+      if (!t) return;
+      (t->meets ? hi : lo) = mid;
+    }
+    std::vector<std::string> chosen = prefix(hi);
+    // Least sensitive first: the likeliest to be unnecessary.
+    for (size_t i = chosen.size(); i-- > 0 && chosen.size() > 1;) {
+      std::vector<std::string> without = chosen;
+      without.erase(without.begin() + static_cast<std::ptrdiff_t>(i));
+      t = fall_back("revert", chosen[i] + " quantized again", without);
+      if (!t) return;
+      if (t->meets) chosen = std::move(without);
+    }
+    r_.stop_reason = "the target is met with " + std::to_string(chosen.size()) + " node" +
+                     (chosen.size() == 1 ? "" : "s") + " in float";
+  }
+
+  const ir::Model& model_;
+  DataReader& reader_;
+  const quant::QuantConfig& base_;
+  const SearchOptions& o_;
+  std::function<void(const std::string&)> log_;
+  Clock::time_point start_;
+  std::unique_ptr<DataReader> calib_part_, measure_part_;
+  ReferenceOutputs measure_, sensitivity_set_;
+  std::map<bool, std::optional<ir::Model>> cle_prepared_;  // by include_cle
+  std::map<std::string, Recipe> recipes_;                  // by include_cle and calibration method
+  SearchResult r_;
+  bool has_best_ = false;
+  bool stopped_ = false;
+};
+
+}  // namespace
+
+SearchResult search_accuracy_target(const ir::Model& model, DataReader& reader, const quant::QuantConfig& base,
+                                    const SearchOptions& options, const std::function<void(const std::string&)>& log) {
+  return Search(model, reader, base, options, log).run();
+}
+
+std::string search_summary(const SearchResult& r) {
+  std::ostringstream out;
+  const Trial& best = r.trials.at(r.best_trial - 1);
+  out << (r.met ? "accuracy target met" : "accuracy target missed") << " by trial " << best.index << " of "
+      << r.trials.size() << " (" << best.phase << ": " << best.change << "): " << number(best.metric) << ", required "
+      << (r.lower_is_better ? "<= " : ">= ") << number(r.required);
+  if (!r.met) out << ", missed by " << number(std::abs(best.metric - r.required));
+  out << ", float model " << number(r.float_metric) << "; " << best.fallback.size() << " node"
+      << (best.fallback.size() == 1 ? "" : "s") << " in float; " << r.stop_reason;
+  return out.str();
+}
+
+nlohmann::json search_report(const SearchResult& r) {
+  auto num = [](double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); };
+  nlohmann::json j;
+  j["float_metric"] = num(r.float_metric);
+  j["required"] = num(r.required);
+  j["lower_is_better"] = r.lower_is_better;
+  j["met"] = r.met;
+  j["best_trial"] = r.best_trial;
+  j["stop_reason"] = r.stop_reason;
+  j["seconds"] = r.seconds;
+  j["trials"] = nlohmann::json::array();
+  for (const Trial& t : r.trials)
+    j["trials"].push_back({{"index", t.index},
+                           {"phase", t.phase},
+                           {"change", t.change},
+                           {"metric", num(t.metric)},
+                           {"meets", t.meets},
+                           {"seconds", t.seconds},
+                           {"fallback", t.fallback}});
+  j["sensitivity"] = nlohmann::json::array();
+  for (const NodeSensitivity& s : r.sensitivity)
+    j["sensitivity"].push_back({{"node", s.node}, {"op_type", s.op_type}, {"sqnr_db", num(s.sqnr_db)}});
+  // The precision of every node of the model quantized: the types of its quantized inputs.
+  const ir::Model& model = r.best.prepared ? *r.best.prepared : r.best.model;
+  const quant::Plan& plan = r.best.plan;
+  std::set<std::string> quantized(plan.quantized_nodes.begin(), plan.quantized_nodes.end());
+  nlohmann::json precision = nlohmann::json::object();
+  size_t weighted = 0, weighted_quantized = 0;
+  for (const auto& node : model.graph->nodes()) {
+    bool q = quantized.count(node->name) > 0;
+    if (is_weighted(node->op_type)) {
+      ++weighted;
+      weighted_quantized += q;
+    }
+    if (!q) {
+      precision[node->name] = "float";
+      continue;
+    }
+    nlohmann::json types = nlohmann::json::object();
+    for (const ir::Value* v : node->inputs()) {
+      const quant::TensorPlan* t = v ? plan.find(v->name()) : nullptr;
+      if (!t) continue;
+      const char* role = t->role == quant::Role::Weight ? "weight" : t->role == quant::Role::Bias ? "bias" : "activation";
+      if (!types.contains(role)) types[role] = quant::quant_type_name(plan.provider(v->name()).type);
+    }
+    precision[node->name] = types;
+  }
+  j["node_precision"] = precision;
+  j["weighted_nodes"] = {{"quantized", weighted_quantized}, {"total", weighted}};
+  return j;
+}
+
+}  // namespace onnxptq::accuracy

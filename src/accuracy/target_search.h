@@ -1,0 +1,100 @@
+// Quantizing to an accuracy target: the user says how much of a metric they may lose, and the
+// search looks for the cheapest quantized model that keeps it. First whole-model recipes (per
+// channel weights, the calibration methods of the scale kind, CLE on or off; each kept when it
+// improves the metric, as a coordinate search), then, from the best recipe, nodes fall back to
+// float in sensitivity order (accuracy/sensitivity.h): a bisection finds the shortest prefix of
+// that order that meets the target, then each fallback is reverted in turn when the target
+// holds without it. The approach of Intel Neural Compressor's "basic" tuning strategy (per-op
+// fallback, cumulative, then MSE_V2's revert), with the fallback order from simulations of one
+// plan instead of one quantization per op.
+#pragma once
+
+#include <cstddef>
+#include <filesystem>
+#include <functional>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "accuracy/sensitivity.h"
+#include "calib/data_reader.h"
+#include "ir/model.h"
+#include "quant/config.h"
+#include "quant/quantize.h"
+
+namespace onnxptq::accuracy {
+
+// Scores a model file (the user's metric); `trial` names the trial for messages.
+using EvaluateFunction = std::function<double(const std::filesystem::path& model, const std::string& trial)>;
+
+struct AccuracyTarget {
+  // The user's metric. Without one, the metric is the SQNR (dB) of the model output
+  // `output_index` against the float model's on samples held out of calibration.
+  EvaluateFunction evaluate;
+  bool lower_is_better = false;
+  // With `evaluate`, exactly one: the metric may be worse than the float model's by this much
+  // (absolute), or by this fraction of it (relative, as Intel Neural Compressor's criterion).
+  std::optional<double> max_loss, max_relative_loss;
+  // Without `evaluate`: the output SQNR to reach.
+  std::optional<double> min_sqnr;
+};
+
+struct SearchOptions {
+  AccuracyTarget target;
+  size_t max_trials = 100;  // quantized models scored; 0: no limit
+  double time_limit = 0;    // seconds; 0: no limit (the trial running when it passes completes)
+  bool stop_at_first_pass = false;  // end with the first model that meets the target
+  // Built-in metric: samples held out of the calibration data (the last ones) to measure on;
+  // 0: a quarter of them, at least 1 and at most 32.
+  size_t held_out = 0;
+  size_t sensitivity_samples = 8;  // samples the fallback order is measured on
+  size_t output_index = 0;         // the model output the built-in measures compare
+  int threads = 0;
+  // Where candidate models are written for `evaluate` (one at a time, removed after scoring).
+  std::filesystem::path work_dir;
+  // The float model's file, scored for the baseline with `evaluate`; empty: written to work_dir.
+  std::filesystem::path float_model_path;
+};
+
+struct Trial {
+  size_t index = 0;
+  std::string phase;   // "recipe", "fallback", "revert"
+  std::string change;  // what this trial changed, for people
+  double metric = 0;
+  bool meets = false;
+  double seconds = 0;
+  std::vector<std::string> fallback;  // nodes left float
+};
+
+struct SearchResult {
+  quant::QuantizeResult best;  // the model chosen
+  quant::QuantConfig config;   // the configuration that made it (nodes_to_exclude holds the fallback)
+  size_t best_trial = 0;
+  bool met = false;
+  double float_metric = 0;
+  double required = 0;  // the metric the target asks for
+  bool lower_is_better = false;
+  std::vector<Trial> trials;
+  std::vector<NodeSensitivity> sensitivity;  // the fallback order, when the fallback phase ran
+  std::string stop_reason;                   // why the search ended
+  double seconds = 0;
+};
+
+// Runs the search on `model` with samples from `reader` (rewound as needed) from `base`, the
+// user's configuration; format constraints hold because every recipe passes check_config
+// (power-of-two stays power-of-two, enable_dpu keeps per-tensor weights). Error when the target
+// is not well formed, the float model's metric is not a number, or a trial fails (naming it).
+SearchResult search_accuracy_target(const ir::Model& model, DataReader& reader, const quant::QuantConfig& base,
+                                    const SearchOptions& options,
+                                    const std::function<void(const std::string&)>& log = {});
+
+// One line: whether the target was met, by which trial, and the metric against the target.
+std::string search_summary(const SearchResult& result);
+// {"float_metric", "required", "lower_is_better", "met", "best_trial", "stop_reason", "seconds",
+//  "trials": [{"index", "phase", "change", "metric", "meets", "seconds", "fallback"}],
+//  "sensitivity": [{"node", "op_type", "sqnr_db"}], "node_precision": {node: type},
+//  "weighted_nodes": {"quantized", "total"}}: weighted nodes are Conv, ConvTranspose, Gemm, MatMul.
+nlohmann::json search_report(const SearchResult& result);
+
+}  // namespace onnxptq::accuracy
