@@ -6,11 +6,14 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "accuracy/target_search.h"
 #include "calib/data_reader.h"
 #include "ir/file_io.h"
 #include "ir/model.h"
@@ -265,11 +268,78 @@ std::map<std::string, std::pair<double, double>> random_ranges(const py::object&
   return ranges;
 }
 
-// quantize_static of the core with a config in the JSON form of `onnxptq quantize --config`.
-// Returns {"summary": text, "warnings": [...], "report": {...}}.
+// A folder for the search's candidate models, removed with what it holds.
+struct TrialFolder {
+  std::filesystem::path path;
+  TrialFolder() {
+    std::string pattern = (std::filesystem::temp_directory_path() / "onnxptq-trials-XXXXXX").string();
+    if (!mkdtemp(pattern.data())) throw Error("cannot make a folder for candidate models under " + pattern);
+    path = pattern;
+  }
+  ~TrialFolder() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+};
+
+// The accuracy_target dict of quantize_static (docs/python.md): the search's options, with
+// evaluate_function(model_path) -> float called under the GIL.
+accuracy::SearchOptions search_options(const py::dict& target, const std::string& model_input) {
+  static const std::set<std::string> keys = {"evaluate_function", "lower_is_better", "max_loss",
+                                             "max_relative_loss", "min_sqnr", "max_trials", "time_limit",
+                                             "stop_at_first_pass", "held_out", "output_index"};
+  for (auto [key, value] : target)
+    if (!keys.count(py::str(key)))
+      throw Error("accuracy_target: unknown key '" + std::string(py::str(key)) + "'");
+  auto get = [&](const char* key) -> py::object {
+    if (!target.contains(key)) return py::none();
+    return target[key];
+  };
+  auto number = [&](const char* key) -> std::optional<double> {
+    py::object v = get(key);
+    if (v.is_none()) return std::nullopt;
+    return v.cast<double>();
+  };
+  accuracy::SearchOptions o;
+  py::object f = get("evaluate_function");
+  if (!f.is_none()) {
+    if (!PyCallable_Check(f.ptr())) throw Error("accuracy_target: evaluate_function must be callable");
+    auto function = std::make_shared<py::object>(f);
+    o.target.evaluate = [function](const std::filesystem::path& model, const std::string& trial) {
+      py::gil_scoped_acquire gil;
+      try {
+        return (*function)(model.string()).cast<double>();
+      } catch (py::error_already_set& e) {
+        throw Error(trial + ": evaluate_function raised " + e.what());
+      } catch (const py::cast_error&) {
+        throw Error(trial + ": evaluate_function returned something that is not a number");
+      }
+    };
+  }
+  o.target.lower_is_better = !get("lower_is_better").is_none() && get("lower_is_better").cast<bool>();
+  o.target.max_loss = number("max_loss");
+  o.target.max_relative_loss = number("max_relative_loss");
+  o.target.min_sqnr = number("min_sqnr");
+  if (auto v = number("max_trials")) o.max_trials = static_cast<size_t>(*v);
+  if (auto v = number("time_limit")) o.time_limit = *v;
+  o.stop_at_first_pass = !get("stop_at_first_pass").is_none() && get("stop_at_first_pass").cast<bool>();
+  if (auto v = number("held_out")) o.held_out = static_cast<size_t>(*v);
+  if (auto v = number("output_index")) o.output_index = static_cast<size_t>(*v);
+  o.float_model_path = model_input;
+  return o;
+}
+
+// quantize_static of the core with a config in the JSON form of `onnxptq quantize --config`;
+// with `target` (a dict, or None), the accuracy-target search. Returns {"summary": text,
+// "warnings": [...], "report": {...}} (the report with "accuracy_target" after a search).
 py::dict quantize_static(const std::string& model_input, const std::string& model_output, py::object reader,
                          const std::string& config_json, py::object shapes, py::object ranges, bool external_data,
-                         bool log_progress, size_t calib_size) {
+                         bool log_progress, size_t calib_size, py::object target) {
+  std::optional<accuracy::SearchOptions> search;
+  if (!target.is_none()) {
+    if (!py::isinstance<py::dict>(target)) throw Error("accuracy_target: expected a dict");
+    search = search_options(target.cast<py::dict>(), model_input);
+  }
   quant::QuantConfig config;
   nlohmann::json j = nlohmann::json::parse(config_json);
   quant::apply_config_json(config, j);
@@ -309,12 +379,24 @@ py::dict quantize_static(const std::string& model_input, const std::string& mode
   nlohmann::json report;
   {
     py::gil_scoped_release nogil;
-    quant::QuantizeResult result = quant::quantize_static(model, *data, config, log);
+    quant::QuantizeResult result;
+    nlohmann::json search_report;
+    if (search) {
+      TrialFolder trials;
+      search->work_dir = trials.path;
+      accuracy::SearchResult found = accuracy::search_accuracy_target(model, *data, config, *search, log);
+      search_report = accuracy::search_report(found);
+      result = std::move(found.best);
+      log((found.met ? "" : "warning: ") + accuracy::search_summary(found));
+    } else {
+      result = quant::quantize_static(model, *data, config, log);
+    }
     ir::SaveOptions save;
     if (external_data) save.external_data = ir::SaveOptions::ExternalData::Always;
     ir::save_model(result.model, model_output, save);
     summary = quant::summary(model, result);
     report = quant::report(model, result);
+    if (!search_report.is_null()) report["accuracy_target"] = search_report;
   }
   py::dict out;
   out["summary"] = summary;
@@ -362,7 +444,7 @@ PYBIND11_MODULE(_core, m) {
   py::register_exception<onnxptq::Error>(m, "Error", PyExc_ValueError);
   m.def("quantize_static", &onnxptq::python::quantize_static, py::arg("model_input"), py::arg("model_output"),
         py::arg("reader"), py::arg("config_json"), py::arg("random_shapes"), py::arg("random_ranges"),
-        py::arg("external_data"), py::arg("log_progress"), py::arg("calib_size"));
+        py::arg("external_data"), py::arg("log_progress"), py::arg("calib_size"), py::arg("target") = py::none());
   m.def("check_config", &onnxptq::python::check_config, py::arg("config_json"));
   m.def("presets", &onnxptq::python::presets);
   m.def("evaluate", &onnxptq::python::evaluate, py::arg("baseline"), py::arg("quantized"));

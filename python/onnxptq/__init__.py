@@ -145,7 +145,7 @@ def _unbuilt(option, part):
 
 
 def _run(model_input, model_output, reader, config, extra_options, random_shape, use_external_data_format,
-         print_summary, log_progress, calib_size=0):
+         print_summary, log_progress, calib_size=0, target=None):
     """Calls the core; `config` holds the arguments in the JSON form of `onnxptq quantize --config`."""
     if not isinstance(model_input, (str, os.PathLike)):
         raise TypeError(f"model_input: expected a file path, got {type(model_input).__name__}")
@@ -157,7 +157,8 @@ def _run(model_input, model_output, reader, config, extra_options, random_shape,
     config = dict(config, extra_options=extra)
     text = json.dumps(config, default=_json_value, allow_nan=False)
     result = _core.quantize_static(os.fspath(model_input), os.fspath(model_output), reader, text, random_shape,
-                                   ranges, bool(use_external_data_format), bool(log_progress), int(calib_size))
+                                   ranges, bool(use_external_data_format), bool(log_progress), int(calib_size),
+                                   target)
     for warning in result["warnings"]:
         warnings.warn(warning, stacklevel=3)
     if print_summary:
@@ -193,7 +194,8 @@ def quantize_static(model_input,
                     inclue_cle=None,
                     fp16_fp32_convert=None,
                     debug_mode=False,
-                    print_summary=True):
+                    print_summary=True,
+                    accuracy_target=None):
     """vai_q_onnx.quantize_static: quantizes the model file `model_input` with samples from
     `calibration_data_reader` (None: one random sample) and writes `model_output`.
 
@@ -204,6 +206,12 @@ def quantize_static(model_input,
     onnxptq.Error with the core's message. `debug_mode` prints the core's progress lines on
     stderr; `print_summary` prints the quantized nodes by op type and the time per phase.
     Returns the report of `onnxptq quantize --report` as a dict.
+
+    `accuracy_target` (beyond vai_q_onnx; docs/accuracy.md) searches for the cheapest model that
+    keeps a metric: a dict with `evaluate_function` (model path -> float; higher is better unless
+    `lower_is_better`) and `max_loss` or `max_relative_loss`, or with `min_sqnr` (dB, the built-in
+    output SQNR on held-out calibration samples); optional `max_trials`, `time_limit`,
+    `stop_at_first_pass`, `held_out`, `output_index`. The report then has "accuracy_target".
     """
     if inclue_cle is not None:
         include_cle = include_cle or inclue_cle
@@ -229,7 +237,8 @@ def quantize_static(model_input,
         "convert_nchw_to_nhwc": bool(convert_nchw_to_nhwc),
     }
     return _run(model_input, model_output, calibration_data_reader, config, extra_options,
-                random_data_reader_input_shape, use_external_data_format, print_summary, debug_mode)
+                random_data_reader_input_shape, use_external_data_format, print_summary, debug_mode,
+                target=accuracy_target)
 
 
 __all__ = [

@@ -104,7 +104,7 @@ def test_quantize_static_has_the_seed_signature():
     keyword_only = {p.name: p.default for p in params if p.kind == inspect.Parameter.KEYWORD_ONLY}
     # vai_q_onnx 1.16's own names and switches (shared/spec/vai_q_onnx.md §1.1).
     assert keyword_only == {"inclue_cle": None, "fp16_fp32_convert": None, "debug_mode": False,
-                            "print_summary": True}
+                            "print_summary": True, "accuracy_target": None}
 
 
 def test_enums_have_the_spec_values():
