@@ -23,7 +23,13 @@ onnxruntime-node through tests/oracle/ort_run.js, as deployed); a model ORT refu
 With --score-model, prints the metric of one model as the last line (rec: CER as a fraction,
 lower is better; det: IoU against the float model, higher is better), for --evaluate-command.
 
+With --target, each configuration is quantized to an accuracy target instead (`onnxptq quantize
+--evaluate-command` this script's --score-model, `--max-loss` --rec-max-loss 0.015 / --det-max-loss
+0.05) and the table shows the search's result: the metric of the model chosen, whether the target
+is met, the share of Conv/Gemm/MatMul nodes still quantized, the nodes left float, the trials.
+
 The baseline run: /usr/bin/python3 bench/ocr_accuracy.py --model both --json /tmp/ocr_accuracy.json
+The target run: /usr/bin/python3 bench/ocr_accuracy.py --model both --target --configs XINT8,A8W8,U8S8_AAWS
 """
 import argparse
 import json
@@ -74,10 +80,11 @@ CONFIGS = [(name, ["--config", name]) for name in [
 ]
 
 
-def run(command):
-    """Runs command; returns its stdout, or raises RuntimeError with the last line of its stderr."""
+def run(command, ok=(0,)):
+    """Runs command; returns its stdout, or raises RuntimeError with the last line of its stderr
+    when its exit status is not in `ok`."""
     result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if result.returncode != 0:
+    if result.returncode not in ok:
         lines = result.stderr.strip().splitlines() or [f"exit status {result.returncode}"]
         raise RuntimeError(lines[-1].removeprefix("error: "))
     return result.stdout
@@ -261,23 +268,50 @@ def bench(kind, args, extra, work):
         row = {"model": kind, "config": name, "metric": metric, "value": None, "delta": None,
                "quantize_s": None, "engine": None, "error": None}
         out = os.path.join(work, f"{kind}_{len(rows)}.onnx")
+        report = out + ".json"
         start = time.monotonic()
         try:
             run([os.path.join(args.build, "onnxptq"), "quantize", model, "-o", out, "--calib-data", calib, "--quiet"]
-                + options + extra)
+                + options + (target_options(kind, args, report) if args.target else []) + extra,
+                ok=(0, 1) if args.target else (0,))  # 1: the search missed its target, and says by how much
             row["quantize_s"] = time.monotonic() - start
-            row["value"], row["engine"] = score_any(score, out)
+            if args.target:  # the search scored its model with this script's own metric
+                search = json.load(open(report))["accuracy_target"]
+                best = search["trials"][search["best_trial"] - 1]
+                row["value"], row["engine"] = best["metric"], "ort"
+                row["target"] = {"met": search["met"], "trials": len(search["trials"]),
+                                 "fallback": len(best["fallback"]), "weighted_nodes": search["weighted_nodes"],
+                                 "best": f"{best['phase']}: {best['change']}"}
+            else:
+                row["value"], row["engine"] = score_any(score, out)
             row["delta"] = row["value"] - baseline
         except RuntimeError as error:
             row["error"] = str(error)
         print(f"{kind} {name}: {row['value'] if row['error'] is None else row['error']}", file=sys.stderr)
         rows.append(row)
-        if os.path.exists(out):
-            os.remove(out)
+        for path in (out, report):
+            if os.path.exists(path):
+                os.remove(path)
     return rows
 
 
+def target_options(kind, args, report):
+    """`onnxptq quantize` options of the accuracy-target mode: this script's metric as the
+    evaluate command, the allowed loss, the report to read the search from."""
+    score = [sys.executable, os.path.abspath(__file__), "--score-model", "{model}", "--model", kind,
+             "--build", args.build]
+    if kind == "rec":
+        score += ["--rec-eval", str(args.rec_eval), "--rec-calib", str(args.rec_calib), "--width", str(args.width)]
+        loss = ["--lower-is-better", "--max-loss", str(args.rec_max_loss)]
+    else:
+        score += ["--det-eval", str(args.det_eval), "--det-size", str(args.det_size)]
+        loss = ["--max-loss", str(args.det_max_loss)]
+    return ["--evaluate-command", " ".join(score), "--report", report] + loss
+
+
 def table(rows):
+    if any("target" in r for r in rows):
+        return target_table(rows)
     lines = ["| model | configuration | metric | value | delta vs float | quantize s | runtime |",
              "| --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
@@ -287,6 +321,25 @@ def table(rows):
         else:
             lines.append(f"| {r['model']} | {r['config']} | {r['metric']} | {r['value']:.4f} | {r['delta']:+.4f} | "
                          f"{seconds} | {r['engine']} |")
+    return "\n".join(lines)
+
+
+def target_table(rows):
+    lines = ["| model | configuration | metric | value | delta vs float | target met | Conv/Gemm/MatMul quantized | "
+             "nodes in float | trials | chosen | search s |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in rows:
+        if r["error"]:
+            lines.append(f"| {r['model']} | {r['config']} | {r['metric']} | failed: {r['error']} | | | | | | | |")
+        elif "target" not in r:
+            lines.append(f"| {r['model']} | {r['config']} | {r['metric']} | {r['value']:.4f} | | | | | | | |")
+        else:
+            t = r["target"]
+            w = t["weighted_nodes"]
+            lines.append(f"| {r['model']} | {r['config']} | {r['metric']} | {r['value']:.4f} | {r['delta']:+.4f} | "
+                         f"{'yes' if t['met'] else 'no'} | {w['quantized']}/{w['total']} "
+                         f"({100 * w['quantized'] / max(1, w['total']):.0f} %) | {t['fallback']} | {t['trials']} | "
+                         f"{t['best']} | {r['quantize_s']:.0f} |")
     return "\n".join(lines)
 
 
@@ -305,6 +358,11 @@ def main():
     parser.add_argument("--det-calib", type=int, default=16)
     parser.add_argument("--det-eval", type=int, default=16)
     parser.add_argument("--det-size", type=int, default=320)
+    parser.add_argument("--target", action="store_true",
+                        help="quantize to an accuracy target (onnxptq quantize --evaluate-command this script's "
+                             "metric, --max-loss): the table shows what the search found")
+    parser.add_argument("--rec-max-loss", type=float, default=0.015, help="--target: CER the rec model may lose")
+    parser.add_argument("--det-max-loss", type=float, default=0.05, help="--target: IoU the det model may lose")
     args, extra = parser.parse_known_args()
 
     if args.score_model:

@@ -6,7 +6,6 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <cstdlib>
 #include <filesystem>
 #include <iostream>
 #include <mutex>
@@ -268,26 +267,12 @@ std::map<std::string, std::pair<double, double>> random_ranges(const py::object&
   return ranges;
 }
 
-// A folder for the search's candidate models, removed with what it holds.
-struct TrialFolder {
-  std::filesystem::path path;
-  TrialFolder() {
-    std::string pattern = (std::filesystem::temp_directory_path() / "onnxptq-trials-XXXXXX").string();
-    if (!mkdtemp(pattern.data())) throw Error("cannot make a folder for candidate models under " + pattern);
-    path = pattern;
-  }
-  ~TrialFolder() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-};
-
 // The accuracy_target dict of quantize_static (docs/python.md): the search's options, with
 // evaluate_function(model_path) -> float called under the GIL.
 accuracy::SearchOptions search_options(const py::dict& target, const std::string& model_input) {
   static const std::set<std::string> keys = {"evaluate_function", "lower_is_better", "max_loss",
                                              "max_relative_loss", "min_sqnr", "max_trials", "time_limit",
-                                             "stop_at_first_pass", "held_out", "output_index"};
+                                             "stop_at_first_pass", "held_out", "output_index", "fallback_order"};
   for (auto [key, value] : target)
     if (!keys.count(py::str(key)))
       throw Error("accuracy_target: unknown key '" + std::string(py::str(key)) + "'");
@@ -325,6 +310,7 @@ accuracy::SearchOptions search_options(const py::dict& target, const std::string
   o.stop_at_first_pass = !get("stop_at_first_pass").is_none() && get("stop_at_first_pass").cast<bool>();
   if (auto v = number("held_out")) o.held_out = static_cast<size_t>(*v);
   if (auto v = number("output_index")) o.output_index = static_cast<size_t>(*v);
+  if (py::object v = get("fallback_order"); !v.is_none()) o.fallback_order = accuracy::parse_fallback_order(py::str(v));
   o.float_model_path = model_input;
   return o;
 }
@@ -382,8 +368,8 @@ py::dict quantize_static(const std::string& model_input, const std::string& mode
     quant::QuantizeResult result;
     nlohmann::json search_report;
     if (search) {
-      TrialFolder trials;
-      search->work_dir = trials.path;
+      ir::TemporaryFolder trials("onnxptq-trials");
+      search->work_dir = trials.path();
       accuracy::SearchResult found = accuracy::search_accuracy_target(model, *data, config, *search, log);
       search_report = accuracy::search_report(found);
       result = std::move(found.best);

@@ -27,10 +27,17 @@ std::string last_line(const std::string& text) {
   return text.substr(start == std::string::npos ? 0 : start + 1, end + 1 - (start == std::string::npos ? 0 : start + 1));
 }
 
+// The end of the output on one line (an error is one line): line breaks become " | ".
 std::string tail(const std::string& text) {
   std::string t = text.size() > kTailBytes ? "..." + text.substr(text.size() - kTailBytes) : text;
   size_t end = t.find_last_not_of(" \t\r\n");
-  return end == std::string::npos ? "(nothing)" : "'" + t.substr(0, end + 1) + "'";
+  if (end == std::string::npos) return "(nothing)";
+  std::string one_line;
+  for (size_t i = 0; i <= end; ++i) {
+    if (t[i] == '\r') continue;
+    one_line += t[i] == '\n' ? std::string(" | ") : std::string(1, t[i]);
+  }
+  return "'" + one_line + "'";
 }
 
 }  // namespace

@@ -2,14 +2,30 @@
 
 #include <algorithm>
 #include <cmath>
-#include <limits>
+#include <iomanip>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
 
 #include "engine/kernel.h"
 #include "engine/session.h"
 #include "onnxptq/error.h"
+#include "quant/quantize.h"
 #include "quant/simulate.h"
 
 namespace onnxptq::accuracy {
+
+namespace {
+
+constexpr double kInfinity = std::numeric_limits<double>::infinity();
+
+// A reference row counts as a probability distribution when it sums to 1 within this.
+constexpr double kProbabilitySumTolerance = 1e-3;
+// KL divergence terms use max(x, this) for the quantized probability.
+constexpr double kKlFloor = 1e-12;
+
+}  // namespace
 
 void OutputError::add(const ir::Tensor& reference, const ir::Tensor& value, const std::string& what) {
   if (reference.dims() != value.dims())
@@ -22,13 +38,38 @@ void OutputError::add(const ir::Tensor& reference, const ir::Tensor& value, cons
     double d = static_cast<double>(x[i]) - y[i];
     signal_ += static_cast<double>(x[i]) * x[i];
     noise_ += d * d;
+    dot_ += static_cast<double>(x[i]) * y[i];
+    value_energy_ += static_cast<double>(y[i]) * y[i];
+  }
+  count_ += x.size();
+  // KL divergence over the last axis, while every reference row is a distribution.
+  size_t row = reference.dims().empty() ? 1 : static_cast<size_t>(reference.dims().back());
+  for (size_t start = 0; probabilities_ && row > 0 && start + row <= x.size(); start += row) {
+    double sum = 0, kl = 0;
+    for (size_t i = start; i < start + row; ++i) {
+      if (!(x[i] >= 0)) probabilities_ = false;
+      sum += x[i];
+      if (x[i] > 0) kl += x[i] * std::log(x[i] / std::max<double>(y[i], kKlFloor));
+    }
+    if (std::abs(sum - 1) > kProbabilitySumTolerance) probabilities_ = false;
+    kl_sum_ += kl;
+    ++kl_rows_;
   }
 }
 
 double OutputError::sqnr_db() const {
-  if (std::isnan(noise_)) return -std::numeric_limits<double>::infinity();  // a NaN is the worst error
-  if (noise_ == 0) return std::numeric_limits<double>::infinity();
+  if (std::isnan(noise_)) return -kInfinity;  // a NaN is the worst error
+  if (noise_ == 0) return kInfinity;
   return 10 * std::log10(signal_ / noise_);
+}
+
+OutputMetrics OutputError::metrics() const {
+  OutputMetrics m;
+  m.sqnr_db = sqnr_db();
+  m.cosine = signal_ > 0 && value_energy_ > 0 ? dot_ / std::sqrt(signal_ * value_energy_) : std::nan("");
+  m.rmse = count_ ? std::sqrt(noise_ / static_cast<double>(count_)) : 0;
+  if (probabilities_ && kl_rows_) m.kl = kl_sum_ / static_cast<double>(kl_rows_);
+  return m;
 }
 
 ReferenceOutputs reference_outputs(const ir::Model& model, DataReader& reader, size_t output_index,
@@ -56,7 +97,8 @@ ReferenceOutputs reference_outputs(const ir::Model& model, DataReader& reader, s
   return r;
 }
 
-quant::Plan plan_of_node(const quant::Plan& plan, const ir::Graph& graph, const std::string& node_name) {
+quant::Plan plan_of_node(const quant::Plan& plan, const ir::Graph& graph, const std::string& node_name,
+                         NodePart part) {
   const ir::Node* node = nullptr;
   for (const auto& n : graph.nodes())
     if (n->name == node_name) node = n.get();
@@ -65,8 +107,10 @@ quant::Plan plan_of_node(const quant::Plan& plan, const ir::Graph& graph, const 
   auto take = [&](const std::string& name) {
     const quant::TensorPlan* t = plan.find(name);
     if (!t || sub.find(name)) return;
+    bool activation = t->role == quant::Role::Activation;
+    if ((part == NodePart::Weight && activation) || (part == NodePart::Activations && !activation)) return;
     quant::TensorPlan copy = *t;
-    if (copy.role == quant::Role::Activation && !copy.shared_from.empty()) {
+    if (activation && !copy.shared_from.empty()) {
       const quant::TensorPlan& provider = plan.provider(name);
       copy.type = provider.type;
       copy.params = provider.params;
@@ -84,35 +128,225 @@ quant::Plan plan_of_node(const quant::Plan& plan, const ir::Graph& graph, const 
     take(v->name());
     // An activation removed after this node: the node writes its output, whose Q/DQ clips.
     for (const ir::Use& use : v->uses())
-      if (const ir::Value* out = use.node->outputs().empty() ? nullptr : use.node->output(0))
+      if (const ir::Value* out = use.node->output(0))
         if (plan.removed_activations.count(out->name())) take(out->name());
   }
   sub.quantized_nodes = {node_name};
   return sub;
 }
 
-std::vector<NodeSensitivity> rank_nodes_alone(const ir::Model& model, const quant::Plan& plan,
-                                              const quant::QuantConfig& config, const ReferenceOutputs& reference,
-                                              int threads) {
-  std::vector<NodeSensitivity> ranked;
+OutputMetrics simulated_error(const ir::Model& model, const quant::Plan& plan, const quant::QuantConfig& config,
+                              const ReferenceOutputs& reference, int threads) {
+  if (plan.tensors.empty()) return {};
+  quant::Simulation simulation(model, plan, config, threads);
+  OutputError error;
+  for (size_t i = 0; i < reference.feeds.size(); ++i)
+    error.add(reference.outputs[i], simulation.run(reference.feeds[i]).at(reference.output_index),
+              "sample " + std::to_string(i));
+  return error.metrics();
+}
+
+LeftFloatPlan left_float_plans(const ir::Model& float_model, const std::optional<ir::Model>& prepared,
+                               DataReader& reader, const quant::QuantConfig& config,
+                               calib::CalibrationResult& ranges) {
+  auto nameable = std::make_shared<std::set<std::string>>();
+  for (const auto& n : (prepared ? *prepared : float_model).graph->nodes()) nameable->insert(n->name);
+  return [&float_model, &prepared, &reader, &config, &ranges,
+          nameable](const std::string& node) -> std::optional<std::pair<ir::Model, quant::Plan>> {
+    if (!nameable->count(node)) return std::nullopt;
+    quant::QuantConfig without = config;
+    without.nodes_to_exclude.push_back(node);
+    quant::QuantizeResult q;
+    if (prepared) q.prepared = ir::clone_model(*prepared);
+    reader.rewind();
+    quant::quantize_prepared(q, float_model, reader, without, {}, &ranges, /*with_export=*/false);
+    return std::pair{q.prepared ? std::move(*q.prepared) : ir::clone_model(float_model), std::move(q.plan)};
+  };
+}
+
+std::vector<NodeSensitivity> analyze_nodes(const ir::Model& model, const quant::Plan& plan,
+                                           const quant::QuantConfig& config, const ReferenceOutputs& reference,
+                                           int threads, bool split, const LeftFloatPlan& left_float) {
+  std::vector<NodeSensitivity> nodes;
   for (const std::string& name : plan.quantized_nodes) {
-    quant::Plan sub = plan_of_node(plan, *model.graph, name);
-    NodeSensitivity s{.node = name, .op_type = "", .sqnr_db = std::numeric_limits<double>::infinity()};
+    NodeSensitivity s;
+    s.node = name;
     for (const auto& n : model.graph->nodes())
       if (n->name == name) s.op_type = n->op_type;
-    if (!sub.tensors.empty()) {
-      quant::Simulation simulation(model, sub, config, threads);
-      OutputError error;
-      for (size_t i = 0; i < reference.feeds.size(); ++i)
-        error.add(reference.outputs[i], simulation.run(reference.feeds[i]).at(reference.output_index),
-                  "sample " + std::to_string(i));
-      s.sqnr_db = error.sqnr_db();
+    auto measure = [&](NodePart part) {
+      return simulated_error(model, plan_of_node(plan, *model.graph, name, part), config, reference, threads);
+    };
+    s.alone = measure(NodePart::All);
+    if (split) {
+      bool weighted = false;
+      for (const quant::TensorPlan& t : plan_of_node(plan, *model.graph, name).tensors)
+        weighted = weighted || t.role != quant::Role::Activation;
+      // Without a weight, the activations are the whole error: no second run for them.
+      s.activations = weighted ? measure(NodePart::Activations) : s.alone;
+      s.weight = weighted ? measure(NodePart::Weight) : OutputMetrics{};
     }
-    ranked.push_back(std::move(s));
+    if (left_float && std::isfinite(s.alone.sqnr_db))
+      if (auto without = left_float(name))
+        s.left_float = simulated_error(without->first, without->second, config, reference, threads);
+    nodes.push_back(std::move(s));
   }
-  std::stable_sort(ranked.begin(), ranked.end(),
-                   [](const NodeSensitivity& a, const NodeSensitivity& b) { return a.sqnr_db < b.sqnr_db; });
-  return ranked;
+  std::stable_sort(nodes.begin(), nodes.end(), [](const NodeSensitivity& a, const NodeSensitivity& b) {
+    return a.alone.sqnr_db < b.alone.sqnr_db;
+  });
+  return nodes;
+}
+
+namespace {
+
+nlohmann::json number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+nlohmann::json metrics_json(const OutputMetrics& m) {
+  return {{"sqnr_db", number(m.sqnr_db)},
+          {"cosine", number(m.cosine)},
+          {"rmse", number(m.rmse)},
+          {"kl", m.kl ? number(*m.kl) : nlohmann::json(nullptr)}};
+}
+
+std::string text(double v, int precision = 2) {
+  if (std::isnan(v)) return "nan";
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  std::ostringstream out;
+  out << std::fixed << std::setprecision(precision) << v;
+  return out.str();
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string out = "\"";
+  for (char c : s) out += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return out + "\"";
+}
+
+std::string html_escape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+nlohmann::json sensitivity_json(const std::vector<NodeSensitivity>& nodes, const OutputMetrics& whole_model,
+                                const ReferenceOutputs& reference) {
+  nlohmann::json j;
+  j["output_index"] = reference.output_index;
+  j["samples"] = reference.feeds.size();
+  j["whole_model"] = metrics_json(whole_model);
+  j["nodes"] = nlohmann::json::array();
+  for (const NodeSensitivity& s : nodes)
+    j["nodes"].push_back({{"node", s.node},
+                          {"op_type", s.op_type},
+                          {"alone", metrics_json(s.alone)},
+                          {"weight", metrics_json(s.weight)},
+                          {"activations", metrics_json(s.activations)},
+                          {"left_float", s.left_float ? metrics_json(*s.left_float) : nlohmann::json(nullptr)}});
+  return j;
+}
+
+std::string sensitivity_csv(const std::vector<NodeSensitivity>& nodes) {
+  std::ostringstream out;
+  out << "node,op_type";
+  for (const char* m : {"alone", "weight", "activations", "left_float"})
+    for (const char* k : {"sqnr_db", "cosine", "rmse", "kl"}) out << "," << m << "_" << k;
+  out << "\n";
+  auto row = [&](const std::optional<OutputMetrics>& m) {
+    if (!m) {
+      out << ",,,,";
+      return;
+    }
+    out << "," << text(m->sqnr_db, 6) << "," << text(m->cosine, 9) << "," << text(m->rmse, 9) << ","
+        << (m->kl ? text(*m->kl, 9) : "");
+  };
+  for (const NodeSensitivity& s : nodes) {
+    out << csv_field(s.node) << "," << csv_field(s.op_type);
+    row(s.alone);
+    row(s.weight);
+    row(s.activations);
+    row(s.left_float);
+    out << "\n";
+  }
+  return out.str();
+}
+
+std::string sensitivity_html(const std::vector<NodeSensitivity>& nodes, const OutputMetrics& whole_model,
+                             const std::string& title) {
+  // Bars show the error as dB below a ceiling: a longer bar is a larger error (lower SQNR).
+  constexpr double kCeilingDb = 60, kScale = 6;  // px per dB
+  constexpr int kLabel = 300, kRow = 26, kBar = 7;
+  auto bar_length = [&](double sqnr) {
+    if (std::isnan(sqnr) || sqnr == -kInfinity) return kCeilingDb * kScale;
+    return std::clamp(kCeilingDb - sqnr, 0.0, kCeilingDb) * kScale;
+  };
+  std::ostringstream svg;
+  int height = static_cast<int>(nodes.size()) * kRow + 40;
+  int width = kLabel + static_cast<int>(kCeilingDb * kScale) + 120;
+  svg << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << width << "\" height=\"" << height
+      << "\" font-family=\"sans-serif\" font-size=\"12\">\n";
+  for (int db = 0; db <= kCeilingDb; db += 10) {
+    double x = kLabel + (kCeilingDb - db) * kScale;
+    svg << "<line x1=\"" << x << "\" y1=\"20\" x2=\"" << x << "\" y2=\"" << height - 10
+        << "\" stroke=\"#ddd\"/><text x=\"" << x << "\" y=\"14\" text-anchor=\"middle\" fill=\"#666\">" << db
+        << " dB</text>\n";
+  }
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const NodeSensitivity& s = nodes[i];
+    int y = 24 + static_cast<int>(i) * kRow;
+    svg << "<text x=\"" << kLabel - 6 << "\" y=\"" << y + 14 << "\" text-anchor=\"end\">" << html_escape(s.node)
+        << " <tspan fill=\"#888\">" << html_escape(s.op_type) << "</tspan></text>\n";
+    struct Part {
+      double sqnr;
+      const char* color;
+      const char* name;
+    };
+    const Part parts[] = {{s.alone.sqnr_db, "#c0392b", "alone"},
+                          {s.weight.sqnr_db, "#2e86c1", "weight"},
+                          {s.activations.sqnr_db, "#27ae60", "activations"}};
+    for (size_t p = 0; p < 3; ++p) {
+      svg << "<rect x=\"" << kLabel << "\" y=\"" << y + static_cast<int>(p) * kBar << "\" width=\""
+          << bar_length(parts[p].sqnr) << "\" height=\"" << kBar - 1 << "\" fill=\"" << parts[p].color << "\"><title>"
+          << html_escape(s.node) << " " << parts[p].name << ": " << text(parts[p].sqnr) << " dB</title></rect>\n";
+    }
+    svg << "<text x=\"" << kLabel + bar_length(s.alone.sqnr_db) + 6 << "\" y=\"" << y + 10 << "\">"
+        << text(s.alone.sqnr_db, 1) << " dB</text>\n";
+  }
+  svg << "</svg>\n";
+
+  std::ostringstream html;
+  html << "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>Sensitivity: " << html_escape(title)
+       << "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222}table{border-collapse:collapse;"
+          "font-size:13px}td,th{padding:2px 10px;border-bottom:1px solid #eee;text-align:right}"
+          "td:first-child,th:first-child{text-align:left}.key span{display:inline-block;width:12px;height:12px;"
+          "margin:0 4px 0 14px}</style></head><body>\n";
+  html << "<h1>Quantization sensitivity</h1>\n<p>" << html_escape(title) << "</p>\n";
+  html << "<p>Whole model quantized: output SQNR <b>" << text(whole_model.sqnr_db) << " dB</b>, cosine "
+       << text(whole_model.cosine, 5);
+  if (whole_model.kl) html << ", KL " << text(*whole_model.kl, 5);
+  html << ".</p>\n<p>Each node alone quantized, worst first; a longer bar is a larger error at the output "
+          "(the bar ends at the SQNR on the axis).</p>\n<p class=\"key\"><span style=\"background:#c0392b\"></span>"
+          "node alone<span style=\"background:#2e86c1\"></span>its weight only<span style=\"background:#27ae60\">"
+          "</span>its activations only</p>\n";
+  html << svg.str();
+  html << "<h2>Table</h2>\n<table><tr><th>node</th><th>op</th><th>alone dB</th><th>weight dB</th>"
+          "<th>activations dB</th><th>all but this, dB</th><th>alone cosine</th></tr>\n";
+  for (const NodeSensitivity& s : nodes)
+    html << "<tr><td>" << html_escape(s.node) << "</td><td>" << html_escape(s.op_type) << "</td><td>"
+         << text(s.alone.sqnr_db) << "</td><td>" << text(s.weight.sqnr_db) << "</td><td>"
+         << text(s.activations.sqnr_db) << "</td><td>" << (s.left_float ? text(s.left_float->sqnr_db) : "")
+         << "</td><td>" << text(s.alone.cosine, 5) << "</td></tr>\n";
+  html << "</table>\n</body></html>\n";
+  return html.str();
 }
 
 }  // namespace onnxptq::accuracy

@@ -1,16 +1,21 @@
-// Per-node sensitivity: how much of a quantized model's output error each quantized node makes
-// on its own. The quantized plan is simulated with only one node's tensors quantized (its
-// inputs, weight, bias and outputs, with the parameters they have in the whole plan), and the
-// chosen model output is compared with the float model's. The accuracy-target search falls
-// nodes back to float in this order, worst first (as Intel Neural Compressor's per-op fallback
-// and Quark's AutoMixprecision rank theirs, but from simulations of one plan instead of a
-// quantization per node).
+// Per-node sensitivity: how much of a quantized model's output error each quantized node makes.
+// The plan is simulated (quant/simulate.h) with only one node's tensors quantized (its inputs,
+// weight, bias and outputs, with the parameters they have in the whole plan), with only its
+// weight (and bias), with only its activations, and, on request, with every node quantized but
+// that one; the chosen model output is compared with the float model's. Quark's AutoMixprecision
+// ranks nodes the first way, Intel Neural Compressor's per-op fallback the last; here both come
+// from simulations of one calibration instead of a quantization (or a metric run) per node.
 #pragma once
 
 #include <cstddef>
+#include <functional>
+#include <limits>
+#include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "calib/calibrate.h"
 #include "calib/data_reader.h"
 #include "ir/model.h"
 #include "quant/config.h"
@@ -18,23 +23,29 @@
 
 namespace onnxptq::accuracy {
 
-// Signal-to-quantization-noise ratio of tensors against references, summed over samples:
-// 10 log10(sum ref^2 / sum (ref - x)^2), infinity when they are equal.
+// How far outputs are from references, over all samples: SQNR 10 log10(sum ref^2 / sum (ref - x)^2)
+// (infinity when equal, minus infinity with a NaN), cosine similarity, RMS error, and, when every
+// reference row (last axis) is a probability distribution, the mean KL divergence KL(ref || x).
+struct OutputMetrics {
+  double sqnr_db = std::numeric_limits<double>::infinity();
+  double cosine = 1;
+  double rmse = 0;
+  std::optional<double> kl;
+};
+
 class OutputError {
  public:
   // Error when the shapes differ (naming `what`); non-float tensors are compared as float.
   void add(const ir::Tensor& reference, const ir::Tensor& value, const std::string& what);
   double sqnr_db() const;
+  OutputMetrics metrics() const;
 
  private:
-  double signal_ = 0;
-  double noise_ = 0;
-};
-
-struct NodeSensitivity {
-  std::string node;
-  std::string op_type;
-  double sqnr_db = 0;  // the output's SQNR with only this node quantized (infinity: no error)
+  double signal_ = 0, noise_ = 0, dot_ = 0, value_energy_ = 0;
+  size_t count_ = 0;
+  double kl_sum_ = 0;
+  size_t kl_rows_ = 0;
+  bool probabilities_ = true;
 };
 
 // Samples and the float model's output `output_index` on each: what the measures compare with.
@@ -49,16 +60,58 @@ struct ReferenceOutputs {
 ReferenceOutputs reference_outputs(const ir::Model& model, DataReader& reader, size_t output_index,
                                    size_t max_samples, int threads);
 
-// The plan with only `node`'s tensors quantized: its inputs and outputs as the whole plan
-// quantizes them (shared parameters resolved), and the output of an activation the plan removes
-// after it (whose quantization clips in its place).
-quant::Plan plan_of_node(const quant::Plan& plan, const ir::Graph& graph, const std::string& node);
+// Which of a node's quantized tensors a partial plan keeps.
+enum class NodePart { All, Weight, Activations };
 
-// For every node of plan.quantized_nodes: the output SQNR of `model` (the model the plan was
-// made for) simulated with only that node quantized, on `reference`'s samples (fed as they are
-// to `model`). Ordered worst first; nodes whose quantization changes nothing come last.
-std::vector<NodeSensitivity> rank_nodes_alone(const ir::Model& model, const quant::Plan& plan,
-                                              const quant::QuantConfig& config, const ReferenceOutputs& reference,
-                                              int threads);
+// The plan with only `node`'s tensors quantized (all, its weight and bias, or its activations):
+// its inputs and outputs as the whole plan quantizes them (shared parameters resolved), and the
+// output of an activation the plan removes after it (whose quantization clips in its place).
+quant::Plan plan_of_node(const quant::Plan& plan, const ir::Graph& graph, const std::string& node,
+                         NodePart part = NodePart::All);
+
+// `model` (the model the plan is for) simulated with `plan`, against `reference`.
+OutputMetrics simulated_error(const ir::Model& model, const quant::Plan& plan, const quant::QuantConfig& config,
+                              const ReferenceOutputs& reference, int threads);
+
+struct NodeSensitivity {
+  std::string node;
+  std::string op_type;
+  OutputMetrics alone;        // only this node quantized
+  OutputMetrics weight;       // only its weight and bias (nodes without: as if float)
+  OutputMetrics activations;  // only its inputs and outputs that are activations
+  std::optional<OutputMetrics> left_float;  // every node quantized but this one
+};
+
+// The model and plan of the whole configuration with `node` left in float; nullopt when that
+// cannot be made (a node enable_dpu's passes made, which no option can name).
+using LeftFloatPlan = std::function<std::optional<std::pair<ir::Model, quant::Plan>>(const std::string& node)>;
+
+// The LeftFloatPlan of `config`: quant::quantize_prepared with the node added to
+// nodes_to_exclude, on a copy of `prepared` (the float model as prepare_float_model made it, or
+// nullopt for `float_model` itself), with the ranges of `ranges` (tensors it lacks calibrated on
+// `reader` and added). Every argument must outlive the result.
+LeftFloatPlan left_float_plans(const ir::Model& float_model, const std::optional<ir::Model>& prepared,
+                               DataReader& reader, const quant::QuantConfig& config,
+                               calib::CalibrationResult& ranges);
+
+// For every node of plan.quantized_nodes, the alone measure of `model` (the model the plan was
+// made for) on `reference`'s samples (fed as they are to `model`); with `split`, the weight and
+// activation measures; with `left_float`, the measure with the node left float (for nodes whose
+// alone error is not zero). Ordered worst alone first.
+std::vector<NodeSensitivity> analyze_nodes(const ir::Model& model, const quant::Plan& plan,
+                                           const quant::QuantConfig& config, const ReferenceOutputs& reference,
+                                           int threads, bool split, const LeftFloatPlan& left_float = {});
+
+// The analysis for machines: {"output_index", "samples", "whole_model": metrics, "nodes": [{"node",
+// "op_type", "alone", "weight", "activations", "left_float"}]}, metrics as {"sqnr_db", "cosine",
+// "rmse", "kl"}, infinities and NaN as null. CSV: one line per node, the same columns flattened.
+nlohmann::json sensitivity_json(const std::vector<NodeSensitivity>& nodes, const OutputMetrics& whole_model,
+                                const ReferenceOutputs& reference);
+std::string sensitivity_csv(const std::vector<NodeSensitivity>& nodes);
+// A page for people: the whole model's error, then one row per node with bars of its alone,
+// weight and activation error (inline SVG, no script, no network), worst first. `title` names the
+// model and configuration.
+std::string sensitivity_html(const std::vector<NodeSensitivity>& nodes, const OutputMetrics& whole_model,
+                             const std::string& title);
 
 }  // namespace onnxptq::accuracy

@@ -1,5 +1,6 @@
 #include "accuracy/target_search.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <iomanip>
@@ -7,10 +8,12 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <span>
 #include <sstream>
 
 #include "engine/session.h"
 #include "ir/file_io.h"
+#include "quant/simulate.h"
 #include "onnxptq/error.h"
 
 namespace onnxptq::accuracy {
@@ -315,26 +318,41 @@ class Search {
     return c;
   }
 
+  // The fallback candidates in the order they fall back: quantized nodes that make an error and
+  // that the configuration can name (enable_dpu's later passes make nodes of their own).
+  std::vector<std::string> fallback_order(const quant::QuantConfig& recipe) {
+    const quant::QuantizeResult& best = r_.best;
+    auto start = Clock::now();
+    Recipe& prepared = recipe_for(recipe);
+    std::set<std::string> nameable;
+    for (const auto& n : (prepared.prepared ? *prepared.prepared : model_).graph->nodes()) nameable.insert(n->name);
+    LeftFloatPlan left_float;
+    if (o_.fallback_order == FallbackOrder::LeftFloat)
+      left_float = left_float_plans(model_, prepared.prepared, calibration_data(), recipe, prepared.ranges);
+    std::vector<NodeSensitivity> ranked = analyze_nodes(best.prepared ? *best.prepared : model_, best.plan, recipe,
+                                                        sensitivity_set_, o_.threads, /*split=*/false, left_float);
+    std::erase_if(ranked, [&](const NodeSensitivity& s) {
+      return !std::isfinite(s.alone.sqnr_db) || !nameable.count(s.node);
+    });
+    if (left_float)  // most recovered first; nodes whose fallback recovers nothing keep their place after
+      std::stable_sort(ranked.begin(), ranked.end(), [](const NodeSensitivity& a, const NodeSensitivity& b) {
+        double x = a.left_float ? a.left_float->sqnr_db : -HUGE_VAL, y = b.left_float ? b.left_float->sqnr_db : -HUGE_VAL;
+        return (std::isnan(x) ? -HUGE_VAL : x) > (std::isnan(y) ? -HUGE_VAL : y);
+      });
+    r_.sensitivity = ranked;
+    std::vector<std::string> order;
+    for (const NodeSensitivity& s : ranked) order.push_back(s.node);
+    say("sensitivity of " + std::to_string(best.plan.quantized_nodes.size()) + " quantized nodes (" +
+        (left_float ? "left float" : "alone") + "): " + number(std::round(seconds_since(start) * 10) / 10) + " s; " +
+        std::to_string(order.size()) + " make an error" + (order.empty() ? "" : ", first to fall back " + order[0]));
+    return order;
+  }
+
   // Nodes fall back to float from the best recipe, in sensitivity order: the shortest prefix
   // meeting the target (bisection), then reverts of the fallbacks it does not need.
   void fallback() {
     const quant::QuantConfig recipe = r_.config;
-    const quant::QuantizeResult& best = r_.best;
-    const ir::Model& simulated = best.prepared ? *best.prepared : model_;
-    auto start = Clock::now();
-    r_.sensitivity = rank_nodes_alone(simulated, best.plan, recipe, sensitivity_set_, o_.threads);
-    // Only nodes that make an error, and that the configuration can name (enable_dpu's later
-    // passes make nodes of their own).
-    const Recipe& prepared = recipe_for(recipe);
-    const ir::Model& named = prepared.prepared ? *prepared.prepared : model_;
-    std::set<std::string> nameable;
-    for (const auto& n : named.graph->nodes()) nameable.insert(n->name);
-    std::vector<std::string> order;
-    for (const NodeSensitivity& s : r_.sensitivity)
-      if (std::isfinite(s.sqnr_db) && nameable.count(s.node)) order.push_back(s.node);
-    say("sensitivity of " + std::to_string(r_.sensitivity.size()) + " quantized nodes: " +
-        number(std::round(seconds_since(start) * 10) / 10) + " s; " + std::to_string(order.size()) +
-        " make an error" + (order.empty() ? "" : ", the worst " + order[0]));
+    std::vector<std::string> order = fallback_order(recipe);
     if (order.empty()) {
       r_.stop_reason = "no quantized node makes an error to fall back";
       return;
@@ -357,19 +375,33 @@ class Search {
     }
     while (hi - lo > 1) {
       size_t mid = lo + (hi - lo) / 2;
-      t = fall_back("fallback", "the " + std::to_string(mid) + " worst nodes in float", prefix(mid));
+      t = fall_back("fallback", "the first " + std::to_string(mid) + " nodes in float", prefix(mid));
       if (!t) return;
       (t->meets ? hi : lo) = mid;
     }
+    // Reverts, least sensitive first (the likeliest to be unneeded), by groups: a group is
+    // quantized again at once when the target holds without it, else its halves are tried.
     std::vector<std::string> chosen = prefix(hi);
-    // Least sensitive first: the likeliest to be unnecessary.
-    for (size_t i = chosen.size(); i-- > 0 && chosen.size() > 1;) {
-      std::vector<std::string> without = chosen;
-      without.erase(without.begin() + static_cast<std::ptrdiff_t>(i));
-      t = fall_back("revert", chosen[i] + " quantized again", without);
-      if (!t) return;
-      if (t->meets) chosen = std::move(without);
-    }
+    std::vector<std::string> candidates(chosen.rbegin(), chosen.rend());
+    std::function<bool(std::span<const std::string>)> revert = [&](std::span<const std::string> group) {
+      std::vector<std::string> without;
+      for (const std::string& n : chosen)
+        if (std::find(group.begin(), group.end(), n) == group.end()) without.push_back(n);
+      if (!without.empty()) {  // with none left in float, the recipe: known to miss
+        std::string what = group.size() == 1 ? group[0] : std::to_string(group.size()) + " nodes";
+        t = fall_back("revert", what + " quantized again", without);
+        if (!t) return false;
+        if (t->meets) {
+          chosen = std::move(without);
+          return true;
+        }
+      }
+      if (group.size() == 1) return true;
+      size_t half = group.size() / 2;
+      return revert(group.first(half)) && revert(group.subspan(half));
+    };
+    revert(candidates);
+    if (stopped_) return;
     r_.stop_reason = "the target is met with " + std::to_string(chosen.size()) + " node" +
                      (chosen.size() == 1 ? "" : "s") + " in float";
   }
@@ -390,6 +422,12 @@ class Search {
 };
 
 }  // namespace
+
+FallbackOrder parse_fallback_order(const std::string& name) {
+  if (name == "left-float") return FallbackOrder::LeftFloat;
+  if (name == "alone") return FallbackOrder::Alone;
+  throw Error("fallback order '" + name + "': expected left-float or alone");
+}
 
 SearchResult search_accuracy_target(const ir::Model& model, DataReader& reader, const quant::QuantConfig& base,
                                     const SearchOptions& options, const std::function<void(const std::string&)>& log) {
@@ -429,7 +467,10 @@ nlohmann::json search_report(const SearchResult& r) {
                            {"fallback", t.fallback}});
   j["sensitivity"] = nlohmann::json::array();
   for (const NodeSensitivity& s : r.sensitivity)
-    j["sensitivity"].push_back({{"node", s.node}, {"op_type", s.op_type}, {"sqnr_db", num(s.sqnr_db)}});
+    j["sensitivity"].push_back({{"node", s.node},
+                                {"op_type", s.op_type},
+                                {"alone_db", num(s.alone.sqnr_db)},
+                                {"left_float_db", s.left_float ? num(s.left_float->sqnr_db) : nlohmann::json(nullptr)}});
   // The precision of every node of the model quantized: the types of its quantized inputs.
   const ir::Model& model = r.best.prepared ? *r.best.prepared : r.best.model;
   const quant::Plan& plan = r.best.plan;

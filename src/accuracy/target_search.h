@@ -3,8 +3,8 @@
 // channel weights, the calibration methods of the scale kind, CLE on or off; each kept when it
 // improves the metric, as a coordinate search), then, from the best recipe, nodes fall back to
 // float in sensitivity order (accuracy/sensitivity.h): a bisection finds the shortest prefix of
-// that order that meets the target, then each fallback is reverted in turn when the target
-// holds without it. The approach of Intel Neural Compressor's "basic" tuning strategy (per-op
+// that order that meets the target, then fallbacks are reverted, by groups split in halves, where
+// the target holds without them. The approach of Intel Neural Compressor's "basic" tuning strategy (per-op
 // fallback, cumulative, then MSE_V2's revert), with the fallback order from simulations of one
 // plan instead of one quantization per op.
 #pragma once
@@ -40,8 +40,17 @@ struct AccuracyTarget {
   std::optional<double> min_sqnr;
 };
 
+// The order nodes fall back to float in: by the output SQNR of the model with only that node
+// left float (most recovered first; Intel Neural Compressor's per-op fallback, measured on a
+// simulation), or with only that node quantized (worst first; Quark AutoMixprecision's).
+// Both leave out nodes whose quantization alone changes nothing.
+enum class FallbackOrder { LeftFloat, Alone };
+// "left-float", "alone"; Error naming them otherwise.
+FallbackOrder parse_fallback_order(const std::string& name);
+
 struct SearchOptions {
   AccuracyTarget target;
+  FallbackOrder fallback_order = FallbackOrder::LeftFloat;
   size_t max_trials = 100;  // quantized models scored; 0: no limit
   double time_limit = 0;    // seconds; 0: no limit (the trial running when it passes completes)
   bool stop_at_first_pass = false;  // end with the first model that meets the target
@@ -93,7 +102,8 @@ SearchResult search_accuracy_target(const ir::Model& model, DataReader& reader, 
 std::string search_summary(const SearchResult& result);
 // {"float_metric", "required", "lower_is_better", "met", "best_trial", "stop_reason", "seconds",
 //  "trials": [{"index", "phase", "change", "metric", "meets", "seconds", "fallback"}],
-//  "sensitivity": [{"node", "op_type", "sqnr_db"}], "node_precision": {node: type},
+//  "sensitivity": [{"node", "op_type", "alone_db", "left_float_db"}] (the fallback order),
+//  "node_precision": {node: "float" or {"activation", "weight", "bias"}: types},
 //  "weighted_nodes": {"quantized", "total"}}: weighted nodes are Conv, ConvTranspose, Gemm, MatMul.
 nlohmann::json search_report(const SearchResult& result);
 

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 
@@ -94,6 +95,17 @@ void check_output_path(const std::filesystem::path& input, const std::filesystem
   auto status = std::filesystem::status(output, ec);
   if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
     throw Error(option + " '" + output.string() + "' exists and is not a regular file");
+}
+
+TemporaryFolder::TemporaryFolder(const std::string& prefix) {
+  std::string pattern = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
+  if (!mkdtemp(pattern.data())) throw Error("cannot make a temporary folder " + pattern + ": " + errno_text());
+  path_ = pattern;
+}
+
+TemporaryFolder::~TemporaryFolder() {
+  std::error_code ignored;
+  std::filesystem::remove_all(path_, ignored);
 }
 
 }  // namespace onnxptq::ir

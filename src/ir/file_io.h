@@ -52,6 +52,20 @@ class AtomicFile {
 void check_output_path(const std::filesystem::path& input, const std::filesystem::path& output,
                        const std::string& option);
 
+// A new folder under the system's temporary folder, removed with all it holds when this goes.
+class TemporaryFolder {
+ public:
+  // Error naming the place when it cannot be made.
+  explicit TemporaryFolder(const std::string& prefix);
+  ~TemporaryFolder();
+  TemporaryFolder(const TemporaryFolder&) = delete;
+  TemporaryFolder& operator=(const TemporaryFolder&) = delete;
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+};
+
 // "cannot read 'x': No such file or directory"-style text for the last errno.
 std::string errno_text();
 

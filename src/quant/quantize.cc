@@ -476,7 +476,7 @@ QuantizeResult quantize_static(const ir::Model& float_model, calib::DataReader& 
 
 void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::DataReader& reader,
                        const QuantConfig& config, const std::function<void(const std::string&)>& log,
-                       calib::CalibrationResult* known_ranges) {
+                       calib::CalibrationResult* known_ranges, bool with_export) {
   auto say = [&](const std::string& line) {
     if (log) log(line);
   };
@@ -538,6 +538,7 @@ void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::D
     for (const std::string& line : ipu_limitation_log(apply_ipu_limitations(r.plan, model, config), config)) say(line);
   r.seconds["parameters"] = seconds_since(start);
 
+  if (!with_export) return;
   start = std::chrono::steady_clock::now();
   r.model = export_model(model, r.plan, config);
   r.seconds["export"] = seconds_since(start);

@@ -26,7 +26,7 @@ TEST(EvaluateCommand, TheScoreIsTheLastLineAndTheModelPathIsQuoted) {
 TEST(EvaluateCommand, FailuresNameTheTrialTheCommandAndItsLastOutput) {
   EXPECT_EQ(error_of([] { run_evaluate_command("echo reading; echo broken >&2; exit 3", "m.onnx", 10, "trial 4"); }),
             "trial 4: the evaluate command `echo reading; echo broken >&2; exit 3 'm.onnx'` failed with exit status 3; "
-            "its last output: 'reading\nbroken'");
+            "its last output: 'reading | broken'");
   EXPECT_EQ(error_of([] { run_evaluate_command("echo accuracy: 0.5", "m.onnx", 10, "trial 2"); }),
             "trial 2: the evaluate command `echo accuracy: 0.5 'm.onnx'` printed no number as its last line; its last "
             "output: 'accuracy: 0.5 m.onnx'");

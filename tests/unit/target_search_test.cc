@@ -10,58 +10,15 @@
 #include "calib/data_reader.h"
 #include "engine/session.h"
 #include "onnxptq/error.h"
-#include "support/pass_check.h"
+#include "support/accuracy_models.h"
 
 namespace onnxptq::accuracy {
 namespace {
 
 namespace fs = std::filesystem;
-
-// x[1,2,6,6] -> conv1 -> a -> conv2 -> c -> Tanh -> t -> conv3 -> y, all 1x1. conv2's output
-// channel 0 has weights near 8 and channels 1-3 near 0.02, and conv3 reads channels 1-3 only
-// (weight 1, channel 0: 0.01): per-tensor weights of conv2 lose what y depends on. The Tanh
-// keeps cross-layer equalization from pairing conv2 with conv3.
-ir::Model outlier_model() {
-  ir::Model m;
-  m.set_opset("", 13);
-  ir::Graph& g = *m.graph;
-  ir::Value* x = testing::add_float_value(g, "x", {1, 2, 6, 6});
-  g.add_input(x);
-  ir::Value* w1 = testing::add_random_initializer(g, "w1", {4, 2, 1, 1}, 1);
-  std::vector<float> w2v(16);
-  for (size_t o = 0; o < 4; ++o)
-    for (size_t i = 0; i < 4; ++i) w2v[o * 4 + i] = (o == 0 ? 8.0f : 0.02f) * ((i + o) % 2 ? 1.0f : -0.7f);
-  ir::Value* w2 = g.add_value("w2");
-  g.set_initializer(w2, ir::Tensor::from_values<float>({4, 4, 1, 1}, w2v));
-  ir::Value* w3 = g.add_value("w3");
-  g.set_initializer(w3, ir::Tensor::from_values<float>({2, 4, 1, 1}, std::vector<float>{0.01f, 1, -1, 1, 0.01f, -1, 1, 1}));
-  ir::Value* a = g.add_value("a");
-  ir::Value* c = g.add_value("c");
-  ir::Value* t = g.add_value("t");
-  ir::Value* y = g.add_value("y");
-  g.add_node("Conv", {x, w1}, {a}, "conv1");
-  g.add_node("Conv", {a, w2}, {c}, "conv2");
-  g.add_node("Tanh", {c}, {t}, "tanh");
-  g.add_node("Conv", {t, w3}, {y}, "conv3");
-  g.add_output(y);
-  return m;
-}
-
-std::unique_ptr<DataReader> samples(const ir::Model& m, size_t count) {
-  calib::RandomReaderOptions o;
-  o.count = count;
-  o.seed = 7;
-  o.ranges["x"] = {-1.0, 1.0};
-  return calib::make_random_reader(m.graph->fed_inputs(), o);
-}
-
-quant::QuantConfig qdq_config() {
-  quant::QuantConfig c;
-  c.calibrate_method = calib::Method::MinMax;
-  c.activation_symmetric = true;  // no activation is removed: plans of one node match whole-model plans
-  c.calib.threads = 1;
-  return c;
-}
+using testing::outlier_model;
+using testing::qdq_config;
+using testing::samples;
 
 // Whether the model file has `node` reading a dequantized weight (the node is quantized).
 bool quantized_in_file(const fs::path& path, const std::string& node) {
@@ -139,13 +96,27 @@ TEST_F(TargetSearch, RevertsFallbacksThatAreNotNeeded) {
   c.format = quant::QuantFormat::VitisQDQ;  // per-tensor only: no recipe helps
   c.calibrate_method = calib::Method::MinMSE;
   auto reader = samples(model_, 4);
+  for (FallbackOrder order : {FallbackOrder::LeftFloat, FallbackOrder::Alone}) {
+    o.fallback_order = order;
+    SearchResult r = search_accuracy_target(model_, *reader, c, o);
+    ASSERT_TRUE(r.met) << search_summary(r);
+    const Trial& best = r.trials.at(r.best_trial - 1);
+    EXPECT_EQ(best.fallback, std::vector<std::string>{"conv2"});
+    EXPECT_EQ(r.config.nodes_to_exclude, std::vector<std::string>{"conv2"});
+  }
+  // Two nodes needed in float: whatever the bisection takes, the reverts keep exactly those.
+  o.fallback_order = FallbackOrder::LeftFloat;
+  o.target.evaluate = [](const fs::path& path, const std::string&) {
+    return quantized_in_file(path, "conv2") || quantized_in_file(path, "conv3") ? 0.0 : 1.0;
+  };
   SearchResult r = search_accuracy_target(model_, *reader, c, o);
-  ASSERT_TRUE(r.met) << search_summary(r);
-  const Trial& best = r.trials.at(r.best_trial - 1);
-  EXPECT_EQ(best.fallback, std::vector<std::string>{"conv2"});
-  EXPECT_EQ(r.config.nodes_to_exclude, std::vector<std::string>{"conv2"});
-  EXPECT_TRUE(std::count_if(r.trials.begin(), r.trials.end(), [](const Trial& t) { return t.phase == "revert"; }) > 0 ||
-              r.sensitivity.at(0).node == "conv2");
+  ASSERT_TRUE(r.met);
+  std::vector<std::string> kept = r.trials.at(r.best_trial - 1).fallback;
+  std::sort(kept.begin(), kept.end());
+  EXPECT_EQ(kept, (std::vector<std::string>{"conv2", "conv3"}));
+
+  o.target.evaluate = needs_conv2_float;
+  r = search_accuracy_target(model_, *reader, c, o);
   nlohmann::json report = search_report(r);
   EXPECT_EQ(report["node_precision"]["conv2"], "float");
   EXPECT_EQ(report["node_precision"]["conv1"]["weight"], "QInt8");
@@ -163,14 +134,18 @@ TEST_F(TargetSearch, BuiltInMetricFindsTheNodeThatLosesTheOutput) {
   c.format = quant::QuantFormat::VitisQDQ;
   c.calibrate_method = calib::Method::MinMSE;
   auto reader = samples(model_, 12);
-  SearchResult r = search_accuracy_target(model_, *reader, c, o);
-  ASSERT_TRUE(r.met) << search_summary(r);
-  EXPECT_LT(r.trials.at(0).metric, 10) << "the whole-model quantization loses the output";
-  ASSERT_FALSE(r.sensitivity.empty());
-  EXPECT_EQ(r.sensitivity[0].node, "conv2");
-  const Trial& best = r.trials.at(r.best_trial - 1);
-  EXPECT_EQ(best.fallback, std::vector<std::string>{"conv2"}) << search_report(r)["trials"].dump();
-  EXPECT_GE(best.metric, 12);
+  for (FallbackOrder order : {FallbackOrder::LeftFloat, FallbackOrder::Alone}) {
+    o.fallback_order = order;
+    SearchResult r = search_accuracy_target(model_, *reader, c, o);
+    ASSERT_TRUE(r.met) << search_summary(r);
+    EXPECT_LT(r.trials.at(0).metric, 10) << "the whole-model quantization loses the output";
+    ASSERT_FALSE(r.sensitivity.empty());
+    EXPECT_EQ(r.sensitivity[0].node, "conv2");
+    EXPECT_EQ(r.sensitivity[0].left_float.has_value(), order == FallbackOrder::LeftFloat);
+    const Trial& best = r.trials.at(r.best_trial - 1);
+    EXPECT_EQ(best.fallback, std::vector<std::string>{"conv2"}) << search_report(r)["trials"].dump();
+    EXPECT_GE(best.metric, 12);
+  }
 }
 
 TEST_F(TargetSearch, RefusesTargetsThatAreNotWellFormed) {
@@ -195,36 +170,6 @@ TEST_F(TargetSearch, RefusesTargetsThatAreNotWellFormed) {
   EXPECT_NE(error(o).find("at least 0"), std::string::npos);
   o = evaluate_options([](const fs::path&, const std::string&) { return std::nan(""); });
   EXPECT_NE(error(o).find("the float model's metric is nan"), std::string::npos);
-}
-
-// Each node's SQNR with only it quantized, from one plan's simulation, equals the brute force:
-// the model quantized with nodes_to_quantize = {that node}, run whole.
-TEST(Sensitivity, RankingEqualsQuantizingEachNodeAlone) {
-  ir::Model m = outlier_model();
-  quant::QuantConfig c = qdq_config();
-  c.optimize_model = false;
-  auto reader = samples(m, 6);
-  quant::QuantizeResult whole = quant::quantize_static(m, *reader, c);
-  reader->rewind();
-  ReferenceOutputs reference = reference_outputs(m, *reader, 0, 0, 1);
-  std::vector<NodeSensitivity> ranked = rank_nodes_alone(m, whole.plan, c, reference, 1);
-  ASSERT_EQ(ranked.size(), 3u);
-  for (size_t i = 1; i < ranked.size(); ++i) EXPECT_LE(ranked[i - 1].sqnr_db, ranked[i].sqnr_db);
-  EXPECT_EQ(ranked[0].node, "conv2");
-
-  for (const NodeSensitivity& s : ranked) {
-    quant::QuantConfig alone = c;
-    alone.nodes_to_quantize = {s.node};
-    reader->rewind();
-    quant::QuantizeResult q = quant::quantize_static(m, *reader, alone);
-    engine::Session session(q.model);
-    OutputError error;
-    for (size_t i = 0; i < reference.feeds.size(); ++i)
-      error.add(reference.outputs[i], session.run(reference.feeds[i]).at(0), "sample");
-    // Not bit-exact: calibration observing fewer tensors lets the engine compute y along another
-    // path (fused, another layout), and its range differs in the last bits.
-    EXPECT_NEAR(s.sqnr_db, error.sqnr_db(), 1e-4) << s.node;
-  }
 }
 
 TEST(SubsetReader, GivesItsRangeAndSharesTheSourceWithAnother) {

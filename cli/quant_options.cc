@@ -1,0 +1,123 @@
+#include "cli/quant_options.h"
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "onnxptq/error.h"
+#include "quant/presets.h"
+#include "quant/quantize.h"
+
+namespace onnxptq::cli {
+
+namespace {
+
+// KEY=VALUE: the value as JSON when it parses (true, 0.5, ["Conv"], {"MatMul": 1}), else a string.
+std::pair<std::string, nlohmann::json> parse_extra_option(const std::string& text) {
+  size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0) throw Error("--extra-option wants KEY=VALUE, got '" + text + "'");
+  std::string value = text.substr(eq + 1);
+  nlohmann::json j = nlohmann::json::parse(value, nullptr, false);
+  if (j.is_discarded()) j = value;
+  return {text.substr(0, eq), j};
+}
+
+}  // namespace
+
+void add_quant_options(CLI::App* cmd, QuantOptions& o) {
+  add_calib_data_options(cmd, o.data);
+  cmd->add_option("--config", o.config,
+                  "A preset (`onnxptq presets`) or a JSON file with quantize_static's arguments and extra_options; "
+                  "the other options override it (docs/cli.md)");
+  cmd->add_option(
+      "--quant-format", o.quant_format,
+      "QDQ (default), QOperator, VitisQuantFormat.QDQ, VitisQuantFormat.FixNeuron, ExtendedQuantFormat.QDQ");
+  cmd->add_option("--calibrate-method", o.calibrate_method,
+                  "MinMSE (default), NonOverflow, MinMax, Entropy, Percentile, Distribution, LayerWisePercentile");
+  cmd->add_option("--activation-type", o.activation_type, "QInt8 (default), QUInt8, QInt16, QUInt16, ...");
+  cmd->add_option("--weight-type", o.weight_type, "QInt8 (default), QUInt8, QInt16, QUInt16, ...");
+  cmd->add_flag("--per-channel", o.per_channel, "Weights quantized per output channel");
+  cmd->add_flag("--reduce-range", o.reduce_range, "7-bit weights (ORT's reduce_range)");
+  cmd->add_option("--op-types-to-quantize", o.op_types, "Only these op types (comma-separated)")->delimiter(',');
+  cmd->add_option("--nodes-to-quantize", o.nodes_to_quantize, "Only these nodes (comma-separated)")->delimiter(',');
+  cmd->add_option("--nodes-to-exclude", o.nodes_to_exclude, "Leave these nodes in float (comma-separated)")
+      ->delimiter(',');
+  cmd->add_option("--input-nodes", o.input_nodes, "Quantize from these nodes on (comma-separated)")->delimiter(',');
+  cmd->add_option("--output-nodes", o.output_nodes, "Quantize up to these nodes (comma-separated)")->delimiter(',');
+  cmd->add_option("--extra-option", o.extra_options, "KEY=VALUE of extra_options (repeatable; VALUE as JSON)");
+  cmd->add_option("--threads", o.threads, "Threads in all (default: every hardware thread)")->check(non_negative());
+  cmd->add_option("--workers", o.workers,
+                  "Calibration samples run at once (CalibWorkerNum; default 0: one a thread, up to 4)")
+      ->check(non_negative());
+  cmd->add_flag("--strict", o.strict, "Fail on a calibration sample with NaN or Inf instead of skipping it");
+  CLI::Option* include_cle = cmd->add_flag(
+      "--include-cle", o.include_cle,
+      "include_cle=True: cross-layer equalization of the float weights before calibration (CLE* extra options)");
+  cmd->add_flag("--no-include-cle", o.no_include_cle,
+                "include_cle=False, over a --config that turns it on (Quark's presets do)")
+      ->excludes(include_cle);
+  cmd->add_flag("--enable-dpu", o.enable_dpu,
+                "enable_dpu=True: the NPU path (power-of-two QDQ; graph rewrites, QDQ removal before fused "
+                "activations, SimulateDPU; their extra options)");
+  cmd->add_flag("--enable-npu-transformer", o.enable_npu_transformer,
+                "enable_npu_transformer=True (Quark): Gemm and MatMul by default, MatMulConstBOnly, and the "
+                "ConvertBNToConv/ConvertReduceMeanToGlobalAvgPool/SplitLargeKernelPool/ConvertSplitToSlice rewrites");
+  cmd->add_flag("--convert-fp16-to-fp32", o.convert_fp16_to_fp32,
+                "convert_fp16_to_fp32=True: a float16 model made float32 first (float16 samples are widened)");
+  cmd->add_flag("--convert-nchw-to-nhwc", o.convert_nchw_to_nhwc,
+                "convert_nchw_to_nhwc=True: 4-D NCHW image inputs declared NHWC first (NCHW samples are transposed)");
+  cmd->add_flag("--no-optimize-model", o.no_optimize_model,
+                "optimize_model=False: quantize the model as given, without `onnxptq preprocess`'s passes");
+}
+
+quant::QuantConfig config_from(const QuantOptions& a) {
+  quant::QuantConfig c;
+  c.calib.workers = 0;  // the command's default: as many as the threads allow (CalibWorkerNum can set it)
+  if (quant::find_preset(a.config)) {
+    quant::apply_preset(c, a.config);  // a preset's name before a file of that name
+  } else if (!a.config.empty()) {
+    std::ifstream in(a.config);
+    if (!in)
+      throw Error("--config '" + a.config +
+                  "' is neither a preset nor a readable file (presets: " + quant::preset_names() + ")");
+    nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
+    if (j.is_discarded()) throw Error("config file '" + a.config + "' is not valid JSON");
+    try {
+      quant::apply_config_json(c, j);
+    } catch (const Error& e) {
+      throw Error("config file '" + a.config + "': " + e.what());
+    }
+  }
+  if (a.quant_format) c.format = quant::parse_quant_format(*a.quant_format);
+  if (a.calibrate_method) c.calibrate_method = calib::parse_method(*a.calibrate_method);
+  if (a.activation_type) c.activation_type = quant::parse_quant_type(*a.activation_type);
+  if (a.weight_type) c.weight_type = quant::parse_quant_type(*a.weight_type);
+  c.per_channel = c.per_channel || a.per_channel;
+  c.reduce_range = c.reduce_range || a.reduce_range;
+  auto add = [](std::vector<std::string>& to, const std::vector<std::string>& from) {
+    to.insert(to.end(), from.begin(), from.end());
+  };
+  add(c.op_types_to_quantize, a.op_types);
+  add(c.nodes_to_quantize, a.nodes_to_quantize);
+  add(c.nodes_to_exclude, a.nodes_to_exclude);
+  add(c.input_nodes, a.input_nodes);
+  add(c.output_nodes, a.output_nodes);
+  for (const std::string& e : a.extra_options) {
+    auto [key, value] = parse_extra_option(e);
+    quant::apply_extra_option(c, key, value);
+  }
+  c.calib.max_samples = a.data.calib_size;
+  c.calib.threads = a.threads;
+  if (a.workers) c.calib.workers = *a.workers;
+  c.calib.strict = a.strict;
+  if (a.no_optimize_model) c.optimize_model = false;
+  if (a.include_cle) c.include_cle = true;
+  if (a.convert_fp16_to_fp32) c.convert_fp16_to_fp32 = true;
+  if (a.convert_nchw_to_nhwc) c.convert_nchw_to_nhwc = true;
+  if (a.no_include_cle) c.include_cle = false;  // Quark's presets turn it on
+  if (a.enable_dpu) c.enable_dpu = true;
+  if (a.enable_npu_transformer) c.enable_npu_transformer = true;
+  return c;
+}
+
+}  // namespace onnxptq::cli

@@ -1,0 +1,147 @@
+// Per-node sensitivity on a built graph: each measure against the brute force, the metrics, the
+// report formats.
+#include "accuracy/sensitivity.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <nlohmann/json.hpp>
+
+#include "engine/session.h"
+#include "onnxptq/error.h"
+#include "quant/quantize.h"
+#include "support/accuracy_models.h"
+
+namespace onnxptq::accuracy {
+namespace {
+
+using testing::outlier_model;
+using testing::qdq_config;
+using testing::samples;
+
+// Each node's SQNR with only it quantized, from one plan's simulation, equals the brute force:
+// the model quantized with nodes_to_quantize = {that node}, run whole.
+TEST(Sensitivity, RankingEqualsQuantizingEachNodeAlone) {
+  ir::Model m = outlier_model();
+  quant::QuantConfig c = qdq_config();
+  c.optimize_model = false;
+  auto reader = samples(m, 6);
+  quant::QuantizeResult whole = quant::quantize_static(m, *reader, c);
+  reader->rewind();
+  ReferenceOutputs reference = reference_outputs(m, *reader, 0, 0, 1);
+  std::vector<NodeSensitivity> ranked = analyze_nodes(m, whole.plan, c, reference, 1, /*split=*/true);
+  ASSERT_EQ(ranked.size(), 3u);
+  for (size_t i = 1; i < ranked.size(); ++i) EXPECT_LE(ranked[i - 1].alone.sqnr_db, ranked[i].alone.sqnr_db);
+  EXPECT_EQ(ranked[0].node, "conv2");
+
+  for (const NodeSensitivity& s : ranked) {
+    quant::QuantConfig alone = c;
+    alone.nodes_to_quantize = {s.node};
+    reader->rewind();
+    quant::QuantizeResult q = quant::quantize_static(m, *reader, alone);
+    engine::Session session(q.model);
+    OutputError error;
+    for (size_t i = 0; i < reference.feeds.size(); ++i)
+      error.add(reference.outputs[i], session.run(reference.feeds[i]).at(0), "sample");
+    // Not bit-exact: calibration observing fewer tensors lets the engine compute y along another
+    // path (fused, another layout), and its range differs in the last bits.
+    EXPECT_NEAR(s.alone.sqnr_db, error.sqnr_db(), 1e-4) << s.node;
+  }
+}
+
+// conv2's output has the channel imbalance of its weight (channel 0 about 400 times the others),
+// so a per-tensor scale for either loses the channels y depends on: each part alone is as bad as
+// the node. Elsewhere the two parts make independent errors, whose noise powers add up.
+TEST(Sensitivity, SplitsANodesErrorIntoWeightAndActivations) {
+  ir::Model m = outlier_model();
+  quant::QuantConfig c = qdq_config();
+  c.optimize_model = false;
+  auto reader = samples(m, 6);
+  quant::QuantizeResult whole = quant::quantize_static(m, *reader, c);
+  reader->rewind();
+  ReferenceOutputs reference = reference_outputs(m, *reader, 0, 0, 1);
+  std::vector<NodeSensitivity> nodes = analyze_nodes(m, whole.plan, c, reference, 1, /*split=*/true);
+  const NodeSensitivity& conv2 = nodes.at(0);
+  ASSERT_EQ(conv2.node, "conv2");
+  EXPECT_LT(conv2.alone.sqnr_db, 3);
+  EXPECT_NEAR(conv2.activations.sqnr_db, conv2.alone.sqnr_db, 1.0);
+  EXPECT_NEAR(conv2.weight.sqnr_db, conv2.alone.sqnr_db, 1.0);
+  auto noise = [](double db) { return std::pow(10.0, -db / 10); };
+  for (const NodeSensitivity& s : nodes) {
+    if (s.node == "conv2") continue;
+    double sum = noise(s.weight.sqnr_db) + noise(s.activations.sqnr_db);
+    EXPECT_NEAR(noise(s.alone.sqnr_db) / sum, 1.0, 0.2) << s.node;
+  }
+  // Each part is its own plan: the weight part quantizes no activation, and the other way round.
+  for (const quant::TensorPlan& t : plan_of_node(whole.plan, *m.graph, "conv2", NodePart::Weight).tensors)
+    EXPECT_NE(t.role, quant::Role::Activation) << t.name;
+  for (const quant::TensorPlan& t : plan_of_node(whole.plan, *m.graph, "conv2", NodePart::Activations).tensors)
+    EXPECT_EQ(t.role, quant::Role::Activation) << t.name;
+  EXPECT_FALSE(conv2.left_float.has_value());
+}
+
+TEST(OutputError, MetricsAgainstTheirDefinitions) {
+  auto tensor = [](std::vector<float> v) { return ir::Tensor::from_values<float>({2, 2}, v); };
+  OutputError e;
+  // Rows are distributions: KL(ref || x) = mean over rows of sum ref ln(ref / x).
+  e.add(tensor({0.5f, 0.5f, 0.25f, 0.75f}), tensor({0.25f, 0.75f, 0.25f, 0.75f}), "s");
+  OutputMetrics m = e.metrics();
+  double kl_row0 = 0.5 * std::log(0.5 / 0.25) + 0.5 * std::log(0.5 / 0.75);
+  ASSERT_TRUE(m.kl.has_value());
+  EXPECT_NEAR(*m.kl, kl_row0 / 2, 1e-7);
+  double signal = 0.25 + 0.25 + 0.0625 + 0.5625, noise = 0.0625 + 0.0625;
+  EXPECT_NEAR(m.sqnr_db, 10 * std::log10(signal / noise), 1e-9);
+  EXPECT_NEAR(m.rmse, std::sqrt(noise / 4), 1e-9);
+  double dot = 0.125 + 0.375 + 0.0625 + 0.5625, xx = 0.0625 + 0.5625 + 0.0625 + 0.5625;
+  EXPECT_NEAR(m.cosine, dot / std::sqrt(signal * xx), 1e-9);
+
+  OutputError not_probabilities;
+  not_probabilities.add(tensor({2, -1, 0, 0}), tensor({2, -1, 0, 0}), "s");
+  EXPECT_FALSE(not_probabilities.metrics().kl.has_value());
+  EXPECT_TRUE(std::isinf(not_probabilities.metrics().sqnr_db));
+
+  OutputError shapes;
+  EXPECT_THROW(shapes.add(tensor({1, 2, 3, 4}), ir::Tensor::from_values<float>({4}, std::vector<float>{1, 2, 3, 4}), "s"),
+               Error);
+}
+
+TEST(Sensitivity, ReportsHoldEveryNodeAndEscapeNames) {
+  NodeSensitivity a;
+  a.node = "conv<1>&\"x\"";
+  a.op_type = "Conv";
+  a.alone.sqnr_db = 12.5;
+  a.weight.sqnr_db = 13;
+  a.activations.sqnr_db = -std::numeric_limits<double>::infinity();
+  NodeSensitivity b;
+  b.node = "add,1";
+  b.op_type = "Add";
+  b.left_float = OutputMetrics{.sqnr_db = 40};
+  ReferenceOutputs reference;
+  reference.feeds.resize(3);
+  OutputMetrics whole{.sqnr_db = 11, .cosine = 0.99, .rmse = 0.1};
+  nlohmann::json j = sensitivity_json({a, b}, whole, reference);
+  EXPECT_EQ(j["samples"], 3);
+  ASSERT_EQ(j["nodes"].size(), 2u);
+  EXPECT_EQ(j["nodes"][0]["alone"]["sqnr_db"], 12.5);
+  EXPECT_TRUE(j["nodes"][0]["activations"]["sqnr_db"].is_null());
+  EXPECT_TRUE(j["nodes"][0]["left_float"].is_null());
+  EXPECT_EQ(j["nodes"][1]["left_float"]["sqnr_db"], 40);
+
+  std::string csv = sensitivity_csv({a, b});
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3);
+  EXPECT_NE(csv.find("\"add,1\",Add,inf"), std::string::npos) << csv;
+  EXPECT_NE(csv.find("\"conv<1>&\"\"x\"\"\",Conv,12.500000"), std::string::npos) << csv;
+
+  std::string html = sensitivity_html({a, b}, whole, "m.onnx (XINT8)");
+  EXPECT_NE(html.find("<svg"), std::string::npos);
+  EXPECT_NE(html.find("conv&lt;1&gt;&amp;&quot;x&quot;"), std::string::npos);
+  EXPECT_EQ(html.find("conv<1>"), std::string::npos) << "names are escaped";
+  EXPECT_NE(html.find("11.00 dB"), std::string::npos);
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_EQ(html.find("http://www.w3.org/2000/svg\""), html.find("http"));  // no link but the SVG namespace
+}
+
+}  // namespace
+}  // namespace onnxptq::accuracy
