@@ -1,6 +1,7 @@
 // `onnxptq sensitivity`: how much each quantized node costs the model's output (accuracy/sensitivity.h).
 #include "accuracy/sensitivity.h"
 
+#include <algorithm>
 #include <iomanip>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -82,13 +83,21 @@ void sensitivity_command(SensitivityArgs a) {
   if (!a.html.empty())
     write_text(a.html, accuracy::sensitivity_html(nodes, whole, a.model + " (" + (a.q.config.empty() ? "options" : a.q.config) + ")"));
   if (a.quiet) return;
+  size_t shown = a.top == 0 ? nodes.size() : std::min(a.top, nodes.size());
+  size_t width = 4, op_width = 2;
+  for (size_t i = 0; i < shown; ++i) {
+    width = std::max(width, nodes[i].node.size());
+    op_width = std::max(op_width, nodes[i].op_type.size());
+  }
   std::cout << "whole model quantized: output SQNR " << db(whole.sqnr_db) << " dB\n";
-  std::cout << "node" << std::string(36, ' ') << "op              alone dB  weight dB  activ. dB"
+  std::cout << std::left << std::setw(static_cast<int>(width + 2)) << "node"
+            << std::setw(static_cast<int>(op_width)) << "op" << "  alone dB  weight dB  activ. dB"
             << (a.left_float ? "  all-but dB" : "") << "\n";
-  for (size_t i = 0; i < nodes.size() && (a.top == 0 || i < a.top); ++i) {
+  for (size_t i = 0; i < shown; ++i) {
     const accuracy::NodeSensitivity& s = nodes[i];
     std::ostringstream line;
-    line << std::left << std::setw(40) << s.node << std::setw(16) << s.op_type << std::right << std::setw(8)
+    line << std::left << std::setw(static_cast<int>(width + 2)) << s.node << std::setw(static_cast<int>(op_width)) << s.op_type
+         << std::right << std::setw(10)
          << db(s.alone.sqnr_db) << std::setw(11) << db(s.weight.sqnr_db) << std::setw(11) << db(s.activations.sqnr_db);
     if (a.left_float) line << std::setw(12) << (s.left_float ? db(s.left_float->sqnr_db) : "");
     std::cout << line.str() << "\n";

@@ -284,7 +284,11 @@ std::string sensitivity_html(const std::vector<NodeSensitivity>& nodes, const Ou
                              const std::string& title) {
   // Bars show the error as dB below a ceiling: a longer bar is a larger error (lower SQNR).
   constexpr double kCeilingDb = 60, kScale = 6;  // px per dB
-  constexpr int kLabel = 300, kRow = 26, kBar = 7;
+  constexpr int kRow = 26, kBar = 7;
+  // Labels right-aligned before the bars, wide enough for the longest (about 7 px a character).
+  size_t longest = 0;
+  for (const NodeSensitivity& s : nodes) longest = std::max(longest, s.node.size() + s.op_type.size() + 2);
+  const int kLabel = static_cast<int>(std::clamp<size_t>(longest * 7, 120, 900));
   auto bar_length = [&](double sqnr) {
     if (std::isnan(sqnr) || sqnr == -kInfinity) return kCeilingDb * kScale;
     return std::clamp(kCeilingDb - sqnr, 0.0, kCeilingDb) * kScale;
