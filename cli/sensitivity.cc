@@ -56,32 +56,14 @@ void sensitivity_command(SensitivityArgs a) {
   std::function<void(const std::string&)> log;
   if (!a.quiet) log = [](const std::string& m) { std::cerr << m << "\n"; };
 
-  // The configuration's plan and ranges, once; every measure simulates a part of it.
-  std::optional<ir::Model> prepared = quant::prepare_float_model(model, *reader, config, log);
-  calib::CalibrationResult ranges;
-  quant::QuantizeResult q;
-  if (prepared) q.prepared = ir::clone_model(*prepared);
-  reader->rewind();
-  quant::quantize_prepared(q, model, *reader, config, log, &ranges, /*with_export=*/false);
-  const ir::Model& float_prepared = prepared ? *prepared : model;
-  reader->rewind();
-  std::unique_ptr<calib::DataReader> adapted = quant::adapted_reader(*reader, float_prepared, config);
-  accuracy::ReferenceOutputs reference = accuracy::reference_outputs(
-      float_prepared, adapted ? *adapted : *reader, a.output_index, a.samples, a.q.threads);
-  const ir::Model& simulated = q.prepared ? *q.prepared : model;
-  accuracy::OutputMetrics whole = accuracy::simulated_error(simulated, q.plan, config, reference, a.q.threads);
-  accuracy::LeftFloatPlan left_float;
-  if (a.left_float) left_float = accuracy::left_float_plans(model, prepared, *reader, config, ranges);
-  if (log)
-    log("measuring " + std::to_string(q.plan.quantized_nodes.size()) + " quantized nodes on " +
-        std::to_string(reference.feeds.size()) + " samples");
-  std::vector<accuracy::NodeSensitivity> nodes =
-      accuracy::analyze_nodes(simulated, q.plan, config, reference, a.q.threads, /*split=*/true, left_float);
-
-  if (!a.json.empty()) write_text(a.json, accuracy::sensitivity_json(nodes, whole, reference).dump(2) + "\n");
+  accuracy::SensitivityReport report = accuracy::analyze_sensitivity(
+      model, *reader, config,
+      {.samples = a.samples, .output_index = a.output_index, .left_float = a.left_float, .threads = a.q.threads}, log);
+  const std::vector<accuracy::NodeSensitivity>& nodes = report.nodes;
+  if (!a.json.empty()) write_text(a.json, accuracy::sensitivity_json(report).dump(2) + "\n");
   if (!a.csv.empty()) write_text(a.csv, accuracy::sensitivity_csv(nodes));
   if (!a.html.empty())
-    write_text(a.html, accuracy::sensitivity_html(nodes, whole, a.model + " (" + (a.q.config.empty() ? "options" : a.q.config) + ")"));
+    write_text(a.html, accuracy::sensitivity_html(report, a.model + " (" + (a.q.config.empty() ? "options" : a.q.config) + ")"));
   if (a.quiet) return;
   size_t shown = a.top == 0 ? nodes.size() : std::min(a.top, nodes.size());
   size_t width = 4, op_width = 2;
@@ -89,7 +71,7 @@ void sensitivity_command(SensitivityArgs a) {
     width = std::max(width, nodes[i].node.size());
     op_width = std::max(op_width, nodes[i].op_type.size());
   }
-  std::cout << "whole model quantized: output SQNR " << db(whole.sqnr_db) << " dB\n";
+  std::cout << "whole model quantized: output SQNR " << db(report.whole_model.sqnr_db) << " dB\n";
   std::cout << std::left << std::setw(static_cast<int>(width + 2)) << "node"
             << std::setw(static_cast<int>(op_width)) << "op" << "  alone dB  weight dB  activ. dB"
             << (a.left_float ? "  all-but dB" : "") << "\n";

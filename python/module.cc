@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "accuracy/sensitivity.h"
 #include "accuracy/target_search.h"
 #include "calib/data_reader.h"
 #include "ir/file_io.h"
@@ -391,6 +392,44 @@ py::dict quantize_static(const std::string& model_input, const std::string& mode
   return out;
 }
 
+// The sensitivity analysis (accuracy/sensitivity.h) of the model file with `config`: a preset's
+// name, or quantize_static's arguments in the JSON form of `onnxptq quantize --config`. Returns
+// the JSON form of `onnxptq sensitivity --json`; `html_path`, when not empty, gets the page.
+py::object sensitivity(const std::string& model_input, py::object reader, const std::string& config,
+                       size_t samples, size_t output_index, bool left_float, const std::string& html_path) {
+  quant::QuantConfig c;
+  if (quant::find_preset(config))
+    quant::apply_preset(c, config);
+  else
+    quant::apply_config_json(c, nlohmann::json::parse(config));
+  quant::check_config(c);
+  if (!html_path.empty()) ir::check_output_path(model_input, html_path, "html_path");
+  ir::Model model;
+  {
+    py::gil_scoped_release nogil;
+    model = ir::load_model(model_input);
+  }
+  std::unique_ptr<DataReader> data;
+  if (reader.is_none())
+    data = calib::make_random_reader(model.graph->fed_inputs(), {});
+  else
+    data = std::make_unique<PythonReader>(reader, model.graph->fed_inputs());
+  nlohmann::json j;
+  {
+    py::gil_scoped_release nogil;
+    accuracy::SensitivityReport report = accuracy::analyze_sensitivity(
+        model, *data, c, {.samples = samples, .output_index = output_index, .left_float = left_float});
+    j = accuracy::sensitivity_json(report);
+    if (!html_path.empty()) {
+      std::string html = accuracy::sensitivity_html(report, model_input);
+      ir::AtomicFile file(html_path);
+      file.write(html.data(), html.size());
+      file.commit();
+    }
+  }
+  return py::module_::import("json").attr("loads")(j.dump());
+}
+
 // The checks quantize_static makes on its arguments before reading anything (for presets).
 void check_config(const std::string& config_json) {
   quant::QuantConfig config;
@@ -431,6 +470,8 @@ PYBIND11_MODULE(_core, m) {
   m.def("quantize_static", &onnxptq::python::quantize_static, py::arg("model_input"), py::arg("model_output"),
         py::arg("reader"), py::arg("config_json"), py::arg("random_shapes"), py::arg("random_ranges"),
         py::arg("external_data"), py::arg("log_progress"), py::arg("calib_size"), py::arg("target") = py::none());
+  m.def("sensitivity", &onnxptq::python::sensitivity, py::arg("model_input"), py::arg("reader"), py::arg("config"),
+        py::arg("samples"), py::arg("output_index"), py::arg("left_float"), py::arg("html_path"));
   m.def("check_config", &onnxptq::python::check_config, py::arg("config_json"));
   m.def("presets", &onnxptq::python::presets);
   m.def("evaluate", &onnxptq::python::evaluate, py::arg("baseline"), py::arg("quantized"));

@@ -70,3 +70,20 @@ def test_errors_name_the_trial_and_the_key(tiny_model, tmp_path):
     with pytest.raises(onnxptq.Error, match="accuracy_target: unknown key 'max_los'"):
         quantize(tiny_model, tmp_path, {"max_los": 0.1})
     assert not (tmp_path / "q.onnx").exists()
+
+
+def test_sensitivity_ranks_every_quantized_node(tiny_model, tmp_path):
+    samples = write_samples(tmp_path / "calib", (1, 3, 8, 8), 4)
+    html = tmp_path / "s.html"
+    report = onnxptq.sensitivity(tiny_model, Reader(samples), "A8W8", samples=2, html_path=html)
+    assert report["samples"] == 2
+    nodes = report["nodes"]
+    assert {"conv", "gemm"} <= {n["node"] for n in nodes}
+    alone = [n["alone"]["sqnr_db"] if n["alone"]["sqnr_db"] is not None else float("inf") for n in nodes]
+    assert alone == sorted(alone)  # worst first
+    assert "<svg" in html.read_text()
+    by_dict = onnxptq.sensitivity(tiny_model, Reader(samples), {"calibrate_method": "MinMax"},
+                                  extra_options={"ActivationSymmetric": True}, samples=1)
+    assert by_dict["samples"] == 1
+    with pytest.raises(onnxptq.Error, match="unknown config key"):
+        onnxptq.sensitivity(tiny_model, Reader(samples), {"calibrate_methd": "MinMax"})

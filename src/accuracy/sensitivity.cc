@@ -238,14 +238,41 @@ std::string html_escape(const std::string& s) {
 
 }  // namespace
 
-nlohmann::json sensitivity_json(const std::vector<NodeSensitivity>& nodes, const OutputMetrics& whole_model,
-                                const ReferenceOutputs& reference) {
+SensitivityReport analyze_sensitivity(const ir::Model& model, DataReader& reader, const quant::QuantConfig& config,
+                                      const SensitivityOptions& o, const std::function<void(const std::string&)>& log) {
+  if (o.samples == 0) throw Error("sensitivity: measuring needs at least 1 sample");
+  std::optional<ir::Model> prepared = quant::prepare_float_model(model, reader, config, log);
+  calib::CalibrationResult ranges;
+  quant::QuantizeResult q;
+  if (prepared) q.prepared = ir::clone_model(*prepared);
+  reader.rewind();
+  quant::quantize_prepared(q, model, reader, config, log, &ranges, /*with_export=*/false);
+  const ir::Model& float_prepared = prepared ? *prepared : model;
+  reader.rewind();
+  std::unique_ptr<DataReader> adapted = quant::adapted_reader(reader, float_prepared, config);
+  ReferenceOutputs reference =
+      reference_outputs(float_prepared, adapted ? *adapted : reader, o.output_index, o.samples, o.threads);
+  const ir::Model& simulated = q.prepared ? *q.prepared : model;
+  SensitivityReport r;
+  r.samples = reference.feeds.size();
+  r.output_index = o.output_index;
+  r.whole_model = simulated_error(simulated, q.plan, config, reference, o.threads);
+  LeftFloatPlan left_float;
+  if (o.left_float) left_float = left_float_plans(model, prepared, reader, config, ranges);
+  if (log)
+    log("measuring " + std::to_string(q.plan.quantized_nodes.size()) + " quantized nodes on " +
+        std::to_string(r.samples) + " samples");
+  r.nodes = analyze_nodes(simulated, q.plan, config, reference, o.threads, /*split=*/true, left_float);
+  return r;
+}
+
+nlohmann::json sensitivity_json(const SensitivityReport& report) {
   nlohmann::json j;
-  j["output_index"] = reference.output_index;
-  j["samples"] = reference.feeds.size();
-  j["whole_model"] = metrics_json(whole_model);
+  j["output_index"] = report.output_index;
+  j["samples"] = report.samples;
+  j["whole_model"] = metrics_json(report.whole_model);
   j["nodes"] = nlohmann::json::array();
-  for (const NodeSensitivity& s : nodes)
+  for (const NodeSensitivity& s : report.nodes)
     j["nodes"].push_back({{"node", s.node},
                           {"op_type", s.op_type},
                           {"alone", metrics_json(s.alone)},
@@ -280,8 +307,9 @@ std::string sensitivity_csv(const std::vector<NodeSensitivity>& nodes) {
   return out.str();
 }
 
-std::string sensitivity_html(const std::vector<NodeSensitivity>& nodes, const OutputMetrics& whole_model,
-                             const std::string& title) {
+std::string sensitivity_html(const SensitivityReport& report, const std::string& title) {
+  const std::vector<NodeSensitivity>& nodes = report.nodes;
+  const OutputMetrics& whole_model = report.whole_model;
   // Bars show the error as dB below a ceiling: a longer bar is a larger error (lower SQNR).
   constexpr double kCeilingDb = 60, kScale = 6;  // px per dB
   constexpr int kRow = 26, kBar = 7;

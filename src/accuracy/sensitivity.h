@@ -102,16 +102,35 @@ std::vector<NodeSensitivity> analyze_nodes(const ir::Model& model, const quant::
                                            const quant::QuantConfig& config, const ReferenceOutputs& reference,
                                            int threads, bool split, const LeftFloatPlan& left_float = {});
 
+struct SensitivityOptions {
+  size_t samples = 8;  // the first calibration samples, measured on
+  size_t output_index = 0;
+  bool left_float = false;  // also every node but each one (a plan per node)
+  int threads = 0;
+};
+
+struct SensitivityReport {
+  std::vector<NodeSensitivity> nodes;  // worst alone first
+  OutputMetrics whole_model;           // every node quantized
+  size_t samples = 0;
+  size_t output_index = 0;
+};
+
+// The whole analysis of `config` on `model` (not changed): prepare_float_model and the plan once,
+// calibration once, then analyze_nodes on the first `samples` samples of `reader` (rewound as
+// needed). `log` gets the quantizer's progress lines.
+SensitivityReport analyze_sensitivity(const ir::Model& model, DataReader& reader, const quant::QuantConfig& config,
+                                      const SensitivityOptions& options,
+                                      const std::function<void(const std::string&)>& log = {});
+
 // The analysis for machines: {"output_index", "samples", "whole_model": metrics, "nodes": [{"node",
 // "op_type", "alone", "weight", "activations", "left_float"}]}, metrics as {"sqnr_db", "cosine",
 // "rmse", "kl"}, infinities and NaN as null. CSV: one line per node, the same columns flattened.
-nlohmann::json sensitivity_json(const std::vector<NodeSensitivity>& nodes, const OutputMetrics& whole_model,
-                                const ReferenceOutputs& reference);
+nlohmann::json sensitivity_json(const SensitivityReport& report);
 std::string sensitivity_csv(const std::vector<NodeSensitivity>& nodes);
 // A page for people: the whole model's error, then one row per node with bars of its alone,
 // weight and activation error (inline SVG, no script, no network), worst first. `title` names the
 // model and configuration.
-std::string sensitivity_html(const std::vector<NodeSensitivity>& nodes, const OutputMetrics& whole_model,
-                             const std::string& title);
+std::string sensitivity_html(const SensitivityReport& report, const std::string& title);
 
 }  // namespace onnxptq::accuracy

@@ -3,7 +3,9 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "ir/model.h"
@@ -111,6 +113,29 @@ TEST_F(AccuracyTargetCli, OptionsThatCannotWorkAreRefusedByName) {
   expect_one_line_error(quantize("--min-sqnr 20 --lower-is-better"), "--lower-is-better is about --evaluate-command");
   EXPECT_EQ(quantize("--min-sqnr 20 --max-loss 0.1").code, 2);  // two targets
   EXPECT_FALSE(fs::exists(out()));
+}
+
+TEST_F(AccuracyTargetCli, SensitivityWritesEveryFormat) {
+  fs::path json = dir_ / "s.json", csv = dir_ / "s.csv", html = dir_ / "s.html";
+  CliRun r = onnxptq("sensitivity " + model() + " --random 4 --calibrate-method MinMax --samples 3 --left-float --json " +
+                     json.string() + " --csv " + csv.string() + " --html " + html.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("whole model quantized: output SQNR"), std::string::npos) << r.out;
+  nlohmann::json j = nlohmann::json::parse(slurp(json));
+  EXPECT_EQ(j.at("samples"), 3);
+  std::set<std::string> nodes;
+  for (const auto& n : j.at("nodes")) nodes.insert(n.at("node").get<std::string>());
+  EXPECT_TRUE(nodes.count("conv1") && nodes.count("conv2")) << j.dump();
+  for (const auto& n : j.at("nodes"))
+    if (n.at("op_type") == "Conv") EXPECT_TRUE(n.at("left_float").is_object()) << n.dump();
+  std::string table = slurp(csv);
+  EXPECT_EQ(table.rfind("node,op_type,alone_sqnr_db", 0), 0u);
+  EXPECT_EQ(static_cast<size_t>(std::count(table.begin(), table.end(), '\n')), j.at("nodes").size() + 1);
+  EXPECT_NE(slurp(html).find("<svg"), std::string::npos);
+
+  expect_one_line_error(onnxptq("sensitivity " + model() + " --random 1 --samples 0"), "--samples must be at least 1");
+  expect_one_line_error(onnxptq("sensitivity " + model() + " --random 1 --json " + model()),
+                        "--json");
 }
 
 }  // namespace

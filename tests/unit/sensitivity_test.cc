@@ -82,6 +82,27 @@ TEST(Sensitivity, SplitsANodesErrorIntoWeightAndActivations) {
   EXPECT_FALSE(conv2.left_float.has_value());
 }
 
+// The whole analysis from a reader: the whole model's error is that of the model quantize_static
+// writes, run by the engine, and the nodes are the plan's.
+TEST(Sensitivity, AnalysisOfAConfigurationOnItsData) {
+  ir::Model m = outlier_model();
+  quant::QuantConfig c = qdq_config();
+  auto reader = samples(m, 6);
+  SensitivityReport report = analyze_sensitivity(m, *reader, c, {.samples = 4, .threads = 1});
+  EXPECT_EQ(report.samples, 4u);
+  ASSERT_EQ(report.nodes.size(), 3u);
+  EXPECT_EQ(report.nodes[0].node, "conv2");
+  reader->rewind();
+  quant::QuantizeResult q = quant::quantize_static(m, *reader, c);
+  reader->rewind();
+  ReferenceOutputs reference = reference_outputs(m, *reader, 0, 4, 1);
+  engine::Session session(q.model);
+  OutputError error;
+  for (size_t i = 0; i < reference.feeds.size(); ++i)
+    error.add(reference.outputs[i], session.run(reference.feeds[i]).at(0), "sample");
+  EXPECT_NEAR(report.whole_model.sqnr_db, error.sqnr_db(), 1e-9);
+}
+
 TEST(OutputError, MetricsAgainstTheirDefinitions) {
   auto tensor = [](std::vector<float> v) { return ir::Tensor::from_values<float>({2, 2}, v); };
   OutputError e;
@@ -118,10 +139,8 @@ TEST(Sensitivity, ReportsHoldEveryNodeAndEscapeNames) {
   b.node = "add,1";
   b.op_type = "Add";
   b.left_float = OutputMetrics{.sqnr_db = 40};
-  ReferenceOutputs reference;
-  reference.feeds.resize(3);
-  OutputMetrics whole{.sqnr_db = 11, .cosine = 0.99, .rmse = 0.1};
-  nlohmann::json j = sensitivity_json({a, b}, whole, reference);
+  SensitivityReport report{.nodes = {a, b}, .whole_model = {.sqnr_db = 11, .cosine = 0.99, .rmse = 0.1}, .samples = 3};
+  nlohmann::json j = sensitivity_json(report);
   EXPECT_EQ(j["samples"], 3);
   ASSERT_EQ(j["nodes"].size(), 2u);
   EXPECT_EQ(j["nodes"][0]["alone"]["sqnr_db"], 12.5);
@@ -134,7 +153,7 @@ TEST(Sensitivity, ReportsHoldEveryNodeAndEscapeNames) {
   EXPECT_NE(csv.find("\"add,1\",Add,inf"), std::string::npos) << csv;
   EXPECT_NE(csv.find("\"conv<1>&\"\"x\"\"\",Conv,12.500000"), std::string::npos) << csv;
 
-  std::string html = sensitivity_html({a, b}, whole, "m.onnx (XINT8)");
+  std::string html = sensitivity_html(report, "m.onnx (XINT8)");
   EXPECT_NE(html.find("<svg"), std::string::npos);
   EXPECT_NE(html.find("conv&lt;1&gt;&amp;&quot;x&quot;"), std::string::npos);
   EXPECT_EQ(html.find("conv<1>"), std::string::npos) << "names are escaped";
