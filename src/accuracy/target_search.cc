@@ -379,10 +379,15 @@ class Search {
       if (!t) return;
       (t->meets ? hi : lo) = mid;
     }
-    // Reverts, least sensitive first (the likeliest to be unneeded), by groups: a group is
-    // quantized again at once when the target holds without it, else its halves are tried.
+    // Reverts, by groups: a group is quantized again at once when the target holds without it,
+    // else its halves are tried. Conv, Gemm and MatMul nodes first (a float one costs the most),
+    // each kind least sensitive first (the likeliest to be unneeded).
     std::vector<std::string> chosen = prefix(hi);
     std::vector<std::string> candidates(chosen.rbegin(), chosen.rend());
+    std::map<std::string, std::string> op_of;
+    for (const NodeSensitivity& s : r_.sensitivity) op_of[s.node] = s.op_type;
+    std::stable_partition(candidates.begin(), candidates.end(),
+                          [&](const std::string& n) { return is_weighted(op_of[n]); });
     std::function<bool(std::span<const std::string>)> revert = [&](std::span<const std::string> group) {
       std::vector<std::string> without;
       for (const std::string& n : chosen)
