@@ -4,9 +4,9 @@
 // improves the metric, as a coordinate search), then, from the best recipe, nodes fall back to
 // float in sensitivity order (accuracy/sensitivity.h): a bisection finds the shortest prefix of
 // that order that meets the target, then fallbacks are reverted, by groups split in halves, where
-// the target holds without them. The approach of Intel Neural Compressor's "basic" tuning strategy (per-op
-// fallback, cumulative, then MSE_V2's revert), with the fallback order from simulations of one
-// plan instead of one quantization per op.
+// the target holds without them. The approach of Intel Neural Compressor's "basic" tuning
+// strategy (per-op fallback, cumulative, then MSE_V2's revert), with the fallback order from
+// simulations of one plan instead of one quantization per op.
 #pragma once
 
 #include <cstddef>
