@@ -115,9 +115,7 @@ void calibrate_command(const CalibrateArgs& a) {
     std::cout << text;
     return;
   }
-  ir::AtomicFile file(a.output);
-  file.write(text.data(), text.size());
-  file.commit();
+  ir::write_text_file(a.output, text);
   if (!a.quiet)
     std::cerr << "ranges of " << result.ranges.size() << " tensors from " << result.samples - result.skipped.size()
               << " samples written to " << a.output << "\n";

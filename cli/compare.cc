@@ -11,16 +11,6 @@
 
 namespace onnxptq::cli {
 
-namespace {
-
-void write_text(const std::string& path, const std::string& text) {
-  ir::AtomicFile file(path);
-  file.write(text.data(), text.size());
-  file.commit();
-}
-
-}  // namespace
-
 void add_compare_command(CLI::App& app) {
   struct Args {
     std::string float_model, quantized_model, json, csv;
@@ -45,8 +35,8 @@ void add_compare_command(CLI::App& app) {
     if (data.calib_data.empty() && !data.random) data.random = 1;  // as quantize does
     std::unique_ptr<calib::DataReader> reader = open_calib_data(data, float_model.graph->fed_inputs());
     std::vector<tools::TensorError> errors = tools::compare_models(float_model, quantized_model, *reader, a->threads);
-    if (!a->json.empty()) write_text(a->json, tools::comparison_json(errors).dump(2) + "\n");
-    if (!a->csv.empty()) write_text(a->csv, tools::comparison_csv(errors));
+    if (!a->json.empty()) ir::write_text_file(a->json, tools::comparison_json(errors).dump(2) + "\n");
+    if (!a->csv.empty()) ir::write_text_file(a->csv, tools::comparison_csv(errors));
     std::cout << tools::format_comparison(errors, a->top);
   });
 }

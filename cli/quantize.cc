@@ -73,12 +73,6 @@ accuracy::SearchOptions search_options(const QuantizeArgs& a) {
   return o;
 }
 
-void write_text(const std::string& path, const std::string& text) {
-  ir::AtomicFile file(path);
-  file.write(text.data(), text.size());
-  file.commit();
-}
-
 void quantize_command(QuantizeArgs a) {
   quant::QuantConfig config = config_from(a.q);
   quant::check_config(config);  // before reading any data
@@ -116,11 +110,11 @@ void quantize_command(QuantizeArgs a) {
 
   ir::SaveOptions save;
   if (a.external_data) save.external_data = ir::SaveOptions::ExternalData::Always;
-  if (!a.dump_plan.empty()) write_text(a.dump_plan, result.plan.to_json().dump(2) + "\n");
+  if (!a.dump_plan.empty()) ir::write_text_file(a.dump_plan, result.plan.to_json().dump(2) + "\n");
   if (!a.report.empty()) {
     nlohmann::json report = quant::report(model, result);
     if (!search_json.is_null()) report["accuracy_target"] = search_json;
-    write_text(a.report, report.dump(2) + "\n");
+    ir::write_text_file(a.report, report.dump(2) + "\n");
   }
   ir::save_model(result.model, a.output, save);
   if (!a.quiet)

@@ -28,12 +28,6 @@ struct SensitivityArgs {
   bool quiet = false;
 };
 
-void write_text(const std::string& path, const std::string& text) {
-  ir::AtomicFile file(path);
-  file.write(text.data(), text.size());
-  file.commit();
-}
-
 std::string db(double v) {
   std::ostringstream out;
   out << std::fixed << std::setprecision(2) << v;
@@ -60,10 +54,10 @@ void sensitivity_command(SensitivityArgs a) {
       model, *reader, config,
       {.samples = a.samples, .output_index = a.output_index, .left_float = a.left_float, .threads = a.q.threads}, log);
   const std::vector<accuracy::NodeSensitivity>& nodes = report.nodes;
-  if (!a.json.empty()) write_text(a.json, accuracy::sensitivity_json(report).dump(2) + "\n");
-  if (!a.csv.empty()) write_text(a.csv, accuracy::sensitivity_csv(nodes));
+  if (!a.json.empty()) ir::write_text_file(a.json, accuracy::sensitivity_json(report).dump(2) + "\n");
+  if (!a.csv.empty()) ir::write_text_file(a.csv, accuracy::sensitivity_csv(nodes));
   if (!a.html.empty())
-    write_text(a.html, accuracy::sensitivity_html(report, a.model + " (" + (a.q.config.empty() ? "options" : a.q.config) + ")"));
+    ir::write_text_file(a.html, accuracy::sensitivity_html(report, a.model + " (" + (a.q.config.empty() ? "options" : a.q.config) + ")"));
   if (a.quiet) return;
   size_t shown = a.top == 0 ? nodes.size() : std::min(a.top, nodes.size());
   size_t width = 4, op_width = 2;

@@ -420,12 +420,7 @@ py::object sensitivity(const std::string& model_input, py::object reader, const 
     accuracy::SensitivityReport report = accuracy::analyze_sensitivity(
         model, *data, c, {.samples = samples, .output_index = output_index, .left_float = left_float});
     j = accuracy::sensitivity_json(report);
-    if (!html_path.empty()) {
-      std::string html = accuracy::sensitivity_html(report, model_input);
-      ir::AtomicFile file(html_path);
-      file.write(html.data(), html.size());
-      file.commit();
-    }
+    if (!html_path.empty()) ir::write_text_file(html_path, accuracy::sensitivity_html(report, model_input));
   }
   return py::module_::import("json").attr("loads")(j.dump());
 }

@@ -97,6 +97,12 @@ void check_output_path(const std::filesystem::path& input, const std::filesystem
     throw Error(option + " '" + output.string() + "' exists and is not a regular file");
 }
 
+void write_text_file(const std::filesystem::path& path, const std::string& text) {
+  AtomicFile file(path);
+  file.write(text.data(), text.size());
+  file.commit();
+}
+
 TemporaryFolder::TemporaryFolder(const std::string& prefix) {
   std::string pattern = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
   if (!mkdtemp(pattern.data())) throw Error("cannot make a temporary folder " + pattern + ": " + errno_text());

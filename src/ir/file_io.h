@@ -46,6 +46,9 @@ class AtomicFile {
   bool committed_ = false;
 };
 
+// Writes `text` to `path` through an AtomicFile: all of it, or nothing.
+void write_text_file(const std::filesystem::path& path, const std::string& text);
+
 // Error when `output` is the file `input` names (compared as files, after links and "./"): no
 // output replaces the model it was made from; or when it exists and is no regular file (a device,
 // a pipe), which AtomicFile would replace. Called before any work, so that nothing is lost.
