@@ -97,6 +97,16 @@ ReferenceOutputs reference_outputs(const ir::Model& model, DataReader& reader, s
   return r;
 }
 
+OutputMetrics compare_to_reference(const ReferenceOutputs& reference,
+                                   const std::function<std::vector<ir::Tensor>(const Feed&)>& run,
+                                   const std::string& what) {
+  OutputError error;
+  for (size_t i = 0; i < reference.feeds.size(); ++i)
+    error.add(reference.outputs[i], run(reference.feeds[i]).at(reference.output_index),
+              what + "sample " + std::to_string(i));
+  return error.metrics();
+}
+
 quant::Plan plan_of_node(const quant::Plan& plan, const ir::Graph& graph, const std::string& node_name,
                          NodePart part) {
   const ir::Node* node = nullptr;
@@ -139,11 +149,7 @@ OutputMetrics simulated_error(const ir::Model& model, const quant::Plan& plan, c
                               const ReferenceOutputs& reference, int threads) {
   if (plan.tensors.empty()) return {};
   quant::Simulation simulation(model, plan, config, threads);
-  OutputError error;
-  for (size_t i = 0; i < reference.feeds.size(); ++i)
-    error.add(reference.outputs[i], simulation.run(reference.feeds[i]).at(reference.output_index),
-              "sample " + std::to_string(i));
-  return error.metrics();
+  return compare_to_reference(reference, [&](const Feed& feed) { return simulation.run(feed); });
 }
 
 LeftFloatPlan left_float_plans(const ir::Model& float_model, const std::optional<ir::Model>& prepared,

@@ -60,6 +60,12 @@ struct ReferenceOutputs {
 ReferenceOutputs reference_outputs(const ir::Model& model, DataReader& reader, size_t output_index,
                                    size_t max_samples, int threads);
 
+// The error of `run` (a model's outputs for a feed) against `reference`, over its samples;
+// shape errors name `what` and the sample.
+OutputMetrics compare_to_reference(const ReferenceOutputs& reference,
+                                   const std::function<std::vector<ir::Tensor>(const Feed&)>& run,
+                                   const std::string& what = "");
+
 // Which of a node's quantized tensors a partial plan keeps.
 enum class NodePart { All, Weight, Activations };
 

@@ -214,11 +214,8 @@ class Search {
     engine::SessionOptions so;
     so.threads = o_.threads;
     engine::Session session(q.model, so);
-    OutputError error;
-    for (size_t i = 0; i < measure_.feeds.size(); ++i)
-      error.add(measure_.outputs[i], session.run(measure_.feeds[i]).at(measure_.output_index),
-                trial + ", held-out sample " + std::to_string(i));
-    return error.sqnr_db();
+    return compare_to_reference(measure_, [&](const Feed& feed) { return session.run(feed); }, trial + ", held-out ")
+        .sqnr_db;
   }
 
   // Quantizes with `config` and scores the model; nullopt when the budget is spent.

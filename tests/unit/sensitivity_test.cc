@@ -21,17 +21,31 @@ using testing::outlier_model;
 using testing::qdq_config;
 using testing::samples;
 
+// The outlier model quantized whole (without preparation, so the plan's model is `model`), and
+// the float outputs on the same samples.
+struct Quantized {
+  Quantized() {
+    config.optimize_model = false;
+    whole = quant::quantize_static(model, *reader, config);
+    reader->rewind();
+    reference = reference_outputs(model, *reader, 0, 0, 1);
+  }
+  ir::Model model = outlier_model();
+  quant::QuantConfig config = qdq_config();
+  std::unique_ptr<DataReader> reader = samples(model, 6);
+  quant::QuantizeResult whole;
+  ReferenceOutputs reference;
+};
+
 // Each node's SQNR with only it quantized, from one plan's simulation, equals the brute force:
 // the model quantized with nodes_to_quantize = {that node}, run whole.
 TEST(Sensitivity, RankingEqualsQuantizingEachNodeAlone) {
-  ir::Model m = outlier_model();
-  quant::QuantConfig c = qdq_config();
-  c.optimize_model = false;
-  auto reader = samples(m, 6);
-  quant::QuantizeResult whole = quant::quantize_static(m, *reader, c);
-  reader->rewind();
-  ReferenceOutputs reference = reference_outputs(m, *reader, 0, 0, 1);
-  std::vector<NodeSensitivity> ranked = analyze_nodes(m, whole.plan, c, reference, 1, /*split=*/true);
+  Quantized setup;
+  const ir::Model& m = setup.model;
+  const quant::QuantConfig& c = setup.config;
+  const ReferenceOutputs& reference = setup.reference;
+  const quant::Plan& plan = setup.whole.plan;
+  std::vector<NodeSensitivity> ranked = analyze_nodes(m, plan, c, reference, 1, /*split=*/true);
   ASSERT_EQ(ranked.size(), 3u);
   for (size_t i = 1; i < ranked.size(); ++i) EXPECT_LE(ranked[i - 1].alone.sqnr_db, ranked[i].alone.sqnr_db);
   EXPECT_EQ(ranked[0].node, "conv2");
@@ -39,15 +53,13 @@ TEST(Sensitivity, RankingEqualsQuantizingEachNodeAlone) {
   for (const NodeSensitivity& s : ranked) {
     quant::QuantConfig alone = c;
     alone.nodes_to_quantize = {s.node};
-    reader->rewind();
-    quant::QuantizeResult q = quant::quantize_static(m, *reader, alone);
+    setup.reader->rewind();
+    quant::QuantizeResult q = quant::quantize_static(m, *setup.reader, alone);
     engine::Session session(q.model);
-    OutputError error;
-    for (size_t i = 0; i < reference.feeds.size(); ++i)
-      error.add(reference.outputs[i], session.run(reference.feeds[i]).at(0), "sample");
+    double brute_force = compare_to_reference(reference, [&](const Feed& f) { return session.run(f); }).sqnr_db;
     // Not bit-exact: calibration observing fewer tensors lets the engine compute y along another
     // path (fused, another layout), and its range differs in the last bits.
-    EXPECT_NEAR(s.alone.sqnr_db, error.sqnr_db(), 1e-4) << s.node;
+    EXPECT_NEAR(s.alone.sqnr_db, brute_force, 1e-4) << s.node;
   }
 }
 
@@ -55,14 +67,12 @@ TEST(Sensitivity, RankingEqualsQuantizingEachNodeAlone) {
 // so a per-tensor scale for either loses the channels y depends on: each part alone is as bad as
 // the node. Elsewhere the two parts make independent errors, whose noise powers add up.
 TEST(Sensitivity, SplitsANodesErrorIntoWeightAndActivations) {
-  ir::Model m = outlier_model();
-  quant::QuantConfig c = qdq_config();
-  c.optimize_model = false;
-  auto reader = samples(m, 6);
-  quant::QuantizeResult whole = quant::quantize_static(m, *reader, c);
-  reader->rewind();
-  ReferenceOutputs reference = reference_outputs(m, *reader, 0, 0, 1);
-  std::vector<NodeSensitivity> nodes = analyze_nodes(m, whole.plan, c, reference, 1, /*split=*/true);
+  Quantized setup;
+  const ir::Model& m = setup.model;
+  const quant::QuantConfig& c = setup.config;
+  const ReferenceOutputs& reference = setup.reference;
+  const quant::Plan& plan = setup.whole.plan;
+  std::vector<NodeSensitivity> nodes = analyze_nodes(m, plan, c, reference, 1, /*split=*/true);
   const NodeSensitivity& conv2 = nodes.at(0);
   ASSERT_EQ(conv2.node, "conv2");
   EXPECT_LT(conv2.alone.sqnr_db, 3);
@@ -75,9 +85,9 @@ TEST(Sensitivity, SplitsANodesErrorIntoWeightAndActivations) {
     EXPECT_NEAR(noise(s.alone.sqnr_db) / sum, 1.0, 0.2) << s.node;
   }
   // Each part is its own plan: the weight part quantizes no activation, and the other way round.
-  for (const quant::TensorPlan& t : plan_of_node(whole.plan, *m.graph, "conv2", NodePart::Weight).tensors)
+  for (const quant::TensorPlan& t : plan_of_node(plan, *m.graph, "conv2", NodePart::Weight).tensors)
     EXPECT_NE(t.role, quant::Role::Activation) << t.name;
-  for (const quant::TensorPlan& t : plan_of_node(whole.plan, *m.graph, "conv2", NodePart::Activations).tensors)
+  for (const quant::TensorPlan& t : plan_of_node(plan, *m.graph, "conv2", NodePart::Activations).tensors)
     EXPECT_EQ(t.role, quant::Role::Activation) << t.name;
   EXPECT_FALSE(conv2.left_float.has_value());
 }
@@ -97,10 +107,8 @@ TEST(Sensitivity, AnalysisOfAConfigurationOnItsData) {
   reader->rewind();
   ReferenceOutputs reference = reference_outputs(m, *reader, 0, 4, 1);
   engine::Session session(q.model);
-  OutputError error;
-  for (size_t i = 0; i < reference.feeds.size(); ++i)
-    error.add(reference.outputs[i], session.run(reference.feeds[i]).at(0), "sample");
-  EXPECT_NEAR(report.whole_model.sqnr_db, error.sqnr_db(), 1e-9);
+  double exported = compare_to_reference(reference, [&](const Feed& f) { return session.run(f); }).sqnr_db;
+  EXPECT_NEAR(report.whole_model.sqnr_db, exported, 1e-9);
 }
 
 TEST(OutputError, MetricsAgainstTheirDefinitions) {
@@ -138,8 +146,13 @@ TEST(Sensitivity, ReportsHoldEveryNodeAndEscapeNames) {
   NodeSensitivity b;
   b.node = "add,1";
   b.op_type = "Add";
-  b.left_float = OutputMetrics{.sqnr_db = 40};
-  SensitivityReport report{.nodes = {a, b}, .whole_model = {.sqnr_db = 11, .cosine = 0.99, .rmse = 0.1}, .samples = 3};
+  b.left_float.emplace().sqnr_db = 40;
+  SensitivityReport report;
+  report.nodes = {a, b};
+  report.whole_model.sqnr_db = 11;
+  report.whole_model.cosine = 0.99;
+  report.whole_model.rmse = 0.1;
+  report.samples = 3;
   nlohmann::json j = sensitivity_json(report);
   EXPECT_EQ(j["samples"], 3);
   ASSERT_EQ(j["nodes"].size(), 2u);
