@@ -5,6 +5,7 @@
 
 #include "cli/commands.h"
 #include "onnxptq/error.h"
+#include "quant/overrides.h"
 #include "quant/presets.h"
 #include "quant/quantize.h"
 
@@ -45,6 +46,9 @@ void add_quant_options(CLI::App* cmd, QuantOptions& o) {
   cmd->add_option("--input-nodes", o.input_nodes, "Quantize from these nodes on (comma-separated)")->delimiter(',');
   cmd->add_option("--output-nodes", o.output_nodes, "Quantize up to these nodes (comma-separated)")->delimiter(',');
   cmd->add_option("--extra-option", o.extra_options, "KEY=VALUE of extra_options (repeatable; VALUE as JSON)");
+  cmd->add_option("--node-precision", o.node_precision,
+                  "NODE=TYPE or NODE=ACTIVATION,WEIGHT: that node's precision (int8, uint8, int16, uint16, "
+                  "bfloat16, float16, float; repeatable; extra option NodePrecision)");
   cmd->add_option("--threads", o.threads, "Threads in all (default: every hardware thread)")->check(non_negative());
   cmd->add_option("--workers", o.workers,
                   "Calibration samples run at once (CalibWorkerNum; default 0: one a thread, up to 4)")
@@ -105,6 +109,16 @@ quant::QuantConfig config_from(const QuantOptions& a) {
   for (const std::string& e : a.extra_options) {
     auto [key, value] = parse_extra_option(e);
     quant::apply_extra_option(c, key, value);
+  }
+  for (const std::string& e : a.node_precision) {
+    size_t eq = e.rfind('=');
+    if (eq == std::string::npos || eq == 0)
+      throw Error("--node-precision '" + e + "': expected NODE=TYPE or NODE=ACTIVATION,WEIGHT");
+    try {
+      c.node_precision[e.substr(0, eq)] = quant::parse_node_precision(e.substr(eq + 1));
+    } catch (const Error& err) {
+      throw Error("--node-precision '" + e + "': " + err.what());
+    }
   }
   c.calib.max_samples = a.data.calib_size;
   c.calib.threads = a.threads;

@@ -33,7 +33,7 @@ struct QuantizeArgs {
   double evaluate_timeout = 0;
   bool lower_is_better = false;
   std::optional<double> max_loss, max_relative_loss, min_sqnr;
-  std::string fallback_type = "float";
+  std::optional<std::string> fallback_type;
   std::string fallback_order = "left-float";
   size_t max_trials = 100;
   double time_limit = 0;
@@ -45,10 +45,8 @@ struct QuantizeArgs {
 };
 
 accuracy::SearchOptions search_options(const QuantizeArgs& a) {
-  if (a.fallback_type != "float")
-    throw Error("--fallback-type " + a.fallback_type +
-                ": only float is built (falling back to int16 or bfloat16 needs per-node precision, not built yet)");
   accuracy::SearchOptions o;
+  if (a.fallback_type) o.fallback_type = accuracy::parse_fallback_type(*a.fallback_type);
   if (!a.evaluate_command.empty()) {
     std::string command = a.evaluate_command;
     double timeout = a.evaluate_timeout;
@@ -156,7 +154,9 @@ void add_quantize_command(CLI::App& app) {
       ->group(target)
       ->excludes(max_loss)
       ->excludes(max_relative_loss);
-  cmd->add_option("--fallback-type", a->fallback_type, "What sensitive nodes fall back to: float (default)")
+  cmd->add_option("--fallback-type", a->fallback_type,
+                  "What sensitive nodes fall back to: float, int16 or bfloat16 (default: int16 with --enable-dpu, "
+                  "else float)")
       ->group(target);
   cmd->add_option("--fallback-order", a->fallback_order,
                   "left-float (default: by the output SQNR with only that node in float) or alone (with only it "

@@ -273,7 +273,8 @@ std::map<std::string, std::pair<double, double>> random_ranges(const py::object&
 accuracy::SearchOptions search_options(const py::dict& target, const std::string& model_input) {
   static const std::set<std::string> keys = {"evaluate_function", "lower_is_better", "max_loss",
                                              "max_relative_loss", "min_sqnr", "max_trials", "time_limit",
-                                             "stop_at_first_pass", "held_out", "output_index", "fallback_order"};
+                                             "stop_at_first_pass", "held_out", "output_index", "fallback_order",
+                                             "fallback_type"};
   for (auto [key, value] : target)
     if (!keys.count(py::str(key)))
       throw Error("accuracy_target: unknown key '" + std::string(py::str(key)) + "'");
@@ -312,6 +313,7 @@ accuracy::SearchOptions search_options(const py::dict& target, const std::string
   if (auto v = number("held_out")) o.held_out = static_cast<size_t>(*v);
   if (auto v = number("output_index")) o.output_index = static_cast<size_t>(*v);
   if (py::object v = get("fallback_order"); !v.is_none()) o.fallback_order = accuracy::parse_fallback_order(py::str(v));
+  if (py::object v = get("fallback_type"); !v.is_none()) o.fallback_type = accuracy::parse_fallback_type(py::str(v));
   o.float_model_path = model_input;
   return o;
 }

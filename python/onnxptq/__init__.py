@@ -211,7 +211,9 @@ def quantize_static(model_input,
     keeps a metric: a dict with `evaluate_function` (model path -> float; higher is better unless
     `lower_is_better`) and `max_loss` or `max_relative_loss`, or with `min_sqnr` (dB, the built-in
     output SQNR on held-out calibration samples); optional `max_trials`, `time_limit`,
-    `stop_at_first_pass`, `held_out`, `output_index`, `fallback_order` ("left-float", "alone"). The report then has "accuracy_target".
+    `stop_at_first_pass`, `held_out`, `output_index`, `fallback_order` ("left-float", "alone"),
+    `fallback_type` ("float", "int16", "bfloat16"; default int16 with enable_dpu, else float).
+    The report then has "accuracy_target".
     """
     if inclue_cle is not None:
         include_cle = include_cle or inclue_cle

@@ -97,7 +97,6 @@ _UNBUILT_FLAGS = {
     "include_rotation": "QuaRot rotation",
     "include_auto_mp": "automatic mixed precision",
     "include_fast_ft": "fast finetune (AdaRound, AdaQuant)",
-    "specific_tensor_precision": "per-tensor precision overrides (MixedPrecisionTensor)",
     "crypto_mode": "crypto mode (models kept in memory only)",
 }
 
@@ -112,7 +111,6 @@ _RENAMED_OPTIONS = {
 # Quark's extra_options the core does not know (the core itself names the features it lacks).
 _UNBUILT_OPTIONS = {
     "UseRandomData": "the UseRandomData switch (pass no calibration_data_reader instead)",
-    "TensorQuantOverrides": "per-tensor quantization overrides (TensorQuantOverrides)",
     "CalibPassthroughOpTypes": "calibration passthrough op types",
 }
 
@@ -158,6 +156,7 @@ def _core_config(config):
         "enable_npu_transformer": bool(config.enable_npu_transformer),
         "convert_fp16_to_fp32": bool(config.convert_fp16_to_fp32),
         "convert_nchw_to_nhwc": bool(config.convert_nchw_to_nhwc),
+        "specific_tensor_precision": bool(config.specific_tensor_precision),
     }, extra
 
 

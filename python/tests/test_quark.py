@@ -3,6 +3,7 @@ table, and the bytes of `onnxptq quantize` with the same options."""
 
 import dataclasses
 
+import onnx
 import pytest
 
 import onnxptq
@@ -146,3 +147,27 @@ def test_calib_data_size_is_the_clis_calib_size(tiny_model, tmp_path):
     run_cli("quantize", tiny_model, "-o", tmp_path / "all.onnx", "--calib-data", tmp_path / "calib",
             "--calibrate-method", "MinMax", "--include-cle", "--quiet")
     assert (tmp_path / "all.onnx").read_bytes() != (tmp_path / "cli.onnx").read_bytes()
+
+
+def test_mixed_precision_from_quark_and_the_cli_write_the_same_bytes(tiny_model, tmp_path):
+    # Quark's MixedPrecisionTensor (with specific_tensor_precision) and TensorQuantOverrides, with
+    # QuantType members as values, against the CLI's --node-precision and --extra-option.
+    write_samples(tmp_path / "calib", (1, 3, 8, 8), 3)
+    run_cli("quantize", tiny_model, "-o", tmp_path / "cli.onnx", "--calib-data", tmp_path / "calib",
+            "--calibrate-method", "MinMax", "--node-precision", "gemm=int16,int8", "--no-include-cle",
+            "--extra-option", 'TensorQuantOverrides={"x": [{"quant_type": "QUInt8"}]}', "--quiet")
+    from test_vai import FolderReader
+    q = quark.QuantizationConfig(calibrate_method=onnxptq.CalibrationMethod.MinMax, include_cle=False,
+                                 print_summary=False, specific_tensor_precision=True,
+                                 extra_options={"NodePrecision": {"gemm": {"activation": "int16", "weight": "int8"}},
+                                                "TensorQuantOverrides": {"x": [{"quant_type": onnxptq.QuantType.QUInt8}]}})
+    quark.ModelQuantizer(quark.Config(global_quant_config=q)).quantize_model(
+        tiny_model, str(tmp_path / "py.onnx"), FolderReader(tmp_path / "calib", "x"))
+    assert (tmp_path / "py.onnx").read_bytes() == (tmp_path / "cli.onnx").read_bytes()
+    zero_points = {i.name: i.data_type for i in onnx.load(str(tmp_path / "py.onnx")).graph.initializer
+                   if i.name.endswith("_zero_point")}
+    assert zero_points["x_zero_point"] == onnx.TensorProto.UINT8
+    assert zero_points["f_zero_point"] == onnx.TensorProto.INT16  # the Gemm's input, raised to int16
+    with pytest.raises(onnxptq.Error, match="MixedPrecisionTensor needs specific_tensor_precision"):
+        q = dataclasses.replace(q, specific_tensor_precision=False, extra_options={"MixedPrecisionTensor": {"QInt16": ["c"]}})
+        quark.ModelQuantizer(quark.Config(global_quant_config=q)).quantize_model(tiny_model, str(tmp_path / "x.onnx"))

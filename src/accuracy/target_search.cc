@@ -13,6 +13,7 @@
 
 #include "engine/session.h"
 #include "ir/file_io.h"
+#include "quant/overrides.h"
 #include "quant/simulate.h"
 #include "onnxptq/error.h"
 
@@ -309,9 +310,19 @@ class Search {
     return true;
   }
 
-  quant::QuantConfig with_fallback(const quant::QuantConfig& config, const std::vector<std::string>& nodes) const {
+  // `config` with `nodes` fallen back to `type`: left float, or at that precision (activations
+  // and weights; the NPU's weights stay int8).
+  static quant::QuantConfig with_fallback(const quant::QuantConfig& config, const std::vector<std::string>& nodes,
+                                          const FallbackType& type) {
     quant::QuantConfig c = config;
-    c.nodes_to_exclude.insert(c.nodes_to_exclude.end(), nodes.begin(), nodes.end());
+    if (!type) {
+      c.nodes_to_exclude.insert(c.nodes_to_exclude.end(), nodes.begin(), nodes.end());
+      return c;
+    }
+    quant::NodePrecision p;
+    p.activation = *type;
+    p.weight = c.enable_dpu ? c.weight_type : *type;
+    for (const std::string& n : nodes) c.node_precision[n] = p;
     return c;
   }
 
@@ -345,8 +356,9 @@ class Search {
     return order;
   }
 
-  // Nodes fall back to float from the best recipe, in sensitivity order: the shortest prefix
-  // meeting the target (bisection), then reverts of the fallbacks it does not need.
+  // Nodes fall back from the best recipe, in sensitivity order: the shortest prefix meeting the
+  // target (bisection), then reverts of the fallbacks it does not need. A wider type that misses
+  // even with every candidate fallen back gives way to float.
   void fallback() {
     const quant::QuantConfig recipe = r_.config;
     std::vector<std::string> order = fallback_order(recipe);
@@ -354,26 +366,39 @@ class Search {
       r_.stop_reason = "no quantized node makes an error to fall back";
       return;
     }
+    FallbackType type = o_.fallback_type ? *o_.fallback_type : default_fallback_type(recipe);
+    if (type) quant::check_config(with_fallback(recipe, order, type));  // the format takes the type
+    if (!fall_back_to(type, recipe, order) && type && !stopped_) {
+      say("accuracy target: " + std::string(quant::precision_name(*type)) + " fallback misses; falling back to float");
+      fall_back_to(std::nullopt, recipe, order);
+    }
+  }
+
+  // False when even every node of `order` at `type` misses.
+  bool fall_back_to(const FallbackType& type, const quant::QuantConfig& recipe, const std::vector<std::string>& order) {
+    const std::string in = type ? std::string(" in ") + quant::precision_name(*type) : std::string(" in float");
     auto prefix = [&](size_t k) { return std::vector<std::string>(order.begin(), order.begin() + k); };
     auto fall_back = [&](const std::string& phase, const std::string& change, const std::vector<std::string>& nodes) {
-      return trial(phase, change, with_fallback(recipe, nodes), nodes);
+      std::optional<Trial> t = trial(phase, change, with_fallback(recipe, nodes, type), nodes);
+      if (t) r_.trials.back().fallback_type = type ? quant::precision_name(*type) : "float";
+      return t;
     };
 
     size_t lo = 0, hi = order.size();  // prefix lo misses (the recipe); prefix hi is to be tried
-    std::optional<Trial> t = fall_back("fallback", "all " + std::to_string(hi) + " nodes in float", prefix(hi));
-    if (!t) return;
+    std::optional<Trial> t = fall_back("fallback", "all " + std::to_string(hi) + " nodes" + in, prefix(hi));
+    if (!t) return true;
     if (!t->meets) {
-      r_.stop_reason = "the target is missed even with every node that makes an error in float";
-      return;
+      r_.stop_reason = "the target is missed even with every node that makes an error" + in;
+      return false;
     }
     if (o_.stop_at_first_pass) {
       stop_first();
-      return;
+      return true;
     }
     while (hi - lo > 1) {
       size_t mid = lo + (hi - lo) / 2;
-      t = fall_back("fallback", "the first " + std::to_string(mid) + " nodes in float", prefix(mid));
-      if (!t) return;
+      t = fall_back("fallback", "the first " + std::to_string(mid) + " nodes" + in, prefix(mid));
+      if (!t) return true;
       (t->meets ? hi : lo) = mid;
     }
     // Reverts, by groups: a group is quantized again at once when the target holds without it,
@@ -391,7 +416,7 @@ class Search {
         if (std::find(group.begin(), group.end(), n) == group.end()) without.push_back(n);
       if (!without.empty()) {  // with none left in float, the recipe: known to miss
         std::string what = group.size() == 1 ? group[0] : std::to_string(group.size()) + " nodes";
-        t = fall_back("revert", what + " quantized again", without);
+        t = fall_back("revert", what + " back to the recipe's precision", without);
         if (!t) return false;
         if (t->meets) {
           chosen = std::move(without);
@@ -403,9 +428,10 @@ class Search {
       return revert(group.first(half)) && revert(group.subspan(half));
     };
     revert(candidates);
-    if (stopped_) return;
-    r_.stop_reason = "the target is met with " + std::to_string(chosen.size()) + " node" +
-                     (chosen.size() == 1 ? "" : "s") + " in float";
+    if (!stopped_)
+      r_.stop_reason = "the target is met with " + std::to_string(chosen.size()) + " node" +
+                       (chosen.size() == 1 ? "" : "s") + in;
+    return true;
   }
 
   const ir::Model& model_;
@@ -424,6 +450,17 @@ class Search {
 };
 
 }  // namespace
+
+FallbackType parse_fallback_type(const std::string& name) {
+  if (name == "float") return std::nullopt;
+  if (name == "int16") return ir::DataType::Int16;
+  if (name == "bfloat16") return ir::DataType::BFloat16;
+  throw Error("fallback type '" + name + "': expected float, int16 or bfloat16");
+}
+
+FallbackType default_fallback_type(const quant::QuantConfig& config) {
+  return config.enable_dpu ? FallbackType(ir::DataType::Int16) : std::nullopt;
+}
 
 FallbackOrder parse_fallback_order(const std::string& name) {
   if (name == "left-float") return FallbackOrder::LeftFloat;
@@ -466,7 +503,8 @@ nlohmann::json search_report(const SearchResult& r) {
                            {"metric", num(t.metric)},
                            {"meets", t.meets},
                            {"seconds", t.seconds},
-                           {"fallback", t.fallback}});
+                           {"fallback", t.fallback},
+                           {"fallback_type", t.fallback_type}});
   j["sensitivity"] = nlohmann::json::array();
   for (const NodeSensitivity& s : r.sensitivity)
     j["sensitivity"].push_back({{"node", s.node},
@@ -478,28 +516,36 @@ nlohmann::json search_report(const SearchResult& r) {
   const quant::Plan& plan = r.best.plan;
   std::set<std::string> quantized(plan.quantized_nodes.begin(), plan.quantized_nodes.end());
   nlohmann::json precision = nlohmann::json::object();
-  size_t weighted = 0, weighted_quantized = 0;
+  size_t weighted = 0, weighted_quantized = 0, eight_bit = 0;
   for (const auto& node : model.graph->nodes()) {
     bool q = quantized.count(node->name) > 0;
-    if (is_weighted(node->op_type)) {
-      ++weighted;
-      weighted_quantized += q;
-    }
     if (!q) {
       precision[node->name] = "float";
+      weighted += is_weighted(node->op_type);
       continue;
     }
     nlohmann::json types = nlohmann::json::object();
+    bool eight = true;
     for (const ir::Value* v : node->inputs()) {
       const quant::TensorPlan* t = v ? plan.find(v->name()) : nullptr;
       if (!t) continue;
       const char* role = t->role == quant::Role::Weight ? "weight" : t->role == quant::Role::Bias ? "bias" : "activation";
-      if (!types.contains(role)) types[role] = quant::quant_type_name(plan.provider(v->name()).type);
+      // What the node reads: the tensor's type, or what it is converted to for this node.
+      ir::DataType type = plan.provider(v->name()).type;
+      if (t->convert && (t->convert->recv_nodes.empty() || t->convert->recv_nodes.count(node->name)))
+        type = t->convert->type;
+      if (t->role != quant::Role::Bias) eight = eight && ir::data_type_bits(type) == 8;
+      if (!types.contains(role)) types[role] = quant::quant_type_name(type);
     }
     precision[node->name] = types;
+    if (is_weighted(node->op_type)) {
+      ++weighted;
+      ++weighted_quantized;
+      eight_bit += eight;
+    }
   }
   j["node_precision"] = precision;
-  j["weighted_nodes"] = {{"quantized", weighted_quantized}, {"total", weighted}};
+  j["weighted_nodes"] = {{"quantized", weighted_quantized}, {"eight_bit", eight_bit}, {"total", weighted}};
   return j;
 }
 

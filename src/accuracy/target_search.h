@@ -48,9 +48,21 @@ enum class FallbackOrder { LeftFloat, Alone };
 // "left-float", "alone"; Error naming them otherwise.
 FallbackOrder parse_fallback_order(const std::string& name);
 
+// What a sensitive node falls back to: float (nullopt), or a wider type for its activations and
+// weights (int16, bfloat16; an NPU configuration, enable_dpu, keeps int8 weights). When even
+// every candidate at that type misses, the fallback starts over in float.
+using FallbackType = std::optional<ir::DataType>;
+// "float", "int16", "bfloat16"; Error naming them otherwise.
+FallbackType parse_fallback_type(const std::string& name);
+// The default per configuration: what its hardware runs. int16 for the NPU path (enable_dpu: the
+// NPU runs A16W8 nodes, a float node leaves it for the CPU), float elsewhere (ONNX Runtime runs
+// a 16-bit Q/DQ node in float anyway).
+FallbackType default_fallback_type(const quant::QuantConfig& config);
+
 struct SearchOptions {
   AccuracyTarget target;
   FallbackOrder fallback_order = FallbackOrder::LeftFloat;
+  std::optional<FallbackType> fallback_type;  // unset: default_fallback_type
   size_t max_trials = 100;  // quantized models scored; 0: no limit
   double time_limit = 0;    // seconds; 0: no limit (the trial running when it passes completes)
   bool stop_at_first_pass = false;  // end with the first model that meets the target
@@ -73,12 +85,14 @@ struct Trial {
   double metric = 0;
   bool meets = false;
   double seconds = 0;
-  std::vector<std::string> fallback;  // nodes left float
+  std::vector<std::string> fallback;  // nodes that fell back
+  std::string fallback_type;          // to what: "float", "int16", ...
 };
 
 struct SearchResult {
   quant::QuantizeResult best;  // the model chosen
-  quant::QuantConfig config;   // the configuration that made it (nodes_to_exclude holds the fallback)
+  // The configuration that made it: nodes_to_exclude (float) or node_precision holds the fallback.
+  quant::QuantConfig config;
   size_t best_trial = 0;
   bool met = false;
   double float_metric = 0;
@@ -101,10 +115,11 @@ SearchResult search_accuracy_target(const ir::Model& model, DataReader& reader, 
 // One line: whether the target was met, by which trial, and the metric against the target.
 std::string search_summary(const SearchResult& result);
 // {"float_metric", "required", "lower_is_better", "met", "best_trial", "stop_reason", "seconds",
-//  "trials": [{"index", "phase", "change", "metric", "meets", "seconds", "fallback"}],
+//  "trials": [{"index", "phase", "change", "metric", "meets", "seconds", "fallback", "fallback_type"}],
 //  "sensitivity": [{"node", "op_type", "alone_db", "left_float_db"}] (the fallback order),
 //  "node_precision": {node: "float" or {"activation", "weight", "bias"}: types},
-//  "weighted_nodes": {"quantized", "total"}}: weighted nodes are Conv, ConvTranspose, Gemm, MatMul.
+//  "weighted_nodes": {"quantized", "eight_bit", "total"}}: weighted nodes are Conv, ConvTranspose,
+//  Gemm, MatMul; eight_bit those whose activations and weight are all 8-bit.
 nlohmann::json search_report(const SearchResult& result);
 
 }  // namespace onnxptq::accuracy

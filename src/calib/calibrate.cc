@@ -704,6 +704,7 @@ class Calibrator {
     r.lo = static_cast<double>(qrange_.min - zp) * s;
     r.hi = static_cast<double>(qrange_.max - zp) * s;
     r.pos = pos;
+    r.pos_type = options_.activation_type;
     return r;
   }
 

@@ -5,6 +5,7 @@
 
 #include "onnxptq/error.h"
 #include "quant/ipu_limitation.h"
+#include "quant/overrides.h"
 
 namespace onnxptq::quant {
 
@@ -165,6 +166,7 @@ void check_config(const QuantConfig& c) {
   for (const auto& [op, axis] : c.per_channel_axis)
     if (axis < -8 || axis > 8)
       throw Error("QDQOpTypePerChannelSupportToAxis: axis " + std::to_string(axis) + " for " + op + " is out of range");
+  check_mixed_precision(c);
 }
 
 bool is_npu_transformer_pass_option(const std::string& key) {

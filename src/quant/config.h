@@ -37,6 +37,34 @@ const char* quant_format_name(QuantFormat format);
 ir::DataType parse_quant_type(const std::string& name);
 const char* quant_type_name(ir::DataType type);
 
+// A node's precision (extra option NodePrecision; Quark's specific_layer_config lowered the same
+// way): the type of its activation inputs and outputs and of its weight; nullopt keeps the
+// configuration's. `keep_float` leaves the node in float, as nodes_to_exclude does.
+struct NodePrecision {
+  std::optional<ir::DataType> activation, weight;
+  bool keep_float = false;
+};
+
+// One tensor's entry of ORT's TensorQuantOverrides (ort_quantization.md §4.10): its type,
+// symmetry, range or fixed parameters (one per channel for a per-channel weight), and a
+// "convert": the consumers in recv_nodes (all when empty) read it requantized to another type.
+struct TensorOverride {
+  std::optional<ir::DataType> quant_type;
+  std::optional<bool> symmetric, reduce_range;
+  std::optional<int64_t> axis;
+  std::optional<double> rmin, rmax;
+  std::vector<double> scale;          // with zero_point: fixed parameters
+  std::vector<int64_t> zero_point;
+  struct Convert {
+    ir::DataType quant_type = ir::DataType::Int8;
+    std::optional<bool> symmetric;
+    std::optional<double> rmin, rmax, scale;
+    std::optional<int64_t> zero_point;
+    std::set<std::string> recv_nodes;
+  };
+  std::optional<Convert> convert;
+};
+
 struct QuantConfig {
   QuantFormat format = QuantFormat::QDQ;
   // calibrate_method; vai_q_onnx's default is PowerOfTwoMethod.MinMSE. calib.method follows it.
@@ -62,6 +90,18 @@ struct QuantConfig {
   std::set<std::string> op_types_to_exclude_output_quantization;  // OpTypesToExcludeOutputQuantization
   std::map<std::string, int64_t> per_channel_axis;                // QDQOpTypePerChannelSupportToAxis
   bool keep_removable_activations = false;                        // QDQKeepRemovableActivations (ORT)
+
+  // Mixed precision (quant/overrides.h): NodePrecision, TensorQuantOverrides (and Quark's
+  // MixedPrecisionTensor under specific_tensor_precision), and EnableDualQuantNodePairs: a tensor
+  // between nodes of two precisions is quantized at the higher one, and with dual pairs the
+  // consumers of the lower one read it requantized to theirs.
+  std::map<std::string, NodePrecision> node_precision;
+  std::map<std::string, TensorOverride> tensor_overrides;
+  bool dual_quant_nodes = false;
+  // specific_tensor_precision and MixedPrecisionTensor (Quark's legacy form): tensor -> type,
+  // under the TensorQuantOverrides entries.
+  bool specific_tensor_precision = false;
+  std::map<std::string, ir::DataType> mixed_precision_tensor;
 
   // include_cle and the CLE* / ReplaceClip6Relu extra_options: cross-layer equalization of the
   // float model before calibration (passes/cle.h).

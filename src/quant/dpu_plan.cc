@@ -49,6 +49,7 @@ void remove_from_plan(Plan& plan, const std::string& name) {
       t.shared_from.clear();
       t.range_from = removed.range_from.empty() ? removed.name : removed.range_from;
       t.fixed = removed.fixed;
+      t.range = removed.range;
       t.relu_like = removed.relu_like;
     } else {
       t.shared_from = heir;

@@ -28,7 +28,8 @@ class QdqExporter {
       if (opset < 10) throw Error("QDQ needs opset 10 or later; the model has opset " + std::to_string(opset));
       bool wide = false, per_channel = false;
       for (const TensorPlan& t : plan_.tensors) {
-        wide = wide || (t.role != Role::Bias && ir::data_type_bits(t.type) == 16);
+        wide = wide || (t.role != Role::Bias && ir::data_type_bits(t.type) == 16) ||
+               (t.convert && ir::data_type_bits(t.convert->type) == 16);
         per_channel = per_channel || (t.axis && t.role == Role::Weight);
       }
       if (per_channel && opset < 13)
@@ -70,15 +71,20 @@ class QdqExporter {
   std::pair<ir::Value*, ir::Value*> scale_and_zero_point(const TensorPlan& t, const std::string& scale_name,
                                                          const std::string& zp_name, bool scale_vector,
                                                          bool zp_vector) {
+    return scale_and_zero_point(t.params, t.type, scale_name, zp_name, scale_vector, zp_vector);
+  }
+  std::pair<ir::Value*, ir::Value*> scale_and_zero_point(const std::vector<ScaleZeroPoint>& params, DataType type,
+                                                         const std::string& scale_name, const std::string& zp_name,
+                                                         bool scale_vector, bool zp_vector) {
     std::vector<float> scales;
-    for (const ScaleZeroPoint& p : t.params) scales.push_back(static_cast<float>(p.scale));
+    for (const ScaleZeroPoint& p : params) scales.push_back(static_cast<float>(p.scale));
     auto dims = [&](bool vector) {
       return vector ? std::vector<int64_t>{static_cast<int64_t>(scales.size())} : std::vector<int64_t>{};
     };
     ir::Value* s = new_initializer(scale_name, ir::Tensor::from_values<float>(dims(scale_vector), scales));
     // FixNeuron takes an int8 zero point whatever its bit width (vai §5.3).
-    DataType zp_type = style_.fix_neuron ? DataType::Int8 : t.type;
-    ir::Value* z = new_initializer(zp_name, zero_point_tensor(zp_type, dims(zp_vector), t.params));
+    DataType zp_type = style_.fix_neuron ? DataType::Int8 : type;
+    ir::Value* z = new_initializer(zp_name, zero_point_tensor(zp_type, dims(zp_vector), params));
     return {s, z};
   }
 
@@ -155,6 +161,36 @@ class QdqExporter {
   }
 
   void activation(const TensorPlan& t) {
+    // The readers a conversion is for, and which of their inputs read the tensor.
+    std::vector<ir::Use> converted;
+    if (ir::Value* v = g_.find_value(t.name); v && t.convert)
+      for (const ir::Use& u : v->uses())
+        if (t.convert->recv_nodes.empty() || t.convert->recv_nodes.count(u.node->name)) converted.push_back(u);
+    quantize_activation(t);
+    if (t.convert) convert(t, converted);
+  }
+
+  // ORT's "convert": each reader in `readers` reads what it reads now quantized again with the
+  // conversion's type and parameters (Q -> DQ -> Q -> DQ), one chain per value read.
+  void convert(const TensorPlan& t, const std::vector<ir::Use>& readers) {
+    if (!t.convert->params) throw Error("QDQ export: the conversion of '" + t.name + "' has no parameters");
+    auto sz = scale_and_zero_point({*t.convert->params}, t.convert->type, t.name + "_scale_convert",
+                                   t.name + "_zero_point_convert", false, false);
+    std::map<ir::Value*, ir::Value*> chain;  // value read -> its converted copy
+    for (const ir::Use& u : readers) {
+      ir::Value* read = u.node->input(u.input);
+      auto [it, added] = chain.try_emplace(read, nullptr);
+      if (added) {
+        it->second = g_.add_unique_value(t.name + "_DequantizeLinear_Output_convert");
+        ir::Value* qv = g_.add_unique_value(t.name + "_QuantizeLinear_Output_convert");
+        q(read, sz, qv, t.name + "_QuantizeLinear_convert", std::nullopt);
+        dq(qv, sz, it->second, t.name + "_DequantizeLinear_convert", std::nullopt);
+      }
+      g_.set_node_input(u.node, u.input, it->second);
+    }
+  }
+
+  void quantize_activation(const TensorPlan& t) {
     ir::Value* v = g_.find_value(t.name);
     if (!v) throw Error("QDQ export: the model has no tensor '" + t.name + "'");
     const TensorPlan& provider = plan_.provider(t.name);

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "onnxptq/error.h"
+#include "quant/overrides.h"
 #include "quant/tensor_quant.h"
 
 namespace onnxptq::quant {
@@ -108,7 +109,7 @@ std::vector<std::string> Plan::tensors_to_calibrate() const {
   std::vector<std::string> names;
   std::set<std::string> seen;
   for (const TensorPlan& t : tensors) {
-    if (t.role != Role::Activation || !t.shared_from.empty() || t.fixed) continue;
+    if (t.role != Role::Activation || !t.shared_from.empty() || !t.fixed.empty() || t.range) continue;
     const std::string& source = t.range_from.empty() ? t.name : t.range_from;
     if (seen.insert(source).second) names.push_back(source);
   }
@@ -188,7 +189,13 @@ class Planner {
     const std::set<std::string> op_types = quantized_op_types(config_, graph_);
     const std::set<std::string> registry_op_types = quantized_op_types(config_);
 
+    for (const auto& [name, p] : config_.node_precision) {
+      if (!names.count(name)) throw Error("the model has no node named '" + name + "' (in NodePrecision)");
+      if (p.keep_float) excluded.insert(name);
+    }
     for (const ir::Node* n : order) {
+      auto precision = config_.node_precision.find(n->name);
+      precision_ = precision == config_.node_precision.end() ? nullptr : &precision->second;
       std::string why;
       bool standard = n->domain.empty() || n->domain == "ai.onnx";
       if (!standard || !op_types.count(n->op_type))
@@ -208,6 +215,9 @@ class Planner {
       else
         plan_.float_nodes[n->name.empty() ? "(" + n->op_type + " without a name)" : n->name] = why;
     }
+    precision_ = nullptr;
+    settle_precisions(plan_, graph_, config_);
+    apply_tensor_overrides(plan_, graph_, config_);
     if (fold_relu_kept_ > 0)
       plan_.warnings.push_back("FoldRelu: " + std::to_string(fold_relu_kept_) +
                                " Relu/Clip kept: with symmetric activations (ActivationSymmetric) their producer's "
@@ -257,6 +267,17 @@ class Planner {
     for (const std::string& name : keep) excluded.erase(name);
   }
 
+  // The types of the node being marked: its NodePrecision's, or the config's.
+  DataType activation_type() const {
+    return precision_ && precision_->activation ? *precision_->activation : config_.activation_type;
+  }
+  DataType weight_type() const { return precision_ && precision_->weight ? *precision_->weight : config_.weight_type; }
+  bool weights_symmetric() const {
+    if (!precision_ || !precision_->weight || config_.weight_symmetric) return config_.weights_symmetric();
+    DataType t = *precision_->weight;
+    return t == DataType::Int8 || t == DataType::Int16 || t == DataType::Int32 || quant_type_is_float(t);
+  }
+
   DataType type_of(const ir::Value* v) const {
     if (!v) return DataType::Undefined;
     if (v->has_initializer()) return v->initializer().dtype();
@@ -287,11 +308,11 @@ class Planner {
   void activation(const ir::Value* v) {
     if (!quantizable(v) || planned(v)) return;
     TensorPlan& t = add(v, is_constant(v) ? Role::Weight : Role::Activation);
-    t.type = config_.activation_type;
+    t.type = activation_type();
     t.symmetric = config_.activation_symmetric;
     if (config_.enable_dpu && t.role == Role::Weight) {  // vai §4.4: the dpu quantizer's initializers are weights
-      t.type = config_.weight_type;
-      t.symmetric = config_.weights_symmetric();
+      t.type = weight_type();
+      t.symmetric = weights_symmetric();
     }
     if (config_.format == QuantFormat::ExtendedQDQ && t.role == Role::Weight) extended_initializer(v, t);
   }
@@ -300,20 +321,20 @@ class Planner {
   // AlignEltwiseQuantType gives the initializer inputs of Mul, Div, Add, Sub, Min and Max the
   // activation type instead (quark_onnx.md §9.8; its get_eltwise_op override, symmetry still the weights').
   void extended_initializer(const ir::Value* v, TensorPlan& t) const {
-    t.type = config_.weight_type;
-    t.symmetric = config_.weights_symmetric();
+    t.type = weight_type();
+    t.symmetric = weights_symmetric();
     if (!config_.align_eltwise_quant_type.value_or(false)) return;
     static const std::set<std::string> eltwise = {"Mul", "Div", "Add", "Sub", "Min", "Max"};
     for (const ir::Use& u : v->uses())
-      if (eltwise.count(u.node->op_type)) t.type = config_.activation_type;
+      if (eltwise.count(u.node->op_type)) t.type = activation_type();
   }
 
   void weight(const ir::Value* v, const std::string& op_type, int64_t default_axis) {
     if (!quantizable(v) || planned(v)) return;
     if (!is_constant(v)) return activation(v);
     TensorPlan& t = add(v, Role::Weight);
-    t.type = config_.weight_type;
-    t.symmetric = config_.weights_symmetric();
+    t.type = weight_type();
+    t.symmetric = weights_symmetric();
     if (config_.per_channel) {
       auto it = config_.per_channel_axis.find(op_type);
       t.axis = it != config_.per_channel_axis.end() ? it->second : default_axis;
@@ -328,8 +349,8 @@ class Planner {
       // The dpu quantizer's bias is an ordinary weight (vai §4.5): weight_type, its own power-of-two
       // position from its values (WeightSymmetric, calibrate_method), later held by AdjustShiftBias.
       TensorPlan& t = add(b, Role::Weight);
-      t.type = config_.weight_type;
-      t.symmetric = config_.weights_symmetric();
+      t.type = weight_type();
+      t.symmetric = weights_symmetric();
       return;
     }
     if (quant_type_is_float(wt) || ir::data_type_bits(wt) == 32 || ir::data_type_bits(it) == 32) {
@@ -337,7 +358,7 @@ class Planner {
       // bias is quantized like a weight, as vai_q_onnx does for its Vitis formats (vai §4.5).
       TensorPlan& t = add(b, Role::Weight);
       t.type = wt;
-      t.symmetric = config_.weights_symmetric();
+      t.symmetric = weights_symmetric();
       return;
     }
     TensorPlan& t = add(b, Role::Bias);
@@ -428,8 +449,8 @@ class Planner {
       if (one_d) {  // a 1-D scale has no axis 1: per tensor (ORT warns and does the same)
         if (quantizable(scale) && !planned(scale)) {
           TensorPlan& t = add(scale, Role::Weight);
-          t.type = config_.weight_type;
-          t.symmetric = config_.weights_symmetric();
+          t.type = weight_type();
+          t.symmetric = weights_symmetric();
         }
       } else {
         weight(scale, op, 1);
@@ -460,8 +481,8 @@ class Planner {
       const ir::Value* b = n.input(2);
       if (b && is_constant(b) && quantizable(b) && !planned(b)) {
         TensorPlan& t = add(b, Role::Weight);
-        t.type = config_.weight_type;
-        t.symmetric = config_.weights_symmetric();
+        t.type = weight_type();
+        t.symmetric = weights_symmetric();
       }
       output(n, n.output(0));
     } else if (op == "PRelu") {
@@ -494,7 +515,7 @@ class Planner {
   void softmax_output(const ir::Node& n) {
     TensorPlan* t = plan_.find(n.output(0) ? n.output(0)->name() : "");
     if (!t || t->role != Role::Activation || !t->shared_from.empty()) return;
-    t->fixed = softmax_params(t->type, t->symmetric, config_.power_of_two());
+    t->fixed = {softmax_params(t->type, t->symmetric, config_.power_of_two())};
   }
 
   static ScaleZeroPoint softmax_params(DataType type, bool symmetric, bool power_of_two) {
@@ -574,6 +595,7 @@ class Planner {
   const QuantConfig& config_;
   const std::map<std::string, DataType>& types_;
   Plan plan_;
+  const NodePrecision* precision_ = nullptr;  // of the node being marked
   size_t fold_relu_kept_ = 0;  // Relu/Clip FoldRelu leaves because activations are symmetric
 };
 

@@ -35,8 +35,12 @@ struct TensorPlan {
   std::string shared_from;
   // Takes its range from this tensor's calibration (a Relu/Clip output: ORT's range adjustment).
   std::string range_from;
-  // Fixed parameters, not from a range (Softmax outputs under vai_q_onnx).
-  std::optional<ScaleZeroPoint> fixed;
+  // Fixed parameters, not from a range or values (Softmax outputs; TensorQuantOverrides' scale
+  // and zero_point): one, or one per channel of a per-channel weight.
+  std::vector<ScaleZeroPoint> fixed;
+  // TensorQuantOverrides' rmin and rmax: this range instead of the calibrated one.
+  std::optional<std::pair<double, double>> range;
+  std::optional<bool> reduce_range;  // a weight's own reduce_range (TensorQuantOverrides)
   // Bias: the input and weight of its node, and Gemm's beta.
   std::string bias_input, bias_weight;
   double bias_beta = 1;
@@ -49,6 +53,19 @@ struct TensorPlan {
   std::optional<ir::Tensor> data;
   std::optional<int> pos;     // power-of-two position, when the scale is one
   bool bias_clipped = false;  // int32 bias values were clipped
+
+  // The consumers in recv_nodes (every consumer when empty) read this activation quantized,
+  // dequantized, then quantized again to `type` (ORT's "convert", a Q -> DQ -> Q -> DQ chain):
+  // where nodes of two precisions meet (quant/overrides.h).
+  struct Conversion {
+    ir::DataType type = ir::DataType::Int8;
+    bool symmetric = false;
+    std::optional<std::pair<double, double>> range;  // default: the range the tensor's parameters represent
+    std::optional<ScaleZeroPoint> fixed;
+    std::set<std::string> recv_nodes;
+    std::optional<ScaleZeroPoint> params;  // assigned by assign_parameters
+  };
+  std::optional<Conversion> convert;
 };
 
 struct Plan {

@@ -34,6 +34,39 @@ ScaleZeroPoint pof2_activation(const TensorPlan& t, const calib::TensorRange& r,
   return {s, std::clamp(zp, full.min, full.max)};
 }
 
+ScaleZeroPoint float_activation(const TensorPlan& t, const calib::TensorRange& r) {
+  ScaleOptions o = scale_options_of(Tool::ort, ScaleKind::float_scale);
+  o.symmetric = t.symmetric;
+  if (ir::data_type_bits(t.type) == 32) o.table = RangeTable::vai;  // ORT's table stops at 16 bits
+  return compute_scale_zp(r.lo, r.hi, t.type, o);
+}
+
+// The power-of-two position that holds [lo, hi] (vai_q_onnx's NonOverflow rule).
+int pof2_position(double lo, double hi, ir::DataType type, bool symmetric) {
+  ScaleOptions o = scale_options_of(Tool::vai, ScaleKind::power_of_two);
+  o.symmetric = symmetric;
+  o.pof2_position = Pof2Position::non_overflow;
+  return scale_to_pos(compute_scale_zp(lo, hi, type, o).scale);
+}
+
+// A conversion's parameters: fixed, or from its range (by default the range the tensor's own
+// parameters represent, so the second quantization holds every value the first can give).
+ScaleZeroPoint conversion_params(const TensorPlan& t, const TensorPlan::Conversion& c, bool pof2) {
+  if (c.fixed) return *c.fixed;
+  std::pair<double, double> range;
+  if (c.range) {
+    range = *c.range;
+  } else {
+    const ScaleZeroPoint& p = t.params.at(0);
+    QRange q = quant_range(t.type, t.symmetric);
+    range = {static_cast<double>(q.min - p.zero_point) * p.scale, static_cast<double>(q.max - p.zero_point) * p.scale};
+  }
+  ScaleOptions o = scale_options_of(pof2 ? Tool::vai : Tool::ort, pof2 ? ScaleKind::power_of_two : ScaleKind::float_scale);
+  o.symmetric = c.symmetric;
+  if (pof2) o.pof2_position = Pof2Position::non_overflow;
+  return compute_scale_zp(range.first, range.second, c.type, o);
+}
+
 }  // namespace
 
 void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& config,
@@ -44,8 +77,17 @@ void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& co
 
   for (TensorPlan& t : plan.tensors) {
     if (t.role != Role::Activation || !t.shared_from.empty()) continue;
-    if (t.fixed) {
-      t.params = {*t.fixed};
+    if (!t.fixed.empty()) {
+      t.params = t.fixed;
+      continue;
+    }
+    if (t.range) {  // TensorQuantOverrides' rmin and rmax
+      calib::TensorRange r;
+      r.lo = t.range->first;
+      r.hi = t.range->second;
+      if (pof2) r.pos = pof2_position(r.lo, r.hi, t.type, t.symmetric);
+      t.params = {pof2 ? pof2_activation(t, r, config) : float_activation(t, r)};
+      if (pof2) t.pos = scale_to_pos(t.params[0].scale);
       continue;
     }
     const std::string& source = t.range_from.empty() ? t.name : t.range_from;
@@ -62,10 +104,7 @@ void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& co
       t.params = {pof2_activation(t, r, config)};
       t.pos = scale_to_pos(t.params[0].scale);
     } else {
-      ScaleOptions o = scale_options_of(Tool::ort, ScaleKind::float_scale);
-      o.symmetric = t.symmetric;
-      if (ir::data_type_bits(t.type) == 32) o.table = RangeTable::vai;  // ORT's table stops at 16 bits
-      t.params = {compute_scale_zp(r.lo, r.hi, t.type, o)};
+      t.params = {float_activation(t, r)};
     }
   }
 
@@ -73,7 +112,7 @@ void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& co
     WeightOptions o = weight_options_of(tool, kind);
     o.scale.symmetric = t.symmetric;
     if (ir::data_type_bits(t.type) == 32) o.scale.table = RangeTable::vai;  // ORT's table stops at 16 bits
-    o.scale.reduce_range = config.reduce_range;
+    o.scale.reduce_range = t.reduce_range.value_or(config.reduce_range);
     o.axis = t.axis;
     if (pof2 && config.calibrate_method == calib::Method::MinMSE) o.method = WeightMethod::pof2_min_mse;
     if (pof2 && config.calibrate_method == calib::Method::NonOverflow)
@@ -81,7 +120,8 @@ void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& co
     return o;
   };
   for (TensorPlan& t : plan.tensors)
-    if (t.role == Role::Weight) t.params = weight_params(initializer_of(model, t.name), t.type, weight_options(t));
+    if (t.role == Role::Weight)
+      t.params = t.fixed.empty() ? weight_params(initializer_of(model, t.name), t.type, weight_options(t)) : t.fixed;
 
   // ORT's guard raises a weight scale whose bias would overflow int32, before weights are quantized.
   for (TensorPlan& t : plan.tensors) {
@@ -91,7 +131,7 @@ void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& co
     if (!w || w->role != Role::Weight || in.params.empty()) continue;
     WeightScaleAdjustment a =
         adjust_weight_scale_for_int32_bias(initializer_of(model, t.name), in.params[0].scale, w->params, w->type);
-    if (!a.adjusted) continue;
+    if (!a.adjusted || !w->fixed.empty()) continue;  // fixed parameters stay as given
     for (size_t i = 0; i < a.weight_scales.size(); ++i) w->params[i].scale = a.weight_scales[i];
   }
   for (TensorPlan& t : plan.tensors) {
@@ -121,6 +161,8 @@ void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& co
     t.params = p.params;
     t.pos = p.pos;
   }
+  for (TensorPlan& t : plan.tensors)
+    if (t.convert) t.convert->params = conversion_params(t, *t.convert, pof2);
 }
 
 }  // namespace onnxptq::quant

@@ -18,6 +18,7 @@
 #include "quant/align_float.h"
 #include "quant/export.h"
 #include "quant/ipu_limitation.h"
+#include "quant/overrides.h"
 
 namespace onnxptq::quant {
 
@@ -61,13 +62,19 @@ calib::CalibrationResult calibrate_missing(const ir::Model& model, const std::ve
                                            calib::CalibrationResult& known,
                                            const std::function<void(const std::string&)>& say) {
   std::set<std::string> non_finite(known.non_finite.begin(), known.non_finite.end());
+  // A power-of-two position holds for the type it was chosen for only.
+  auto usable = [&](const std::string& t) {
+    auto it = known.ranges.find(t);
+    if (it == known.ranges.end()) return non_finite.count(t) > 0;
+    return !it->second.pos || it->second.pos_type == options.activation_type;
+  };
   std::vector<std::string> missing;
   for (const std::string& t : tensors)
-    if (!known.ranges.count(t) && !non_finite.count(t)) missing.push_back(t);
+    if (!usable(t)) missing.push_back(t);
   if (!missing.empty()) {
     say("calibrating " + std::to_string(missing.size()) + " tensors with " + calib::method_name(options.method));
     calib::CalibrationResult found = calib::calibrate(model, missing, reader, options);
-    known.ranges.insert(found.ranges.begin(), found.ranges.end());
+    for (const auto& [name, range] : found.ranges) known.ranges.insert_or_assign(name, range);
     known.non_finite.insert(known.non_finite.end(), found.non_finite.begin(), found.non_finite.end());
     known.samples = found.samples;
     known.skipped = found.skipped;
@@ -83,6 +90,22 @@ calib::CalibrationResult calibrate_missing(const ir::Model& model, const std::ve
     else r.non_finite.push_back(t);
   }
   return r;
+}
+
+// The type a calibrated tensor's power-of-two position is for: that of the first plan entry
+// taking its range (its own, or a Relu/Clip output's).
+ir::DataType calibration_type(const Plan& plan, const std::string& source) {
+  for (const TensorPlan& t : plan.tensors)
+    if (t.name == source || t.range_from == source) return t.type;
+  return ir::DataType::Int8;
+}
+
+void merge_calibration(calib::CalibrationResult& into, calib::CalibrationResult&& part) {
+  into.ranges.merge(part.ranges);
+  into.non_finite.insert(into.non_finite.end(), part.non_finite.begin(), part.non_finite.end());
+  into.samples = part.samples;
+  into.skipped = part.skipped;
+  into.passes += part.passes;
 }
 
 // optimize_model: the preparation passes on a copy, the engine's shape run at the first sample's
@@ -196,6 +219,7 @@ const char* unbuilt_switch(const std::string& key) {
 }  // namespace
 
 void apply_extra_option(QuantConfig& c, const std::string& key, const nlohmann::json& v) {
+  if (apply_mixed_precision_option(c, key, v)) return;
   if (key == "ActivationSymmetric")
     c.activation_symmetric = json_bool(key, v);
   else if (key == "WeightSymmetric")
@@ -352,6 +376,8 @@ void apply_config_json(QuantConfig& c, const nlohmann::json& j) {
       c.optimize_model = json_bool(key, v);
     else if (key == "include_cle")
       c.include_cle = json_bool(key, v);
+    else if (key == "specific_tensor_precision")
+      c.specific_tensor_precision = json_bool(key, v);
     else if (key == "convert_fp16_to_fp32" || key == "fp16_fp32_convert")
       c.convert_fp16_to_fp32 = json_bool(key, v);
     else if (key == "convert_nchw_to_nhwc")
@@ -498,12 +524,28 @@ void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::D
   calib.method = config.calibrate_method;
   if (config.power_of_two()) calib.activation_type = config.activation_type;
   if (!calib.log) calib.log = log;
-  std::vector<std::string> tensors = r.plan.tensors_to_calibrate();
-  if (known_ranges) {
-    r.calibration = calibrate_missing(model, tensors, data, calib, *known_ranges, say);
-  } else {
-    say("calibrating " + std::to_string(tensors.size()) + " tensors with " + calib::method_name(calib.method));
-    r.calibration = calib::calibrate(model, tensors, data, calib);
+  // Power-of-two positions depend on the type: one calibration per activation type of the plan
+  // (mixed precision); ranges of float scales do not.
+  std::map<ir::DataType, std::vector<std::string>> groups;
+  for (const std::string& t : r.plan.tensors_to_calibrate())
+    groups[config.power_of_two() ? calibration_type(r.plan, t) : calib.activation_type].push_back(t);
+  if (groups.empty()) groups[calib.activation_type];  // still one run: a model that cannot run is an error here
+  r.calibration = {};
+  if (groups.size() > 1 && !data.can_rewind())
+    throw Error("mixed precision with power-of-two scales calibrates once per type, and " + data.describe() +
+                " cannot start over");
+  for (const auto& [type, tensors] : groups) {
+    if (type != groups.begin()->first) data.rewind();
+    calib.activation_type = type;
+    calib::CalibrationResult found;
+    if (known_ranges) {
+      found = calibrate_missing(model, tensors, data, calib, *known_ranges, say);
+    } else {
+      say("calibrating " + std::to_string(tensors.size()) + " tensors with " + calib::method_name(calib.method) +
+          (groups.size() > 1 ? std::string(" for ") + quant_type_name(type) : ""));
+      found = calib::calibrate(model, tensors, data, calib);
+    }
+    merge_calibration(r.calibration, std::move(found));
   }
   r.seconds["calibrate"] = seconds_since(start);
 

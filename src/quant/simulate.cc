@@ -18,6 +18,26 @@ QuantizeOptions quantize_options_of(QuantFormat format) {
 
 }  // namespace
 
+// A conversion (quant/plan.h) as an Identity node whose output, read by the converting readers,
+// is fake-quantized again with the conversion's parameters: what Q -> DQ -> Q -> DQ computes.
+void Simulation::add_conversions(ir::Graph& g, const Plan& plan, engine::SessionOptions& so) {
+  for (const TensorPlan& t : plan.tensors) {
+    if (!t.convert) continue;
+    if (!t.convert->params) throw Error("simulation: the conversion of '" + t.name + "' has no parameters");
+    ir::Value* v = g.find_value(t.name);
+    std::vector<ir::Use> readers;
+    for (const ir::Use& u : v->uses())
+      if (t.convert->recv_nodes.empty() || t.convert->recv_nodes.count(u.node->name)) readers.push_back(u);
+    if (readers.empty()) continue;
+    ir::Value* converted = g.add_unique_value(t.name + "_convert");
+    g.add_node("Identity", {v}, {converted}, g.fresh_name(t.name + "_convert"));
+    for (const ir::Use& u : readers) g.set_node_input(u.node, u.input, converted);
+    activations_[converted->name()] = {t.convert->type, *t.convert->params};
+    so.visible.insert(converted->name());
+  }
+  g.sort_nodes();
+}
+
 Simulation::Simulation(const ir::Model& model, const Plan& plan, const QuantConfig& config, int threads) {
   const QuantizeOptions qo = quantize_options_of(config.format);
   // Weights and biases: the values the exported DequantizeLinear computes from the stored ones.
@@ -71,6 +91,7 @@ Simulation::Simulation(const ir::Model& model, const Plan& plan, const QuantConf
   // quantized has beta in the bias scale.
   ir::Model simulated = ir::clone_model(model);
   remove_planned_activations(*simulated.graph, plan);
+  add_conversions(*simulated.graph, plan, so);
   for (const auto& node : simulated.graph->nodes()) drop_gemm_beta_held_by_bias(*node, plan);
   session_ = std::make_unique<engine::Session>(simulated, so);
 }

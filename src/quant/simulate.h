@@ -36,6 +36,8 @@ class Simulation {
     ir::DataType type;
     ScaleZeroPoint params;
   };
+  void add_conversions(ir::Graph& graph, const Plan& plan, engine::SessionOptions& options);
+
   std::map<std::string, Activation> activations_;  // value name -> what its Q/DQ pair does
   engine::TensorTransform transform_;
   std::unique_ptr<engine::Session> session_;

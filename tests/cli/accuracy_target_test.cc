@@ -108,7 +108,7 @@ TEST_F(AccuracyTargetCli, OptionsThatCannotWorkAreRefusedByName) {
   expect_one_line_error(quantize("--max-trials 3"), "--max-trials belongs to the accuracy target search");
   expect_one_line_error(quantize("--evaluate-command 'echo 1'"), "--evaluate-command belongs to the accuracy target search");
   expect_one_line_error(quantize("--max-loss 0.1"), "max_loss and max_relative_loss need an evaluate command");
-  expect_one_line_error(quantize("--min-sqnr 20 --fallback-type int16"), "--fallback-type int16: only float is built");
+  expect_one_line_error(quantize("--min-sqnr 20 --fallback-type int8"), "fallback type 'int8': expected float, int16 or bfloat16");
   expect_one_line_error(quantize("--min-sqnr 20 --fallback-order best"), "fallback order 'best'");
   expect_one_line_error(quantize("--min-sqnr 20 --lower-is-better"), "--lower-is-better is about --evaluate-command");
   EXPECT_EQ(quantize("--min-sqnr 20 --max-loss 0.1").code, 2);  // two targets

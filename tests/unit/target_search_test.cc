@@ -148,6 +148,49 @@ TEST_F(TargetSearch, BuiltInMetricFindsTheNodeThatLosesTheOutput) {
   }
 }
 
+// An int16 fallback: conv2 at 16 bits (activations and weight) holds the channels its int8
+// per-tensor weight loses, so it meets the target without leaving the node float.
+TEST_F(TargetSearch, FallsBackToInt16AndToFloatWhenInt16IsNotEnough) {
+  SearchOptions o;
+  o.target.min_sqnr = 12;
+  o.threads = 1;
+  o.fallback_type = ir::DataType::Int16;
+  quant::QuantConfig c = qdq_config();
+  c.format = quant::QuantFormat::VitisQDQ;
+  c.calibrate_method = calib::Method::MinMSE;
+  auto reader = samples(model_, 12);
+  SearchResult r = search_accuracy_target(model_, *reader, c, o);
+  ASSERT_TRUE(r.met) << search_summary(r);
+  const Trial& best = r.trials.at(r.best_trial - 1);
+  EXPECT_EQ(best.fallback, std::vector<std::string>{"conv2"}) << search_report(r)["trials"].dump();
+  EXPECT_EQ(best.fallback_type, "int16");
+  EXPECT_TRUE(r.config.nodes_to_exclude.empty());
+  ASSERT_TRUE(r.config.node_precision.count("conv2"));
+  EXPECT_EQ(r.config.node_precision.at("conv2").weight, ir::DataType::Int16);
+  nlohmann::json report = search_report(r);
+  EXPECT_EQ(report["node_precision"]["conv2"]["weight"], "QInt16");
+  EXPECT_EQ(report["weighted_nodes"]["quantized"], 3);
+  EXPECT_EQ(report["weighted_nodes"]["eight_bit"], 2);
+
+  // A metric only a float conv2 meets: int16 misses with every candidate, then float is tried.
+  SearchOptions e = evaluate_options([](const fs::path& path, const std::string&) {
+    return quantized_in_file(path, "conv2") ? 0.0 : 1.0;
+  });
+  e.fallback_type = ir::DataType::Int16;
+  r = search_accuracy_target(model_, *reader, c, e);
+  ASSERT_TRUE(r.met) << search_summary(r);
+  EXPECT_EQ(r.trials.at(r.best_trial - 1).fallback_type, "float");
+  EXPECT_EQ(r.config.nodes_to_exclude, std::vector<std::string>{"conv2"});
+  bool tried_int16 = false;
+  for (const Trial& t : r.trials) tried_int16 = tried_int16 || t.fallback_type == "int16";
+  EXPECT_TRUE(tried_int16);
+  // The NPU path's default is int16, elsewhere float.
+  quant::QuantConfig npu;
+  npu.enable_dpu = true;
+  EXPECT_EQ(default_fallback_type(npu), ir::DataType::Int16);
+  EXPECT_EQ(default_fallback_type(c), std::nullopt);
+}
+
 TEST_F(TargetSearch, RefusesTargetsThatAreNotWellFormed) {
   auto reader = samples(model_, 4);
   auto error = [&](SearchOptions o) {
