@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "accuracy/auto_mixprecision.h"
 #include "accuracy/evaluate_command.h"
 #include "accuracy/target_search.h"
 #include "cli/commands.h"
@@ -44,15 +45,19 @@ struct QuantizeArgs {
   bool searches() const { return max_loss || max_relative_loss || min_sqnr; }
 };
 
+// --evaluate-command as a metric function (--evaluate-timeout per run).
+accuracy::EvaluateFunction evaluate_function(const QuantizeArgs& a) {
+  return [command = a.evaluate_command, timeout = a.evaluate_timeout](const std::filesystem::path& model,
+                                                                       const std::string& trial) {
+    return accuracy::run_evaluate_command(command, model, timeout, trial).value;
+  };
+}
+
 accuracy::SearchOptions search_options(const QuantizeArgs& a) {
   accuracy::SearchOptions o;
   if (a.fallback_type) o.fallback_type = accuracy::parse_fallback_type(*a.fallback_type);
   if (!a.evaluate_command.empty()) {
-    std::string command = a.evaluate_command;
-    double timeout = a.evaluate_timeout;
-    o.target.evaluate = [command, timeout](const std::filesystem::path& model, const std::string& trial) {
-      return accuracy::run_evaluate_command(command, model, timeout, trial).value;
-    };
+    o.target.evaluate = evaluate_function(a);
   } else if (a.lower_is_better) {
     throw Error("--lower-is-better is about --evaluate-command's metric; the built-in one (--min-sqnr) is higher-is-better");
   }
@@ -74,6 +79,13 @@ accuracy::SearchOptions search_options(const QuantizeArgs& a) {
 void quantize_command(QuantizeArgs a) {
   quant::QuantConfig config = config_from(a.q);
   quant::check_config(config);  // before reading any data
+  if (config.include_auto_mp && a.searches())
+    throw Error("include_auto_mp and an accuracy target are two searches: choose one");
+  // Quark's AutoMixprecision scores with the command when Top1AccTarget is set.
+  bool auto_mp_evaluates = config.include_auto_mp && config.auto_mp.top1_acc_target;
+  if (!a.evaluate_command.empty() && !a.searches() && !auto_mp_evaluates)
+    throw Error("--evaluate-command belongs to the accuracy target search (give --max-loss, --max-relative-loss or "
+                "--min-sqnr) or to include_auto_mp with AutoMixprecision.Top1AccTarget");
   ir::check_output_path(a.model, a.output, "--output");
   if (!a.report.empty()) ir::check_output_path(a.model, a.report, "--report");
   if (!a.dump_plan.empty()) ir::check_output_path(a.model, a.dump_plan, "--dump-plan");
@@ -88,9 +100,16 @@ void quantize_command(QuantizeArgs a) {
   std::function<void(const std::string&)> log;
   if (!a.quiet) log = [terminal](const std::string& m) { std::cerr << (terminal ? "onnxptq: " : "") << m << "\n"; };
   quant::QuantizeResult result;
-  nlohmann::json search_json;
+  nlohmann::json search_json, auto_mp_json;
   std::string search_line;
-  if (a.searches()) {
+  if (config.include_auto_mp) {
+    ir::TemporaryFolder trials("onnxptq-trials");
+    accuracy::EvaluateFunction evaluate;
+    if (!a.evaluate_command.empty()) evaluate = evaluate_function(a);
+    accuracy::AutoMixResult mixed = accuracy::auto_mixprecision(model, *reader, config, evaluate, trials.path(), log);
+    auto_mp_json = accuracy::auto_mixprecision_report(mixed);
+    result = std::move(mixed.result);
+  } else if (a.searches()) {
     accuracy::SearchOptions options = search_options(a);
     ir::TemporaryFolder trials("onnxptq-trials");
     options.work_dir = trials.path();
@@ -112,6 +131,7 @@ void quantize_command(QuantizeArgs a) {
   if (!a.report.empty()) {
     nlohmann::json report = quant::report(model, result);
     if (!search_json.is_null()) report["accuracy_target"] = search_json;
+    if (!auto_mp_json.is_null()) report["auto_mixprecision"] = auto_mp_json;
     ir::write_text_file(a.report, report.dump(2) + "\n");
   }
   ir::save_model(result.model, a.output, save);
@@ -182,7 +202,7 @@ void add_quantize_command(CLI::App& app) {
       ->group(target)
       ->check(non_negative());
   cmd->callback([a, cmd] {
-    for (const char* option : {"--evaluate-command", "--lower-is-better", "--fallback-type", "--fallback-order", "--max-trials",
+    for (const char* option : {"--lower-is-better", "--fallback-type", "--fallback-order", "--max-trials",
                                "--time-limit", "--evaluate-timeout", "--stop-at-first-pass", "--held-out",
                                "--output-index"})
       if (cmd->count(option) && !a->searches())

@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "accuracy/auto_mixprecision.h"
 #include "accuracy/sensitivity.h"
 #include "accuracy/target_search.h"
 #include "calib/data_reader.h"
@@ -268,6 +269,23 @@ std::map<std::string, std::pair<double, double>> random_ranges(const py::object&
   return ranges;
 }
 
+// A Python metric (model path -> number), called with the GIL; none: no function.
+accuracy::EvaluateFunction metric_function(const py::object& f, const std::string& what) {
+  if (f.is_none()) return {};
+  if (!PyCallable_Check(f.ptr())) throw Error(what + " must be callable");
+  auto function = std::make_shared<py::object>(f);
+  return [function, what](const std::filesystem::path& model, const std::string& trial) {
+    py::gil_scoped_acquire gil;
+    try {
+      return (*function)(model.string()).cast<double>();
+    } catch (py::error_already_set& e) {
+      throw Error(trial + ": " + what + " raised " + e.what());
+    } catch (const py::cast_error&) {
+      throw Error(trial + ": " + what + " returned something that is not a number");
+    }
+  };
+}
+
 // The accuracy_target dict of quantize_static (docs/python.md): the search's options, with
 // evaluate_function(model_path) -> float called under the GIL.
 accuracy::SearchOptions search_options(const py::dict& target, const std::string& model_input) {
@@ -288,21 +306,7 @@ accuracy::SearchOptions search_options(const py::dict& target, const std::string
     return v.cast<double>();
   };
   accuracy::SearchOptions o;
-  py::object f = get("evaluate_function");
-  if (!f.is_none()) {
-    if (!PyCallable_Check(f.ptr())) throw Error("accuracy_target: evaluate_function must be callable");
-    auto function = std::make_shared<py::object>(f);
-    o.target.evaluate = [function](const std::filesystem::path& model, const std::string& trial) {
-      py::gil_scoped_acquire gil;
-      try {
-        return (*function)(model.string()).cast<double>();
-      } catch (py::error_already_set& e) {
-        throw Error(trial + ": evaluate_function raised " + e.what());
-      } catch (const py::cast_error&) {
-        throw Error(trial + ": evaluate_function returned something that is not a number");
-      }
-    };
-  }
+  o.target.evaluate = metric_function(get("evaluate_function"), "evaluate_function");
   o.target.lower_is_better = !get("lower_is_better").is_none() && get("lower_is_better").cast<bool>();
   o.target.max_loss = number("max_loss");
   o.target.max_relative_loss = number("max_relative_loss");
@@ -323,7 +327,7 @@ accuracy::SearchOptions search_options(const py::dict& target, const std::string
 // "warnings": [...], "report": {...}} (the report with "accuracy_target" after a search).
 py::dict quantize_static(const std::string& model_input, const std::string& model_output, py::object reader,
                          const std::string& config_json, py::object shapes, py::object ranges, bool external_data,
-                         bool log_progress, size_t calib_size, py::object target) {
+                         bool log_progress, size_t calib_size, py::object target, py::object auto_mp_evaluate) {
   std::optional<accuracy::SearchOptions> search;
   if (!target.is_none()) {
     if (!py::isinstance<py::dict>(target)) throw Error("accuracy_target: expected a dict");
@@ -334,6 +338,9 @@ py::dict quantize_static(const std::string& model_input, const std::string& mode
   quant::apply_config_json(config, j);
   config.calib.max_samples = calib_size;  // Quark's CalibDataSize (0: every sample)
   quant::check_config(config);            // before reading any data
+  if (config.include_auto_mp && search) throw Error("include_auto_mp and accuracy_target are two searches: choose one");
+  accuracy::EvaluateFunction auto_mp_metric =
+      metric_function(auto_mp_evaluate, "AutoMixprecision's EvaluateFunction");
   ir::check_output_path(model_input, model_output, "model_output");
   ir::Model model;
   {
@@ -369,8 +376,14 @@ py::dict quantize_static(const std::string& model_input, const std::string& mode
   {
     py::gil_scoped_release nogil;
     quant::QuantizeResult result;
-    nlohmann::json search_report;
-    if (search) {
+    nlohmann::json search_report, auto_mp_report;
+    if (config.include_auto_mp) {
+      ir::TemporaryFolder trials("onnxptq-trials");
+      accuracy::AutoMixResult mixed =
+          accuracy::auto_mixprecision(model, *data, config, auto_mp_metric, trials.path(), log);
+      auto_mp_report = accuracy::auto_mixprecision_report(mixed);
+      result = std::move(mixed.result);
+    } else if (search) {
       ir::TemporaryFolder trials("onnxptq-trials");
       search->work_dir = trials.path();
       accuracy::SearchResult found = accuracy::search_accuracy_target(model, *data, config, *search, log);
@@ -386,6 +399,7 @@ py::dict quantize_static(const std::string& model_input, const std::string& mode
     summary = quant::summary(model, result);
     report = quant::report(model, result);
     if (!search_report.is_null()) report["accuracy_target"] = search_report;
+    if (!auto_mp_report.is_null()) report["auto_mixprecision"] = auto_mp_report;
   }
   py::dict out;
   out["summary"] = summary;
@@ -466,7 +480,8 @@ PYBIND11_MODULE(_core, m) {
   py::register_exception<onnxptq::Error>(m, "Error", PyExc_ValueError);
   m.def("quantize_static", &onnxptq::python::quantize_static, py::arg("model_input"), py::arg("model_output"),
         py::arg("reader"), py::arg("config_json"), py::arg("random_shapes"), py::arg("random_ranges"),
-        py::arg("external_data"), py::arg("log_progress"), py::arg("calib_size"), py::arg("target") = py::none());
+        py::arg("external_data"), py::arg("log_progress"), py::arg("calib_size"), py::arg("target") = py::none(),
+        py::arg("auto_mp_evaluate") = py::none());
   m.def("sensitivity", &onnxptq::python::sensitivity, py::arg("model_input"), py::arg("reader"), py::arg("config"),
         py::arg("samples"), py::arg("output_index"), py::arg("left_float"), py::arg("html_path"));
   m.def("check_config", &onnxptq::python::check_config, py::arg("config_json"));

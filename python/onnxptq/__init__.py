@@ -154,11 +154,16 @@ def _run(model_input, model_output, reader, config, extra_options, random_shape,
     extra = dict(extra_options or {})
     # The random reader's value ranges are an argument of the reader, not of the core's config.
     ranges = extra.pop("RandomDataReaderInputDataRange", None)
+    # AutoMixprecision's EvaluateFunction is a Python function: passed beside the JSON config.
+    auto_mp_evaluate = None
+    if isinstance(extra.get("AutoMixprecision"), dict) and "EvaluateFunction" in extra["AutoMixprecision"]:
+        extra["AutoMixprecision"] = dict(extra["AutoMixprecision"])
+        auto_mp_evaluate = extra["AutoMixprecision"].pop("EvaluateFunction")
     config = dict(config, extra_options=extra)
     text = json.dumps(config, default=_json_value, allow_nan=False)
     result = _core.quantize_static(os.fspath(model_input), os.fspath(model_output), reader, text, random_shape,
                                    ranges, bool(use_external_data_format), bool(log_progress), int(calib_size),
-                                   target)
+                                   target, auto_mp_evaluate)
     for warning in result["warnings"]:
         warnings.warn(warning, stacklevel=3)
     if print_summary:

@@ -88,7 +88,6 @@ def test_presets_have_quarks_names_and_the_specs_values():
     ("BFP16", "BFP"),
     ("MXINT8", "MX"),
     ("UINT8_DYNAMIC_QUANT", "dynamic quantization"),
-    ("S16S16_MIXED_S8S8", "mixed precision"),
     ("MATMUL_NBITS", "MatMulNBits"),
 ])
 def test_presets_needing_unbuilt_parts_raise_at_quantize_model(tiny_model, tmp_path, preset, missing):

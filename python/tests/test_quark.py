@@ -171,3 +171,27 @@ def test_mixed_precision_from_quark_and_the_cli_write_the_same_bytes(tiny_model,
     with pytest.raises(onnxptq.Error, match="MixedPrecisionTensor needs specific_tensor_precision"):
         q = dataclasses.replace(q, specific_tensor_precision=False, extra_options={"MixedPrecisionTensor": {"QInt16": ["c"]}})
         quark.ModelQuantizer(quark.Config(global_quant_config=q)).quantize_model(tiny_model, str(tmp_path / "x.onnx"))
+
+
+def test_auto_mixprecision_preset_with_an_evaluate_function(tiny_model, tmp_path):
+    # S16S16_MIXED_S8S8: int16 everywhere, nodes converted to int8 while the user's metric (here
+    # 1.0 for the float model, minus 0.1 per node whose weight is int8) loses at most Top1AccTarget.
+    def accuracy(path):
+        model = onnx.load(path)
+        int8 = [i for i in model.graph.initializer if i.name in ("w_zero_point", "fc_zero_point")
+                and i.data_type == onnx.TensorProto.INT8]
+        return 1.0 - 0.1 * len(int8)
+
+    from test_vai import FolderReader
+    write_samples(tmp_path / "calib", (1, 3, 8, 8), 3)
+    config = quark.get_default_config("S16S16_MIXED_S8S8")
+    config.print_summary = False
+    config.extra_options["AutoMixprecision"] = dict(config.extra_options["AutoMixprecision"],
+                                                    Top1AccTarget=0.15, EvaluateFunction=accuracy)
+    report = quark.ModelQuantizer(quark.Config(global_quant_config=config)).quantize_model(
+        tiny_model, str(tmp_path / "q.onnx"), FolderReader(tmp_path / "calib", "x"))
+    mixed = report["auto_mixprecision"]
+    assert mixed["metric"] == "top1 loss" and mixed["target"] == 0.15
+    assert [c["converted"] for c in mixed["candidates"]] == [True, False]  # the second would lose 0.2
+    assert mixed["loss"] == pytest.approx(0.1)
+    assert accuracy(str(tmp_path / "q.onnx")) == pytest.approx(0.9)

@@ -65,6 +65,23 @@ struct TensorOverride {
   std::optional<Convert> convert;
 };
 
+// include_auto_mp's AutoMixprecision (Quark's legacy automatic mixed precision,
+// accuracy/auto_mixprecision.h): its keys, with Quark's defaults.
+struct AutoMixprecision {
+  size_t data_size = 10000000;  // DataSize: samples the measures use (at most)
+  std::vector<std::string> target_op_types = {"Conv", "ConvTranspose", "Gemm", "MatMul"};  // TargetOpType
+  // ActTargetQuantType, WeightTargetQuantType (TargetQuantType sets both), BiasTargetQuantType.
+  std::optional<ir::DataType> activation_target, weight_target, bias_target;
+  bool dual_quant_nodes = false;  // DualQuantNodes
+  size_t output_index = 0;        // OutputIndex
+  double l2_target = 0.5;         // L2Target
+  std::optional<double> top1_acc_target;   // Top1AccTarget, with an evaluate function
+  size_t num_target = 0;                   // NumTarget: nodes to convert at most (0: no limit)
+  std::vector<std::string> target_tensors;  // TargetTensors
+  std::vector<int64_t> target_indices, exclude_indices;  // TargetIndices, ExcludeIndices
+  bool no_input_qdq_shared = true;          // NoInputQDQShared
+};
+
 struct QuantConfig {
   QuantFormat format = QuantFormat::QDQ;
   // calibrate_method; vai_q_onnx's default is PowerOfTwoMethod.MinMSE. calib.method follows it.
@@ -102,6 +119,11 @@ struct QuantConfig {
   // under the TensorQuantOverrides entries.
   bool specific_tensor_precision = false;
   std::map<std::string, ir::DataType> mixed_precision_tensor;
+  bool include_auto_mp = false;
+  AutoMixprecision auto_mp;
+  // Int32Bias (Quark): an int32 bias with the product scale; false: quantized like a weight.
+  // Unset: true, except on the enable_dpu power-of-two path, whose biases are weights already.
+  std::optional<bool> int32_bias;
 
   // include_cle and the CLE* / ReplaceClip6Relu extra_options: cross-layer equalization of the
   // float model before calibration (passes/cle.h).

@@ -50,7 +50,12 @@ int64_t json_integer(const std::string& what, const nlohmann::json& v) {
 
 DataType json_quant_type(const std::string& what, const nlohmann::json& v) {
   if (!v.is_string()) throw Error(what + ": expected a type name, got " + v.dump());
-  std::optional<DataType> t = parse_precision(v.get<std::string>());
+  std::optional<DataType> t;
+  try {
+    t = parse_precision(v.get<std::string>());
+  } catch (const Error& e) {
+    throw Error(what + ": " + e.what());
+  }
   if (!t) throw Error(what + ": 'float' is not a quant type (leave the node float with NodePrecision or nodes_to_exclude)");
   return *t;
 }
@@ -135,6 +140,59 @@ TensorOverride parse_tensor_override(const std::string& tensor, const nlohmann::
   return o;
 }
 
+void parse_auto_mixprecision(AutoMixprecision& a, const nlohmann::json& j) {
+  const std::string where = "AutoMixprecision";
+  if (!j.is_object()) throw Error(where + ": expected an object of Quark's keys, got " + j.dump());
+  auto strings = [&](const std::string& what, const nlohmann::json& v) {
+    if (!v.is_array()) throw Error(what + ": expected a list of names, got " + v.dump());
+    std::vector<std::string> out;
+    for (const auto& e : v) {
+      if (!e.is_string()) throw Error(what + ": expected a list of names, got " + v.dump());
+      out.push_back(e.get<std::string>());
+    }
+    return out;
+  };
+  auto integers = [&](const std::string& what, const nlohmann::json& v) {
+    if (!v.is_array()) throw Error(what + ": expected a list of integers, got " + v.dump());
+    std::vector<int64_t> out;
+    for (const auto& e : v) out.push_back(json_integer(what, e));
+    return out;
+  };
+  auto count = [&](const std::string& what, const nlohmann::json& v) {
+    double n = json_number(what, v);
+    if (!(n >= 0) || n != std::floor(n)) throw Error(what + ": expected a count of at least 0, got " + v.dump());
+    return static_cast<size_t>(n);
+  };
+  for (const auto& [key, v] : j.items()) {
+    const std::string what = where + "." + key;
+    if (key == "DataSize") a.data_size = count(what, v);
+    else if (key == "TargetOpType") a.target_op_types = strings(what, v);
+    else if (key == "TargetQuantType") a.activation_target = a.weight_target = json_quant_type(what, v);
+    else if (key == "ActTargetQuantType") a.activation_target = json_quant_type(what, v);
+    else if (key == "WeightTargetQuantType") a.weight_target = json_quant_type(what, v);
+    else if (key == "BiasTargetQuantType") a.bias_target = json_quant_type(what, v);
+    else if (key == "DualQuantNodes") a.dual_quant_nodes = json_bool(what, v);
+    else if (key == "OutputIndex") a.output_index = count(what, v);
+    else if (key == "L2Target") a.l2_target = json_number(what, v);
+    else if (key == "Top1AccTarget") a.top1_acc_target = json_number(what, v);
+    else if (key == "NumTarget") a.num_target = count(what, v);
+    else if (key == "TargetTensors") a.target_tensors = strings(what, v);
+    else if (key == "TargetIndices") a.target_indices = integers(what, v);
+    else if (key == "ExcludeIndices") a.exclude_indices = integers(what, v);
+    else if (key == "NoInputQDQShared") a.no_input_qdq_shared = json_bool(what, v);
+    else if (key == "AutoMixUseFastFT") {
+      if (json_bool(what, v)) throw Error(what + " true: fast finetune (AdaRound, AdaQuant) is not built yet");
+    } else if (key == "EvaluateFunction") {
+      throw Error(what + ": a Python function, given in onnxptq's Python module; on the command line, "
+                  "--evaluate-command");
+    } else {
+      throw Error(where + ": unknown key '" + key + "'");
+    }
+  }
+  if (a.bias_target && *a.bias_target != DataType::Int32)
+    throw Error(where + ".BiasTargetQuantType: only QInt32 is built (biases of other types are not)");
+}
+
 bool quantized(const Plan& plan, const std::string& node) {
   return std::find(plan.quantized_nodes.begin(), plan.quantized_nodes.end(), node) != plan.quantized_nodes.end();
 }
@@ -147,7 +205,8 @@ std::optional<DataType> parse_precision(const std::string& name) {
     if (name == text) return type;
   try {
     return parse_quant_type(name);
-  } catch (const Error&) {
+  } catch (const Error& e) {
+    if (std::string(e.what()).rfind("unknown quant type", 0) != 0) throw;  // a type named but not built
     throw Error("unknown precision '" + name +
                 "' (known: int8, uint8, int16, uint16, int32, uint32, float16, bfloat16, float, or a quant type "
                 "such as QInt16)");
@@ -216,6 +275,8 @@ bool apply_mixed_precision_option(QuantConfig& c, const std::string& key, const 
         c.mixed_precision_tensor[n.get<std::string>()] = t;
       }
     }
+  } else if (key == "AutoMixprecision") {
+    parse_auto_mixprecision(c.auto_mp, v);
   } else if (key == "EnableDualQuantNodePairs") {
     c.dual_quant_nodes = json_bool("extra option EnableDualQuantNodePairs", v);
   } else {
@@ -225,13 +286,16 @@ bool apply_mixed_precision_option(QuantConfig& c, const std::string& key, const 
 }
 
 bool has_mixed_precision(const QuantConfig& c) {
-  return !c.node_precision.empty() || !c.tensor_overrides.empty() ||
+  return c.include_auto_mp || !c.node_precision.empty() || !c.tensor_overrides.empty() ||
          (c.specific_tensor_precision && !c.mixed_precision_tensor.empty());
 }
 
 void check_mixed_precision(const QuantConfig& c) {
   if (!c.mixed_precision_tensor.empty() && !c.specific_tensor_precision)
     throw Error("MixedPrecisionTensor needs specific_tensor_precision true (as Quark reads it)");
+  if (c.include_auto_mp && !c.auto_mp.activation_target && !c.auto_mp.weight_target)
+    throw Error("include_auto_mp needs AutoMixprecision's ActTargetQuantType or WeightTargetQuantType (the precision "
+                "nodes are converted to)");
   if (!has_mixed_precision(c)) return;
   auto check = [&](const std::string& where, DataType t, bool weight) {
     const std::string type = precision_name(t);
@@ -261,6 +325,10 @@ void check_mixed_precision(const QuantConfig& c) {
   }
   if (c.specific_tensor_precision)
     for (const auto& [tensor, t] : c.mixed_precision_tensor) check("MixedPrecisionTensor '" + tensor + "'", t, false);
+  if (c.include_auto_mp) {
+    if (c.auto_mp.activation_target) check("AutoMixprecision.ActTargetQuantType", *c.auto_mp.activation_target, false);
+    if (c.auto_mp.weight_target) check("AutoMixprecision.WeightTargetQuantType", *c.auto_mp.weight_target, true);
+  }
 }
 
 namespace {

@@ -353,9 +353,11 @@ class Planner {
       t.symmetric = weights_symmetric();
       return;
     }
-    if (quant_type_is_float(wt) || ir::data_type_bits(wt) == 32 || ir::data_type_bits(it) == 32) {
+    if (quant_type_is_float(wt) || ir::data_type_bits(wt) == 32 || ir::data_type_bits(it) == 32 ||
+        !config_.int32_bias.value_or(true)) {
       // An int32 bias with scale s_in * s_w cannot hold float16/bfloat16 or 32-bit products: the
-      // bias is quantized like a weight, as vai_q_onnx does for its Vitis formats (vai §4.5).
+      // bias is quantized like a weight, as vai_q_onnx does for its Vitis formats (vai §4.5), and
+      // as Quark does with Int32Bias false.
       TensorPlan& t = add(b, Role::Weight);
       t.type = wt;
       t.symmetric = weights_symmetric();

@@ -192,13 +192,10 @@ std::vector<std::string> json_strings(const std::string& key, const nlohmann::js
 // Quark's extra options (quark_onnx.md §2.4) of features nobody has built: the feature.
 const char* unbuilt_quark_option(const std::string& key) {
   static const std::map<std::string, const char*> features = {
-      {"AutoMixprecision", "automatic mixed precision (include_auto_mp)"},
       {"BFPAttributes", "Quark's BFP data types (QBFP)"},
       {"MXAttributes", "Quark's MX data types (QMX)"},
       {"UseMatMulNBits", "MatMulNBits weight-only quantization"},
       {"MatMulNBitsParams", "MatMulNBits weight-only quantization"},
-      {"Int32Bias", "the choice of bias type (Int32Bias)"},
-      {"Int16Bias", "int16 biases (Int16Bias)"},
       {"DedicateDQNode", "one DequantizeLinear per consumer (DedicateDQNode)"},
       {"WeightsOnly", "weight-only quantization (WeightsOnly)"},
       {"RemoveQDQConvClip", "Quark's QDQ removal switches (RemoveQDQConvClip)"},
@@ -212,7 +209,6 @@ const char* unbuilt_quark_option(const std::string& key) {
 const char* unbuilt_switch(const std::string& key) {
   if (key == "use_dynamic_quant") return "dynamic quantization (quantize_dynamic)";
   if (key == "include_fast_ft") return "fast finetune (AdaRound, AdaQuant)";
-  if (key == "include_auto_mp") return "automatic mixed precision";
   return nullptr;
 }
 
@@ -298,6 +294,10 @@ void apply_extra_option(QuantConfig& c, const std::string& key, const nlohmann::
     c.align_reshape = json_bool(key, v);
   } else if (key == "AdjustBiasScale") {
     c.adjust_bias_scale = json_bool(key, v);
+  } else if (key == "Int32Bias") {
+    c.int32_bias = json_bool(key, v);
+  } else if (key == "Int16Bias") {
+    if (json_bool(key, v)) throw Error("extra option Int16Bias true: int16 biases are not built yet");
   } else if (key == "QuantizeAllOpTypes") {
     c.quantize_all_op_types = json_bool(key, v);
   } else if (key == "RandomDataReaderInputDataRange" || key == "UseRandomData") {
@@ -376,6 +376,8 @@ void apply_config_json(QuantConfig& c, const nlohmann::json& j) {
       c.optimize_model = json_bool(key, v);
     else if (key == "include_cle")
       c.include_cle = json_bool(key, v);
+    else if (key == "include_auto_mp")
+      c.include_auto_mp = json_bool(key, v);
     else if (key == "specific_tensor_precision")
       c.specific_tensor_precision = json_bool(key, v);
     else if (key == "convert_fp16_to_fp32" || key == "fp16_fp32_convert")

@@ -133,8 +133,8 @@ TEST(Presets, SettingsAreTheSpecsRows) {
 // check_config. When a feature lands its keys stop being refused and this test names the preset
 // that changed: shrink the list (docs/options.md, "Presets", says the same).
 const std::map<std::string, std::set<std::string>> kRefusedToday = {
-    // the NPU CNN path's Quark-only keys, the Int32Bias choice (nobody)
-    {"VINT8", {"UseRandomData", "RemoveQDQConvClip", "RemoveQDQConvRelu", "Int32Bias"}},
+    // the NPU CNN path's Quark-only keys (nobody)
+    {"VINT8", {"UseRandomData", "RemoveQDQConvClip", "RemoveQDQConvRelu"}},
     // fast finetune (nobody)
     {"XINT8_ADAROUND", {"include_fast_ft", "FastFinetune"}},
     {"XINT8_ADAQUANT", {"include_fast_ft", "FastFinetune"}},
@@ -180,16 +180,14 @@ const std::map<std::string, std::set<std::string>> kRefusedToday = {
     {"BF16_BFP16", {"weight_type", "BFPAttributes"}},
     {"BF16_MXINT8", {"weight_type", "MXAttributes"}},
     {"MX9_INT8", {"activation_type", "BFPAttributes"}},
-    // automatic mixed precision (nobody); CalibDataSize is --calib-size
-    {"S16S16_MIXED_S8S8", {"include_auto_mp", "Int32Bias", "Int16Bias", "AutoMixprecision"}},
-    {"BF16_MIXED_BFP16", {"include_auto_mp", "DedicateDQNode", "CalibDataSize", "AutoMixprecision", "BFPAttributes"}},
+    // automatic mixed precision down to BFP/MX types (their AutoMixprecision targets); CalibDataSize
+    // is --calib-size
+    {"BF16_MIXED_BFP16", {"DedicateDQNode", "CalibDataSize", "AutoMixprecision", "BFPAttributes"}},
     {"BF16_MIXED_BFP16_ADAQUANT",
-     {"include_fast_ft", "include_auto_mp", "DedicateDQNode", "CalibDataSize", "AutoMixprecision", "BFPAttributes",
-      "FastFinetune"}},
-    {"BF16_MIXED_MXINT8", {"include_auto_mp", "DedicateDQNode", "CalibDataSize", "AutoMixprecision", "MXAttributes"}},
+     {"include_fast_ft", "DedicateDQNode", "CalibDataSize", "AutoMixprecision", "BFPAttributes", "FastFinetune"}},
+    {"BF16_MIXED_MXINT8", {"DedicateDQNode", "CalibDataSize", "AutoMixprecision", "MXAttributes"}},
     {"BF16_MIXED_MXINT8_ADAQUANT",
-     {"include_fast_ft", "include_auto_mp", "DedicateDQNode", "CalibDataSize", "AutoMixprecision", "MXAttributes",
-      "FastFinetune"}},
+     {"include_fast_ft", "DedicateDQNode", "CalibDataSize", "AutoMixprecision", "MXAttributes", "FastFinetune"}},
     // dynamic quantization, MatMulNBits (nobody)
     {"UINT8_DYNAMIC_QUANT", {"use_dynamic_quant"}},
     {"MATMUL_NBITS", {"UseMatMulNBits", "MatMulNBitsParams"}},
@@ -198,8 +196,6 @@ const std::map<std::string, std::set<std::string>> kRefusedToday = {
 // Words the refusal of a feature nobody is building must contain.
 const std::map<std::string, std::string> kMissingFeature = {{"include_fast_ft", "fast finetune"},
                                                             {"FastFinetune", "fast finetune"},
-                                                            {"include_auto_mp", "mixed precision"},
-                                                            {"AutoMixprecision", "mixed precision"},
                                                             {"use_dynamic_quant", "dynamic quantization"},
                                                             {"BFPAttributes", "BFP"},
                                                             {"MXAttributes", "MX"},
