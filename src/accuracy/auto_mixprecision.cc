@@ -201,7 +201,7 @@ class AutoMix {
   std::filesystem::path work_dir_;
   std::function<void(const std::string&)> log_;
   std::optional<ir::Model> prepared_;
-  calib::CalibrationResult ranges_;
+  quant::RangeCache ranges_;
   ReferenceOutputs reference_;
   double float_metric_ = 0;
   AutoMixResult r_;

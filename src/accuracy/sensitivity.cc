@@ -154,7 +154,7 @@ OutputMetrics simulated_error(const ir::Model& model, const quant::Plan& plan, c
 
 LeftFloatPlan left_float_plans(const ir::Model& float_model, const std::optional<ir::Model>& prepared,
                                DataReader& reader, const quant::QuantConfig& config,
-                               calib::CalibrationResult& ranges) {
+                               quant::RangeCache& ranges) {
   auto nameable = std::make_shared<std::set<std::string>>();
   for (const auto& n : (prepared ? *prepared : float_model).graph->nodes()) nameable->insert(n->name);
   return [&float_model, &prepared, &reader, &config, &ranges,
@@ -248,7 +248,7 @@ SensitivityReport analyze_sensitivity(const ir::Model& model, DataReader& reader
                                       const SensitivityOptions& o, const std::function<void(const std::string&)>& log) {
   if (o.samples == 0) throw Error("sensitivity: measuring needs at least 1 sample");
   std::optional<ir::Model> prepared = quant::prepare_float_model(model, reader, config, log);
-  calib::CalibrationResult ranges;
+  quant::RangeCache ranges;
   quant::QuantizeResult q;
   if (prepared) q.prepared = ir::clone_model(*prepared);
   reader.rewind();

@@ -20,6 +20,7 @@
 #include "ir/model.h"
 #include "quant/config.h"
 #include "quant/plan.h"
+#include "quant/quantize.h"
 
 namespace onnxptq::accuracy {
 
@@ -98,7 +99,7 @@ using LeftFloatPlan = std::function<std::optional<std::pair<ir::Model, quant::Pl
 // `reader` and added). Every argument must outlive the result.
 LeftFloatPlan left_float_plans(const ir::Model& float_model, const std::optional<ir::Model>& prepared,
                                DataReader& reader, const quant::QuantConfig& config,
-                               calib::CalibrationResult& ranges);
+                               quant::RangeCache& ranges);
 
 // For every node of plan.quantized_nodes, the alone measure of `model` (the model the plan was
 // made for) on `reference`'s samples (fed as they are to `model`); with `split`, the weight and

@@ -81,7 +81,7 @@ ReferenceOutputs measure_set(const ir::Model& prepared, DataReader& reader, cons
 // What a recipe shares with other trials: its prepared float model and its calibrated ranges.
 struct Recipe {
   std::optional<ir::Model> prepared;
-  calib::CalibrationResult ranges;
+  quant::RangeCache ranges;
 };
 
 class Search {

@@ -704,7 +704,6 @@ class Calibrator {
     r.lo = static_cast<double>(qrange_.min - zp) * s;
     r.hi = static_cast<double>(qrange_.max - zp) * s;
     r.pos = pos;
-    r.pos_type = options_.activation_type;
     return r;
   }
 

@@ -79,7 +79,6 @@ struct TensorRange {
   // Power-of-two methods: the position p of the scale 2^-p; [lo, hi] is then exactly what
   // that scale and its zero point represent.
   std::optional<int> pos;
-  ir::DataType pos_type = ir::DataType::Undefined;  // the activation type pos was chosen for
   // Distribution only: the mean and standard deviation.
   double mean = 0;
   double std = 0;

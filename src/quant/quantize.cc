@@ -62,19 +62,13 @@ calib::CalibrationResult calibrate_missing(const ir::Model& model, const std::ve
                                            calib::CalibrationResult& known,
                                            const std::function<void(const std::string&)>& say) {
   std::set<std::string> non_finite(known.non_finite.begin(), known.non_finite.end());
-  // A power-of-two position holds for the type it was chosen for only.
-  auto usable = [&](const std::string& t) {
-    auto it = known.ranges.find(t);
-    if (it == known.ranges.end()) return non_finite.count(t) > 0;
-    return !it->second.pos || it->second.pos_type == options.activation_type;
-  };
   std::vector<std::string> missing;
   for (const std::string& t : tensors)
-    if (!usable(t)) missing.push_back(t);
+    if (!known.ranges.count(t) && !non_finite.count(t)) missing.push_back(t);
   if (!missing.empty()) {
     say("calibrating " + std::to_string(missing.size()) + " tensors with " + calib::method_name(options.method));
     calib::CalibrationResult found = calib::calibrate(model, missing, reader, options);
-    for (const auto& [name, range] : found.ranges) known.ranges.insert_or_assign(name, range);
+    known.ranges.insert(found.ranges.begin(), found.ranges.end());
     known.non_finite.insert(known.non_finite.end(), found.non_finite.begin(), found.non_finite.end());
     known.samples = found.samples;
     known.skipped = found.skipped;
@@ -504,7 +498,7 @@ QuantizeResult quantize_static(const ir::Model& float_model, calib::DataReader& 
 
 void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::DataReader& reader,
                        const QuantConfig& config, const std::function<void(const std::string&)>& log,
-                       calib::CalibrationResult* known_ranges, bool with_export) {
+                       RangeCache* known_ranges, bool with_export) {
   auto say = [&](const std::string& line) {
     if (log) log(line);
   };
@@ -541,7 +535,8 @@ void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::D
     calib.activation_type = type;
     calib::CalibrationResult found;
     if (known_ranges) {
-      found = calibrate_missing(model, tensors, data, calib, *known_ranges, say);
+      calib::CalibrationResult& known = (*known_ranges)[config.power_of_two() ? type : ir::DataType::Undefined];
+      found = calibrate_missing(model, tensors, data, calib, known, say);
     } else {
       say("calibrating " + std::to_string(tensors.size()) + " tensors with " + calib::method_name(calib.method) +
           (groups.size() > 1 ? std::string(" for ") + quant_type_name(type) : ""));

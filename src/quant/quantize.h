@@ -15,6 +15,11 @@
 
 namespace onnxptq::quant {
 
+// Calibrated ranges kept between quantizations of one prepared model, by the activation type
+// their power-of-two positions were chosen for (float-scale ranges, which hold for any type,
+// under Undefined).
+using RangeCache = std::map<ir::DataType, calib::CalibrationResult>;
+
 struct QuantizeResult {
   ir::Model model;
   // With optimize_model: the prepared float model the plan's node and tensor names refer to.
@@ -39,11 +44,11 @@ QuantizeResult quantize_static(const ir::Model& model, calib::DataReader& reader
 // (for `float_model` and `config`): plan, calibration, enable_dpu's later passes, parameters,
 // export. With `known_ranges`, ranges found there are used as they are and the tensors it lacks
 // are calibrated and added to it: trials that differ only in what is quantized (nodes_to_exclude,
-// nodes_to_quantize) share one calibration. `reader` gives the samples of `float_model`'s inputs.
-// Without `with_export`, r.model stays empty: the plan is for simulation only.
+// nodes_to_quantize, node precisions) share one calibration. `reader` gives the samples of
+// `float_model`'s inputs. Without `with_export`, r.model stays empty: the plan is for simulation only.
 void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::DataReader& reader,
                        const QuantConfig& config, const std::function<void(const std::string&)>& log,
-                       calib::CalibrationResult* known_ranges, bool with_export = true);
+                       RangeCache* known_ranges, bool with_export = true);
 
 // The float model as quantize_static quantizes it, on a copy: RemoveInputInit, optimize_model's
 // preparation passes, then include_cle / ReplaceClip6Relu; nullopt when none of them applies. Adds the time of
