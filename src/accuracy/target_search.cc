@@ -93,6 +93,8 @@ class Search {
   SearchResult run() {
     check_target(o_);
     quant::check_config(base_);
+    if (o_.fallback_type && *o_.fallback_type)  // the format takes the type: said now, not after the recipes
+      quant::check_config(with_fallback(base_, {"(a node falling back)"}, *o_.fallback_type));
     start_ = Clock::now();
     r_.lower_is_better = o_.target.evaluate && o_.target.lower_is_better;
     split_data();
@@ -367,7 +369,6 @@ class Search {
       return;
     }
     FallbackType type = o_.fallback_type ? *o_.fallback_type : default_fallback_type(recipe);
-    if (type) quant::check_config(with_fallback(recipe, order, type));  // the format takes the type
     if (!fall_back_to(type, recipe, order) && type && !stopped_) {
       say("accuracy target: " + std::string(quant::precision_name(*type)) + " fallback misses; falling back to float");
       fall_back_to(std::nullopt, recipe, order);

@@ -109,6 +109,8 @@ TEST_F(AccuracyTargetCli, OptionsThatCannotWorkAreRefusedByName) {
   expect_one_line_error(quantize("--evaluate-command 'echo 1'"), "--evaluate-command belongs to the accuracy target search");
   expect_one_line_error(quantize("--max-loss 0.1"), "max_loss and max_relative_loss need an evaluate command");
   expect_one_line_error(quantize("--min-sqnr 20 --fallback-type int8"), "fallback type 'int8': expected float, int16 or bfloat16");
+  expect_one_line_error(quantize("--min-sqnr 20 --fallback-type bfloat16"),
+                        "NodePrecision['(a node falling back)']: bfloat16 needs ExtendedQuantFormat.QDQ");
   expect_one_line_error(quantize("--min-sqnr 20 --fallback-order best"), "fallback order 'best'");
   expect_one_line_error(quantize("--min-sqnr 20 --lower-is-better"), "--lower-is-better is about --evaluate-command");
   EXPECT_EQ(quantize("--min-sqnr 20 --max-loss 0.1").code, 2);  // two targets
