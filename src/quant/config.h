@@ -80,6 +80,7 @@ struct AutoMixprecision {
   std::vector<std::string> target_tensors;  // TargetTensors
   std::vector<int64_t> target_indices, exclude_indices;  // TargetIndices, ExcludeIndices
   bool no_input_qdq_shared = true;          // NoInputQDQShared
+  bool given = false;                       // the extra option was set (it needs include_auto_mp)
 };
 
 struct QuantConfig {

@@ -143,6 +143,7 @@ TensorOverride parse_tensor_override(const std::string& tensor, const nlohmann::
 void parse_auto_mixprecision(AutoMixprecision& a, const nlohmann::json& j) {
   const std::string where = "AutoMixprecision";
   if (!j.is_object()) throw Error(where + ": expected an object of Quark's keys, got " + j.dump());
+  a.given = true;
   auto strings = [&](const std::string& what, const nlohmann::json& v) {
     if (!v.is_array()) throw Error(what + ": expected a list of names, got " + v.dump());
     std::vector<std::string> out;
@@ -293,6 +294,8 @@ bool has_mixed_precision(const QuantConfig& c) {
 void check_mixed_precision(const QuantConfig& c) {
   if (!c.mixed_precision_tensor.empty() && !c.specific_tensor_precision)
     throw Error("MixedPrecisionTensor needs specific_tensor_precision true (as Quark reads it)");
+  if (c.auto_mp.given && !c.include_auto_mp)
+    throw Error("extra option AutoMixprecision takes effect only with include_auto_mp true");
   if (c.include_auto_mp && !c.auto_mp.activation_target && !c.auto_mp.weight_target)
     throw Error("include_auto_mp needs AutoMixprecision's ActTargetQuantType or WeightTargetQuantType (the precision "
                 "nodes are converted to)");

@@ -121,6 +121,10 @@ TEST(AutoMixprecision, WrongSettingsAreRefusedByName) {
   c.auto_mp.activation_target.reset();
   c.auto_mp.weight_target.reset();
   EXPECT_THROW(quant::check_config(c), Error);
+  c = s16_config();
+  c.include_auto_mp = false;
+  c.auto_mp.given = true;  // set, but not switched on: refused, not ignored
+  EXPECT_THROW(quant::check_config(c), Error);
   EXPECT_THROW(quant::apply_extra_option(c, "AutoMixprecision", nlohmann::json::parse(R"({"Colour": 1})")), Error);
   EXPECT_THROW(quant::apply_extra_option(c, "AutoMixprecision", nlohmann::json::parse(R"({"AutoMixUseFastFT": true})")),
                Error);
