@@ -26,7 +26,8 @@ lower is better; det: IoU against the float model, higher is better), for --eval
 With --target, each configuration is quantized to an accuracy target instead (`onnxptq quantize
 --evaluate-command` this script's --score-model, `--max-loss` --rec-max-loss 0.015 / --det-max-loss
 0.05) and the table shows the search's result: the metric of the model chosen, whether the target
-is met, the share of Conv/Gemm/MatMul nodes still quantized, the nodes left float, the trials.
+is met, the share of Conv/Gemm/MatMul nodes still 8-bit, the nodes fallen back (and to what), the
+trials.
 
 The baseline run: /usr/bin/python3 bench/ocr_accuracy.py --model both --json /tmp/ocr_accuracy.json
 The target run: /usr/bin/python3 bench/ocr_accuracy.py --model both --target --configs XINT8,A8W8,U8S8_AAWS
@@ -280,7 +281,8 @@ def bench(kind, args, extra, work):
                 best = search["trials"][search["best_trial"] - 1]
                 row["value"], row["engine"] = best["metric"], "ort"
                 row["target"] = {"met": search["met"], "trials": len(search["trials"]),
-                                 "fallback": len(best["fallback"]), "weighted_nodes": search["weighted_nodes"],
+                                 "fallback": len(best["fallback"]), "fallback_type": best["fallback_type"] or "",
+                                 "weighted_nodes": search["weighted_nodes"],
                                  "best": f"{best['phase']}: {best['change']}"}
             else:
                 row["value"], row["engine"] = score_any(score, out)
@@ -325,8 +327,8 @@ def table(rows):
 
 
 def target_table(rows):
-    lines = ["| model | configuration | metric | value | delta vs float | target met | Conv/Gemm/MatMul quantized | "
-             "nodes in float | trials | chosen | search s |",
+    lines = ["| model | configuration | metric | value | delta vs float | target met | Conv/Gemm/MatMul 8-bit | "
+             "nodes fallen back | trials | chosen | search s |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in rows:
         if r["error"]:
@@ -337,8 +339,9 @@ def target_table(rows):
             t = r["target"]
             w = t["weighted_nodes"]
             lines.append(f"| {r['model']} | {r['config']} | {r['metric']} | {r['value']:.4f} | {r['delta']:+.4f} | "
-                         f"{'yes' if t['met'] else 'no'} | {w['quantized']}/{w['total']} "
-                         f"({100 * w['quantized'] / max(1, w['total']):.0f} %) | {t['fallback']} | {t['trials']} | "
+                         f"{'yes' if t['met'] else 'no'} | {w['eight_bit']}/{w['total']} "
+                         f"({100 * w['eight_bit'] / max(1, w['total']):.0f} %) | {t['fallback']} {t['fallback_type']} | "
+                         f"{t['trials']} | "
                          f"{t['best']} | {r['quantize_s']:.0f} |")
     return "\n".join(lines)
 
