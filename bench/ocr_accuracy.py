@@ -74,7 +74,7 @@ MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", 
 CONFIGS = [(name, ["--config", name]) for name in [
     "XINT8", "A8W8", "A16W8", "U8S8_AAWS", "S8S8_AAWS", "U8U8_AAWA", "S16S8_ASWS", "U16S8_AAWS",
     "INT8_CNN_DEFAULT", "INT16_CNN_DEFAULT", "INT8_TRANSFORMER_DEFAULT", "INT16_TRANSFORMER_DEFAULT",
-    "VAI_CNN_CPU", "VAI_CNN_NPU", "VAI_CNN_NPU_CLE", "VAI_TRANSFORMER_NPU", "FP16", "BF16"]] + [
+    "VAI_CNN_CPU", "VAI_CNN_NPU", "VAI_CNN_NPU_CLE", "VAI_TRANSFORMER_NPU", "FP16", "BF16", "S16S16_MIXED_S8S8"]] + [
     ("A16W16", ["--config", "A16W8", "--weight-type", "QInt16"]),
     ("U8S8 per-channel MinMax", ["--calibrate-method", "MinMax", "--activation-type", "QUInt8",
                                  "--weight-type", "QInt8", "--per-channel"]),
