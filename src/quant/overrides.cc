@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 
 #include "onnxptq/error.h"
 #include "quant/tensor_quant.h"
@@ -194,10 +196,6 @@ void parse_auto_mixprecision(AutoMixprecision& a, const nlohmann::json& j) {
     throw Error(where + ".BiasTargetQuantType: only QInt32 is built (biases of other types are not)");
 }
 
-bool quantized(const Plan& plan, const std::string& node) {
-  return std::find(plan.quantized_nodes.begin(), plan.quantized_nodes.end(), node) != plan.quantized_nodes.end();
-}
-
 }  // namespace
 
 std::optional<DataType> parse_precision(const std::string& name) {
@@ -336,20 +334,28 @@ void check_mixed_precision(const QuantConfig& c) {
 
 namespace {
 
-// The precision a quantized node asks of its activations: its NodePrecision, or the config's;
-// none for a node whose quantized outputs all share its input's parameters (data movement).
-std::optional<DataType> wish(const Plan& plan, const ir::Node& n, const QuantConfig& config) {
-  if (!quantized(plan, n.name)) return std::nullopt;
-  auto it = config.node_precision.find(n.name);
-  if (it != config.node_precision.end() && it->second.activation) return it->second.activation;
-  bool own_output = false, any_output = false;
-  for (const ir::Value* v : n.outputs())
-    if (const TensorPlan* t = v ? plan.find(v->name()) : nullptr) {
-      any_output = true;
-      own_output = own_output || t->shared_from.empty();
+// The precision each quantized node asks of its activations: its NodePrecision, or the
+// config's; none for a node whose quantized outputs all share its input's parameters (data
+// movement).
+std::map<const ir::Node*, DataType> wishes(const Plan& plan, const ir::Graph& graph, const QuantConfig& config) {
+  std::set<std::string> quantized(plan.quantized_nodes.begin(), plan.quantized_nodes.end());
+  std::map<const ir::Node*, DataType> out;
+  for (const auto& n : graph.nodes()) {
+    if (!quantized.count(n->name)) continue;
+    auto it = config.node_precision.find(n->name);
+    if (it != config.node_precision.end() && it->second.activation) {
+      out[n.get()] = *it->second.activation;
+      continue;
     }
-  if (any_output && !own_output) return std::nullopt;
-  return config.activation_type;
+    bool own_output = false, any_output = false;
+    for (const ir::Value* v : n->outputs())
+      if (const TensorPlan* t = v ? plan.find(v->name()) : nullptr) {
+        any_output = true;
+        own_output = own_output || t->shared_from.empty();
+      }
+    if (!any_output || own_output) out[n.get()] = config.activation_type;
+  }
+  return out;
 }
 
 // Tensors that share a parameter set follow its provider; biases whose product scale no longer
@@ -380,6 +386,7 @@ void follow_providers(Plan& plan, const QuantConfig& config) {
 
 void settle_precisions(Plan& plan, const ir::Graph& graph, const QuantConfig& config) {
   if (config.node_precision.empty()) return;
+  const std::map<const ir::Node*, DataType> wish = wishes(plan, graph, config);
   // Readers of each parameter set: of the provider and of every tensor sharing it.
   std::map<std::string, std::vector<const ir::Node*>> readers;
   for (const TensorPlan& t : plan.tensors) {
@@ -395,8 +402,8 @@ void settle_precisions(Plan& plan, const ir::Graph& graph, const QuantConfig& co
     std::vector<const ir::Node*> nodes = readers[t.name];
     if (v && v->producer()) nodes.push_back(v->producer());
     for (const ir::Node* n : nodes)
-      if (std::optional<DataType> w = wish(plan, *n, config); w && rank(*w) > rank(t.type)) {
-        t.type = *w;
+      if (auto w = wish.find(n); w != wish.end() && rank(w->second) > rank(t.type)) {
+        t.type = w->second;
         t.symmetric = config.activation_symmetric;
       }
   }
@@ -409,8 +416,8 @@ void settle_precisions(Plan& plan, const ir::Graph& graph, const QuantConfig& co
     if (!v) continue;
     std::map<DataType, std::set<std::string>> lower;
     for (const ir::Use& u : v->uses())
-      if (std::optional<DataType> w = wish(plan, *u.node, config); w && *w != t.type && rank(*w) <= rank(t.type))
-        lower[*w].insert(u.node->name);
+      if (auto w = wish.find(u.node); w != wish.end() && w->second != t.type && rank(w->second) <= rank(t.type))
+        lower[w->second].insert(u.node->name);
     if (lower.empty()) continue;
     auto most = std::max_element(lower.begin(), lower.end(),
                                  [](const auto& a, const auto& b) { return a.second.size() < b.second.size(); });
