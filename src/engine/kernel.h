@@ -15,6 +15,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "engine/parallel.h"
 #include "ir/graph.h"
 #include "ir/tensor.h"
 #include "onnxptq/error.h"
@@ -44,10 +45,14 @@ struct KernelInfo {
   // are passed to GraphRunner::run in the same order.
   std::function<std::unique_ptr<GraphRunner>(const ir::Graph&, const std::vector<std::string>& outer_names)>
       compile_subgraph;
+  // The threads the session runs with (RunContext::threads), for what a kernel prepares when it
+  // is built (a oneDNN primitive splits its work for one thread count); 0: not known.
+  int threads = 0;
 
   size_t input_count() const { return node.inputs().size(); }
   bool has_input(size_t i) const { return node.input(i) != nullptr; }
   const Tensor* constant(size_t i) const { return i < constant_inputs.size() ? constant_inputs[i] : nullptr; }
+  int prepared_threads() const { return threads > 0 ? threads : hardware_threads(); }
 };
 
 // Passed to every run: nothing per-run lives in the kernel itself.

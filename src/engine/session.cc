@@ -142,6 +142,7 @@ void GraphExecutor::add_node(const ir::Node& node, const SessionOptions& options
   }
 
   KernelInfo info{node, opset, {}, {}, {}, {}};
+  info.threads = options.threads;
   Step step{&node, opset, nullptr, {}, {}, {}};
   bool all_constant = true;
   for (const ir::Value* v : node.inputs()) {
@@ -169,7 +170,7 @@ void GraphExecutor::add_node(const ir::Node& node, const SessionOptions& options
   if (all_constant && !is_nondeterministic(node)) {
     std::vector<const Tensor*> in(info.constant_inputs.begin(), info.constant_inputs.end());
     std::vector<Tensor> out(node.outputs().size());
-    RunContext ctx{hardware_threads()};
+    RunContext ctx{info.prepared_threads()};
     with_node_context(node, opset, [&] { step.kernel->run(ctx, in, out); });
     for (size_t i = 0; i < out.size(); ++i) {
       const ir::Value* v = node.output(i);

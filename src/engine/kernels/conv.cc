@@ -215,7 +215,7 @@ class ConvKernel : public Kernel {
       if (auto x = info.input_types[0].static_shape(); x && is_float_like(info.input_types[0].elem_type)) {
         try {
           ConvShape s = conv_resolve(attrs_, nchw_dims_of_x(*x), weights_->dims());
-          if (dnnl_can_run(s)) plan_for(s, hardware_threads(), info.has_input(2));
+          if (dnnl_can_run(s)) plan_for(s, info.prepared_threads(), info.has_input(2));
         } catch (const std::exception&) {
           // reported by run with the actual input
         }

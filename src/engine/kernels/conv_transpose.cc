@@ -78,7 +78,7 @@ class ConvTransposeKernel : public Kernel {
       if (auto x = info.input_types[0].static_shape()) {
         try {
           ConvShape s = conv_transpose_resolve(attrs_, *x, weights_->dims());
-          if (dnnl_can_run(s)) plan_for(s, hardware_threads(), info.has_input(2));
+          if (dnnl_can_run(s)) plan_for(s, info.prepared_threads(), info.has_input(2));
         } catch (const std::exception&) {
           // reported by run with the actual input
         }

@@ -165,7 +165,7 @@ class MatMulKernel : public Kernel {
       if (auto a = info.input_types[0].static_shape()) {
         try {
           MatMulShape s = matmul_shape(*a, weights_->dims());
-          if (s.m * s.k * s.n > 0) folded_plan(s.batch_count() * s.m, s.k, s.n, hardware_threads());
+          if (s.m * s.k * s.n > 0) folded_plan(s.batch_count() * s.m, s.k, s.n, info.prepared_threads());
         } catch (const std::exception&) {
           // reported by run with the actual input
         }
