@@ -1,13 +1,16 @@
 #include "accuracy/sensitivity.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <iomanip>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
+#include "accuracy/downstream.h"
 #include "engine/kernel.h"
 #include "engine/session.h"
 #include "onnxptq/error.h"
@@ -172,27 +175,65 @@ LeftFloatPlan left_float_plans(const ir::Model& float_model, const std::optional
 
 std::vector<NodeSensitivity> analyze_nodes(const ir::Model& model, const quant::Plan& plan,
                                            const quant::QuantConfig& config, const ReferenceOutputs& reference,
-                                           int threads, bool split, const LeftFloatPlan& left_float) {
-  std::vector<NodeSensitivity> nodes;
-  for (const std::string& name : plan.quantized_nodes) {
-    NodeSensitivity s;
-    s.node = name;
-    for (const auto& n : model.graph->nodes())
-      if (n->name == name) s.op_type = n->op_type;
-    auto measure = [&](NodePart part) {
-      return simulated_error(model, plan_of_node(plan, *model.graph, name, part), config, reference, threads);
+                                           int threads, bool split, const LeftFloatPlan& left_float,
+                                           const std::function<void(const std::string&)>& log) {
+  // Per node: the plan of the node alone, then (split, with a weight) of its activations and of
+  // its weight. Without a weight, the activations are the whole error: no second plan for them.
+  // A plan of the same tensors as one before (a Relu's output, which is also the activations of
+  // the node reading it, when enable_dpu leaves no Q/DQ between a node and its activation) is
+  // measured once.
+  std::vector<std::vector<quant::Plan>> groups(plan.quantized_nodes.size());
+  std::map<std::string, std::pair<size_t, size_t>> measure_of;  // tensors -> group, index
+  std::vector<std::vector<std::pair<size_t, size_t>>> parts(plan.quantized_nodes.size());
+  std::vector<bool> weighted;
+  for (size_t i = 0; i < plan.quantized_nodes.size(); ++i) {
+    const std::string& name = plan.quantized_nodes[i];
+    auto add = [&](quant::Plan p) {
+      std::vector<std::string> names;
+      for (const quant::TensorPlan& t : p.tensors) names.push_back(t.name);
+      std::sort(names.begin(), names.end());
+      std::string key;
+      for (const std::string& n : names) key += n + '\n';
+      key += '\n';
+      for (const std::string& n : p.removed_activations) key += n + '\n';
+      auto [it, fresh] = measure_of.try_emplace(key, i, groups[i].size());
+      if (fresh) groups[i].push_back(std::move(p));
+      parts[i].push_back(it->second);
     };
-    s.alone = measure(NodePart::All);
+    quant::Plan alone = plan_of_node(plan, *model.graph, name, NodePart::All);
+    bool w = false;
+    for (const quant::TensorPlan& t : alone.tensors) w = w || t.role != quant::Role::Activation;
+    weighted.push_back(w);
+    add(std::move(alone));
+    if (split && w) {
+      add(plan_of_node(plan, *model.graph, name, NodePart::Activations));
+      add(plan_of_node(plan, *model.graph, name, NodePart::Weight));
+    }
+  }
+  auto start = std::chrono::steady_clock::now();
+  DownstreamStats stats;
+  std::vector<std::vector<OutputMetrics>> measured = downstream_errors(model, groups, config, reference, threads, &stats);
+  if (log) {
+    double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::ostringstream line;
+    line << std::fixed << std::setprecision(1) << "measured " << groups.size() << " nodes (" << measure_of.size()
+         << " plans) from their downstream regions in " << seconds << " s: " << describe(stats);
+    log(line.str());
+  }
+  auto result = [&](size_t i, size_t part) { return measured[parts[i][part].first][parts[i][part].second]; };
+  std::vector<NodeSensitivity> nodes;
+  for (size_t i = 0; i < plan.quantized_nodes.size(); ++i) {
+    NodeSensitivity s;
+    s.node = plan.quantized_nodes[i];
+    for (const auto& n : model.graph->nodes())
+      if (n->name == s.node) s.op_type = n->op_type;
+    s.alone = result(i, 0);
     if (split) {
-      bool weighted = false;
-      for (const quant::TensorPlan& t : plan_of_node(plan, *model.graph, name).tensors)
-        weighted = weighted || t.role != quant::Role::Activation;
-      // Without a weight, the activations are the whole error: no second run for them.
-      s.activations = weighted ? measure(NodePart::Activations) : s.alone;
-      s.weight = weighted ? measure(NodePart::Weight) : OutputMetrics{};
+      s.activations = weighted[i] ? result(i, 1) : s.alone;
+      s.weight = weighted[i] ? result(i, 2) : OutputMetrics{};
     }
     if (left_float && std::isfinite(s.alone.sqnr_db))
-      if (auto without = left_float(name))
+      if (auto without = left_float(s.node))
         s.left_float = simulated_error(without->first, without->second, config, reference, threads);
     nodes.push_back(std::move(s));
   }
@@ -268,7 +309,7 @@ SensitivityReport analyze_sensitivity(const ir::Model& model, DataReader& reader
   if (log)
     log("measuring " + std::to_string(q.plan.quantized_nodes.size()) + " quantized nodes on " +
         std::to_string(r.samples) + " samples");
-  r.nodes = analyze_nodes(simulated, q.plan, config, reference, o.threads, /*split=*/true, left_float);
+  r.nodes = analyze_nodes(simulated, q.plan, config, reference, o.threads, /*split=*/true, left_float, log);
   return r;
 }
 

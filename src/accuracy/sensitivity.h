@@ -4,7 +4,9 @@
 // weight (and bias), with only its activations, and, on request, with every node quantized but
 // that one; the chosen model output is compared with the float model's. Quark's AutoMixprecision
 // ranks nodes the first way, Intel Neural Compressor's per-op fallback the last; here both come
-// from simulations of one calibration instead of a quantization (or a metric run) per node.
+// from simulations of one calibration instead of a quantization (or a metric run) per node. The
+// first three run only what is downstream of the node, from the float values at its cut
+// (accuracy/downstream.h).
 #pragma once
 
 #include <cstddef>
@@ -104,10 +106,14 @@ LeftFloatPlan left_float_plans(const ir::Model& float_model, const std::optional
 // For every node of plan.quantized_nodes, the alone measure of `model` (the model the plan was
 // made for) on `reference`'s samples (fed as they are to `model`); with `split`, the weight and
 // activation measures; with `left_float`, the measure with the node left float (for nodes whose
-// alone error is not zero). Ordered worst alone first.
+// alone error is not zero). Ordered worst alone first. The alone, weight and activation measures
+// are simulated_error's of plan_of_node's plans, computed by downstream_errors (downstream.h)
+// from the float values at each node's cut, not by whole-model runs; `log` gets one line on where
+// their time went. The left-float measures are whole-model simulations.
 std::vector<NodeSensitivity> analyze_nodes(const ir::Model& model, const quant::Plan& plan,
                                            const quant::QuantConfig& config, const ReferenceOutputs& reference,
-                                           int threads, bool split, const LeftFloatPlan& left_float = {});
+                                           int threads, bool split, const LeftFloatPlan& left_float = {},
+                                           const std::function<void(const std::string&)>& log = {});
 
 struct SensitivityOptions {
   size_t samples = 8;  // the first calibration samples, measured on
