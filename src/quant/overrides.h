@@ -1,9 +1,10 @@
 // Mixed precision by hand: per-node precisions (extra option NodePrecision, the form Quark's
-// specific_layer_config takes once lowered), ORT's per-tensor TensorQuantOverrides
-// (ort_quantization.md §4.10) and Quark's legacy MixedPrecisionTensor ({type: [tensor names]},
-// with specific_tensor_precision). The planner marks each node's tensors with its precision;
-// settle_precisions then decides the tensors where two precisions meet, and
-// apply_tensor_overrides applies the per-tensor entries last (they win, as in Quark).
+// specific_layer_config takes once lowered), ONNX Runtime's per-tensor TensorQuantOverrides
+// (onnxruntime/python/tools/quantization/tensor_quant_overrides.py) and Quark's legacy
+// MixedPrecisionTensor ({type: [tensor names]}, with specific_tensor_precision). The planner
+// marks each node's tensors with its precision; settle_precisions then decides the tensors where
+// two precisions meet, and apply_tensor_overrides applies the per-tensor entries last (they win,
+// as in Quark).
 #pragma once
 
 #include <nlohmann/json_fwd.hpp>

@@ -1,6 +1,7 @@
-// Mixed precision by hand (quant/overrides.h): NodePrecision, TensorQuantOverrides (ORT's keys,
-// ort_quantization.md §4.10) and Quark's MixedPrecisionTensor give the exact Q/DQ layout asked
-// for; the simulation computes what the exported model does; ONNX Runtime runs the result.
+// Mixed precision by hand (quant/overrides.h): NodePrecision, TensorQuantOverrides (the keys of
+// ONNX Runtime's tensor_quant_overrides.py) and Quark's MixedPrecisionTensor give the exact Q/DQ
+// layout asked for; the simulation computes what the exported model does; ONNX Runtime runs the
+// result.
 #include <gtest/gtest.h>
 
 #include <cmath>
