@@ -48,10 +48,8 @@ class AutoMix {
       std::filesystem::remove(path);
       say("AutoMixprecision: the float model scores " + number(float_metric_));
     } else {
-      reader_.rewind();
-      std::unique_ptr<DataReader> adapted = quant::adapted_reader(reader_, prepared, config_);
-      reference_ = reference_outputs(prepared, adapted ? *adapted : reader_, a_.output_index, a_.data_size,
-                                     config_.calib.threads);
+      reference_ = prepared_reference_outputs(prepared, reader_, config_, a_.output_index, a_.data_size,
+                                              config_.calib.threads);
     }
 
     quant::QuantizeResult base = quantize(config_, false);

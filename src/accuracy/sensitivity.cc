@@ -100,6 +100,14 @@ ReferenceOutputs reference_outputs(const ir::Model& model, DataReader& reader, s
   return r;
 }
 
+ReferenceOutputs prepared_reference_outputs(const ir::Model& prepared, DataReader& reader,
+                                            const quant::QuantConfig& config, size_t output_index,
+                                            size_t max_samples, int threads) {
+  reader.rewind();
+  std::unique_ptr<DataReader> adapted = quant::adapted_reader(reader, prepared, config);
+  return reference_outputs(prepared, adapted ? *adapted : reader, output_index, max_samples, threads);
+}
+
 OutputMetrics compare_to_reference(const ReferenceOutputs& reference,
                                    const std::function<std::vector<ir::Tensor>(const Feed&)>& run,
                                    const std::string& what) {
@@ -295,10 +303,8 @@ SensitivityReport analyze_sensitivity(const ir::Model& model, DataReader& reader
   reader.rewind();
   quant::quantize_prepared(q, model, reader, config, log, &ranges, /*with_export=*/false);
   const ir::Model& float_prepared = prepared ? *prepared : model;
-  reader.rewind();
-  std::unique_ptr<DataReader> adapted = quant::adapted_reader(reader, float_prepared, config);
   ReferenceOutputs reference =
-      reference_outputs(float_prepared, adapted ? *adapted : reader, o.output_index, o.samples, o.threads);
+      prepared_reference_outputs(float_prepared, reader, config, o.output_index, o.samples, o.threads);
   const ir::Model& simulated = q.prepared ? *q.prepared : model;
   SensitivityReport r;
   r.samples = reference.feeds.size();

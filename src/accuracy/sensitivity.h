@@ -63,6 +63,13 @@ struct ReferenceOutputs {
 ReferenceOutputs reference_outputs(const ir::Model& model, DataReader& reader, size_t output_index,
                                    size_t max_samples, int threads);
 
+// reference_outputs of `prepared`, the float model as quant::prepare_float_model made it for
+// `config`, on `reader`'s samples (rewound first), adapted to its inputs where a format conversion
+// changed them (quant::adapted_reader).
+ReferenceOutputs prepared_reference_outputs(const ir::Model& prepared, DataReader& reader,
+                                            const quant::QuantConfig& config, size_t output_index,
+                                            size_t max_samples, int threads);
+
 // The error of `run` (a model's outputs for a feed) against `reference`, over its samples;
 // shape errors name `what` and the sample.
 OutputMetrics compare_to_reference(const ReferenceOutputs& reference,

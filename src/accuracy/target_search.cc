@@ -69,15 +69,6 @@ size_t count_samples(DataReader& reader) {
   return n;
 }
 
-// Samples for measures on the prepared model: `reader`'s, adapted to its inputs where a format
-// conversion changed them.
-ReferenceOutputs measure_set(const ir::Model& prepared, DataReader& reader, const quant::QuantConfig& config,
-                             size_t output_index, size_t max_samples, int threads) {
-  reader.rewind();
-  std::unique_ptr<DataReader> adapted = quant::adapted_reader(reader, prepared, config);
-  return reference_outputs(prepared, adapted ? *adapted : reader, output_index, max_samples, threads);
-}
-
 // What a recipe shares with other trials: its prepared float model and its calibrated ranges.
 struct Recipe {
   std::optional<ir::Model> prepared;
@@ -145,12 +136,12 @@ class Search {
       double slack = t.max_loss ? *t.max_loss : std::abs(r_.float_metric) * *t.max_relative_loss;
       r_.required = r_.lower_is_better ? r_.float_metric + slack : r_.float_metric - slack;
       // The fallback order is measured on the first calibration samples.
-      sensitivity_set_ = measure_set(prepared, calibration_data(), base_, o_.output_index, o_.sensitivity_samples,
-                                     o_.threads);
+      sensitivity_set_ = prepared_reference_outputs(prepared, calibration_data(), base_, o_.output_index,
+                                                    o_.sensitivity_samples, o_.threads);
     } else {
       r_.float_metric = std::numeric_limits<double>::infinity();
       r_.required = *t.min_sqnr;
-      measure_ = measure_set(prepared, *measure_part_, base_, o_.output_index, 0, o_.threads);
+      measure_ = prepared_reference_outputs(prepared, *measure_part_, base_, o_.output_index, 0, o_.threads);
       sensitivity_set_ = measure_;
       if (sensitivity_set_.feeds.size() > o_.sensitivity_samples) {
         sensitivity_set_.feeds.resize(o_.sensitivity_samples);
@@ -221,12 +212,17 @@ class Search {
         .sqnr_db;
   }
 
-  // Quantizes with `config` and scores the model; nullopt when the budget is spent.
+  // Quantizes with `config` (`fallback` fallen back to `fallback_type`) and scores the model;
+  // nullopt when the budget is spent.
   std::optional<Trial> trial(const std::string& phase, const std::string& change, const quant::QuantConfig& config,
-                             std::vector<std::string> fallback = {}) {
+                             std::vector<std::string> fallback = {}, std::string fallback_type = "") {
     if (stopped_ || out_of_budget()) return std::nullopt;
     auto start = Clock::now();
-    Trial t{.index = r_.trials.size() + 1, .phase = phase, .change = change, .fallback = std::move(fallback)};
+    Trial t{.index = r_.trials.size() + 1,
+            .phase = phase,
+            .change = change,
+            .fallback = std::move(fallback),
+            .fallback_type = std::move(fallback_type)};
     std::string name = "trial " + std::to_string(t.index);
     Recipe& recipe = recipe_for(config);
     quant::QuantizeResult q;
@@ -380,9 +376,8 @@ class Search {
     const std::string in = type ? std::string(" in ") + quant::precision_name(*type) : std::string(" in float");
     auto prefix = [&](size_t k) { return std::vector<std::string>(order.begin(), order.begin() + k); };
     auto fall_back = [&](const std::string& phase, const std::string& change, const std::vector<std::string>& nodes) {
-      std::optional<Trial> t = trial(phase, change, with_fallback(recipe, nodes, type), nodes);
-      if (t) r_.trials.back().fallback_type = type ? quant::precision_name(*type) : "float";
-      return t;
+      return trial(phase, change, with_fallback(recipe, nodes, type), nodes,
+                   type ? quant::precision_name(*type) : "float");
     };
 
     size_t lo = 0, hi = order.size();  // prefix lo misses (the recipe); prefix hi is to be tried

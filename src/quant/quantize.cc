@@ -86,12 +86,15 @@ calib::CalibrationResult calibrate_missing(const ir::Model& model, const std::ve
   return r;
 }
 
-// The type a calibrated tensor's power-of-two position is for: that of the first plan entry
+// The type each calibrated tensor's power-of-two position is for: that of the first plan entry
 // taking its range (its own, or a Relu/Clip output's).
-ir::DataType calibration_type(const Plan& plan, const std::string& source) {
-  for (const TensorPlan& t : plan.tensors)
-    if (t.name == source || t.range_from == source) return t.type;
-  return ir::DataType::Int8;
+std::map<std::string, ir::DataType> calibration_types(const Plan& plan) {
+  std::map<std::string, ir::DataType> types;
+  for (const TensorPlan& t : plan.tensors) {
+    types.emplace(t.name, t.type);
+    if (!t.range_from.empty()) types.emplace(t.range_from, t.type);
+  }
+  return types;
 }
 
 void merge_calibration(calib::CalibrationResult& into, calib::CalibrationResult&& part) {
@@ -523,8 +526,9 @@ void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::D
   // Power-of-two positions depend on the type: one calibration per activation type of the plan
   // (mixed precision); ranges of float scales do not.
   std::map<ir::DataType, std::vector<std::string>> groups;
+  const std::map<std::string, ir::DataType> types = calibration_types(r.plan);
   for (const std::string& t : r.plan.tensors_to_calibrate())
-    groups[config.power_of_two() ? calibration_type(r.plan, t) : calib.activation_type].push_back(t);
+    groups[config.power_of_two() ? types.at(t) : calib.activation_type].push_back(t);
   if (groups.empty()) groups[calib.activation_type];  // still one run: a model that cannot run is an error here
   r.calibration = {};
   if (groups.size() > 1 && !data.can_rewind())

@@ -21,6 +21,7 @@ QuantizeOptions quantize_options_of(QuantFormat format) {
 // A conversion (quant/plan.h) as an Identity node whose output, read by the converting readers,
 // is fake-quantized again with the conversion's parameters: what Q -> DQ -> Q -> DQ computes.
 void Simulation::add_conversions(ir::Graph& g, const Plan& plan, engine::SessionOptions& so) {
+  bool added = false;
   for (const TensorPlan& t : plan.tensors) {
     if (!t.convert) continue;
     if (!t.convert->params) throw Error("simulation: the conversion of '" + t.name + "' has no parameters");
@@ -34,8 +35,9 @@ void Simulation::add_conversions(ir::Graph& g, const Plan& plan, engine::Session
     for (const ir::Use& u : readers) g.set_node_input(u.node, u.input, converted);
     activations_[converted->name()] = {t.convert->type, *t.convert->params};
     so.visible.insert(converted->name());
+    added = true;
   }
-  g.sort_nodes();
+  if (added) g.sort_nodes();  // the Identity nodes go before their readers
 }
 
 Simulation::Simulation(const ir::Model& model, const Plan& plan, const QuantConfig& config, int threads) {
