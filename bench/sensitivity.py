@@ -2,13 +2,16 @@
 """Time and peak memory of `onnxptq sensitivity` on torchvision models.
 
 Usage: /usr/bin/python3 bench/sensitivity.py [--build build] [--models resnet50,mobilenet_v2]
-           [--configs XINT8,default] [--samples 32] [--threads 2] [--baseline OTHER_ONNXPTQ]
+           [--configs XINT8,default,ConvGemm] [--samples 32] [--threads 2] [--split]
+           [--baseline OTHER_ONNXPTQ]
 
 For each model and configuration it runs, under /usr/bin/time -v,
-`onnxptq sensitivity MODEL [--config NAME] --random N --samples N --threads T --json FILE`
+`onnxptq sensitivity MODEL [--config NAME] --random N --samples N --threads T [--split] --json FILE`
 (N seeded random samples, calibrated on and measured on; "default" is the command's own
-defaults: int8 activations and weights, QDQ), and prints a markdown table: quantized nodes,
-plans measured (a node's alone, weight and activation plans, the same plan counted once),
+defaults: int8 activations and weights, QDQ; "ConvGemm" the defaults with only Conv and Gemm
+quantized), and prints a markdown table: quantized nodes,
+plans measured (a node's alone plan, with --split its weight and activation plans too, the same
+plan counted once),
 samples, wall-clock seconds, seconds of the measures alone (the command's "measured" line, with
 where that time went), and peak RSS ("Maximum resident set size"). With --baseline, another build
 of the command (e.g. one before a change) runs the same, its seconds and RSS beside, and the
@@ -57,6 +60,8 @@ def largest_difference(a_path, b_path):
     worst = 0.0
     for name, node in a.items():
         for part in ("alone", "weight", "activations"):
+            if node[part] is None or b[name][part] is None:
+                continue
             x, y = node[part]["sqnr_db"], b[name][part]["sqnr_db"]
             if x != y:
                 worst = max(worst, abs(x - y) if x is not None and y is not None else float("inf"))
@@ -67,9 +72,10 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
     parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--configs", default="XINT8,default")
+    parser.add_argument("--configs", default="XINT8,default,ConvGemm")
     parser.add_argument("--samples", type=int, default=32)
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--split", action="store_true", help="also each node's weight and activation measures")
     parser.add_argument("--baseline", help="another onnxptq command to compare with")
     args = parser.parse_args()
     names, models_dir = resolve_models(args.models, MODELS, args.build)
@@ -86,7 +92,11 @@ def main():
             for config in args.configs.split(","):
                 command = ["sensitivity", model, "--random", str(args.samples), "--samples", str(args.samples),
                            "--threads", str(args.threads)]
-                if config != "default":
+                if args.split:
+                    command.append("--split")
+                if config == "ConvGemm":
+                    command += ["--op-types-to-quantize", "Conv,Gemm"]
+                elif config != "default":
                     command += ["--config", config]
                 ours = run([onnxptq] + command, os.path.join(tmp, "ours.json"))
                 row = (f"| {name} | {config} | {ours['nodes']} | {ours['plans']} | {args.samples} | "

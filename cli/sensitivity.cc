@@ -22,15 +22,17 @@ struct SensitivityArgs {
   QuantOptions q;
   size_t samples = 8;
   size_t output_index = 0;
+  bool split = false;
   bool left_float = false;
   std::string json, csv, html;
   size_t top = 20;
   bool quiet = false;
 };
 
-std::string db(double v) {
+std::string db(const std::optional<accuracy::OutputMetrics>& m) {
+  if (!m) return "";
   std::ostringstream out;
-  out << std::fixed << std::setprecision(2) << v;
+  out << std::fixed << std::setprecision(2) << m->sqnr_db;
   return out.str();
 }
 
@@ -52,7 +54,7 @@ void sensitivity_command(SensitivityArgs a) {
 
   accuracy::SensitivityReport report = accuracy::analyze_sensitivity(
       model, *reader, config,
-      {.samples = a.samples, .output_index = a.output_index, .left_float = a.left_float, .threads = a.q.threads}, log);
+      {.samples = a.samples, .output_index = a.output_index, .split = a.split, .left_float = a.left_float, .threads = a.q.threads}, log);
   const std::vector<accuracy::NodeSensitivity>& nodes = report.nodes;
   if (!a.json.empty()) ir::write_text_file(a.json, accuracy::sensitivity_json(report).dump(2) + "\n");
   if (!a.csv.empty()) ir::write_text_file(a.csv, accuracy::sensitivity_csv(nodes));
@@ -65,17 +67,17 @@ void sensitivity_command(SensitivityArgs a) {
     width = std::max(width, nodes[i].node.size());
     op_width = std::max(op_width, nodes[i].op_type.size());
   }
-  std::cout << "whole model quantized: output SQNR " << db(report.whole_model.sqnr_db) << " dB\n";
+  std::cout << "whole model quantized: output SQNR " << db(report.whole_model) << " dB\n";
   std::cout << std::left << std::setw(static_cast<int>(width + 2)) << "node"
-            << std::setw(static_cast<int>(op_width)) << "op" << "  alone dB  weight dB  activ. dB"
+            << std::setw(static_cast<int>(op_width)) << "op" << "  alone dB" << (a.split ? "  weight dB  activ. dB" : "")
             << (a.left_float ? "  all-but dB" : "") << "\n";
   for (size_t i = 0; i < shown; ++i) {
     const accuracy::NodeSensitivity& s = nodes[i];
     std::ostringstream line;
     line << std::left << std::setw(static_cast<int>(width + 2)) << s.node << std::setw(static_cast<int>(op_width)) << s.op_type
-         << std::right << std::setw(10)
-         << db(s.alone.sqnr_db) << std::setw(11) << db(s.weight.sqnr_db) << std::setw(11) << db(s.activations.sqnr_db);
-    if (a.left_float) line << std::setw(12) << (s.left_float ? db(s.left_float->sqnr_db) : "");
+         << std::right << std::setw(10) << db(s.alone);
+    if (a.split) line << std::setw(11) << db(s.weight) << std::setw(11) << db(s.activations);
+    if (a.left_float) line << std::setw(12) << db(s.left_float);
     std::cout << line.str() << "\n";
   }
 }
@@ -85,12 +87,14 @@ void sensitivity_command(SensitivityArgs a) {
 void add_sensitivity_command(CLI::App& app) {
   auto a = std::make_shared<SensitivityArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "sensitivity", "How much each quantized node costs the model's output: each alone, its weight, its activations");
+      "sensitivity", "How much each quantized node costs the model's output: each node alone quantized, and on request its weight and activations apart or the model with it left float");
   cmd->add_option("MODEL", a->model, "Float ONNX model file")->required();
   add_quant_options(cmd, a->q);
   cmd->add_option("--samples", a->samples, "Calibration samples the output error is measured on (default 8)")
       ->check(non_negative());
   cmd->add_option("--output-index", a->output_index, "The model output compared (default 0)")->check(non_negative());
+  cmd->add_flag("--split", a->split,
+                "Also measure each node's weight alone and its activations alone (two more plans for each node with a weight)");
   cmd->add_flag("--left-float", a->left_float,
                 "Also measure the whole model with each node left in float (one plan per node)");
   cmd->add_option("--json", a->json, "Write every measure as JSON");

@@ -412,7 +412,8 @@ py::dict quantize_static(const std::string& model_input, const std::string& mode
 // name, or quantize_static's arguments in the JSON form of `onnxptq quantize --config`. Returns
 // the JSON form of `onnxptq sensitivity --json`; `html_path`, when not empty, gets the page.
 py::object sensitivity(const std::string& model_input, py::object reader, const std::string& config,
-                       size_t samples, size_t output_index, bool left_float, const std::string& html_path) {
+                       size_t samples, size_t output_index, bool split, bool left_float,
+                       const std::string& html_path) {
   quant::QuantConfig c;
   if (quant::find_preset(config))
     quant::apply_preset(c, config);
@@ -434,7 +435,7 @@ py::object sensitivity(const std::string& model_input, py::object reader, const 
   {
     py::gil_scoped_release nogil;
     accuracy::SensitivityReport report = accuracy::analyze_sensitivity(
-        model, *data, c, {.samples = samples, .output_index = output_index, .left_float = left_float});
+        model, *data, c, {.samples = samples, .output_index = output_index, .split = split, .left_float = left_float});
     j = accuracy::sensitivity_json(report);
     if (!html_path.empty()) ir::write_text_file(html_path, accuracy::sensitivity_html(report, model_input));
   }
@@ -483,7 +484,7 @@ PYBIND11_MODULE(_core, m) {
         py::arg("external_data"), py::arg("log_progress"), py::arg("calib_size"), py::arg("target") = py::none(),
         py::arg("auto_mp_evaluate") = py::none());
   m.def("sensitivity", &onnxptq::python::sensitivity, py::arg("model_input"), py::arg("reader"), py::arg("config"),
-        py::arg("samples"), py::arg("output_index"), py::arg("left_float"), py::arg("html_path"));
+        py::arg("samples"), py::arg("output_index"), py::arg("split"), py::arg("left_float"), py::arg("html_path"));
   m.def("check_config", &onnxptq::python::check_config, py::arg("config_json"));
   m.def("presets", &onnxptq::python::presets);
   m.def("evaluate", &onnxptq::python::evaluate, py::arg("baseline"), py::arg("quantized"));

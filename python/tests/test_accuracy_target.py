@@ -81,7 +81,11 @@ def test_sensitivity_ranks_every_quantized_node(tiny_model, tmp_path):
     assert {"conv", "gemm"} <= {n["node"] for n in nodes}
     alone = [n["alone"]["sqnr_db"] if n["alone"]["sqnr_db"] is not None else float("inf") for n in nodes]
     assert alone == sorted(alone)  # worst first
+    assert all(n["weight"] is None for n in nodes)  # parts with split=True only
     assert "<svg" in html.read_text()
+    split = onnxptq.sensitivity(tiny_model, Reader(samples), "A8W8", samples=2, split=True)
+    conv = next(n for n in split["nodes"] if n["node"] == "conv")
+    assert conv["weight"]["sqnr_db"] is not None and conv["activations"]["sqnr_db"] is not None
     by_dict = onnxptq.sensitivity(tiny_model, Reader(samples), {"calibrate_method": "MinMax"},
                                   extra_options={"ActivationSymmetric": True}, samples=1)
     assert by_dict["samples"] == 1

@@ -255,11 +255,12 @@ namespace {
 
 nlohmann::json number(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
 
-nlohmann::json metrics_json(const OutputMetrics& m) {
-  return {{"sqnr_db", number(m.sqnr_db)},
-          {"cosine", number(m.cosine)},
-          {"rmse", number(m.rmse)},
-          {"kl", m.kl ? number(*m.kl) : nlohmann::json(nullptr)}};
+nlohmann::json metrics_json(const std::optional<OutputMetrics>& m) {
+  if (!m) return nullptr;
+  return {{"sqnr_db", number(m->sqnr_db)},
+          {"cosine", number(m->cosine)},
+          {"rmse", number(m->rmse)},
+          {"kl", m->kl ? number(*m->kl) : nlohmann::json(nullptr)}};
 }
 
 std::string text(double v, int precision = 2) {
@@ -315,7 +316,7 @@ SensitivityReport analyze_sensitivity(const ir::Model& model, DataReader& reader
   if (log)
     log("measuring " + std::to_string(q.plan.quantized_nodes.size()) + " quantized nodes on " +
         std::to_string(r.samples) + " samples");
-  r.nodes = analyze_nodes(simulated, q.plan, config, reference, o.threads, /*split=*/true, left_float, log);
+  r.nodes = analyze_nodes(simulated, q.plan, config, reference, o.threads, o.split, left_float, log);
   return r;
 }
 
@@ -331,7 +332,7 @@ nlohmann::json sensitivity_json(const SensitivityReport& report) {
                           {"alone", metrics_json(s.alone)},
                           {"weight", metrics_json(s.weight)},
                           {"activations", metrics_json(s.activations)},
-                          {"left_float", s.left_float ? metrics_json(*s.left_float) : nlohmann::json(nullptr)}});
+                          {"left_float", metrics_json(s.left_float)}});
   return j;
 }
 
@@ -363,6 +364,11 @@ std::string sensitivity_csv(const std::vector<NodeSensitivity>& nodes) {
 std::string sensitivity_html(const SensitivityReport& report, const std::string& title) {
   const std::vector<NodeSensitivity>& nodes = report.nodes;
   const OutputMetrics& whole_model = report.whole_model;
+  bool split = false, left_float = false;
+  for (const NodeSensitivity& s : nodes) {
+    split = split || s.weight.has_value();
+    left_float = left_float || s.left_float.has_value();
+  }
   // Bars show the error as dB below a ceiling: a longer bar is a larger error (lower SQNR).
   constexpr double kCeilingDb = 60, kScale = 6;  // px per dB
   constexpr int kRow = 26, kBar = 7;
@@ -391,17 +397,18 @@ std::string sensitivity_html(const SensitivityReport& report, const std::string&
     svg << "<text x=\"" << kLabel - 6 << "\" y=\"" << y + 14 << "\" text-anchor=\"end\">" << html_escape(s.node)
         << " <tspan fill=\"#888\">" << html_escape(s.op_type) << "</tspan></text>\n";
     struct Part {
-      double sqnr;
+      std::optional<OutputMetrics> metrics;
       const char* color;
       const char* name;
     };
-    const Part parts[] = {{s.alone.sqnr_db, "#c0392b", "alone"},
-                          {s.weight.sqnr_db, "#2e86c1", "weight"},
-                          {s.activations.sqnr_db, "#27ae60", "activations"}};
+    const Part parts[] = {{s.alone, "#c0392b", "alone"}, {s.weight, "#2e86c1", "weight"},
+                          {s.activations, "#27ae60", "activations"}};
     for (size_t p = 0; p < 3; ++p) {
+      if (!parts[p].metrics) continue;
+      double sqnr = parts[p].metrics->sqnr_db;
       svg << "<rect x=\"" << kLabel << "\" y=\"" << y + static_cast<int>(p) * kBar << "\" width=\""
-          << bar_length(parts[p].sqnr) << "\" height=\"" << kBar - 1 << "\" fill=\"" << parts[p].color << "\"><title>"
-          << html_escape(s.node) << " " << parts[p].name << ": " << text(parts[p].sqnr) << " dB</title></rect>\n";
+          << bar_length(sqnr) << "\" height=\"" << kBar - 1 << "\" fill=\"" << parts[p].color << "\"><title>"
+          << html_escape(s.node) << " " << parts[p].name << ": " << text(sqnr) << " dB</title></rect>\n";
     }
     svg << "<text x=\"" << kLabel + bar_length(s.alone.sqnr_db) + 6 << "\" y=\"" << y + 10 << "\">"
         << text(s.alone.sqnr_db, 1) << " dB</text>\n";
@@ -420,16 +427,22 @@ std::string sensitivity_html(const SensitivityReport& report, const std::string&
   if (whole_model.kl) html << ", KL " << text(*whole_model.kl, 5);
   html << ".</p>\n<p>Each node alone quantized, worst first; a longer bar is a larger error at the output "
           "(the bar ends at the SQNR on the axis).</p>\n<p class=\"key\"><span style=\"background:#c0392b\"></span>"
-          "node alone<span style=\"background:#2e86c1\"></span>its weight only<span style=\"background:#27ae60\">"
-          "</span>its activations only</p>\n";
-  html << svg.str();
-  html << "<h2>Table</h2>\n<table><tr><th>node</th><th>op</th><th>alone dB</th><th>weight dB</th>"
-          "<th>activations dB</th><th>all but this, dB</th><th>alone cosine</th></tr>\n";
-  for (const NodeSensitivity& s : nodes)
+          "node alone";
+  if (split)
+    html << "<span style=\"background:#2e86c1\"></span>its weight only<span style=\"background:#27ae60\">"
+            "</span>its activations only";
+  html << "</p>\n" << svg.str();
+  auto cell = [](const std::optional<OutputMetrics>& m) { return "<td>" + (m ? text(m->sqnr_db) : "") + "</td>"; };
+  html << "<h2>Table</h2>\n<table><tr><th>node</th><th>op</th><th>alone dB</th>"
+       << (split ? "<th>weight dB</th><th>activations dB</th>" : "") << (left_float ? "<th>all but this, dB</th>" : "")
+       << "<th>alone cosine</th></tr>\n";
+  for (const NodeSensitivity& s : nodes) {
     html << "<tr><td>" << html_escape(s.node) << "</td><td>" << html_escape(s.op_type) << "</td><td>"
-         << text(s.alone.sqnr_db) << "</td><td>" << text(s.weight.sqnr_db) << "</td><td>"
-         << text(s.activations.sqnr_db) << "</td><td>" << (s.left_float ? text(s.left_float->sqnr_db) : "")
-         << "</td><td>" << text(s.alone.cosine, 5) << "</td></tr>\n";
+         << text(s.alone.sqnr_db) << "</td>";
+    if (split) html << cell(s.weight) << cell(s.activations);
+    if (left_float) html << cell(s.left_float);
+    html << "<td>" << text(s.alone.cosine, 5) << "</td></tr>\n";
+  }
   html << "</table>\n</body></html>\n";
   return html.str();
 }

@@ -92,9 +92,10 @@ OutputMetrics simulated_error(const ir::Model& model, const quant::Plan& plan, c
 struct NodeSensitivity {
   std::string node;
   std::string op_type;
-  OutputMetrics alone;        // only this node quantized
-  OutputMetrics weight;       // only its weight and bias (nodes without: as if float)
-  OutputMetrics activations;  // only its inputs and outputs that are activations
+  OutputMetrics alone;  // only this node quantized
+  // With the split: only its weight and bias (nodes without: as if float), and only its inputs
+  // and outputs that are activations.
+  std::optional<OutputMetrics> weight, activations;
   std::optional<OutputMetrics> left_float;  // every node quantized but this one
 };
 
@@ -112,7 +113,7 @@ LeftFloatPlan left_float_plans(const ir::Model& float_model, const std::optional
 
 // For every node of plan.quantized_nodes, the alone measure of `model` (the model the plan was
 // made for) on `reference`'s samples (fed as they are to `model`); with `split`, the weight and
-// activation measures; with `left_float`, the measure with the node left float (for nodes whose
+// activation measures (two more plans for each node with a weight); with `left_float`, the measure with the node left float (for nodes whose
 // alone error is not zero). Ordered worst alone first. The alone, weight and activation measures
 // are simulated_error's of plan_of_node's plans, computed by downstream_errors (downstream.h)
 // from the float values at each node's cut, not by whole-model runs; `log` gets one line on where
@@ -125,6 +126,7 @@ std::vector<NodeSensitivity> analyze_nodes(const ir::Model& model, const quant::
 struct SensitivityOptions {
   size_t samples = 8;  // the first calibration samples, measured on
   size_t output_index = 0;
+  bool split = false;       // also each node's weight and activations alone (up to 3 plans a node)
   bool left_float = false;  // also every node but each one (a plan per node)
   int threads = 0;
 };
@@ -145,11 +147,12 @@ SensitivityReport analyze_sensitivity(const ir::Model& model, DataReader& reader
 
 // The analysis for machines: {"output_index", "samples", "whole_model": metrics, "nodes": [{"node",
 // "op_type", "alone", "weight", "activations", "left_float"}]}, metrics as {"sqnr_db", "cosine",
-// "rmse", "kl"}, infinities and NaN as null. CSV: one line per node, the same columns flattened.
+// "rmse", "kl"} or null when not measured, infinities and NaN as null. CSV: one line per node,
+// the same columns flattened.
 nlohmann::json sensitivity_json(const SensitivityReport& report);
 std::string sensitivity_csv(const std::vector<NodeSensitivity>& nodes);
-// A page for people: the whole model's error, then one row per node with bars of its alone,
-// weight and activation error (inline SVG, no script, no network), worst first. `title` names the
+// A page for people: the whole model's error, then one row per node with bars of its alone
+// error and, when measured, its weight and activation errors (inline SVG, no script, no network), worst first. `title` names the
 // model and configuration.
 std::string sensitivity_html(const SensitivityReport& report, const std::string& title);
 

@@ -128,12 +128,28 @@ TEST_F(AccuracyTargetCli, SensitivityWritesEveryFormat) {
   std::set<std::string> nodes;
   for (const auto& n : j.at("nodes")) nodes.insert(n.at("node").get<std::string>());
   EXPECT_TRUE(nodes.count("conv1") && nodes.count("conv2")) << j.dump();
-  for (const auto& n : j.at("nodes"))
-    if (n.at("op_type") == "Conv") EXPECT_TRUE(n.at("left_float").is_object()) << n.dump();
+  for (const auto& n : j.at("nodes")) {
+    if (n.at("op_type") == "Conv") {
+      EXPECT_TRUE(n.at("left_float").is_object()) << n.dump();
+    }
+    EXPECT_TRUE(n.at("weight").is_null()) << "measured with --split only: " << n.dump();
+  }
   std::string table = slurp(csv);
   EXPECT_EQ(table.rfind("node,op_type,alone_sqnr_db", 0), 0u);
   EXPECT_EQ(static_cast<size_t>(std::count(table.begin(), table.end(), '\n')), j.at("nodes").size() + 1);
   EXPECT_NE(slurp(html).find("<svg"), std::string::npos);
+  EXPECT_EQ(slurp(html).find("its weight only"), std::string::npos);
+
+  r = onnxptq("sensitivity " + model() + " --random 4 --calibrate-method MinMax --samples 3 --split --json " +
+              json.string() + " --html " + html.string());
+  ASSERT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.out.find("weight dB"), std::string::npos) << r.out;
+  for (const auto& n : nlohmann::json::parse(slurp(json)).at("nodes")) {
+    if (n.at("op_type") == "Conv") {
+      EXPECT_TRUE(n.at("weight").at("sqnr_db").is_number()) << n.dump();
+    }
+  }
+  EXPECT_NE(slurp(html).find("its weight only"), std::string::npos);
 
   expect_one_line_error(onnxptq("sensitivity " + model() + " --random 1 --samples 0"), "--samples must be at least 1");
   expect_one_line_error(onnxptq("sensitivity " + model() + " --random 1 --json " + model()),

@@ -76,12 +76,13 @@ TEST(Sensitivity, SplitsANodesErrorIntoWeightAndActivations) {
   const NodeSensitivity& conv2 = nodes.at(0);
   ASSERT_EQ(conv2.node, "conv2");
   EXPECT_LT(conv2.alone.sqnr_db, 3);
-  EXPECT_NEAR(conv2.activations.sqnr_db, conv2.alone.sqnr_db, 1.0);
-  EXPECT_NEAR(conv2.weight.sqnr_db, conv2.alone.sqnr_db, 1.0);
+  ASSERT_TRUE(conv2.weight && conv2.activations);
+  EXPECT_NEAR(conv2.activations->sqnr_db, conv2.alone.sqnr_db, 1.0);
+  EXPECT_NEAR(conv2.weight->sqnr_db, conv2.alone.sqnr_db, 1.0);
   auto noise = [](double db) { return std::pow(10.0, -db / 10); };
   for (const NodeSensitivity& s : nodes) {
     if (s.node == "conv2") continue;
-    double sum = noise(s.weight.sqnr_db) + noise(s.activations.sqnr_db);
+    double sum = noise(s.weight->sqnr_db) + noise(s.activations->sqnr_db);
     EXPECT_NEAR(noise(s.alone.sqnr_db) / sum, 1.0, 0.2) << s.node;
   }
   // Each part is its own plan: the weight part quantizes no activation, and the other way round.
@@ -90,6 +91,14 @@ TEST(Sensitivity, SplitsANodesErrorIntoWeightAndActivations) {
   for (const quant::TensorPlan& t : plan_of_node(plan, *m.graph, "conv2", NodePart::Activations).tensors)
     EXPECT_EQ(t.role, quant::Role::Activation) << t.name;
   EXPECT_FALSE(conv2.left_float.has_value());
+  // Without the split, the same alone measures and no parts.
+  std::vector<NodeSensitivity> alone = analyze_nodes(m, plan, c, reference, 1, /*split=*/false);
+  ASSERT_EQ(alone.size(), nodes.size());
+  for (size_t i = 0; i < alone.size(); ++i) {
+    EXPECT_EQ(alone[i].node, nodes[i].node);
+    EXPECT_EQ(alone[i].alone.sqnr_db, nodes[i].alone.sqnr_db) << alone[i].node;
+    EXPECT_FALSE(alone[i].weight || alone[i].activations) << alone[i].node;
+  }
 }
 
 // The whole analysis from a reader: the whole model's error is that of the model quantize_static
@@ -141,8 +150,8 @@ TEST(Sensitivity, ReportsHoldEveryNodeAndEscapeNames) {
   a.node = "conv<1>&\"x\"";
   a.op_type = "Conv";
   a.alone.sqnr_db = 12.5;
-  a.weight.sqnr_db = 13;
-  a.activations.sqnr_db = -std::numeric_limits<double>::infinity();
+  a.weight.emplace().sqnr_db = 13;
+  a.activations.emplace().sqnr_db = -std::numeric_limits<double>::infinity();
   NodeSensitivity b;
   b.node = "add,1";
   b.op_type = "Add";
@@ -159,6 +168,7 @@ TEST(Sensitivity, ReportsHoldEveryNodeAndEscapeNames) {
   EXPECT_EQ(j["nodes"][0]["alone"]["sqnr_db"], 12.5);
   EXPECT_TRUE(j["nodes"][0]["activations"]["sqnr_db"].is_null());
   EXPECT_TRUE(j["nodes"][0]["left_float"].is_null());
+  EXPECT_TRUE(j["nodes"][1]["weight"].is_null());  // not measured
   EXPECT_EQ(j["nodes"][1]["left_float"]["sqnr_db"], 40);
 
   std::string csv = sensitivity_csv({a, b});
