@@ -204,8 +204,8 @@ def quantize_static(model_input,
     """vai_q_onnx.quantize_static: quantizes the model file `model_input` with samples from
     `calibration_data_reader` (None: one random sample) and writes `model_output`.
 
-    The signature and defaults are those of the vai_q_onnx user guide (shared/seeds/000);
-    `inclue_cle` (the guide's spelling) and `fp16_fp32_convert` (vai_q_onnx 1.16's name) are
+    The signature and defaults are those of the vai_q_onnx user guide ("Vitis AI Quantizer for
+    ONNX"); `inclue_cle` (the guide's spelling) and `fp16_fp32_convert` (vai_q_onnx 1.16's name) are
     accepted as the same arguments as `include_cle` and `convert_fp16_to_fp32`. An argument
     whose feature the core lacks raises onnxptq.Error naming it; errors of the core arrive as
     onnxptq.Error with the core's message. `debug_mode` prints the core's progress lines on

@@ -1,5 +1,5 @@
 """The Quark for ONNX names over onnxptq's core: ModelQuantizer, Config, QuantizationConfig and
-get_default_config (shared/spec/quark_onnx.md §1.1, §1.2, §2.2).
+get_default_config (quark.onnx; DefaultConfigMapping in quantization/config/custom_config.py).
 
 A configuration whose feature the core lacks (the NPU paths, CLE, fast finetune, BFP/MX types,
 ...) raises onnxptq.Error naming it when the model is quantized (get_default_config returns
@@ -47,7 +47,7 @@ class Int16Method(enum.Enum):
 
 @dataclasses.dataclass
 class QuantizationConfig:
-    """Quark's legacy QuantizationConfig, fields and defaults as in quark_onnx.md §1.2."""
+    """Quark's legacy QuantizationConfig, fields and defaults as in quark.onnx."""
 
     calibrate_method: Any = CalibrationMethod.MinMax
     quant_format: Any = QuantFormat.QDQ
@@ -194,12 +194,12 @@ def _quark_config(core_config):
 
 def get_default_config(name):
     """The preset `name` as a new QuantizationConfig, with Quark's field and extra option names:
-    Quark's DefaultConfigMapping (quark_onnx.md §2.2) and the vai_q_onnx guide's recommended
+    Quark's DefaultConfigMapping (custom_config.py) and the vai_q_onnx guide's recommended
     configurations (VAI_CNN_NPU, VAI_CNN_NPU_CLE, VAI_TRANSFORMER_NPU, VAI_CNN_CPU), from the core's
     table (`onnxptq presets`). ValueError for an unknown name. A preset that needs a part onnxptq
     does not have yet is returned all the same, as Quark returns it, so that a script may change
-    it (seed 002 does so with XINT8); ModelQuantizer.quantize_model raises onnxptq.Error naming
-    the missing part."""
+    it (the Vitis AI model-quantization page does so with XINT8); ModelQuantizer.quantize_model
+    raises onnxptq.Error naming the missing part."""
     table = {p["name"]: p for p in _core.presets()}
     if name not in table:
         raise ValueError(f"unknown preset '{name}' (presets: {', '.join(table)})")

@@ -14,7 +14,7 @@ from conftest import run_cli
 
 
 def metrics(a, b):
-    """Quark's evaluate formulas (quark_onnx.md §10), in numpy."""
+    """Quark's evaluate formulas (quark.onnx.tools.evaluate), in numpy."""
     a = a.astype(np.float64).ravel()
     b = b.astype(np.float64).ravel()
     cosine = a.dot(b) / (np.linalg.norm(a) * np.linalg.norm(b))

@@ -1,5 +1,5 @@
-"""Presets: get_default_config from the core's table (`onnxptq presets`), with Quark's names and the
-spec's values; presets needing unbuilt parts raise at quantize_model naming them; the seeds' scripts,
+"""Presets: get_default_config from the core's table (`onnxptq presets`), with Quark's names and
+values; presets needing unbuilt parts raise at quantize_model naming them; the seeds' scripts,
 with only their imports changed, write the bytes of `onnxptq quantize` with the same options."""
 
 import json
@@ -12,8 +12,8 @@ from conftest import quantize_nodes, real_model, run_cli, run_python, write_samp
 from test_quark import SEED_A8W8
 from test_vai import SEED_CNNS_ON_CPU
 
-# quark_onnx.md §2.2 (DefaultConfigMapping), written from the spec's table, and the four
-# recommended configurations of seed 000 under onnxptq's names.
+# Quark's DefaultConfigMapping (quark/onnx/quantization/config/custom_config.py), and the four
+# recommended configurations of the vai_q_onnx user guide under onnxptq's names.
 SPEC_PRESETS = [
     "UINT8_DYNAMIC_QUANT", "XINT8", "XINT8_ADAROUND", "XINT8_ADAQUANT", "VINT8",
     "S8S8_AAWS", "S8S8_AAWS_ADAROUND", "S8S8_AAWS_ADAQUANT", "U8S8_AAWS", "U8S8_AAWS_ADAROUND", "U8S8_AAWS_ADAQUANT",
@@ -30,7 +30,7 @@ SPEC_PRESETS = [
 ]
 SEED_PRESETS = ["VAI_CNN_NPU", "VAI_CNN_NPU_CLE", "VAI_TRANSFORMER_NPU", "VAI_CNN_CPU"]
 
-# quark_onnx.md §2.1, DEFAULT_ADAROUND_PARAMS.
+# Quark's DEFAULT_ADAROUND_PARAMS (custom_config.py).
 ADAROUND = {"DataSize": 1000, "FixedSeed": 1705472343, "BatchSize": 2, "NumIterations": 1000, "LearningRate": 0.1,
             "OptimAlgorithm": "adaround", "OptimDevice": "cpu", "InferDevice": "cpu", "EarlyStop": True}
 
@@ -71,7 +71,7 @@ def test_presets_have_quarks_names_and_the_specs_values():
     assert c.enable_npu_transformer is True and c.extra_options == {"CalibMovingAverage": True}
     c = quark.get_default_config("VINT8")
     assert c.optimize_model is False and c.activation_type == onnxptq.QuantType.QInt8
-    # Seed 000, "CNNs on CPU": vai_q_onnx's include_cle default (False), not Quark's.
+    # The vai_q_onnx guide, "CNNs on CPU": vai_q_onnx's include_cle default (False), not Quark's.
     c = quark.get_default_config("VAI_CNN_CPU")
     assert (c.quant_format, c.calibrate_method, c.activation_type, c.weight_type, c.include_cle) == (
         onnxptq.QuantFormat.QDQ, onnxptq.CalibrationMethod.MinMax, onnxptq.QuantType.QUInt8,
@@ -110,15 +110,16 @@ def test_unknown_preset_lists_the_presets():
         quark.get_default_config("NOPE")
 
 
-# quark_onnx.md §2.2's A8W8 row as `onnxptq quantize` flags, and Quark's include_cle default.
+# Quark's A8W8 preset as `onnxptq quantize` flags, and Quark's include_cle default.
 A8W8_FLAGS = ["--quant-format", "ExtendedQuantFormat.QDQ", "--calibrate-method", "MinMax", "--activation-type",
               "QInt8", "--weight-type", "QInt8", "--include-cle", "--extra-option", "ActivationSymmetric=true",
               "--extra-option", "ForceQuantizeNoInputCheck=true", "--extra-option", "AlignSlice=false",
               "--extra-option", "FoldRelu=true", "--extra-option", "AlignConcat=true"]
 
 
-# Seed 003's A8W8 script. (Written as a strict xfail while ExtendedQuantFormat.QDQ, FoldRelu and
-# AlignConcat were not in the core; it passed once they landed, so the mark is gone.)
+# The A8W8 script of Quark's A8W8/A16W8 guide. (Written as a strict xfail while
+# ExtendedQuantFormat.QDQ, FoldRelu and AlignConcat were not in the core; it passed once they
+# landed, so the mark is gone.)
 def test_seed_a8w8_script_writes_the_cli_bytes(tmp_path):
     model = real_model("mobilenet_v2")
     write_samples(tmp_path / "calib", (1, 3, 224, 224), 2)

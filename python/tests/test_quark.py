@@ -1,5 +1,5 @@
-"""onnxptq.quark: the seed's A8W8 script with only its imports changed, presets by the spec's
-table, and the bytes of `onnxptq quantize` with the same options."""
+"""onnxptq.quark: the seed's A8W8 script with only its imports changed, presets by Quark's
+DefaultConfigMapping, and the bytes of `onnxptq quantize` with the same options."""
 
 import dataclasses
 
@@ -10,8 +10,9 @@ import onnxptq
 from onnxptq import quark
 from conftest import quantize_nodes, real_model, run_cli, run_python, write_samples
 
-# Seed 003, "How to Quantize a Float Model with A8W8/A16W8 Config", with its imports changed and
-# the data loading filled in (the seed leaves it to the user). PRESET is replaced per test.
+# Quark's A8W8/A16W8 guide, "How to Quantize a Float Model with A8W8/A16W8 Config", with its
+# imports changed and the data loading filled in (the seed leaves it to the user). PRESET is
+# replaced per test.
 SEED_A8W8 = '''
 import os
 import sys
@@ -56,7 +57,7 @@ quantizer.quantize_model(float_model_path, quantized_model_path, calib_data_read
 
 
 @pytest.mark.parametrize("preset,cli_options", [
-    # quark_onnx.md §2.2: QDQ, Percentile, u8/s8, ForceQuantizeNoInputCheck.
+    # Quark's DefaultConfigMapping: QDQ, Percentile, u8/s8, ForceQuantizeNoInputCheck.
     ("U8S8_AAWS", ["--calibrate-method", "Percentile", "--activation-type", "QUInt8", "--weight-type", "QInt8",
                    "--extra-option", "ForceQuantizeNoInputCheck=true"]),
     # QDQ, MinMax, u8/s8, ForceQuantizeNoInputCheck.
@@ -76,7 +77,7 @@ def test_seed_a8w8_script_with_a_built_preset_writes_the_cli_bytes(tmp_path, pre
 
 
 def test_quantization_config_defaults_are_the_specs():
-    # quark_onnx.md §1.2.
+    # Quark's QuantizationConfig (quark.onnx).
     c = quark.QuantizationConfig()
     assert c.calibrate_method == onnxptq.CalibrationMethod.MinMax
     assert c.quant_format == onnxptq.QuantFormat.QDQ

@@ -12,8 +12,9 @@ import onnxptq
 import onnxptq as vai_q_onnx
 from conftest import quantize_nodes, real_model, run_cli, run_python, write_samples
 
-# Seed 000, "Recommended Configurations" / "CNNs on CPU", written around a reader of the seeds'
-# shape (seed 003's CalibDataReader on .npy files). Only the import lines differ from the seeds.
+# The vai_q_onnx user guide, "Recommended Configurations" / "CNNs on CPU", written around a reader
+# of the seeds' shape (the CalibDataReader on .npy files of Quark's A8W8/A16W8 guide). Only the
+# import lines differ from the seeds.
 SEED_CNNS_ON_CPU = '''
 import os
 import sys
@@ -68,8 +69,8 @@ def test_seed_cnns_on_cpu_script_writes_the_cli_bytes(tmp_path):
     assert ops.get("QuantizeLinear", 0) > 0 and ops.get("DequantizeLinear", 0) > ops["QuantizeLinear"]
 
 
-# Seed 000, "Quantizing Using the vai_q_onnx API": the signature and its defaults, with the
-# argument list's `include_cle` for the code block's misspelt `inclue_cle`.
+# The vai_q_onnx user guide, "Quantizing Using the vai_q_onnx API": the signature and its defaults,
+# with the argument list's `include_cle` for the code block's misspelt `inclue_cle`.
 SEED_SIGNATURE = [
     ("model_input", inspect.Parameter.empty),
     ("model_output", inspect.Parameter.empty),
@@ -102,13 +103,13 @@ def test_quantize_static_has_the_seed_signature():
     positional = [p for p in params if p.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD]
     assert [(p.name, p.default) for p in positional] == SEED_SIGNATURE
     keyword_only = {p.name: p.default for p in params if p.kind == inspect.Parameter.KEYWORD_ONLY}
-    # vai_q_onnx 1.16's own names and switches (shared/spec/vai_q_onnx.md §1.1).
+    # vai_q_onnx 1.16's own names and switches (its quantize_static, vai_q_onnx/quantize.py).
     assert keyword_only == {"inclue_cle": None, "fp16_fp32_convert": None, "debug_mode": False,
                             "print_summary": True, "accuracy_target": None}
 
 
 def test_enums_have_the_spec_values():
-    # shared/spec/vai_q_onnx.md §1.2
+    # vai_q_onnx 1.16's enums (QuantFormat, QuantType and CalibrationMethod from ONNX Runtime)
     def members(e):
         return {m.name: m.value for m in e}
     assert members(vai_q_onnx.QuantFormat) == {"QOperator": 0, "QDQ": 1}
@@ -163,7 +164,8 @@ def test_enable_dpu_reaches_the_core(tiny_model, tmp_path):
 
 def test_extra_options_reach_the_core(tiny_model, tmp_path):
     # ActivationSymmetric with uint8 activations: ORT's symmetric range 0..254, zero point 127
-    # (shared/spec/ort_quantization.md, integer ranges), whatever the data; not so without it.
+    # (ONNX Runtime's get_qmin_qmax_for_qType, quantization/quant_utils.py), whatever the data;
+    # not so without it.
     write_samples(tmp_path / "calib", (1, 3, 8, 8), 2)
     args = ["--calib-data", tmp_path / "calib", "--calibrate-method", "MinMax", "--activation-type", "QUInt8"]
     run_cli("quantize", tiny_model, "-o", tmp_path / "cli.onnx", *args, "--extra-option", "ActivationSymmetric=true",

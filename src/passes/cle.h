@@ -1,4 +1,4 @@
-// Cross-layer equalization (vai_q_onnx.md §10, Quark's CLE) and ReplaceClip6Relu (§10.5):
+// Cross-layer equalization (vai_q_onnx 1.16's equalization.py, Quark's CLE) and ReplaceClip6Relu:
 // data-free rewrites of the float model's weights that run before calibration.
 #pragma once
 
@@ -16,7 +16,7 @@ struct CleOptions {
   bool replace_clip6_relu = false;           // ReplaceClip6Relu: Clip(0, 6) -> Relu before the pairs are found
   int64_t steps = 1;                         // CLESteps: sweeps over all pairs; -1 adaptive (until converged)
   double total_layer_diff_threshold = 2e-7;  // CLETotalLayerDiffThreshold: adaptive mode stops at or below it
-  bool scale_append_bias = true;             // CLEScaleAppendBias: the head's bias counts in its range (§10.3)
+  bool scale_append_bias = true;             // CLEScaleAppendBias: the head's bias counts in its range
   bool scale_use_threshold = true;           // CLEScaleUseThreshold: channels with r_head + r_tail below
   double weight_threshold = 0.5;             //   CLEWeightThreshold keep scale 1
   std::string balance_method = "max";        // CLEBalanceMethod: "max" is the only method (Error otherwise)
@@ -39,13 +39,13 @@ struct CleResult {
   bool changed = false;
 };
 
-// The pairs CLE equalizes, in graph order (§10.1, with the reference's bugs of §14.11 fixed: a
+// The pairs CLE equalizes, in graph order (as vai_q_onnx 1.16, with its bugs fixed: a
 // Conv without a group attribute has group 1, Gemm may be a head, both nodes must be supported).
 // Supported: constant float weights (through Identity), any group count, Gemm with transA = 0 as
 // a tail and a bias C that is per column or scalar.
 std::vector<ClePair> cle_find_pairs(const ir::Model& model, const CleOptions& options);
 
-// ReplaceClip6Relu when options ask for it, then the CLE sweeps (§10.2-10.4); the adaptive mode
+// ReplaceClip6Relu when options ask for it, then the CLE sweeps (vai_q_onnx's); the adaptive mode
 // stops after 1000 sweeps at most (the reference has no bound). Error naming the option when one
 // is out of range. (ReplaceClip6Relu without include_cle: call replace_clip6_relu alone.)
 CleResult equalize_cross_layers(ir::Model& model, const CleOptions& options, PassContext& context);

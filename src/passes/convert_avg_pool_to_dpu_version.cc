@@ -1,10 +1,10 @@
-// Scales square average pools by the DPU's divisor factor (vai_q_onnx ConvertAvgPoolToDPUVersion, §8.4).
+// Scales square average pools by the DPU's divisor factor (vai_q_onnx ConvertAvgPoolToDPUVersion).
 #include "passes/dpu.h"
 #include "passes/rewrite.h"
 
 namespace onnxptq::passes {
 
-// As shared/spec/vai_q_onnx.md §8.4: the kernel of an AveragePool is its 2-D kernel_shape, of a
+// As vai_q_onnx 1.16 (simulate_dpu.py): the kernel of an AveragePool is its 2-D kernel_shape, of a
 // GlobalAveragePool the (H, W) of its rank-4 input; it must be square and not empty. The output is
 // multiplied by dpu_avg_pool_factor (a Mul by 1.0 too, as vai_q_onnx writes it). Padding and
 // count_include_pad are not looked at, as in the reference. There the Mul lands between the pool

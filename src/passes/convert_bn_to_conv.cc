@@ -6,12 +6,13 @@
 
 namespace onnxptq::passes {
 
-// As shared/spec/vai_q_onnx.md §6.2: exactly 5 inputs, epsilon read from the attribute only (no
-// attribute: left alone, ONNX's default is not applied), parameters from constants, W = mult as
-// [C,1,1,1] with mult = gamma / sqrt(var + eps), B = beta - mean * mult; the Conv takes the BN's
-// name and output, its weights "<out>weights" and "<out>bias", group = C, kernel_shape and strides
-// [1,1]. The input's rank is read from its type wherever it is known (vai_q_onnx looks in
-// value_info only, so it skips a BN right on a graph input: converting that one too is harmless).
+// As vai_q_onnx 1.16's ConvertBNToConv (optimize.py): exactly 5 inputs, epsilon read from the
+// attribute only (no attribute: left alone, ONNX's default is not applied), parameters from
+// constants, W = mult as [C,1,1,1] with mult = gamma / sqrt(var + eps), B = beta - mean * mult; the
+// Conv takes the BN's name and output, its weights "<out>weights" and "<out>bias", group = C,
+// kernel_shape and strides [1,1]. The input's rank is read from its type wherever it is known
+// (vai_q_onnx looks in value_info only, so it skips a BN right on a graph input: converting that
+// one too is harmless).
 bool convert_bn_to_conv(ir::Model& model, PassContext& context) {
   ir::Graph& graph = *model.graph;
   size_t converted = 0;

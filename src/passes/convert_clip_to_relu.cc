@@ -1,4 +1,4 @@
-// Turns a Clip whose lower bound is 0 into Relu, after calibration (vai_q_onnx ConvertClipToRelu, §7.1).
+// Turns a Clip whose lower bound is 0 into Relu, after calibration (vai_q_onnx ConvertClipToRelu).
 #include "passes/dpu.h"
 #include "passes/rewrite.h"
 
@@ -16,11 +16,11 @@ std::optional<float> bound_of(const ir::Value* value) {
 
 }  // namespace
 
-// As shared/spec/vai_q_onnx.md §7.1, the Clip becomes Relu(input 0) with its name and output and
+// As in vai_q_onnx 1.16 (optimize.py), the Clip becomes Relu(input 0) with its name and output and
 // its min/max constants (or their Identity/Constant producers) go when nothing else reads them.
 // The upper bound is dropped on purpose: this runs after calibration, and the range calibrated on
 // the Clip's output is what bounds the quantized values afterwards; the float graph is the same
-// only for inputs up to max. vai_q_onnx converts any Clip with min >= 0 (§14.10); min > 0 would
+// only for inputs up to max. vai_q_onnx 1.16 converts any Clip with min >= 0; min > 0 would
 // let through the values in [0, min) that the Clip raised, so here min must be 0. min from the
 // attribute below opset 11, else from input 1 (absent: no lower bound, kept).
 bool convert_clip_to_relu(ir::Model& model, PassContext& context) {

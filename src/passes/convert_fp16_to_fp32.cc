@@ -1,4 +1,4 @@
-// convert_fp16_to_fp32: a float16 model becomes a float32 one (shared/spec/vai_q_onnx.md §11.1).
+// convert_fp16_to_fp32: a float16 model becomes a float32 one (vai_q_onnx's fp16_fp32_convert).
 #include <optional>
 #include <set>
 #include <string>

@@ -1,4 +1,4 @@
-// Scales HardSigmoid(1/6, 0.5) by (2731/16384)/(1/6), the DPU's 1/6 (vai_q_onnx SimulateDPU, §8.3).
+// Scales HardSigmoid(1/6, 0.5) by (2731/16384)/(1/6), the DPU's 1/6 (vai_q_onnx SimulateDPU).
 #include <cmath>
 
 #include "passes/dpu.h"
@@ -9,9 +9,10 @@ namespace onnxptq::passes {
 // The DPU computes x/6 as x * 2731 / 2^14.
 constexpr double kHardSigmoidScale = (2731.0 / 16384.0) / (1.0 / 6.0);
 
-// As shared/spec/vai_q_onnx.md §8.3: a HardSigmoid with alpha within 1e-6 of 1/6 and beta absent or
-// within 1e-6 of 0.5 gets a Mul by 16386/16384 after it (insert_dpu_scale). alpha absent is ONNX's
-// 0.2: left alone. In the reference the Mul lands between the HardSigmoid and its output Q/DQ.
+// As vai_q_onnx 1.16's ConvertHardSigmoidToDPUVersion: a HardSigmoid with alpha within 1e-6 of 1/6
+// and beta absent or within 1e-6 of 0.5 gets a Mul by 16386/16384 after it (insert_dpu_scale).
+// alpha absent is ONNX's 0.2: left alone. In the reference the Mul lands between the HardSigmoid
+// and its output Q/DQ.
 bool convert_hard_sigmoid_to_dpu_version(ir::Model& model, PassContext& context) {
   const float k = static_cast<float>(kHardSigmoidScale);
   size_t scaled = 0;

@@ -1,4 +1,4 @@
-// Rounds LeakyRelu's alpha to the DPU's slope, a multiple of 1/256 (vai_q_onnx SimulateDPU, §8.1).
+// Rounds LeakyRelu's alpha to the DPU's slope, a multiple of 1/256 (vai_q_onnx SimulateDPU).
 #include <cmath>
 
 #include "passes/dpu.h"
@@ -6,10 +6,11 @@
 
 namespace onnxptq::passes {
 
-// As shared/spec/vai_q_onnx.md §8.1: alpha := round(alpha * 256) / 256, Python's round (half to
-// even) on the attribute's value as a double; 0.1 -> 26/256. A LeakyRelu without the attribute
-// (ONNX's default 0.01) is left alone, as in vai_q_onnx. In the reference this edits the node of the
-// quantized graph; here the float node, so a later calibration sees the DPU slope (dpu.h).
+// As vai_q_onnx 1.16's ConvertLeakyReluToDPUVersion: alpha := round(alpha * 256) / 256, Python's
+// round (half to even) on the attribute's value as a double; 0.1 -> 26/256. A LeakyRelu without
+// the attribute (ONNX's default 0.01) is left alone, as in vai_q_onnx. In the reference this edits
+// the node of the quantized graph; here the float node, so a later calibration sees the DPU
+// slope (dpu.h).
 bool convert_leaky_relu_to_dpu_version(ir::Model& model, PassContext& context) {
   size_t changed = 0;
   for (ir::Node* node : nodes_in_order(*model.graph)) {

@@ -1,5 +1,5 @@
 // convert_nchw_to_nhwc: 4-D NCHW image inputs declared NHWC, with the transpose back moved into
-// the graph as far as it goes (shared/spec/vai_q_onnx.md §11.2).
+// the graph as far as it goes (vai_q_onnx 1.16's convert_nchw_to_nhwc, utils/model_utils.py).
 #include <algorithm>
 #include <cstring>
 #include <set>

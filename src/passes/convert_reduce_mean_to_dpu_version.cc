@@ -1,14 +1,14 @@
-// Scales ReduceMean by the DPU's divisor factor (vai_q_onnx ConvertReduceMeanToDPUVersion, §8.5).
+// Scales ReduceMean by the DPU's divisor factor (vai_q_onnx ConvertReduceMeanToDPUVersion).
 #include "passes/dpu.h"
 #include "passes/rewrite.h"
 
 namespace onnxptq::passes {
 
-// As shared/spec/vai_q_onnx.md §8.5: count = product of the input's dims over the axes (negative
+// As vai_q_onnx 1.16 (simulate_dpu.py): count = product of the input's dims over the axes (negative
 // axes counted from the end), the factor dpu_division_factor(count) (no special cases, no 255
-// limit), then a Mul as in §8.4. Axes from the attribute, or from a constant second input (opset
-// 18), where vai_q_onnx 1.16 crashes (§14.7). No axes (a reduction over everything) or a dim not
-// known: left alone, as in the reference.
+// limit), then a Mul as for the average pools. Axes from the attribute, or from a constant second
+// input (opset 18), where vai_q_onnx 1.16 crashes (a NameError). No axes (a reduction over
+// everything) or a dim not known: left alone, as in the reference.
 bool convert_reduce_mean_to_dpu_version(ir::Model& model, PassContext& context) {
   size_t scaled = 0;
   for (ir::Node* node : nodes_in_order(*model.graph)) {

@@ -1,14 +1,14 @@
-// Turns a ReduceMean over the two spatial axes of a 4-D tensor into GlobalAveragePool (vai_q_onnx §6.3).
+// Turns a ReduceMean over the two spatial axes of a 4-D tensor into GlobalAveragePool (vai_q_onnx).
 #include "passes/dpu.h"
 #include "passes/rewrite.h"
 
 namespace onnxptq::passes {
 
-// As shared/spec/vai_q_onnx.md §6.3: axes exactly [2,3] (the attribute, or a constant second input
-// when there is no attribute) and keepdims absent or 1; the GlobalAveragePool keeps the node's name
-// and output. vai_q_onnx does not look at the rank; here it must be known to be 4, since over a 5-D
-// input GlobalAveragePool would also average axis 4. Negative axes ([-2,-1]) are not recognised,
-// as in vai_q_onnx.
+// As vai_q_onnx 1.16's ConvertReduceMeanToGlobalAvgPool: axes exactly [2,3] (the attribute, or a
+// constant second input when there is no attribute) and keepdims absent or 1; the GlobalAveragePool
+// keeps the node's name and output. vai_q_onnx does not look at the rank; here it must be known to
+// be 4, since over a 5-D input GlobalAveragePool would also average axis 4. Negative axes ([-2,-1])
+// are not recognised, as in vai_q_onnx.
 bool convert_reduce_mean_to_global_avg_pool(ir::Model& model, PassContext& context) {
   ir::Graph& graph = *model.graph;
   size_t converted = 0;

@@ -1,12 +1,12 @@
-// Replaces Sigmoid by HardSigmoid(alpha = 1/6), the DPU's version (vai_q_onnx SimulateDPU, §8.2).
+// Replaces Sigmoid by HardSigmoid(alpha = 1/6), the DPU's version (vai_q_onnx SimulateDPU).
 #include "passes/dpu.h"
 #include "passes/rewrite.h"
 
 namespace onnxptq::passes {
 
-// As shared/spec/vai_q_onnx.md §8.2: same name, input and output; beta is not written (ONNX's
-// default 0.5). vai_q_onnx swaps the op between the Sigmoid's Q/DQ pairs, which keep the positions
-// calibrated on the Sigmoid; run after calibration the same holds here (dpu.h).
+// As vai_q_onnx 1.16's ConvertSigmoidToHardSigmoid: same name, input and output; beta is not
+// written (ONNX's default 0.5). vai_q_onnx swaps the op between the Sigmoid's Q/DQ pairs, which
+// keep the positions calibrated on the Sigmoid; run after calibration the same holds here (dpu.h).
 bool convert_sigmoid_to_hard_sigmoid(ir::Model& model, PassContext& context) {
   size_t converted = 0;
   for (ir::Node* node : nodes_in_order(*model.graph)) {

@@ -1,4 +1,4 @@
-// Replaces Softmax by the DPU's bfloat16 exp-polynomial and division (vai_q_onnx ConvertSoftmaxToDPUVersion, §8.6).
+// Replaces Softmax by the DPU's bfloat16 exp-polynomial and division (vai_q_onnx ConvertSoftmaxToDPUVersion).
 #include "ir/float16.h"
 #include "passes/dpu.h"
 #include "passes/rewrite.h"
@@ -60,11 +60,11 @@ class SoftmaxBuilder {
 
 }  // namespace
 
-// As shared/spec/vai_q_onnx.md §8.6, with x in bfloat16:
+// As vai_q_onnx 1.16's ConvertSoftmaxToDPUVersion, with x in bfloat16:
 //   t = floor(x * 1/ln2), r = x - t * ln2, p = ((0.21875 r + 0.486328125) r + 1) r + 1 (Horner,
 //   each step in float and rounded to bfloat16), e = 2^t * p, y = e / sum(e over the axis).
 // The reference builds bfloat16 Mul/Floor/Pow/ReduceSum/Div nodes, which ONNX Runtime's CPU
-// provider may not have (§14.16); here every bfloat16 op is the float op followed by a Cast to
+// provider may not have; here every bfloat16 op is the float op followed by a Cast to
 // bfloat16 and back, which rounds to the same value (float has more than 2 * 8 + 2 bits). The sum
 // is accumulated in float and rounded once; how the reference's bfloat16 ReduceSum accumulates is
 // not known. Constants are rounded to bfloat16 to nearest even (1/ln2 -> 1.4453125; a truncating

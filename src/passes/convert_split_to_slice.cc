@@ -1,4 +1,4 @@
-// Turns a Split with explicit sizes into one Slice per output (vai_q_onnx ConvertSplitToSlice, §6.5).
+// Turns a Split with explicit sizes into one Slice per output (vai_q_onnx ConvertSplitToSlice).
 #include "passes/dpu.h"
 #include "passes/rewrite.h"
 
@@ -16,10 +16,10 @@ ir::Value* int64_constant(ir::Graph& graph, const std::string& name, int64_t val
 
 }  // namespace
 
-// As shared/spec/vai_q_onnx.md §6.5: sizes from a constant second input or the `split` attribute;
+// As vai_q_onnx 1.16 (optimize.py): sizes from a constant second input or the `split` attribute;
 // output i becomes Slice(x, starts, ends, axes, steps) named "<out_i>_<i>", its four int64 [1]
-// Constants "<out_i>_starts_<i>", "_ends_", "_axes_" and "_steps_". Two of vai_q_onnx's bugs
-// (§14.8) are not copied: a Split without sizes (equal parts) is skipped instead of stopping the
+// Constants "<out_i>_starts_<i>", "_ends_", "_axes_" and "_steps_". Two of vai_q_onnx 1.16's bugs
+// are not copied: a Split without sizes (equal parts) is skipped instead of stopping the
 // pass for every later Split, and a missing `axis` is ONNX's default 0 instead of a crash. Slice
 // takes its bounds as inputs from opset 10 on; older models are left alone.
 bool convert_split_to_slice(ir::Model& model, PassContext& context) {

@@ -1,6 +1,6 @@
-// Cross-layer equalization (vai_q_onnx.md §10, Quark's CLE): scales each output channel of a
-// Conv/ConvTranspose/Gemm and the matching input channel of the next one inversely, through
-// positively homogeneous nodes, so both have the same per-channel weight range.
+// Cross-layer equalization (vai_q_onnx 1.16's equalization.py, Quark's CLE): scales each output
+// channel of a Conv/ConvTranspose/Gemm and the matching input channel of the next one inversely,
+// through positively homogeneous nodes, so both have the same per-channel weight range.
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -177,8 +177,9 @@ std::optional<ClePair> pair_from(ir::Node* head, const ir::Model& model, const C
   return pair;
 }
 
-// The divisor of the bias column appended to the head's weights (§10.3): chosen from how large
-// the bias is against the weights. Zeroes `bias` in channels whose weights are all zero.
+// The divisor of the bias column appended to the head's weights (vai_q_onnx's
+// _combine_weight_and_bias): chosen from how large the bias is against the weights. Zeroes `bias`
+// in channels whose weights are all zero.
 double bias_shrink(const ir::Tensor& w, const ChannelMap& map, std::vector<double>& bias) {
   auto values = w.values<float>();
   size_t channels = static_cast<size_t>(map.channels);
@@ -251,8 +252,8 @@ void replace_constant(ir::Model& model, ir::Node& node, size_t index, ir::Tensor
   if (node.input(index) != old) remove_unused(*model.graph, old);
 }
 
-// One pair (§10.2): s_c = sqrt(r_tail / r_head), head channel c times s_c, tail channel c divided
-// by it. False when every scale is 1.
+// One pair (vai_q_onnx's _cross_layer_equalize): s_c = sqrt(r_tail / r_head), head channel c times
+// s_c, tail channel c divided by it. False when every scale is 1.
 bool equalize_pair(ir::Model& model, const ClePair& pair, const CleOptions& options) {
   ir::Node &head = *pair.head, &tail = *pair.tail;
   ir::Tensor wh = *float_constant_through_identity(head.input(1));
@@ -304,7 +305,7 @@ std::vector<std::vector<float>> snapshot(const std::vector<ir::Node*>& nodes) {
   return out;
 }
 
-// Σ over nodes of mean |before - after| in float64 (§10.4).
+// Σ over nodes of mean |before - after| in float64 (vai_q_onnx's process_cle_transforms).
 double total_change(const std::vector<std::vector<float>>& before, const std::vector<ir::Node*>& nodes) {
   double total = 0;
   for (size_t n = 0; n < nodes.size(); ++n) {

@@ -1,4 +1,4 @@
-// The enable_dpu pass lists in the spec's order, their option keys, and the helpers the SimulateDPU passes share.
+// The enable_dpu pass lists in vai_q_onnx's order, their option keys, and the helpers the SimulateDPU passes share.
 #include "passes/dpu.h"
 
 #include <cmath>

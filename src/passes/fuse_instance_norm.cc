@@ -1,4 +1,4 @@
-// Fuses the decomposed instance norm x*k + (beta - mean*k) into InstanceNormalization (vai_q_onnx §6.6).
+// Fuses the decomposed instance norm x*k + (beta - mean*k) into InstanceNormalization (vai_q_onnx).
 #include "passes/dpu.h"
 #include "passes/rewrite.h"
 
@@ -32,7 +32,7 @@ struct InstanceNormMatch {
   ir::Value* eps_value;
 };
 
-// §6.6's producer-by-producer walk from the root Add, checked also for what the reference takes for
+// The reference's producer-by-producer walk from the root Add, checked also for what it takes for
 // granted (the same x and mean everywhere, a square, single readers), so the fusion is exact.
 std::optional<InstanceNormMatch> match(ir::Node* add0) {
   if (!is_op(add0, "Add") || add0->inputs().size() != 2 || !add0->output(0)) return std::nullopt;
@@ -69,9 +69,9 @@ std::optional<InstanceNormMatch> match(ir::Node* add0) {
 
 }  // namespace
 
-// As shared/spec/vai_q_onnx.md §6.6: InstanceNormalization(x, gamma, beta, epsilon) named after the
-// root Add and writing its output, gamma and beta reshaped to [C]; the 12 matched nodes and the eps
-// constant go. x's channel count must be known to check gamma and beta are per channel.
+// As vai_q_onnx 1.16's FuseInstanceNorm: InstanceNormalization(x, gamma, beta, epsilon) named after
+// the root Add and writing its output, gamma and beta reshaped to [C]; the 12 matched nodes and the
+// eps constant go. x's channel count must be known to check gamma and beta are per channel.
 bool fuse_instance_norm(ir::Model& model, PassContext& context) {
   ir::Graph& graph = *model.graph;
   size_t fused = 0;

@@ -1,4 +1,4 @@
-// Fuses u * 1/sqrt(max(sum(u*u), eps)) into LpNormalization(u, p=2) (vai_q_onnx FuseL2Norm, §6.7).
+// Fuses u * 1/sqrt(max(sum(u*u), eps)) into LpNormalization(u, p=2) (vai_q_onnx FuseL2Norm).
 #include "passes/dpu.h"
 #include "passes/rewrite.h"
 
@@ -25,7 +25,7 @@ std::optional<int64_t> reduced_axis(const ir::Node* reduce) {
 
 }  // namespace
 
-// As shared/spec/vai_q_onnx.md §6.7, rooted at Mul(u, Reciprocal(Sqrt(Max(ReduceSum(Mul(u, u)), eps)))):
+// As vai_q_onnx 1.16's FuseL2Norm, rooted at Mul(u, Reciprocal(Sqrt(Max(ReduceSum(Mul(u, u)), eps)))):
 // LpNormalization(u, p = 2) named after the root Mul; the six nodes and the eps constant go. Two
 // differences: the reference wants u to come from an Unsqueeze and writes the default axis -1
 // whatever the ReduceSum reduces; here u may come from anywhere, the ReduceSum must reduce exactly

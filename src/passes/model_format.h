@@ -1,5 +1,6 @@
-// The model format conversions the seeds run before anything else (shared/spec/vai_q_onnx.md §11):
-// float16 models to float32, NCHW image inputs to NHWC. Each is a pass of the usual signature.
+// The model format conversions the seeds run before anything else (vai_q_onnx 1.16's
+// quantize_static): float16 models to float32, NCHW image inputs to NHWC. Each is a pass of the
+// usual signature.
 #pragma once
 
 #include <vector>
@@ -8,15 +9,16 @@
 
 namespace onnxptq::passes {
 
-// convert_fp16_to_fp32 (vai §11.1): every float16 tensor (initializers, Constant and other tensor
-// attributes, in subgraphs too) widened exactly to float; every float16 value type (graph inputs,
-// outputs, value_info) becomes float; Cast(to=FLOAT16) becomes Cast(to=FLOAT), as do the dtype
-// attributes of the random and EyeLike ops; Casts of the main graph that are then float to float
-// are removed. Error for sparse initializers (kept serialized by the IR, they cannot be widened).
+// convert_fp16_to_fp32 (vai_q_onnx 1.16's): every float16 tensor (initializers, Constant and other
+// tensor attributes, in subgraphs too) widened exactly to float; every float16 value type (graph
+// inputs, outputs, value_info) becomes float; Cast(to=FLOAT16) becomes Cast(to=FLOAT), as do the
+// dtype attributes of the random and EyeLike ops; Casts of the main graph that are then float to
+// float are removed. Error for sparse initializers (kept serialized by the IR, they cannot be
+// widened).
 bool convert_fp16_to_fp32(ir::Model& model, PassContext& context);
 
-// convert_nchw_to_nhwc (vai §11.2): initializer-named graph inputs stop being inputs; every graph
-// input of rank 4 with fixed C, H, W and H > C, W > C is declared [N, H, W, C] and gets one
+// convert_nchw_to_nhwc (vai_q_onnx 1.16's): initializer-named graph inputs stop being inputs; every
+// graph input of rank 4 with fixed C, H, W and H > C, W > C is declared [N, H, W, C] and gets one
 // Transpose(perm=[0,3,1,2]) back to what its users read; an input that does not qualify (not 4-D,
 // dynamic C/H/W, already NHWC) is left as it is, with a line in context.log saying why. When every
 // input was converted, rank-4 outputs that qualify the same way get a Transpose(perm=[0,2,3,1]) and

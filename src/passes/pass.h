@@ -1,4 +1,4 @@
-// The one signature every graph pass has (shared/DESIGN.md): it rewrites the model in place and
+// The one signature every graph pass has (docs/ARCHITECTURE.md): it rewrites the model in place and
 // says whether it changed anything. Passes that need options take them from PassContext.
 #pragma once
 

@@ -1,8 +1,8 @@
-// ReplaceClip6Relu (vai_q_onnx.md §10.5): the ReLU6 of a Conv, ConvTranspose or Gemm, Clip(0, 6),
-// becomes Relu, so that CLE can equalize through it (the calibrated range then does the clipping).
-// The reference replaces every Clip(0, 6); one elsewhere is no layer's activation, so CLE gains
-// nothing, and inside a hard-swish, x * Clip(x + 3, 0, 6) / 6, it changes the function: the
-// quadratic x * Relu(x + 3) / 6 overflows to infinity in PP-OCRv4 det.
+// ReplaceClip6Relu (vai_q_onnx 1.16, before CLE): the ReLU6 of a Conv, ConvTranspose or Gemm,
+// Clip(0, 6), becomes Relu, so that CLE can equalize through it (the calibrated range then does the
+// clipping). The reference replaces every Clip(0, 6); one elsewhere is no layer's activation, so
+// CLE gains nothing, and inside a hard-swish, x * Clip(x + 3, 0, 6) / 6, it changes the function:
+// the quadratic x * Relu(x + 3) / 6 overflows to infinity in PP-OCRv4 det.
 #include <algorithm>
 #include <cmath>
 #include <optional>
@@ -14,7 +14,7 @@ namespace onnxptq::passes {
 namespace {
 
 // The min or max of a Clip from opset 11: a constant input. Unlike constant_of, an initializer
-// that is also a graph input counts (the reference reads initializers by name, §10.5).
+// that is also a graph input counts (the reference reads initializers by name).
 const ir::Tensor* clip_bound_tensor(const ir::Value* value) {
   if (value && value->has_initializer()) return &value->initializer();
   return constant_of(value);

@@ -1,4 +1,4 @@
-// Splits a GlobalAveragePool over more than 512 elements into an AveragePool then a smaller GAP (vai_q_onnx §6.4).
+// Splits a GlobalAveragePool over more than 512 elements into an AveragePool then a smaller GAP (vai_q_onnx).
 #include <cmath>
 
 #include "passes/dpu.h"
@@ -7,7 +7,8 @@
 namespace onnxptq::passes {
 namespace {
 
-// §6.4's factor(n): (f, n / f) with f the largest divisor of n not above floor(sqrt(n)); (1, n) if none.
+// vai_q_onnx's factor(n): (f, n / f) with f the largest divisor of n not above floor(sqrt(n));
+// (1, n) if none.
 std::pair<int64_t, int64_t> split_factor(int64_t n) {
   int64_t f = static_cast<int64_t>(std::floor(std::sqrt(static_cast<double>(n))));
   while (f > 1 && n % f != 0) --f;
@@ -17,8 +18,8 @@ std::pair<int64_t, int64_t> split_factor(int64_t n) {
 
 }  // namespace
 
-// As shared/spec/vai_q_onnx.md §6.4: a GAP whose input has a known rank-4 shape with H * W > 512
-// gets AveragePool(kernel_shape = strides = [kh1, kw1]) in front, named and writing
+// As vai_q_onnx 1.16's SplitLargeKernelPool: a GAP whose input has a known rank-4 shape with
+// H * W > 512 gets AveragePool(kernel_shape = strides = [kh1, kw1]) in front, named and writing
 // "<gap input>_Split", so the GAP pools the remaining kh2 x kw2; skipped when either part is still
 // over 512 (one split only). The blocks tile the plane exactly, so the mean of block means is the mean.
 bool split_large_kernel_pool(ir::Model& model, PassContext& context) {

@@ -1,4 +1,5 @@
-// check-npu: §9.2's constraints on an exported power-of-two model, positions read from its quantize nodes.
+// check-npu: the IPU limitation constraints (vai_q_onnx refine.py) on an exported power-of-two model,
+// positions read from its quantize nodes.
 #include "tools/check_npu.h"
 
 #include <cmath>
@@ -65,7 +66,8 @@ int fix_neuron_position(const ir::Node& n) {
   }
   if (text.empty() || used != text.size())
     throw Error("check-npu: " + describe(n) + " has pos '" + text + "', not an integer");
-  // Our FixNeuron also carries the scale it computes with: the two must agree (vai §14.5).
+  // Our FixNeuron also carries the scale it computes with: the two must agree (vai_q_onnx 1.16's
+  // refinement rewrites only the pos attribute of a FixNeuron).
   if (constant_tensor(n.input(1)) && scale_position(n) != pos)
     throw Error("check-npu: " + describe(n) + " has pos " + text + " but computes with scale 2^-" +
                 std::to_string(scale_position(n)));

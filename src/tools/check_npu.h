@@ -1,5 +1,5 @@
-// check-npu: the NPU's shift constraints (shared/spec/vai_q_onnx.md §9.2) evaluated on an exported
-// power-of-two model, from the positions its quantize nodes carry.
+// check-npu: the NPU's shift constraints (vai_q_onnx 1.16's IPULimitationCheck) evaluated on an
+// exported power-of-two model, from the positions its quantize nodes carry.
 #pragma once
 
 #include <cstddef>
@@ -26,9 +26,9 @@ struct NpuCheck {
 // Reads each tensor's position from the model's QuantizeLinear/DequantizeLinear (any domain),
 // VitisQuantizeLinear/VitisDequantizeLinear and ExtendedQuantizeLinear/ExtendedDequantizeLinear
 // (pos = -log2 of the scale, which must be a power of two) and FixNeuron (its `pos` attribute),
-// finds them around each node as vai_q_onnx's refinement does (§9.1; LeakyRelu and PRelu count as
-// fused activations), and evaluates every §9.2 constraint on every node. Error for a scale that
-// is not one power of two, a FixNeuron without a pos, or a model without quantize nodes.
+// finds them around each node as vai_q_onnx's refinement (refine.py) does (LeakyRelu and PRelu
+// count as fused activations), and evaluates each of its constraints on every node. Error for a
+// scale that is not one power of two, a FixNeuron without a pos, or a model without quantize nodes.
 NpuCheck check_npu(const ir::Model& model);
 
 // "N violations" and one line per violation: rule, node, quantity = value, allowed interval, terms.

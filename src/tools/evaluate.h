@@ -1,5 +1,6 @@
 // Comparing the results of a float model and its quantized version, file by file: the evaluate
-// tool of the seeds (shared/seeds/003, "How to Measure Accuracy"; quark.onnx.tools.evaluate).
+// tool of the seeds (quark.onnx.tools.evaluate, as in "How to Measure Accuracy" of Quark's
+// A8W8/A16W8 guide).
 #pragma once
 
 #include <filesystem>

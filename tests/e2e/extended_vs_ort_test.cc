@@ -1,4 +1,4 @@
-// Quark's A8W8 and A16W8 recipes (shared/spec/quark_onnx.md §2.2: ExtendedQuantFormat.QDQ, MinMax,
+// Quark's A8W8 and A16W8 recipes (its DefaultConfigMapping: ExtendedQuantFormat.QDQ, MinMax,
 // symmetric activations, FoldRelu, AlignConcat, AlignSlice off; A16W8 with AlignEltwiseQuantType)
 // on a real model nobody here wrote (torchvision's mobilenet_v2). ONNX Runtime runs the export (its
 // Q/DQ are com.microsoft's) and, every node run literally, computes exactly what it computes for the

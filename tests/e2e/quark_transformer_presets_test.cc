@@ -199,9 +199,9 @@ TEST_P(TransformerPreset, OrtRunsItAndEveryQuantizedTensorIsWithinOneStepGivenOr
   if (!HasFailure()) fs::remove_all(dir);
 }
 
-// `--config INT8_TRANSFORMER_DEFAULT` is its row of quark_onnx.md §2.2 written as flags, with
-// `--enable-npu-transformer`; the preset and the flags write the same bytes, and without the switch
-// the model differs (every MatMul, Add, Mul, ... quantized).
+// `--config INT8_TRANSFORMER_DEFAULT` is Quark's preset (DefaultConfigMapping) written as flags,
+// with `--enable-npu-transformer`; the preset and the flags write the same bytes, and without the
+// switch the model differs (every MatMul, Add, Mul, ... quantized).
 TEST(TransformerPresetCli, PresetIsItsRowAsFlags) {
   fs::path file = tiny_transformer();
   ASSERT_TRUE(!file.empty() && fs::exists(file));

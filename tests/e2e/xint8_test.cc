@@ -1,4 +1,4 @@
-// The seeds' "CNNs on NPU" configuration (vai_q_onnx.md §1.6 / seed 000 "Recommended Configurations":
+// The seeds' "CNNs on NPU" configuration (the vai_q_onnx user guide, "Recommended Configurations":
 // QDQ, QUInt8 activations, QInt8 weights, MinMSE power of two, ActivationSymmetric, enable_dpu) on
 // ResNet-50 and the PP-OCRv4 det/rec/cls models. The integers of every quantized tensor (the output
 // of every QuantizeLinear, exposed as a graph output) must be the same, exactly, in three runs on one

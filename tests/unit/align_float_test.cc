@@ -1,7 +1,7 @@
-// Quark's float-scale alignment (shared/spec/quark_onnx.md §7.3 b) on tiny graphs: Concat inputs
+// Quark's float-scale alignment (its align_quantize_info) on tiny graphs: Concat inputs
 // take the output's parameters (over as many sweeps as a chain needs), pool outputs the input's,
 // Pad inputs the output's, and AdjustBiasScale requantizes an int32 bias whose input scale moved,
-// checked against the spec's formula (s_b = float32(s_in * s_w), q = rne(b / s_b)) computed here.
+// checked against Quark's formula (s_b = float32(s_in * s_w), q = rne(b / s_b)) computed here.
 #include "quant/align_float.h"
 
 #include <gtest/gtest.h>
@@ -114,7 +114,7 @@ TEST(AlignFloat, AdjustBiasScaleRequantizesTheBiasOfAMovedInput) {
   // conv_c reads a, whose scale AlignConcat changed.
   const float s_in = static_cast<float>(params_of(p, "a").scale);
   const float s_w = static_cast<float>(p.find("wc")->params.at(0).scale);
-  const float s_b = s_in * s_w;  // float32, as the spec's bias scale
+  const float s_b = s_in * s_w;  // float32, as Quark's bias scale
   const TensorPlan& bc = *p.find("bc");
   EXPECT_EQ(bc.params.at(0).scale, static_cast<double>(s_b));
   EXPECT_NE(stale.find("bc")->params.at(0).scale, static_cast<double>(s_b));  // left stale without AdjustBiasScale

@@ -108,7 +108,7 @@ TEST(CheckNpu, FindsWhatTheIpuCheckMends) {
   quant::QuantizeResult checked = quantize(m, npu_config(true), 2, {}, &log);
   NpuCheck after = check_npu(checked.model);
   EXPECT_TRUE(after.violations.empty()) << format_npu_check(after);
-  // One log line per rule, in §9.3's order, with its count.
+  // One log line per rule, in vai_q_onnx's order (refine.py), with its count.
   std::vector<std::string> rules;
   for (const std::string& line : log)
     if (line.rfind("IPULimitationCheck ", 0) == 0) rules.push_back(line.substr(19, line.find(':') - 19));

@@ -1,7 +1,8 @@
-// quantize_static with enable_dpu (shared/spec/vai_q_onnx.md §2, §6-§8): each rewrite runs where
-// the spec puts it and only when its extra_options key is on (a key off leaves its pattern alone),
-// the rewrites skip nodes the node filter rejects, §7.2 takes the Q/DQ out between an annotated
-// producer and its activation, and the dpu quantizer's constraints are one-line errors.
+// quantize_static with enable_dpu (as vai_q_onnx 1.16's quantize_static): each rewrite runs where
+// vai_q_onnx runs it and only when its extra_options key is on (a key off leaves its pattern
+// alone), the rewrites skip nodes the node filter rejects, the dpu quantizer's QDQ removal takes
+// the Q/DQ out between an annotated producer and its activation, and the dpu quantizer's
+// constraints are one-line errors.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -44,15 +45,15 @@ ir::Value* ints(ir::Graph& g, const std::string& name, const std::vector<int64_t
 }
 
 // One branch per rewrite, each ending in a graph output named after it:
-// x [1,4,8,8] -> Conv -> LeakyRelu(0.1)                         (§7.2 option, §8.1)
-//             -> Conv -> Relu -> BatchNormalization             (§7.2, §6.2: BN not after a Conv)
-//             -> ReduceMean(axes 2,3)                           (§6.3)
-//             -> ReduceMean(axis 1)                             (§8.5)
-//             -> Split([1, 3])                                  (§6.5)
-//             -> Clip(0, 6)                                     (§7.1)
-//             -> Sigmoid, HardSigmoid(1/6), AveragePool 3x3     (§8.2-§8.4)
-//             -> Softmax                                        (§8.6)
-// x2 [1,2,32,32] -> GlobalAveragePool                           (§6.4: 1024 > 512)
+// x [1,4,8,8] -> Conv -> LeakyRelu(0.1)                         (RemoveQDQConvLeakyRelu, DPU slope)
+//             -> Conv -> Relu -> BatchNormalization             (QDQ removal; ConvertBNToConv)
+//             -> ReduceMean(axes 2,3)                           (ConvertReduceMeanToGlobalAvgPool)
+//             -> ReduceMean(axis 1)                             (ConvertReduceMeanToDPUVersion)
+//             -> Split([1, 3])                                  (ConvertSplitToSlice)
+//             -> Clip(0, 6)                                     (ConvertClipToRelu)
+//             -> Sigmoid, HardSigmoid(1/6), AveragePool 3x3     (SimulateDPU)
+//             -> Softmax                                        (ConvertSoftmaxToDPUVersion)
+// x2 [1,2,32,32] -> GlobalAveragePool                           (SplitLargeKernelPool: 1024 > 512)
 ir::Model all_patterns() {
   ir::Model m;
   m.set_opset("", 13);
@@ -144,16 +145,16 @@ TEST(DpuQuantize, DefaultsRewriteEveryPatternTheSpecTurnsOn) {
   QuantizeResult r = quantize(m, npu_config());
   ASSERT_TRUE(r.prepared);
   const ir::Model& p = *r.prepared;
-  // §6: on by default.
+  // The pre-calibration rewrites: on by default.
   EXPECT_EQ(count_ops(p, "BatchNormalization"), 0u);
   EXPECT_EQ(producer_op(p, "bn"), "Conv");
   EXPECT_EQ(count_ops(p, "ReduceMean"), 1u);  // rm1 stays a ReduceMean (axis 1)
   EXPECT_EQ(count_ops(p, "Split"), 0u);
   EXPECT_EQ(count_ops(p, "Slice"), 2u);
   EXPECT_EQ(count_ops(p, "AveragePool"), 2u);  // ap, and the 4x4 part of the split 32x32 pool
-  // §7.1: off by default.
+  // ConvertClipToRelu: off by default.
   EXPECT_EQ(producer_op(p, "clip"), "Clip");
-  // §8 under SimulateDPU: LeakyRelu slope, Sigmoid -> HardSigmoid, scaling Muls.
+  // Under SimulateDPU: LeakyRelu slope, Sigmoid -> HardSigmoid, scaling Muls.
   EXPECT_EQ(leaky_alpha(p), 26.0f / 256.0f);
   EXPECT_EQ(count_ops(p, "Sigmoid"), 0u);
   EXPECT_EQ(producer_op(p, "hs"), "Mul");
@@ -165,7 +166,7 @@ TEST(DpuQuantize, DefaultsRewriteEveryPatternTheSpecTurnsOn) {
   EXPECT_EQ(r.plan.find("ap_Mul"), nullptr);
   EXPECT_EQ(quantizers_of(r.model, "ap_Mul"), 0u);
   EXPECT_EQ(quantizers_of(r.model, "ap"), 1u);
-  // §7.2: Conv -> Relu without a Q/DQ between them; Conv -> LeakyRelu keeps it (option off).
+  // QDQ removal: Conv -> Relu without a Q/DQ between them; Conv -> LeakyRelu keeps it (option off).
   EXPECT_EQ(r.plan.find("c2"), nullptr);
   EXPECT_EQ(r.plan.fused_activations.at("c2"), "r2");
   EXPECT_EQ(quantizers_of(r.model, "c2"), 0u);
@@ -238,7 +239,7 @@ TEST(DpuQuantize, EachKeyOffLeavesItsPatternAlone) {
   }
 }
 
-// u = Unsqueeze(x), y = u * Reciprocal(Sqrt(Max(ReduceSum(u * u, axes -1), 1e-12))): §6.7's pattern.
+// u = Unsqueeze(x), y = u * Reciprocal(Sqrt(Max(ReduceSum(u * u, axes -1), 1e-12))): FuseL2Norm's pattern.
 ir::Model l2_norm() {
   ir::Model m;
   m.set_opset("", 13);
@@ -319,7 +320,7 @@ TEST(DpuQuantize, RemoveQdqBetweenConvAndLeakyRelu) {
   EXPECT_EQ(quantizers_of(r.model, "c"), 0u);
   EXPECT_EQ(quantizers_of(r.model, "l"), 1u);
   EXPECT_EQ(count_ops(r.model, "LeakyRelu"), 1u);
-  EXPECT_EQ(leaky_alpha(r.model), 51.0f / 256.0f);  // §8.1: 0.2 -> 51/256
+  EXPECT_EQ(leaky_alpha(r.model), 51.0f / 256.0f);  // DPU slope: 0.2 -> 51/256
   // The LeakyRelu reads the Conv's float output directly.
   const ir::Node* leaky = producer(r.model, "l");
   ASSERT_TRUE(leaky);

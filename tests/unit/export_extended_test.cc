@@ -1,8 +1,8 @@
-// ExtendedQuantFormat.QDQ exports (shared/spec/quark_onnx.md §3.2, §3.3, §7.1): Quark's post-pass
-// leaves com.amd.quark ops only where com.microsoft's Q/DQ cannot hold the type; 8/16-bit models
-// compute exactly what the QDQ export of the same plan does and ONNX Runtime runs them; the wide
-// types (32-bit, float16, bfloat16), which ONNX Runtime cannot run without Quark's library, equal
-// the simulation (quant::Simulation) bit for bit.
+// ExtendedQuantFormat.QDQ exports (Quark's ExtendedQDQQuantizer and com.amd.quark ops): its
+// post-pass leaves com.amd.quark ops only where com.microsoft's Q/DQ cannot hold the type; 8/16-bit
+// models compute exactly what the QDQ export of the same plan does and ONNX Runtime runs them; the
+// wide types (32-bit, float16, bfloat16), which ONNX Runtime cannot run without Quark's library,
+// equal the simulation (quant::Simulation) bit for bit.
 #include <iostream>
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,7 +1,7 @@
-// QuantFormat.QOperator export (shared/spec/ort_quantization.md §5) on a small model with every
-// QLinear op: the nodes ORT's QOperator quantizer writes, ONNX Runtime loading and running the
-// model and agreeing with the engine within one quantization step of each output, the QDQ export
-// of the same plan agreeing within one step, and python3-onnx's checker passing.
+// QuantFormat.QOperator export (ONNX Runtime's quantization/onnx_quantizer.py) on a small model
+// with every QLinear op: the nodes ORT's QOperator quantizer writes, ONNX Runtime loading and
+// running the model and agreeing with the engine within one quantization step of each output, the
+// QDQ export of the same plan agreeing within one step, and python3-onnx's checker passing.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -45,14 +45,14 @@ TEST_P(QOperatorExport, QLinearOpsThatOrtRunsAndThatAgreeWithQdq) {
   Plan plan = testing::calibrated_plan(model, config);
   ir::Model q = export_model(model, plan, config);
 
-  // ORT's QOperator nodes (§5.2): every quantized op with a QLinear form gets it.
+  // ORT's QOperator nodes (its QLinearOpsRegistry): every quantized op with a QLinear form gets it.
   for (const char* op : {"QLinearConv", "QLinearMatMul", "QLinearAdd", "QLinearMul", "QLinearConcat", "QLinearSigmoid",
                          "QLinearLeakyRelu", "QLinearAveragePool", "QLinearGlobalAveragePool"})
     EXPECT_EQ(testing::count_ops(q, op), 1) << op;
   for (const char* op :
        {"Conv", "MatMul", "Add", "Mul", "Concat", "Sigmoid", "LeakyRelu", "AveragePool", "GlobalAveragePool"})
     EXPECT_EQ(testing::count_ops(q, op), 0) << op << " left in float";
-  // Removed where the plan removed it (§5.2), else float between DequantizeLinear and QuantizeLinear.
+  // Removed where the plan removed it (as ORT does), else float between DequantizeLinear and QuantizeLinear.
   EXPECT_EQ(testing::count_ops(q, "Relu"), plan.removed_activations.empty() ? 1 : 0);
   EXPECT_EQ(q.opset("com.microsoft"), 1);
   // Data movement on the quantized tensor, named as ORT names it.

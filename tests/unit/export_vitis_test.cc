@@ -1,8 +1,9 @@
-// VitisQuantFormat.QDQ and VitisQuantFormat.FixNeuron exports (shared/spec/vai_q_onnx.md §4.1,
-// §5.1-5.3): the nodes, domains and attributes the spec gives, and the numbers. For 8- and 16-bit
-// types a Vitis model computes exactly what the QDQ export of the same plan does (both are exact
-// integer arithmetic); for 32-bit, float16 and bfloat16 types, and for FixNeuron, the model equals
-// the float model run with every planned tensor replaced by the spec's formulas, written here.
+// VitisQuantFormat.QDQ and VitisQuantFormat.FixNeuron exports (vai_q_onnx 1.16's
+// VitisExtendedQuantizer and custom ops): the nodes, domains and attributes it writes, and the
+// numbers. For 8- and 16-bit types a Vitis model computes exactly what the QDQ export of the same
+// plan does (both are exact integer arithmetic); for 32-bit, float16 and bfloat16 types, and for
+// FixNeuron, the model equals the float model run with every planned tensor replaced by the ops'
+// formulas, written here.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -78,7 +79,7 @@ void expect_quantized(const ir::Model& float_model, const std::vector<ir::Tensor
 }
 
 // ---------------------------------------------------------------------------------------------
-// The spec's formulas, per element (vai §5.1-5.3, ort §4.7).
+// The ops' formulas, per element (vai_q_onnx's custom ops; ORT's int32 bias).
 
 int64_t type_min(DataType t) {
   switch (t) {
@@ -111,7 +112,7 @@ int64_t type_max(DataType t) {
   }
 }
 
-// VitisQuantizeLinear then VitisDequantizeLinear (vai §5.1, §5.2).
+// VitisQuantizeLinear then VitisDequantizeLinear (vai_q_onnx 1.16's com.vai.quantize ops).
 float vitis_fake_quantize(float x, DataType type, const ScaleZeroPoint& p) {
   const auto s = static_cast<float>(p.scale);
   if (type == DataType::Float16) {  // a cast; scale and zero point ignored
@@ -128,7 +129,8 @@ float vitis_fake_quantize(float x, DataType type, const ScaleZeroPoint& p) {
   return static_cast<float>(q - p.zero_point) * s;
 }
 
-// The int32 bias: rne(b / s_b) in double, clipped to int32 (ort §4.7), then dequantized.
+// The int32 bias: rne(b / s_b) in double, clipped to int32 (ORT's quantize_bias_static_impl), then
+// dequantized.
 float int32_bias(float b, const ScaleZeroPoint& p) {
   const auto s = static_cast<float>(p.scale);
   double q = std::nearbyint(static_cast<double>(b) / static_cast<double>(s));
@@ -136,7 +138,8 @@ float int32_bias(float b, const ScaleZeroPoint& p) {
   return static_cast<float>(static_cast<int64_t>(q)) * s;
 }
 
-// FixNeuron (vai §5.3, NumPy in float32): q = clip(rne(x / s) + zp, [-2^(b-1), 2^(b-1) - 1]), (q - zp) s.
+// FixNeuron (vai_q_onnx's qdq_ops.py, NumPy in float32):
+// q = clip(rne(x / s) + zp, [-2^(b-1), 2^(b-1) - 1]), (q - zp) s.
 float fix_neuron(float x, int bits, const ScaleZeroPoint& p) {
   const auto s = static_cast<float>(p.scale);
   const auto zp = static_cast<float>(p.zero_point);

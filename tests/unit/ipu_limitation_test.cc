@@ -1,7 +1,8 @@
-// IPULimitationCheck on hand-made power-of-two plans: each rule of shared/spec/vai_q_onnx.md §9.2
-// on a tiny graph with a violation set by hand and the correction §9.2 writes, Appendix A
-// examples 6 and 7, the sweep schedule of §9.3, weights and biases quantized again (checked against
-// rne(w 2^pos) clipped, computed here), the NPU bias (§4.5) and the extra options.
+// IPULimitationCheck on hand-made power-of-two plans: each rule of vai_q_onnx 1.16's refine.py
+// on a tiny graph with a violation set by hand and the correction the rule makes, worked shift-cut
+// and shift-bias examples, the sweep schedule, weights and biases quantized again (checked against
+// rne(w 2^pos) clipped, computed here), the NPU bias (vai_q_onnx's dpu quantizer) and the extra
+// options.
 #include "quant/ipu_limitation.h"
 
 #include <gtest/gtest.h>
@@ -122,8 +123,8 @@ void conv(Case& c, bool bias) {
   c.node("Conv", bias ? std::vector<std::string>{"x", "w", "b"} : std::vector<std::string>{"x", "w"}, {"y"}, "conv");
 }
 
-// vai Appendix A example 6: wpos 9, ipos 7, opos 0 -> shift_cut 16, allowed; opos -1 -> 17, and
-// wpos := 16 - 1 - 7 = 8, the stored weight quantized again at 2^-8.
+// A worked AdjustShiftCut example (vai_q_onnx 1.16's rule): wpos 9, ipos 7, opos 0 -> shift_cut 16,
+// allowed; opos -1 -> 17, and wpos := 16 - 1 - 7 = 8, the stored weight quantized again at 2^-8.
 TEST(IpuLimitation, AppendixAExample6ShiftCut) {
   Case ok;
   conv(ok, false);
@@ -147,13 +148,14 @@ TEST(IpuLimitation, AppendixAExample6ShiftCut) {
   EXPECT_EQ(changes[0].to, 8);
   EXPECT_EQ(c.pos("w"), 8);
   EXPECT_EQ(c.plan.find("w")->params[0].scale, 1.0 / 256);
-  // Quantized again (vai_q_onnx keeps the 2^-9 integers: §14.4): 0.3 -> rne(76.8) = 77, not 127 (153.6 clipped).
+  // Quantized again (vai_q_onnx 1.16 keeps the 2^-9 integers): 0.3 -> rne(76.8) = 77, not 127 (153.6 clipped).
   EXPECT_EQ(stored(c, "w"), expected_int8(float_values(c, "w"), 8));
   EXPECT_EQ(stored(c, "w")[0], 77);
 }
 
-// vai Appendix A example 7: wpos 8, ipos 5, opos 4 (shift_cut 9), bpos 14 -> shift_bias -1 in
-// [-7, 15]; bpos 22 -> -9, and bpos := 8 + 5 - (-7) = 20, the bias quantized again at 2^-20.
+// A worked AdjustShiftBias example (vai_q_onnx 1.16's rule): wpos 8, ipos 5, opos 4 (shift_cut 9),
+// bpos 14 -> shift_bias -1 in [-7, 15]; bpos 22 -> -9, and bpos := 8 + 5 - (-7) = 20, the bias
+// quantized again at 2^-20.
 TEST(IpuLimitation, AppendixAExample7ShiftBias) {
   for (int bpos : {14, 22}) {
     Case c;
@@ -331,7 +333,7 @@ TEST(IpuLimitation, AlignConcatThroughTheProvider) {
 }
 
 // AlignPool: the larger of ipos and opos becomes the smaller; an average pool behind a Pad
-// without Q/DQ reads the Pad's input position (§9.1's look-through).
+// without Q/DQ reads the Pad's input position (refine.py's look-through).
 TEST(IpuLimitation, AlignPool) {
   for (auto [in, out] : {std::pair{6, 4}, std::pair{3, 5}}) {
     Case c;
@@ -356,7 +358,7 @@ TEST(IpuLimitation, AlignPool) {
   EXPECT_EQ(c.pos("x"), 4);
 }
 
-// Quark's AlignPad and AlignSlice (quark_onnx.md §7.3 a, the pools' min rule): off unless set,
+// Quark's AlignPad and AlignSlice (adjust_quantize_info, the pools' min rule): off unless set,
 // as vai_q_onnx has no such rule; set, input and output take the smaller position.
 TEST(IpuLimitation, QuarksAlignPadAndAlignSlice) {
   for (bool set : {false, true})
@@ -382,7 +384,8 @@ TEST(IpuLimitation, QuarksAlignPadAndAlignSlice) {
     }
 }
 
-// A Relu the plan removed: the Conv writes its output, whose position is opos (Q/DQ removal, §9.1).
+// A Relu the plan removed: the Conv writes its output, whose position is opos (Q/DQ removal, as
+// refine.py).
 TEST(IpuLimitation, OutputPositionThroughARemovedRelu) {
   Case c;
   c.input("x");
@@ -398,9 +401,9 @@ TEST(IpuLimitation, OutputPositionThroughARemovedRelu) {
   EXPECT_EQ(c.pos("w"), 8);
 }
 
-// §9.3: a later rule's change breaks an earlier rule's constraint, which only the next sweep mends.
-// Add(a, b): shift_read |10 - 9| = 1; then AlignConcat(a, z) lowers a to 1, so shift_read is 8:
-// with one sweep it stays, with two b becomes 1 + 7 = 8.
+// The schedule: a later rule's change breaks an earlier rule's constraint, which only the next
+// sweep mends. Add(a, b): shift_read |10 - 9| = 1; then AlignConcat(a, z) lowers a to 1, so
+// shift_read is 8: with one sweep it stays, with two b becomes 1 + 7 = 8.
 TEST(IpuLimitation, SecondSweepMendsWhatALaterRuleBroke) {
   for (int loops : {1, 2, 5}) {
     Case c;
@@ -437,9 +440,9 @@ TEST(IpuLimitation, SecondSweepMendsWhatALaterRuleBroke) {
   }
 }
 
-// NPU bias (vai §4.5 with enable_dpu): the Conv's bias is a weight of weight_type with its own
-// power-of-two position from its values: max |b| = 0.4 -> 0.4/127 -> -log2 = 8.3 -> pos 8 (and the
-// finest position holding 0.4 is 8 too), values clip(rne(b 256), -127, 127).
+// NPU bias (vai_q_onnx 1.16 with enable_dpu): the Conv's bias is a weight of weight_type with its
+// own power-of-two position from its values: max |b| = 0.4 -> 0.4/127 -> -log2 = 8.3 -> pos 8 (and
+// the finest position holding 0.4 is 8 too), values clip(rne(b 256), -127, 127).
 TEST(IpuLimitation, NpuBiasIsAPowerOfTwoWeight) {
   Case c;
   c.input("x");

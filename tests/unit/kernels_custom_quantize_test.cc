@@ -1,9 +1,9 @@
 // The custom Q/DQ ops of vai_q_onnx and Quark (src/engine/kernels/quantize_custom.cc):
 // com.vai.quantize VitisQuantizeLinear / VitisDequantizeLinear, com.amd.quark
 // ExtendedQuantizeLinear / ExtendedDequantizeLinear, ai.onnx.contrib FixNeuron, QuantizeLinear and
-// DequantizeLinear. Every expected value is worked out by hand from the formulas of the specs
-// (vai_q_onnx §5.1-5.4, quark §3.3), with the reasoning beside it, or (for the larger tensors)
-// computed here in double precision from the same formulas.
+// DequantizeLinear. Every expected value is worked out by hand from the formulas of the ops
+// (vai_q_onnx 1.16's custom ops and qdq_ops.py, Quark's com.amd.quark ops), with the reasoning
+// beside it, or (for the larger tensors) computed here in double precision from the same formulas.
 #include <gtest/gtest.h>
 
 #include <cmath>

@@ -1,8 +1,8 @@
-// Cross-layer equalization and ReplaceClip6Relu (vai_q_onnx.md §10). Small built graphs: the
-// engine's outputs before and after agree, and the new weights equal the spec's formulas
-// recomputed here by brute force from the old ones (s_c = sqrt(r_tail_c / r_head_c), head
-// channel times s, tail channel divided by it), or hand-computed values for the bias column's
-// shrink factor (§10.3). Real models: torchvision ResNet-18 and MobileNetV2 keep their outputs
+// Cross-layer equalization and ReplaceClip6Relu (vai_q_onnx 1.16's equalization.py). Small built
+// graphs: the engine's outputs before and after agree, and the new weights equal its formulas
+// recomputed here by brute force from the old ones (s_c = sqrt(r_tail_c / r_head_c), head channel
+// times s, tail channel divided by it), or hand-computed values for the bias column's shrink factor
+// (_combine_weight_and_bias). Real models: torchvision ResNet-18 and MobileNetV2 keep their outputs
 // and their per-channel weight ranges become more even (figures printed).
 #include <gtest/gtest.h>
 
@@ -102,7 +102,8 @@ ChannelFn axis(size_t a) {
   return [a](const std::vector<int64_t>& index) { return index[a]; };
 }
 
-// Brute force of §10.2 without the bias column: the scales for one pair, applied to copies.
+// Brute force of vai_q_onnx's _cross_layer_equalize without the bias column: the scales for one
+// pair, applied to copies.
 struct Expected {
   std::vector<double> s;
   Tensor head, tail, bias;
@@ -235,12 +236,12 @@ struct GemmCase {
   std::vector<float> bias;  // empty: no C
   std::vector<float> tail;  // [2, 2] transB = 1, or [2, 3] transB = 0
   bool tail_trans_b;
-  std::vector<double> s;  // computed by hand from §10.2 and §10.3
+  std::vector<double> s;  // computed by hand from vai_q_onnx's rules
 };
 
 TEST(CrossLayerEqualization, GemmScalesAndBiasShrinkFactorsByHand) {
   std::vector<GemmCase> cases = {
-      // Appendix A 10: head row max 4, tail column max 1 -> s = 0.5; row 1: 1 and 0.25 -> 0.5.
+      // A worked example: head row max 4, tail column max 1 -> s = 0.5; row 1: 1 and 0.25 -> 0.5.
       {"appendix A", {4, -1, 2, 1, 0.5f, -0.25f}, 3, {}, {1, 0.25f, -0.5f, -0.125f}, true, {0.5, 0.5}},
       // Row 1 has a zero: it takes -min|nonzero| = -4 for the factors. |Wc| = [1 2; 4 4], C = [3 9]:
       // max|C| 9 < 10, 9 / 4 < 20; factors [3 1.5 2.25 2.25]: median 2.25, mean 2.25 -> shrink 2.
@@ -379,7 +380,7 @@ TEST(CrossLayerEqualization, GroupedConvLeakyReluPadReduceMeanGemm) {
   EXPECT_LE(outputs_diff(b.model, after), 1e-5);
 }
 
-// Where the walk must stop (and where the reference's bugs of §14.11 are not copied).
+// Where the walk must stop (and where the reference's bugs are not copied).
 TEST(CrossLayerEqualization, PairDiscoveryStopsWhereTheFunctionWouldChange) {
   auto pairs_of = [](Builder& b, const CleOptions& options = {}) {
     ir::Model after = ir::clone_model(b.model);
@@ -475,7 +476,7 @@ Builder three_conv_chain() {
   return b;
 }
 
-// The §10.4 measure recomputed here: Σ over the Convs of mean |W_a - W_b|.
+// process_cle_transforms' measure recomputed here: Σ over the Convs of mean |W_a - W_b|.
 double weight_change(const ir::Model& a, const ir::Model& b,
                      const std::vector<std::string>& names = {"c1", "c2", "c3"}) {
   double total = 0;

@@ -1,6 +1,7 @@
 // ONNX Runtime (npm onnxruntime-node) runs what the SimulateDPU passes write: the bfloat16 Softmax
 // subgraph (float ops between Casts to bfloat16 and back) and the Muls after HardSigmoid and
-// pools, to the same values as the engine (whose results passes_dpu_test.cc checks against the spec).
+// pools, to the same values as the engine (whose results passes_dpu_test.cc checks against
+// vai_q_onnx's formulas).
 #include <gtest/gtest.h>
 #include <unistd.h>
 

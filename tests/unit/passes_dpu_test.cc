@@ -1,7 +1,7 @@
 // The enable_dpu rewrites and SimulateDPU transforms (src/passes/dpu.h), each on tiny built graphs:
 // where a rewrite is exact the engine's outputs before and after agree; where it changes numbers
-// on purpose (§8) the outputs equal the spec's formula evaluated here from the spec's constants
-// (shared/spec/vai_q_onnx.md); and graphs where a pass must not apply are left unchanged.
+// on purpose (SimulateDPU) the outputs equal vai_q_onnx 1.16's formula evaluated here from its
+// constants (simulate_dpu.py); and graphs where a pass must not apply are left unchanged.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -81,7 +81,7 @@ ir::Model run_pass(const ir::Model& model, PassFunction pass, bool expect_change
   return after;
 }
 
-// ---- §6.3 ConvertReduceMeanToGlobalAvgPool
+// ---- ConvertReduceMeanToGlobalAvgPool
 
 TEST(ConvertReduceMeanToGlobalAvgPool, AxesTwoAndThreeOfA4DTensor) {
   ir::Model m = new_model(13);
@@ -124,7 +124,7 @@ TEST(ConvertReduceMeanToGlobalAvgPool, LeavesOtherReductions) {
   EXPECT_EQ(count_ops(after, "ReduceMean"), 4u);
 }
 
-// ---- §6.4 SplitLargeKernelPool
+// ---- SplitLargeKernelPool
 
 // 32 x 24 = 768 > 512. factor(32): floor(sqrt 32) = 5, 32 % 5 != 0, 4 divides: (4, 8); factor(24):
 // floor(sqrt 24) = 4 divides: (4, 6). So AveragePool 4x4 stride 4, then the GAP over 8 x 6 = 48.
@@ -159,7 +159,7 @@ TEST(SplitLargeKernelPool, LeavesSmallPrimeAndUnknownSizes) {
   run_pass(dynamic, split_large_kernel_pool, false);
 }
 
-// ---- §6.5 ConvertSplitToSlice
+// ---- ConvertSplitToSlice
 
 TEST(ConvertSplitToSlice, SizesFromInputBecomeSlices) {
   ir::Model m = new_model(13);
@@ -180,7 +180,7 @@ TEST(ConvertSplitToSlice, SizesFromInputBecomeSlices) {
 }
 
 // Opset 11: sizes as the `split` attribute, a negative axis. A Split without sizes before it is
-// skipped, not the end of the pass (vai_q_onnx's `break`, §14.8).
+// skipped, not the end of the pass (vai_q_onnx 1.16's `break`).
 TEST(ConvertSplitToSlice, AttributeSizesAfterASplitWithout) {
   ir::Model m = new_model(11);
   ir::Graph& g = *m.graph;
@@ -195,10 +195,10 @@ TEST(ConvertSplitToSlice, AttributeSizesAfterASplitWithout) {
   EXPECT_EQ(count_ops(after, "Slice"), 2u);
 }
 
-// ---- §6.6 FuseInstanceNorm
+// ---- FuseInstanceNorm
 
-// The decomposed instance norm of §6.6 on x [2,3,5,4]: mean = GAP(x), d = x - mean,
-// k = Reciprocal(Sqrt(GAP(d*d) + eps)) * gamma, y = x*k + (beta - mean*k).
+// The decomposed instance norm FuseInstanceNorm matches, on x [2,3,5,4]: mean = GAP(x),
+// d = x - mean, k = Reciprocal(Sqrt(GAP(d*d) + eps)) * gamma, y = x*k + (beta - mean*k).
 ir::Model instance_norm_model(bool square) {
   ir::Model m = new_model(13);
   ir::Graph& g = *m.graph;
@@ -241,7 +241,7 @@ TEST(FuseInstanceNorm, LeavesNearMisses) {
   run_exact(m, fuse_instance_norm, false);
 }
 
-// ---- §6.7 FuseL2Norm
+// ---- FuseL2Norm
 
 // u = Unsqueeze(x), y = u * Reciprocal(Sqrt(Max(ReduceSum(u*u, axes), 1e-12))).
 ir::Model l2_norm_model(std::vector<int64_t> axes, bool square) {
@@ -275,7 +275,7 @@ TEST(FuseL2Norm, LeavesTwoAxesAndAProductOfTwoTensors) {
   run_exact(l2_norm_model({-1}, false), fuse_l2_norm, false);
 }
 
-// ---- §7.1 ConvertClipToRelu
+// ---- ConvertClipToRelu
 
 // Clip(x, 0, 6) becomes Relu; on inputs up to max (the feeds are in [-2, 2)) nothing changes. The
 // bound itself is dropped (the calibrated range bounds the quantized output): 10 passes through.
@@ -306,7 +306,7 @@ TEST(ConvertClipToRelu, AttributeBoundsBelowOpset11) {
   EXPECT_EQ(count_ops(after, "Relu"), 1u);
 }
 
-// min < 0, min > 0 (which vai_q_onnx converts, §14.10: Relu would let [0, 0.5) through) and no
+// min < 0, min > 0 (which vai_q_onnx 1.16 converts: Relu would let [0, 0.5) through) and no
 // min at all stay Clips.
 TEST(ConvertClipToRelu, LeavesOtherLowerBounds) {
   ir::Model m = new_model(13);
@@ -319,9 +319,9 @@ TEST(ConvertClipToRelu, LeavesOtherLowerBounds) {
   EXPECT_EQ(count_ops(after, "Clip"), 3u);
 }
 
-// ---- §8.1 ConvertLeakyReluToDPUVersion
+// ---- ConvertLeakyReluToDPUVersion
 
-// The spec's values: 0.1 -> 26/256 = 0.1015625, 0.2 -> 51/256 = 0.19921875, 0.01 -> 3/256 =
+// vai_q_onnx's values: 0.1 -> 26/256 = 0.1015625, 0.2 -> 51/256 = 0.19921875, 0.01 -> 3/256 =
 // 0.01171875; the outputs are x >= 0 ? x : alpha' * x. Without the attribute: left at 0.01.
 TEST(ConvertLeakyReluToDPUVersion, RoundsAlphaToMultiplesOf256th) {
   ir::Model m = new_model(13);
@@ -349,7 +349,7 @@ TEST(ConvertLeakyReluToDPUVersion, RoundsAlphaToMultiplesOf256th) {
   EXPECT_FALSE(convert_leaky_relu_to_dpu_version(after, context));  // already DPU slopes
 }
 
-// ---- §8.2 ConvertSigmoidToHardSigmoid and §8.3 ConvertHardSigmoidToDPUVersion
+// ---- ConvertSigmoidToHardSigmoid and ConvertHardSigmoidToDPUVersion
 
 float hard_sigmoid(float x, float alpha, float beta) { return std::max(0.0f, std::min(1.0f, alpha * x + beta)); }
 
@@ -409,9 +409,9 @@ TEST(ConvertHardSigmoidToDPUVersion, ScalesByTheDpusOneSixth) {
   EXPECT_FALSE(convert_hard_sigmoid_to_dpu_version(after, context));  // no second Mul
 }
 
-// ---- §8.4 ConvertAvgPoolToDPUVersion and §8.5 ConvertReduceMeanToDPUVersion
+// ---- ConvertAvgPoolToDPUVersion and ConvertReduceMeanToDPUVersion
 
-// The spec's table (§8.4) and examples (§8.5, appendix A.8).
+// vai_q_onnx 1.16's factors (simulate_dpu.py): its special cases and what its rule gives.
 TEST(DpuDivisionFactor, MatchesTheSpecsTable) {
   for (int64_t k : {1, 2, 4, 8, 16, 32}) EXPECT_EQ(dpu_avg_pool_factor(k, k), 1.0) << k;
   const std::vector<std::pair<int64_t, double>> table = {
@@ -537,7 +537,7 @@ TEST(ConvertReduceMeanToDPUVersion, ScalesByTheGenericFactor) {
   EXPECT_GT(worst_relative(run_model(m18, feeds18)[0].values<float>(), brute_mean_last(rows, 49.0 * 21 / 1024)), 1e-4);
 }
 
-// ---- §8.6 ConvertSoftmaxToDPUVersion
+// ---- ConvertSoftmaxToDPUVersion
 
 // bfloat16 rounding to nearest even, from the bits (the test's own, not ir/float16.h's).
 float bf(float f) {
@@ -549,7 +549,8 @@ float bf(float f) {
   return f;
 }
 
-// §8.6 on rows of x [R, count] over the last axis, every bfloat16 step rounded.
+// ConvertSoftmaxToDPUVersion's arithmetic on rows of x [R, count] over the last axis, every
+// bfloat16 step rounded.
 std::vector<float> brute_dpu_softmax(const Tensor& x) {
   int64_t count = x.dims().back(), rows = x.size() / count;
   const float inv_ln2 = bf(1.4426950408889634f), ln2 = bf(0.6931471805599453f);
@@ -621,7 +622,7 @@ TEST(DpuPassLists, SpecOrderAndOptionKeys) {
     bool off_by_default = std::string(o.option) == "FuseInstanceNorm" || std::string(o.option) == "FuseL2Norm" ||
                           std::string(o.option) == "ConvertClipToRelu" ||
                           std::string(o.option) == "ConvertSoftmaxToDPUVersion";
-    EXPECT_EQ(o.default_value, !off_by_default) << o.option;  // §1.6
+    EXPECT_EQ(o.default_value, !off_by_default) << o.option;  // vai_q_onnx 1.16's defaults
   }
 }
 
@@ -671,7 +672,7 @@ TEST(DpuPassesOnRealModels, SplitLargeKernelPoolPpOcrDet) {
 }
 
 // MobileNetV3-Large's 29 HardSigmoid(1/6) each get the Mul by 1.0001220703125; its GAPs (over
-// 56, 28, 14 and 7 square planes at 224 x 224) the Mul by 1.0048828125 (§8.4's table).
+// 56, 28, 14 and 7 square planes at 224 x 224) the Mul by 1.0048828125 (vai_q_onnx's factor).
 TEST(DpuPassesOnRealModels, SimulationPassesMobileNetV3) {
   const std::map<std::string, std::vector<int64_t>> shapes = {};
   ir::Model model = load_with_shapes(kMobileNetV3, shapes);
@@ -700,9 +701,10 @@ TEST(DpuPassesOnRealModels, SimulationPassesMobileNetV3) {
     for (float v : t.values<float>()) ASSERT_TRUE(std::isfinite(v));
 }
 
-// PP-OCRv4 rec with the §8 passes that are on by default: its 7 Sigmoids become HardSigmoid(1/6)
-// and, with its 2 HardSigmoid(0.1666667, 0.5), get the 1.0001220703125 Mul; its 10 ReduceMean over
-// the last axis get the generic factor of that axis' size; the 3x2 AveragePool (not square) stays.
+// PP-OCRv4 rec with the SimulateDPU passes that are on by default: its 7 Sigmoids become
+// HardSigmoid(1/6) and, with its 2 HardSigmoid(0.1666667, 0.5), get the 1.0001220703125 Mul; its 10
+// ReduceMean over the last axis get the generic factor of that axis' size; the 3x2 AveragePool (not
+// square) stays.
 TEST(DpuPassesOnRealModels, DefaultSimulationPassesPpOcrRec) {
   const fs::path rec = kDet.parent_path() / "ch_PP-OCRv4_rec_infer.onnx";
   const std::map<std::string, std::vector<int64_t>> shapes = {{"x", {1, 3, 48, 160}}};

@@ -1,4 +1,4 @@
-// ExtendedQuantFormat.QDQ's marking rules (shared/spec/quark_onnx.md §9.8, §4 step 10): FoldRelu
+// ExtendedQuantFormat.QDQ's marking rules (Quark's ExtendedQDQQuantizer, FoldRelu): FoldRelu
 // removes a Relu whose producer's quantized output then clips at 0, initializers take the weight
 // type unless AlignEltwiseQuantType gives those of Mul/Div/Add/Sub/Min/Max the activation type.
 // ONNX Runtime runs the exported models (their 8/16-bit Q/DQ are com.microsoft's).

@@ -1,6 +1,6 @@
 // Quark's choice of op types on tiny graphs: QuantizeAllOpTypes (every op type of the graph, the
 // generic rule for ops without one: float tensors quantized, integer ones never) and
-// enable_npu_transformer (quark_onnx.md §4 steps 9, 10, 13: Quark's NPUTransformerRegistry,
+// enable_npu_transformer (Quark's quantize_static: its NPUTransformerRegistry,
 // MatMulConstBOnly on by default, four rewrites on the nodes quantized).
 #include <gtest/gtest.h>
 #include <unistd.h>

@@ -1,5 +1,6 @@
 // The quantization plan on tiny graphs: which tensors each op marks, by the rules of ORT's QDQ
-// quantizer (shared/spec/ort_quantization.md §4.2-4.9), and the errors of bad options.
+// quantizer (ONNX Runtime's quantization/qdq_quantizer.py and operators/), and the errors of bad
+// options.
 #include "quant/plan.h"
 
 #include <gtest/gtest.h>
@@ -83,7 +84,7 @@ TEST(Plan, SymmetricReluStaysAndItsInputTakesItsRange) {
   Plan p = make_plan(m, c, testing::all_float(m));
   ASSERT_NE(p.find("c"), nullptr);
   EXPECT_TRUE(p.removed_activations.empty());
-  EXPECT_EQ(p.find("c")->range_from, "r");  // ORT §3.7: the single-use input takes the Relu's range
+  EXPECT_EQ(p.find("c")->range_from, "r");  // ORT's adjust_tensor_ranges: the single-use input takes the Relu's range
   EXPECT_EQ(p.tensors_to_calibrate(), (std::vector<std::string>{"x", "r"}));
 }
 

@@ -1,5 +1,6 @@
-// The preset table (quant/presets.h) against quark_onnx.md §2.2 and seed 000, what the core refuses
-// of each preset today, and `onnxptq quantize --config NAME` / `onnxptq presets` as a user runs them.
+// The preset table (quant/presets.h) against Quark's DefaultConfigMapping and the vai_q_onnx user
+// guide, what the core refuses of each preset today, and `onnxptq quantize --config NAME` /
+// `onnxptq presets` as a user runs them.
 #include "quant/presets.h"
 
 #include <gtest/gtest.h>
@@ -24,8 +25,8 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-// quark_onnx.md §2.2's names, copied from the spec's table, and seed 000's four recommended
-// configurations under onnxptq's names.
+// The names of Quark's DefaultConfigMapping (quark/onnx/quantization/config/custom_config.py), and
+// the vai_q_onnx user guide's four recommended configurations under onnxptq's names.
 // clang-format off
 const std::vector<std::string> kSpecNames = {
     "UINT8_DYNAMIC_QUANT", "XINT8", "XINT8_ADAROUND", "XINT8_ADAQUANT", "VINT8", "S8S8_AAWS", "S8S8_AAWS_ADAROUND",
@@ -54,7 +55,7 @@ TEST(Presets, TheTableHasEveryPresetOfTheSpecOnce) {
   EXPECT_EQ(find_preset("xint8"), nullptr);  // exact names
 }
 
-// Rows of §2.2 and seed 000's code blocks, written here from the documents.
+// Presets of custom_config.py and the vai_q_onnx guide's code blocks, written here from them.
 TEST(Presets, SettingsAreTheSpecsRows) {
   auto config = [](const std::string& name) { return find_preset(name)->config; };
   json xint8 = config("XINT8");
@@ -63,7 +64,7 @@ TEST(Presets, SettingsAreTheSpecsRows) {
   EXPECT_EQ(xint8["activation_type"], "QuantType.QUInt8");
   EXPECT_EQ(xint8["weight_type"], "QuantType.QInt8");
   EXPECT_EQ(xint8["enable_dpu"], true);
-  EXPECT_EQ(xint8["include_cle"], true);  // QuantizationConfig's default (§1.2)
+  EXPECT_EQ(xint8["include_cle"], true);  // QuantizationConfig's default
   EXPECT_EQ(xint8["extra_options"], json({{"ActivationSymmetric", true}, {"ForceQuantizeNoInputCheck", true}}));
 
   json a8w8 = config("A8W8");
@@ -92,7 +93,7 @@ TEST(Presets, SettingsAreTheSpecsRows) {
   EXPECT_EQ(config("VINT8")["optimize_model"], false);
   EXPECT_EQ(config("UINT8_DYNAMIC_QUANT")["use_dynamic_quant"], true);
 
-  // §2.1's parameter blocks.
+  // custom_config.py's parameter blocks.
   json adaround = {{"DataSize", 1000},      {"FixedSeed", 1705472343}, {"BatchSize", 2},
                    {"NumIterations", 1000}, {"LearningRate", 0.1},     {"OptimAlgorithm", "adaround"},
                    {"OptimDevice", "cpu"},  {"InferDevice", "cpu"},    {"EarlyStop", true}};
@@ -112,7 +113,8 @@ TEST(Presets, SettingsAreTheSpecsRows) {
   EXPECT_FALSE(config("BF16_MIXED_BFP16_ADAQUANT")["extra_options"]["AutoMixprecision"].contains("DualQuantNodes"));
   EXPECT_EQ(config("BF16_MIXED_MXINT8_ADAQUANT")["extra_options"]["AutoMixprecision"]["DualQuantNodes"], true);
 
-  // Seed 000, "CNNs on NPU" and the CLE example: vai_q_onnx's include_cle default is False.
+  // The vai_q_onnx guide, "CNNs on NPU" and the CLE example: vai_q_onnx's include_cle default is
+  // False.
   json npu = config("VAI_CNN_NPU");
   EXPECT_EQ(npu["calibrate_method"], "MinMSE");
   EXPECT_EQ(npu["activation_type"], "QUInt8");
@@ -306,14 +308,14 @@ class PresetsCli : public ::testing::Test {
 };
 
 TEST_F(PresetsCli, PresetIsItsSpecRowAndLaterOptionsOverrideIt) {
-  // §2.2's U8S8_AAWS row as flags, with QuantizationConfig's include_cle default.
+  // Quark's U8S8_AAWS preset as flags, with QuantizationConfig's include_cle default.
   const std::string u8s8_flags =
       "--quant-format QDQ --calibrate-method Percentile --activation-type QUInt8 --weight-type QInt8 "
       "--extra-option ForceQuantizeNoInputCheck=true ";
   std::string preset = quantize("preset", "--config U8S8_AAWS");
   ASSERT_FALSE(preset.empty());
   EXPECT_EQ(preset, quantize("flags", u8s8_flags + "--include-cle"));
-  // Seed 000's "CNNs on CPU" call as flags.
+  // The vai_q_onnx guide's "CNNs on CPU" call as flags.
   EXPECT_EQ(quantize("cpu_preset", "--config VAI_CNN_CPU"),
             quantize("cpu_flags",
                      "--quant-format QDQ --calibrate-method MinMax --activation-type QUInt8 "

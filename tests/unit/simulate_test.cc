@@ -1,5 +1,5 @@
 // The simulation (fake quantization from the plan on the float model) gives exactly what the
-// engine computes from the exported QDQ model (shared/DESIGN.md: simulate from the plan, export
+// engine computes from the exported QDQ model (docs/ARCHITECTURE.md: simulate from the plan, export
 // from the plan): on a small graph with every kind of planned tensor, and on real models.
 #include "quant/simulate.h"
 

@@ -1,6 +1,7 @@
 // Integer ranges, scales and zero points, and quantize / dequantize / fake quantize against the
-// seeds' own numbers (ort_quantization.md §3.1 test vectors, vai_q_onnx.md Appendix A) and values
-// worked out by hand (reasoning in the comments). Weights and biases: tensor_quant_weight_test.cc.
+// seeds' own numbers (ONNX Runtime's test_quant_util.py vectors, vai_q_onnx 1.16's rules) and
+// values worked out by hand (reasoning in the comments). Weights and biases:
+// tensor_quant_weight_test.cc.
 #include "quant/tensor_quant.h"
 
 #include <gtest/gtest.h>
@@ -28,7 +29,8 @@ struct RangeCase {
   QRange full, symmetric, reduced;
 };
 
-// vai §3.1 / quark §5.1 (the symmetric column of unsigned types is the full range).
+// vai_q_onnx's / Quark's get_qmin_qmax_for_qType (the symmetric column of unsigned types is the
+// full range).
 TEST(QuantRange, VaiTableForEveryTypeAndFlag) {
   const RangeCase cases[] = {
       {DataType::UInt8, {0, 255}, {0, 255}, {0, 127}},
@@ -56,7 +58,8 @@ TEST(QuantRange, VaiTableForEveryTypeAndFlag) {
   }
 }
 
-// ort §3.2: symmetric uint8 is [0, 254] and uint16 [0, 65534]; no 32-bit types.
+// ORT's get_qmin_qmax_for_qType (quant_utils.py): symmetric uint8 is [0, 254] and uint16
+// [0, 65534]; no 32-bit types.
 TEST(QuantRange, OrtTableForEveryTypeAndFlag) {
   const RangeCase cases[] = {
       {DataType::UInt8, {0, 255}, {0, 254}, {0, 127}},
@@ -84,7 +87,8 @@ TEST(QuantRange, OrtTableForEveryTypeAndFlag) {
 // ------------------------------------------------------------------------------------------------
 // Scale and zero point
 
-// ort §3.1, the test vectors of test_quant_util.py: (rmin, rmax, qmin, qmax, symmetric, mrr) -> [zp, scale].
+// ORT's compute_scale_zp, the test vectors of test_quant_util.py: (rmin, rmax, qmin, qmax,
+// symmetric, mrr) -> [zp, scale].
 TEST(ComputeScaleZp, OrtTestVectors) {
   ScaleOptions ort = scale_options_of(Tool::ort);
   auto run = [&](double rmin, double rmax, QRange q, bool symmetric, double mrr = 0) {
@@ -112,7 +116,7 @@ TEST(ComputeScaleZp, OrtTestVectors) {
   expect(run(0, 0, {-32768, 32767}, true, 1e-4), 0, 2e-4 / 65535);
 }
 
-// vai Appendix A, examples 2-4 (activations, power-of-two, nearest position).
+// Worked examples of vai_q_onnx 1.16's rules (activations, power-of-two, nearest position).
 TEST(ComputeScaleZp, VaiAppendixAActivations) {
   // 2. uint8 + ActivationSymmetric, [-1.2, 3.0]: m = 3, scale 6/255 -> -log2 = 5.409 -> pos 5;
   //    zp 128; representable [(0 - 128) / 32, (255 - 128) / 32] = [-4, 3.96875].
@@ -141,7 +145,8 @@ TEST(ComputeScaleZp, VaiAppendixAActivations) {
   EXPECT_EQ(p.zero_point, -128);
 }
 
-// ort §3.3: symmetric zero points by the midpoint rule; vai/Quark by the formula (and 127 -> 128).
+// ORT's compute_scale_zp: symmetric zero points by the midpoint rule; vai/Quark by the formula (and
+// 127 -> 128).
 TEST(ComputeScaleZp, SymmetricZeroPoints) {
   ScaleOptions ort = scale_options_of(Tool::ort);
   ort.symmetric = true;
@@ -168,7 +173,7 @@ TEST(ComputeScaleZp, SymmetricZeroPoints) {
   }
 }
 
-// ORT on float16 models: ranges and scales in float16, tiny threshold 6.1e-5 (ort §3.1 steps 6-7).
+// ORT on float16 models: ranges and scales in float16, tiny threshold 6.1e-5 (ORT's compute_scale_zp).
 TEST(ComputeScaleZp, Float16ScaleType) {
   ScaleOptions o = scale_options_of(Tool::ort);
   o.scale_type = DataType::Float16;
@@ -183,7 +188,7 @@ TEST(ComputeScaleZp, Float16ScaleType) {
   EXPECT_FLOAT_EQ(compute_scale_zp(0, 1e-3, DataType::UInt8, o).scale, 1e-3 / 255);
 }
 
-// vai §3.7: the M / 2^N nearest to the scale, smaller N winning ties.
+// vai_q_onnx 1.16's Int16Scale: the M / 2^N nearest to the scale, smaller N winning ties.
 TEST(Int16Scale, FindsTheNearestFraction) {
   // 0.1: N = 14 gives 1638/16384 (diff 2.4e-5); N = 15 gives 3277/32768 (diff 6.1e-6);
   // N = 16's best 6554/65536 is the same value, not strictly nearer: (3277, 15).
@@ -215,7 +220,8 @@ TEST(Int16Scale, FindsTheNearestFraction) {
   EXPECT_EQ(p.zero_point, 0);
 }
 
-// vai §3.2 / quark §3.6: float16 and bfloat16 "scale and zero point".
+// vai_q_onnx's compute_scale_zp_fp / Quark's BF16 and FP16: float16 and bfloat16 "scale and zero
+// point".
 TEST(ComputeScaleZp, FloatTargets) {
   ScaleOptions vai = scale_options_of(Tool::vai);
   vai.symmetric = true;

@@ -1,5 +1,5 @@
-// Weights and int32 biases against the seeds' own numbers (vai_q_onnx.md Appendix A, ort
-// §4.7's guard), values worked out by hand (reasoning in the comments), and brute force over every
+// Weights and int32 biases against the seeds' own numbers (vai_q_onnx 1.16's rules, ORT's int32
+// bias guard), values worked out by hand (reasoning in the comments), and brute force over every
 // candidate of the MinMSE searches.
 #include <gtest/gtest.h>
 
@@ -21,9 +21,9 @@ using namespace testing;
 // ------------------------------------------------------------------------------------------------
 // Weights
 
-// vai Appendix A example 1: int8, WeightSymmetric, power of two: max|w| = 0.5 -> 0.5/127 ->
-// -log2 = 7.989 -> pos 8, s = 1/256; q = clip(rne(256 w), -127, 127): 0.5 saturates to 127 and
-// -0.5 to -127 (ORT's full saturation gives -128).
+// A worked example of vai_q_onnx 1.16's weight rule: int8, WeightSymmetric, power of two:
+// max|w| = 0.5 -> 0.5/127 -> -log2 = 7.989 -> pos 8, s = 1/256; q = clip(rne(256 w), -127, 127):
+// 0.5 saturates to 127 and -0.5 to -127 (ORT's full saturation gives -128).
 TEST(QuantizeWeight, VaiAppendixAExample1) {
   ir::Tensor w = floats({4}, {0.5f, -0.25f, 0.1f, -0.5f}, "w");
   WeightOptions o = weight_options_of(Tool::vai, ScaleKind::power_of_two);
@@ -82,8 +82,9 @@ TEST(QuantizeWeight, PerChannelAxis0And1) {
   EXPECT_EQ(values_of<int8_t>(q.data), (std::vector<int8_t>{32, -32, 51, 127, -127, 127}));
 }
 
-// vai §3.5: MinMSE tries p0 - 1 .. p0 + 3 (p0 the nearest position) with the zero point kept and
-// keeps the least squared error, the coarsest on ties. Brute force here: every candidate scored.
+// vai_q_onnx 1.16's quantize_data_pof2s: MinMSE tries p0 - 1 .. p0 + 3 (p0 the nearest position)
+// with the zero point kept and keeps the least squared error, the coarsest on ties. Brute force
+// here: every candidate scored.
 TEST(QuantizeWeight, Pof2MinMseIsTheLeastSquaredErrorCandidate) {
   std::mt19937 rng(3);
   std::normal_distribution<float> normal(0.f, 0.05f);
@@ -139,8 +140,9 @@ double percentile(std::vector<float> v, double q) {
   return a + (b - a) * g;
 }
 
-// quark §5.5 Percentile: the four percentile ranges, the least mean squared error after
-// quantize-dequantize (symmetric int8 weights saturate to +-127). Brute force over the four.
+// Quark's float-scale weight MinMSE, Percentile: the four percentile ranges, the least mean squared
+// error after quantize-dequantize (symmetric int8 weights saturate to +-127). Brute force over the
+// four.
 TEST(QuantizeWeight, FloatMinMsePercentileIsTheBestOfTheFourRanges) {
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.f, 1.f);
@@ -172,9 +174,10 @@ TEST(QuantizeWeight, FloatMinMsePercentileIsTheBestOfTheFourRanges) {
   EXPECT_EQ(got.zero_point, 0);
 }
 
-// quark §5.5 HistCenter and All on {0, 1, 2, 3}: 4 bins, edges 0, 0.75, 1.5, 2.25, 3, centres
-// 0.375, 1.125, 1.875, 2.625; windows from bin 2: [c1, c3] and [c0, c3]. uint8 ranges include 0,
-// so both are [0, 2.625]: one candidate, scale 2.625/255 (3 saturates at 255).
+// Quark's float-scale weight MinMSE, HistCenter and All on {0, 1, 2, 3}: 4 bins, edges 0, 0.75,
+// 1.5, 2.25, 3, centres 0.375, 1.125, 1.875, 2.625; windows from bin 2: [c1, c3] and [c0, c3].
+// uint8 ranges include 0, so both are [0, 2.625]: one candidate, scale 2.625/255 (3 saturates at
+// 255).
 TEST(QuantizeWeight, FloatMinMseHistogramWindows) {
   ir::Tensor w = floats({4}, {0, 1, 2, 3});
   for (FloatMinMseMode mode : {FloatMinMseMode::hist_center, FloatMinMseMode::all}) {
@@ -210,7 +213,8 @@ TEST(QuantizeWeight, EmptyChannelsAndErrors) {
 // ------------------------------------------------------------------------------------------------
 // Bias
 
-// vai Appendix A example 5: s_in = 2^-5, s_w = 2^-8 -> s_b = 2^-13; b = 0.1 -> rne(819.2) = 819.
+// A worked example of vai_q_onnx 1.16's int32 bias: s_in = 2^-5, s_w = 2^-8 -> s_b = 2^-13;
+// b = 0.1 -> rne(819.2) = 819.
 TEST(QuantizeBias, VaiAppendixAExample5) {
   ir::Tensor b = floats({1}, {0.1f});
   ScaleZeroPoint w = sz(1.0 / 256, 0);
@@ -243,9 +247,9 @@ TEST(QuantizeBias, PerChannelBetaAndRounding) {
   }
 }
 
-// ort §4.7: b = 1000 with s_in = 1e-4, s_w = 1e-6 gives 1000 / 1e-10 = 1e13, beyond int32. ORT
-// clips (and says so); vai's unclipped cast is refused. The guard raises s_w beforehand to
-// s_w * s_min / (s_in s_w), s_min = 1.0001 * 2 * 1000 / (2^32 - 2), so q ends just inside int32.
+// ORT's bias quantization: b = 1000 with s_in = 1e-4, s_w = 1e-6 gives 1000 / 1e-10 = 1e13, beyond
+// int32. ORT clips (and says so); vai's unclipped cast is refused. The guard raises s_w beforehand
+// to s_w * s_min / (s_in s_w), s_min = 1.0001 * 2 * 1000 / (2^32 - 2), so q ends just inside int32.
 TEST(QuantizeBias, Int32OverflowGuard) {
   ir::Tensor b = floats({1}, {1000.f}, "conv.bias");
   ScaleZeroPoint w = sz(f32(1e-6), 0);
