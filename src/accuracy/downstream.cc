@@ -12,11 +12,11 @@
 #include <unordered_map>
 #include <unordered_set>
 
-#include "engine/kernels/quantize.h"
 #include "engine/parallel.h"
 #include "engine/session.h"
 #include "engine/subgraph.h"
 #include "onnxptq/error.h"
+#include "qmath/quantize.h"
 #include "quant/simulate.h"
 #include "quant/tensor_quant.h"
 
@@ -79,12 +79,12 @@ bool stays_zero(const quant::TensorPlan& t, const ir::Value& v) {
   if (t.role == quant::Role::Activation || !t.data || !v.has_initializer() || !quant::quant_type_is_integer(t.data->dtype()))
     return false;
   if (v.initializer().dtype() != ir::DataType::Float) return false;
-  for (const quant::ScaleZeroPoint& p : t.params)
+  for (const qmath::ScaleZeroPoint& p : t.params)
     if (p.zero_point != 0) return false;
   for (float x : v.initializer().values<float>())
     if (x != 0) return false;
   bool zeros = true;
-  engine::visit_integer_quant_type(t.data->dtype(), "a quantized constant", [&](auto tag) {
+  qmath::visit_integer_quant_type(t.data->dtype(), "a quantized constant", [&](auto tag) {
     for (auto q : t.data->values<decltype(tag)>()) zeros = zeros && q == 0;
   });
   return zeros;

@@ -15,7 +15,7 @@
 #include "engine/parallel.h"
 #include "engine/session.h"
 #include "onnxptq/error.h"
-#include "quant/params.h"
+#include "qmath/params.h"
 
 namespace onnxptq::calib {
 
@@ -65,7 +65,7 @@ namespace {
 struct Candidate {
   double scale = 1;
   int64_t zero_point = 0;
-  quant::QRange clip;
+  qmath::QRange clip;
 };
 
 // Whether candidate c quantizes as one before it does (LayerWisePercentile's percentiles often
@@ -147,11 +147,11 @@ CandidateErrors summed_over_blocks(int threads, const float* x, size_t n, size_t
 
 // The error of each candidate on these values, in a fixed block order.
 CandidateErrors candidate_errors(int threads, const float* x, size_t n, const std::vector<Candidate>& candidates,
-                                 quant::ErrorMetric metric) {
+                                 qmath::ErrorMetric metric) {
   return summed_over_blocks(threads, x, n, candidates.size(), [&](const float* block, size_t m) {
     CandidateErrors e(candidates.size());
     for (size_t c = 0; c < candidates.size(); ++c)
-      e[c] = quant::quantization_error(block, m, candidates[c].scale, candidates[c].zero_point, candidates[c].clip,
+      e[c] = qmath::quantization_error(block, m, candidates[c].scale, candidates[c].zero_point, candidates[c].clip,
                                        metric);
     return e;
   });
@@ -160,8 +160,8 @@ CandidateErrors candidate_errors(int threads, const float* x, size_t n, const st
 // The MinMSE candidates around the NonOverflow position p0 (clipped as vai_q_onnx quantizes arrays).
 std::vector<Candidate> minmse_candidates(int p0, int64_t zero_point, ir::DataType type) {
   std::vector<Candidate> out;
-  for (int c = 0; c < quant::kMinMseCandidates; ++c)
-    out.push_back({quant::pos_to_scale(quant::minmse_candidate(p0, c)), zero_point, quant::clip_range(type)});
+  for (int c = 0; c < qmath::kMinMseCandidates; ++c)
+    out.push_back({qmath::pos_to_scale(qmath::minmse_candidate(p0, c)), zero_point, qmath::clip_range(type)});
   return out;
 }
 
@@ -169,7 +169,7 @@ std::vector<Candidate> minmse_candidates(int p0, int64_t zero_point, ir::DataTyp
 // + 1e-6 and zero point rne(qmin - lo / scale) over the type's full range. (Quark writes
 // round(lo / scale - qmin), a sign slip that only asymmetric ranges feel.)
 Candidate percentile_candidate(Range r, ir::DataType type) {
-  quant::QRange q = quant::quant_range(type, false);
+  qmath::QRange q = qmath::quant_range(type, false);
   Candidate c;
   c.scale = (r.hi - r.lo) / static_cast<double>(q.max - q.min) + 1e-6;
   c.zero_point = static_cast<int64_t>(std::nearbyint(static_cast<double>(q.min) - r.lo / c.scale));
@@ -230,7 +230,7 @@ class Calibrator {
       throw Error(std::string("CalibMovingAverage applies to MinMax and NonOverflow, not ") + method_name(options.method));
     if (options.moving_average && !(options.averaging_constant >= 0 && options.averaging_constant <= 1))
       throw Error("CalibMovingAverageConstant must be in [0, 1], got " + std::to_string(options.averaging_constant));
-    if (is_power_of_two(options.method)) qrange_ = quant::quant_range(options.activation_type, symmetric_);
+    if (is_power_of_two(options.method)) qrange_ = qmath::quant_range(options.activation_type, symmetric_);
 
     int threads = options.threads > 0 ? options.threads : engine::hardware_threads();
     worker_count_ = options.workers > 0 ? options.workers : auto_workers(threads);
@@ -432,15 +432,15 @@ class Calibrator {
       if (distinct == 1) std::fill(t.missing_before.begin(), t.missing_before.end(), 0);
       return;
     }
-    quant::ScaleZeroPoint p =
-        quant::pof2_scale(t.minmax.min, t.minmax.max, qrange_, options_.activation_type, symmetric_);
-    t.candidates = minmse_candidates(quant::scale_to_pos(p.scale), p.zero_point, options_.activation_type);
+    qmath::ScaleZeroPoint p =
+        qmath::pof2_scale(t.minmax.min, t.minmax.max, qrange_, options_.activation_type, symmetric_);
+    t.candidates = minmse_candidates(qmath::scale_to_pos(p.scale), p.zero_point, options_.activation_type);
     t.error_sums.assign(t.candidates.size(), ExactSum());
     t.missing_before.assign(t.candidates.size(), samples_);
     const auto& e = t.early;
     if (!e.usable || e.samples == 0 || p.zero_point != e.zero_point) return;  // scored in the last pass alone
     for (size_t c = 0; c < t.candidates.size(); ++c) {
-      const int pos = quant::scale_to_pos(t.candidates[c].scale);
+      const int pos = qmath::scale_to_pos(t.candidates[c].scale);
       auto total = e.total.find(pos);
       if (total == e.total.end()) {
         if (pos > e.zero_pos) continue;  // not expected; the last pass scores it
@@ -457,9 +457,9 @@ class Calibrator {
   // The last pass of MinMSE "All" and LayerWisePercentile, over the first `limit` samples: each
   // tensor's candidates are scored on the samples they miss.
   void score_candidates(std::vector<TensorStats>& merged, size_t limit) {
-    const quant::ErrorMetric metric = options_.method == Method::MinMSE || options_.lwp_metric == "mse"
-                                          ? quant::ErrorMetric::Squared
-                                          : quant::ErrorMetric::Absolute;
+    const qmath::ErrorMetric metric = options_.method == Method::MinMSE || options_.lwp_metric == "mse"
+                                          ? qmath::ErrorMetric::Squared
+                                          : qmath::ErrorMetric::Absolute;
     run_pass(
         false,
         [&](TensorStats& s, size_t i, size_t sample, const float* x, size_t n, engine::Extrema) {
@@ -489,7 +489,7 @@ class Calibrator {
     for (size_t c = 0; c < t.candidates.size(); ++c)
       totals.push_back(repeats_earlier(t.candidates, c) ? INFINITY : t.error_sums[c].value());
     t.chosen = least_error(totals);
-    t.chosen_pos = quant::scale_to_pos(t.candidates[t.chosen].scale);
+    t.chosen_pos = qmath::scale_to_pos(t.candidates[t.chosen].scale);
   }
 
   Range percentile_range_of(const TensorStats& s, double percentile) const {
@@ -640,15 +640,15 @@ class Calibrator {
       return;
     }
     e.last_sample = sample;
-    quant::ScaleZeroPoint p =
-        quant::pof2_scale(s.minmax.min, s.minmax.max, qrange_, options_.activation_type, symmetric_);
+    qmath::ScaleZeroPoint p =
+        qmath::pof2_scale(s.minmax.min, s.minmax.max, qrange_, options_.activation_type, symmetric_);
     if (e.samples == 0) e.zero_point = p.zero_point;
     if (p.zero_point != e.zero_point) {  // a range of zeros so far: another zero point
       e.usable = false;
       return;
     }
-    const int p0 = quant::scale_to_pos(p.scale);
-    const int finest = quant::minmse_candidate(p0, quant::kMinMseCandidates - 1);
+    const int p0 = qmath::scale_to_pos(p.scale);
+    const int finest = qmath::minmse_candidate(p0, qmath::kMinMseCandidates - 1);
     int zero_pos = INT_MAX;      // every position, for zeros (or no value)
     std::vector<int> positions;  // zero_pos, then the finer ones scored
     std::vector<double> errors;  // at each of them
@@ -656,15 +656,15 @@ class Calibrator {
       int exponent = 0;
       std::frexp(abs_max, &exponent);
       zero_pos = 1 - exponent;
-      while (std::nearbyint(abs_max / static_cast<float>(quant::pos_to_scale(zero_pos))) != 0) --zero_pos;
+      while (std::nearbyint(abs_max / static_cast<float>(qmath::pos_to_scale(zero_pos))) != 0) --zero_pos;
       positions.push_back(zero_pos);
       e.finest_zero_pos = std::max(e.finest_zero_pos, zero_pos);
       const int spread = e.finest_zero_pos - std::min(e.zero_pos, zero_pos);
-      const int coarsest = reader_.can_rewind() ? quant::minmse_candidate(p0, 0) - kMinMseGrowth - spread : zero_pos;
+      const int coarsest = reader_.can_rewind() ? qmath::minmse_candidate(p0, 0) - kMinMseGrowth - spread : zero_pos;
       for (int pos = std::max(zero_pos + 1, coarsest); pos <= finest; ++pos) positions.push_back(pos);
-      const quant::QRange clip = quant::clip_range(options_.activation_type);
+      const qmath::QRange clip = qmath::clip_range(options_.activation_type);
       errors = summed_over_blocks(threads_, x, n, positions.size(), [&](const float* values, size_t m) {
-        return quant::pof2_squared_errors(values, m, extrema.lo, extrema.hi, positions, p.zero_point, clip);
+        return qmath::pof2_squared_errors(values, m, extrema.lo, extrema.hi, positions, p.zero_point, clip);
       });
     }
     // Every position tried before lies at or above `coarsest` (it only moves down, as the range
@@ -689,17 +689,17 @@ class Calibrator {
 
   // MinMSE "MostCommon": one sample's own search, from its own extrema.
   int sample_best_pos(const Range& r, const float* x, size_t n) const {
-    quant::ScaleZeroPoint p = quant::pof2_scale(r.lo, r.hi, qrange_, options_.activation_type, symmetric_);
-    int p0 = quant::scale_to_pos(p.scale);
+    qmath::ScaleZeroPoint p = qmath::pof2_scale(r.lo, r.hi, qrange_, options_.activation_type, symmetric_);
+    int p0 = qmath::scale_to_pos(p.scale);
     std::vector<Candidate> candidates = minmse_candidates(p0, p.zero_point, options_.activation_type);
-    size_t best = least_error(candidate_errors(threads_, x, n, candidates, quant::ErrorMetric::Squared));
-    return quant::minmse_candidate(p0, static_cast<int>(best));
+    size_t best = least_error(candidate_errors(threads_, x, n, candidates, qmath::ErrorMetric::Squared));
+    return qmath::minmse_candidate(p0, static_cast<int>(best));
   }
 
-  // The range a power-of-two position and its zero point represent (quant_range table).
+  // The range a power-of-two position and its zero point represent (the quant_range table).
   TensorRange pof2_range(int pos, double rmin, double rmax) const {
-    int64_t zp = quant::pof2_zero_point(rmin, rmax, qrange_, options_.activation_type, symmetric_, pos);
-    double s = quant::pos_to_scale(pos);
+    int64_t zp = qmath::pof2_zero_point(rmin, rmax, qrange_, options_.activation_type, symmetric_, pos);
+    double s = qmath::pos_to_scale(pos);
     TensorRange r;
     r.lo = static_cast<double>(qrange_.min - zp) * s;
     r.hi = static_cast<double>(qrange_.max - zp) * s;
@@ -719,8 +719,8 @@ class Calibrator {
           x = {-a, a};
         }
         if (options_.method == Method::MinMax) return bounds(x.lo, x.hi);
-        return pof2_range(quant::pof2_non_overflow_pos(x.lo, x.hi, qrange_, options_.activation_type, symmetric_),
-                          x.lo, x.hi);
+        return pof2_range(qmath::pof2_non_overflow_pos(x.lo, x.hi, qrange_, options_.activation_type, symmetric_), x.lo,
+                          x.hi);
       }
       case Method::MinMSE: {
         if (options_.minmse_mode == "All") return pof2_range(s.chosen_pos, m.min, m.max);
@@ -787,7 +787,7 @@ class Calibrator {
   const CalibOptions& options_;
   bool symmetric_;
   const size_t bins_;  // calib_histogram_bins(options_)
-  quant::QRange qrange_;
+  qmath::QRange qrange_;
   int worker_count_ = 1;  // samples run at once
   int threads_ = 1;       // engine threads of each worker, also used to reduce a tensor
   std::vector<std::string> names_;

@@ -4,7 +4,6 @@
 #include <limits>
 
 #include "calib/data_reader.h"
-#include "engine/kernels/elementwise.h"
 #include "ir/float16.h"
 #include "ir/npy.h"
 #include "onnxptq/error.h"
@@ -247,8 +246,7 @@ class RandomReader : public DataReader {
     if (s.type != ir::DataType::Float && s.type != ir::DataType::Double && !integer_limits(s.type))
       throw Error("random data: input '" + s.name + "' is " + std::string(ir::data_type_name(s.type)) +
                   ", which the random reader does not make");
-    namespace ew = engine::elementwise;
-    ew::visit_type<ew::TypeSet::Numeric>(s.type, "random data",
+    ir::visit_type<ir::TypeSet::Numeric>(s.type, "random data",
                                          [&](auto zero) { fill<decltype(zero)>(t, stream, range); });
     return t;
   }

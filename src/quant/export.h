@@ -68,6 +68,7 @@ void drop_gemm_beta_held_by_bias(ir::Node& node, const Plan& plan);
 
 // A zero point tensor of `type` (an integer type, float16 or bfloat16) holding each parameter's
 // zero point, with `dims` (a scalar when empty).
-ir::Tensor zero_point_tensor(ir::DataType type, std::vector<int64_t> dims, const std::vector<ScaleZeroPoint>& params);
+ir::Tensor zero_point_tensor(ir::DataType type, std::vector<int64_t> dims,
+                             const std::vector<qmath::ScaleZeroPoint>& params);
 
 }  // namespace onnxptq::quant

@@ -5,11 +5,11 @@
 #include <cmath>
 #include <cstdint>
 
-#include "engine/kernels/quantize.h"
 #include "ir/float16.h"
 #include "onnxptq/error.h"
+#include "qmath/params.h"
+#include "qmath/quantize.h"
 #include "quant/export.h"
-#include "quant/params.h"
 
 namespace onnxptq::quant {
 
@@ -73,11 +73,12 @@ class QdqExporter {
                                                          bool zp_vector) {
     return scale_and_zero_point(t.params, t.type, scale_name, zp_name, scale_vector, zp_vector);
   }
-  std::pair<ir::Value*, ir::Value*> scale_and_zero_point(const std::vector<ScaleZeroPoint>& params, DataType type,
-                                                         const std::string& scale_name, const std::string& zp_name,
-                                                         bool scale_vector, bool zp_vector) {
+  std::pair<ir::Value*, ir::Value*> scale_and_zero_point(const std::vector<qmath::ScaleZeroPoint>& params,
+                                                         DataType type, const std::string& scale_name,
+                                                         const std::string& zp_name, bool scale_vector,
+                                                         bool zp_vector) {
     std::vector<float> scales;
-    for (const ScaleZeroPoint& p : params) scales.push_back(static_cast<float>(p.scale));
+    for (const qmath::ScaleZeroPoint& p : params) scales.push_back(static_cast<float>(p.scale));
     auto dims = [&](bool vector) {
       return vector ? std::vector<int64_t>{static_cast<int64_t>(scales.size())} : std::vector<int64_t>{};
     };
@@ -257,7 +258,8 @@ void drop_gemm_beta_held_by_bias(ir::Node& node, const Plan& plan) {
     node.set_attribute(ir::Attribute::of_float("beta", 1.0f));
 }
 
-ir::Tensor zero_point_tensor(DataType type, std::vector<int64_t> dims, const std::vector<ScaleZeroPoint>& params) {
+ir::Tensor zero_point_tensor(DataType type, std::vector<int64_t> dims,
+                             const std::vector<qmath::ScaleZeroPoint>& params) {
   ir::Tensor t(type, std::move(dims));
   if (type == DataType::Float16 || type == DataType::BFloat16) {  // a value of that type (vai §3.2)
     std::span<uint16_t> out = t.mutable_values<uint16_t>();
@@ -267,7 +269,7 @@ ir::Tensor zero_point_tensor(DataType type, std::vector<int64_t> dims, const std
     }
     return t;
   }
-  engine::visit_integer_quant_type(type, "a zero point", [&](auto tag) {
+  qmath::visit_integer_quant_type(type, "a zero point", [&](auto tag) {
     using T = decltype(tag);
     std::span<T> out = t.mutable_values<T>();
     for (size_t i = 0; i < params.size(); ++i) out[i] = static_cast<T>(params[i].zero_point);

@@ -154,7 +154,7 @@ class QOperatorExporter {
       if (w->axis && *w->axis != 0) return false;
       // ORT's CPU QLinearConv: u8 x u8, u8 x s8, s8 x s8, and one weight zero point for all channels.
       if (type == DataType::Int8 && w->type != DataType::Int8) return false;
-      for (const ScaleZeroPoint& p : w->params)
+      for (const qmath::ScaleZeroPoint& p : w->params)
         if (p.zero_point != w->params[0].zero_point) return false;
       if (present(n.input(2))) {  // an int32 bias in units of this node's s_x * s_w
         const TensorPlan* b = plan_.find(n.input(2)->name());
@@ -232,7 +232,7 @@ class QOperatorExporter {
     std::vector<int64_t> dims =
         vector ? std::vector<int64_t>{static_cast<int64_t>(p.params.size())} : std::vector<int64_t>{};
     std::vector<float> scales;
-    for (const ScaleZeroPoint& s : p.params) scales.push_back(static_cast<float>(s.scale));
+    for (const qmath::ScaleZeroPoint& s : p.params) scales.push_back(static_cast<float>(s.scale));
     std::string scale_name = p.role == Role::Bias ? p.name + "_quantized_scale" : p.name + "_scale";
     std::string zp_name = p.role == Role::Bias ? p.name + "_quantized_zero_point" : p.name + "_zero_point";
     if (p.role == Role::Bias) dims = {static_cast<int64_t>(p.params.size())};  // ORT: a 1-D bias scale

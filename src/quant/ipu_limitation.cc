@@ -56,7 +56,7 @@ const ir::Tensor& float_values(const ir::Model& model, const std::string& name) 
 void set_position(Plan& plan, const ir::Model& model, const std::string& slot, int pos) {
   TensorPlan& t = *plan.find(slot);
   t.pos = pos;
-  for (ScaleZeroPoint& p : t.params) p.scale = pos_to_scale(pos);
+  for (qmath::ScaleZeroPoint& p : t.params) p.scale = qmath::pos_to_scale(pos);
   if (t.role != Role::Activation) {
     QuantizeOptions o = weight_options_of(Tool::vai, ScaleKind::power_of_two).quantize;
     t.data = quantize_tensor(float_values(model, t.name), t.type, t.params, t.axis, o);

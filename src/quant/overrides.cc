@@ -481,7 +481,7 @@ void apply_tensor_overrides(Plan& plan, const ir::Graph& graph, const QuantConfi
       if (o.scale.size() != channels && !(o.scale.size() == 1 && weight))
         throw Error(where + ": " + std::to_string(o.scale.size()) + " scales for " + std::to_string(channels) +
                     " channels");
-      QRange q = quant_range(t->type, false);
+      qmath::QRange q = qmath::quant_range(t->type, false);
       t->fixed.clear();
       for (size_t c = 0; c < channels; ++c) {
         size_t i = o.scale.size() == 1 ? 0 : c;
@@ -496,7 +496,7 @@ void apply_tensor_overrides(Plan& plan, const ir::Graph& graph, const QuantConfi
       c.type = o.convert->quant_type;
       c.symmetric = o.convert->symmetric.value_or(t->symmetric);
       if (o.convert->rmin) c.range = std::pair{*o.convert->rmin, *o.convert->rmax};
-      if (o.convert->scale) c.fixed = ScaleZeroPoint{*o.convert->scale, *o.convert->zero_point};
+      if (o.convert->scale) c.fixed = qmath::ScaleZeroPoint{*o.convert->scale, *o.convert->zero_point};
       for (const std::string& n : o.convert->recv_nodes) {
         bool reads = false;
         for (const ir::Use& u : v->uses()) reads = reads || u.node->name == n;

@@ -151,7 +151,7 @@ nlohmann::json Plan::to_json() const {
     if (t.role == Role::Bias) e["bias_of"] = {t.bias_input, t.bias_weight};
     if (!t.params.empty()) {
       nlohmann::json scales = nlohmann::json::array(), zero_points = nlohmann::json::array();
-      for (const ScaleZeroPoint& p : t.params) {
+      for (const qmath::ScaleZeroPoint& p : t.params) {
         scales.push_back(p.scale);
         zero_points.push_back(p.zero_point);
       }
@@ -520,7 +520,7 @@ class Planner {
     t->fixed = {softmax_params(t->type, t->symmetric, config_.power_of_two())};
   }
 
-  static ScaleZeroPoint softmax_params(DataType type, bool symmetric, bool power_of_two) {
+  static qmath::ScaleZeroPoint softmax_params(DataType type, bool symmetric, bool power_of_two) {
     if (power_of_two) {
       // vai §4.2: symmetric 2^-(b-1) with the midpoint (unsigned) or 0; asymmetric 2^-b.
       int bits = ir::data_type_bits(type);

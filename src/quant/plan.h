@@ -14,8 +14,8 @@
 
 #include "calib/calibrate.h"
 #include "ir/model.h"
+#include "qmath/params.h"
 #include "quant/config.h"
-#include "quant/params.h"
 
 namespace onnxptq::quant {
 
@@ -37,7 +37,7 @@ struct TensorPlan {
   std::string range_from;
   // Fixed parameters, not from a range or values (Softmax outputs; TensorQuantOverrides' scale
   // and zero_point): one, or one per channel of a per-channel weight.
-  std::vector<ScaleZeroPoint> fixed;
+  std::vector<qmath::ScaleZeroPoint> fixed;
   // TensorQuantOverrides' rmin and rmax: this range instead of the calibrated one.
   std::optional<std::pair<double, double>> range;
   std::optional<bool> reduce_range;  // a weight's own reduce_range (TensorQuantOverrides)
@@ -49,7 +49,7 @@ struct TensorPlan {
 
   // Assigned by assign_parameters: one per tensor, or one per channel, and for weights and
   // biases their quantized values.
-  std::vector<ScaleZeroPoint> params;
+  std::vector<qmath::ScaleZeroPoint> params;
   std::optional<ir::Tensor> data;
   std::optional<int> pos;     // power-of-two position, when the scale is one
   bool bias_clipped = false;  // int32 bias values were clipped
@@ -61,9 +61,9 @@ struct TensorPlan {
     ir::DataType type = ir::DataType::Int8;
     bool symmetric = false;
     std::optional<std::pair<double, double>> range;  // default: the range the tensor's parameters represent
-    std::optional<ScaleZeroPoint> fixed;
+    std::optional<qmath::ScaleZeroPoint> fixed;
     std::set<std::string> recv_nodes;
-    std::optional<ScaleZeroPoint> params;  // assigned by assign_parameters
+    std::optional<qmath::ScaleZeroPoint> params;  // assigned by assign_parameters
   };
   std::optional<Conversion> convert;
 };

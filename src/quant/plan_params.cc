@@ -20,7 +20,7 @@ const ir::Tensor& initializer_of(const ir::Model& model, const std::string& name
 
 // A power-of-two activation: the scale calibration chose (its range is exactly what 2^-pos and
 // the zero point represent), or, for a Relu-like output under UseUnsignedReLU, the range from 0.
-ScaleZeroPoint pof2_activation(const TensorPlan& t, const calib::TensorRange& r, const QuantConfig& config) {
+qmath::ScaleZeroPoint pof2_activation(const TensorPlan& t, const calib::TensorRange& r, const QuantConfig& config) {
   if (t.relu_like && config.use_unsigned_relu && t.symmetric) {
     ScaleOptions o = scale_options_of(Tool::vai, ScaleKind::power_of_two);
     o.symmetric = false;
@@ -28,16 +28,16 @@ ScaleZeroPoint pof2_activation(const TensorPlan& t, const calib::TensorRange& r,
     return compute_scale_zp(0.0, r.hi, t.type, o);
   }
   if (!r.pos) throw Error("calibrated range of '" + t.name + "' has no power-of-two position");
-  double s = pos_to_scale(*r.pos);
-  QRange full = quant_range(t.type, false);
+  double s = qmath::pos_to_scale(*r.pos);
+  qmath::QRange full = qmath::quant_range(t.type, false);
   auto zp = static_cast<int64_t>(std::nearbyint(static_cast<double>(full.min) - r.lo / s));
   return {s, std::clamp(zp, full.min, full.max)};
 }
 
-ScaleZeroPoint float_activation(const TensorPlan& t, const calib::TensorRange& r) {
+qmath::ScaleZeroPoint float_activation(const TensorPlan& t, const calib::TensorRange& r) {
   ScaleOptions o = scale_options_of(Tool::ort, ScaleKind::float_scale);
   o.symmetric = t.symmetric;
-  if (ir::data_type_bits(t.type) == 32) o.table = RangeTable::vai;  // ORT's table stops at 16 bits
+  if (ir::data_type_bits(t.type) == 32) o.table = qmath::RangeTable::vai;  // ORT's table stops at 16 bits
   return compute_scale_zp(r.lo, r.hi, t.type, o);
 }
 
@@ -46,19 +46,19 @@ int pof2_position(double lo, double hi, ir::DataType type, bool symmetric) {
   ScaleOptions o = scale_options_of(Tool::vai, ScaleKind::power_of_two);
   o.symmetric = symmetric;
   o.pof2_position = Pof2Position::non_overflow;
-  return scale_to_pos(compute_scale_zp(lo, hi, type, o).scale);
+  return qmath::scale_to_pos(compute_scale_zp(lo, hi, type, o).scale);
 }
 
 // A conversion's parameters: fixed, or from its range (by default the range the tensor's own
 // parameters represent, so the second quantization holds every value the first can give).
-ScaleZeroPoint conversion_params(const TensorPlan& t, const TensorPlan::Conversion& c, bool pof2) {
+qmath::ScaleZeroPoint conversion_params(const TensorPlan& t, const TensorPlan::Conversion& c, bool pof2) {
   if (c.fixed) return *c.fixed;
   std::pair<double, double> range;
   if (c.range) {
     range = *c.range;
   } else {
-    const ScaleZeroPoint& p = t.params.at(0);
-    QRange q = quant_range(t.type, t.symmetric);
+    const qmath::ScaleZeroPoint& p = t.params.at(0);
+    qmath::QRange q = qmath::quant_range(t.type, t.symmetric);
     range = {static_cast<double>(q.min - p.zero_point) * p.scale, static_cast<double>(q.max - p.zero_point) * p.scale};
   }
   ScaleOptions o = scale_options_of(pof2 ? Tool::vai : Tool::ort, pof2 ? ScaleKind::power_of_two : ScaleKind::float_scale);
@@ -87,7 +87,7 @@ void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& co
       r.hi = t.range->second;
       if (pof2) r.pos = pof2_position(r.lo, r.hi, t.type, t.symmetric);
       t.params = {pof2 ? pof2_activation(t, r, config) : float_activation(t, r)};
-      if (pof2) t.pos = scale_to_pos(t.params[0].scale);
+      if (pof2) t.pos = qmath::scale_to_pos(t.params[0].scale);
       continue;
     }
     const std::string& source = t.range_from.empty() ? t.name : t.range_from;
@@ -102,7 +102,7 @@ void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& co
     const calib::TensorRange& r = it->second;
     if (pof2) {
       t.params = {pof2_activation(t, r, config)};
-      t.pos = scale_to_pos(t.params[0].scale);
+      t.pos = qmath::scale_to_pos(t.params[0].scale);
     } else {
       t.params = {float_activation(t, r)};
     }
@@ -111,7 +111,7 @@ void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& co
   auto weight_options = [&](const TensorPlan& t) {
     WeightOptions o = weight_options_of(tool, kind);
     o.scale.symmetric = t.symmetric;
-    if (ir::data_type_bits(t.type) == 32) o.scale.table = RangeTable::vai;  // ORT's table stops at 16 bits
+    if (ir::data_type_bits(t.type) == 32) o.scale.table = qmath::RangeTable::vai;  // ORT's table stops at 16 bits
     o.scale.reduce_range = t.reduce_range.value_or(config.reduce_range);
     o.axis = t.axis;
     if (pof2 && config.calibrate_method == calib::Method::MinMSE) o.method = WeightMethod::pof2_min_mse;
@@ -137,7 +137,7 @@ void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& co
   for (TensorPlan& t : plan.tensors) {
     if (t.role != Role::Weight) continue;
     t.data = quantize_tensor(initializer_of(model, t.name), t.type, t.params, t.axis, weight_options(t).quantize);
-    if (pof2 && t.params.size() == 1) t.pos = scale_to_pos(t.params[0].scale);
+    if (pof2 && t.params.size() == 1) t.pos = qmath::scale_to_pos(t.params[0].scale);
   }
 
   for (TensorPlan& t : plan.tensors) {

@@ -77,7 +77,8 @@ Simulation::Simulation(const ir::Model& model, const Plan& plan, const QuantConf
       std::span<float> v = value.mutable_values<float>();
       fake_quantize_values(v.data(), v.size(), a.type, a.params, qo, v.data());
     } else {
-      value = fake_quantize_tensor(value, a.type, std::span<const ScaleZeroPoint>(&a.params, 1), std::nullopt, qo);
+      value =
+          fake_quantize_tensor(value, a.type, std::span<const qmath::ScaleZeroPoint>(&a.params, 1), std::nullopt, qo);
     }
   };
   transform_ = fake_quantize;

@@ -34,7 +34,7 @@ class Simulation {
  private:
   struct Activation {
     ir::DataType type;
-    ScaleZeroPoint params;
+    qmath::ScaleZeroPoint params;
   };
   void add_conversions(ir::Graph& graph, const Plan& plan, engine::SessionOptions& options);
 

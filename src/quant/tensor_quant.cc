@@ -7,9 +7,9 @@
 #include <limits>
 #include <string>
 
-#include "engine/kernels/quantize.h"
 #include "ir/float16.h"
 #include "onnxptq/error.h"
+#include "qmath/quantize.h"
 #include "quant/tensor_quant_detail.h"
 
 namespace onnxptq::quant {
@@ -44,8 +44,8 @@ double round_to(DataType t, double v) {
   }
 }
 
-QRange saturation_range(DataType type, Saturation s) {
-  return s == Saturation::symmetric ? clip_range(type) : quant_range(type, false, false);
+qmath::QRange saturation_range(DataType type, Saturation s) {
+  return s == Saturation::symmetric ? qmath::clip_range(type) : qmath::quant_range(type, false, false);
 }
 
 FloatValues float_values(const ir::Tensor& x, const char* what) {
@@ -125,7 +125,7 @@ std::pair<double, double> prepare_range(double rmin, double rmax, const ScaleOpt
 }
 
 // compute_scale_zp_fp (vai §3.2 "Float targets", quark §3.6).
-ScaleZeroPoint float_target_scale_zp(double rmin, double rmax, DataType type, const ScaleOptions& o) {
+qmath::ScaleZeroPoint float_target_scale_zp(double rmin, double rmax, DataType type, const ScaleOptions& o) {
   auto [lo, hi] = prepare_range(rmin, rmax, o);
   FloatRange r = float_quant_range(type, o.float_scaled);
   double scale = 1;
@@ -145,11 +145,11 @@ ScaleZeroPoint float_target_scale_zp(double rmin, double rmax, DataType type, co
 // QuantizeLinear); 32-bit types the same arithmetic with a 64-bit zero point (uint32 zero points
 // exceed int32).
 template <class T>
-void quantize_integer(const float* x, size_t n, const ScaleZeroPoint& p, QRange r, T* y) {
+void quantize_integer(const float* x, size_t n, const qmath::ScaleZeroPoint& p, qmath::QRange r, T* y) {
   const auto s = static_cast<float>(p.scale);
   if constexpr (sizeof(T) <= 2) {
-    engine::quantize_values<T>(x, static_cast<int64_t>(n), s, static_cast<int32_t>(p.zero_point), y,
-                               {static_cast<int32_t>(r.min), static_cast<int32_t>(r.max)});
+    qmath::quantize_values<T>(x, static_cast<int64_t>(n), s, static_cast<int32_t>(p.zero_point), y,
+                              {static_cast<int32_t>(r.min), static_cast<int32_t>(r.max)});
   } else {
     const int64_t zp = p.zero_point;
     const double lo = static_cast<double>(r.min - zp), hi = static_cast<double>(r.max - zp);
@@ -163,16 +163,16 @@ void quantize_integer(const float* x, size_t n, const ScaleZeroPoint& p, QRange 
 }
 
 template <class T>
-void dequantize_integer(const T* q, size_t n, const ScaleZeroPoint& p, float* y) {
+void dequantize_integer(const T* q, size_t n, const qmath::ScaleZeroPoint& p, float* y) {
   const auto s = static_cast<float>(p.scale);
   if constexpr (sizeof(T) <= 2) {
-    engine::dequantize_values<T>(q, static_cast<int64_t>(n), s, static_cast<int32_t>(p.zero_point), y);
+    qmath::dequantize_values<T>(q, static_cast<int64_t>(n), s, static_cast<int32_t>(p.zero_point), y);
   } else {
     for (size_t i = 0; i < n; ++i) y[i] = static_cast<float>(static_cast<int64_t>(q[i]) - p.zero_point) * s;
   }
 }
 
-uint16_t quantize_float(float x, DataType type, const ScaleZeroPoint& p, FloatCast c) {
+uint16_t quantize_float(float x, DataType type, const qmath::ScaleZeroPoint& p, FloatCast c) {
   const auto s = static_cast<float>(p.scale), z = static_cast<float>(p.float_zero_point);
   if (type == DataType::BFloat16) return ir::float_to_bfloat16(x / s + z);
   switch (c) {
@@ -183,7 +183,7 @@ uint16_t quantize_float(float x, DataType type, const ScaleZeroPoint& p, FloatCa
   return 0;
 }
 
-float dequantize_float(uint16_t q, DataType type, const ScaleZeroPoint& p, FloatCast c) {
+float dequantize_float(uint16_t q, DataType type, const qmath::ScaleZeroPoint& p, FloatCast c) {
   const auto s = static_cast<float>(p.scale), z = static_cast<float>(p.float_zero_point);
   if (type == DataType::BFloat16) return (ir::bfloat16_to_float(q) - z) * s;
   switch (c) {
@@ -194,7 +194,7 @@ float dequantize_float(uint16_t q, DataType type, const ScaleZeroPoint& p, Float
   return 0;
 }
 
-Layout layout_checked(const ir::Tensor& x, DataType type, std::span<const ScaleZeroPoint> params,
+Layout layout_checked(const ir::Tensor& x, DataType type, std::span<const qmath::ScaleZeroPoint> params,
                       std::optional<int64_t> axis, const char* what) {
   Layout l = layout_of(x, axis, what);
   if (static_cast<int64_t>(params.size()) != l.channels)
@@ -202,9 +202,9 @@ Layout layout_checked(const ir::Tensor& x, DataType type, std::span<const ScaleZ
                 ir::dims_to_string(x.dims()) + ": expected " + std::to_string(l.channels) +
                 (l.axis ? " (dim " + std::to_string(*l.axis) + ")" : " (per tensor)"));
   const bool integer = quant_type_is_integer(type);
-  QRange full = integer ? quant_range(type, false, false) : QRange{};
+  qmath::QRange full = integer ? qmath::quant_range(type, false, false) : qmath::QRange{};
   for (size_t c = 0; c < params.size(); ++c) {
-    const ScaleZeroPoint& p = params[c];
+    const qmath::ScaleZeroPoint& p = params[c];
     std::string where = params.size() > 1 ? " of channel " + std::to_string(c) : "";
     if (!(p.scale > 0) || !std::isfinite(p.scale) || !std::isfinite(static_cast<float>(p.scale)))
       throw Error("scale " + number_text(p.scale) + where + " of " + tensor_text(x, what) +
@@ -247,7 +247,7 @@ ScaleOptions scale_options_of(Tool tool, ScaleKind kind) {
   o.kind = kind;
   switch (tool) {
     case Tool::ort:
-      o.table = RangeTable::ort;
+      o.table = qmath::RangeTable::ort;
       o.symmetric_zero_point = SymmetricZeroPoint::midpoint;
       break;
     case Tool::vai:
@@ -263,13 +263,14 @@ ScaleOptions scale_options_of(Tool tool, ScaleKind kind) {
   return o;
 }
 
-ScaleZeroPoint compute_scale_zp(double rmin, double rmax, DataType type, const ScaleOptions& o) {
+qmath::ScaleZeroPoint compute_scale_zp(double rmin, double rmax, DataType type, const ScaleOptions& o) {
   if (quant_type_is_float(type)) return float_target_scale_zp(rmin, rmax, type, o);
   if (!quant_type_is_integer(type)) throw_not_quant_type(type);
-  return compute_scale_zp(rmin, rmax, quant_range(type, o.symmetric, o.reduce_range, o.table), type, o);
+  return compute_scale_zp(rmin, rmax, qmath::quant_range(type, o.symmetric, o.reduce_range, o.table), type, o);
 }
 
-ScaleZeroPoint compute_scale_zp(double rmin, double rmax, QRange q, DataType type, const ScaleOptions& o) {
+qmath::ScaleZeroPoint compute_scale_zp(double rmin, double rmax, qmath::QRange q, DataType type,
+                                       const ScaleOptions& o) {
   if (quant_type_is_float(type)) return float_target_scale_zp(rmin, rmax, type, o);
   if (!quant_type_is_integer(type)) throw_not_quant_type(type);
   if (q.min > 0 || q.max < 0 || q.min >= q.max)
@@ -298,10 +299,10 @@ ScaleZeroPoint compute_scale_zp(double rmin, double rmax, QRange q, DataType typ
     double s = int16_scale_value(scale);
     return {s, zp_for(s)};
   }
-  int pos = scale_to_pos(scale);
+  int pos = qmath::scale_to_pos(scale);
   if (o.pof2_position == Pof2Position::non_overflow) {
     auto holds = [&](int p) {
-      double s = pos_to_scale(p);
+      double s = qmath::pos_to_scale(p);
       int64_t z = zp_for(s);
       return static_cast<double>(q.max - z) * s >= hi && static_cast<double>(q.min - z) * s <= lo;
     };
@@ -309,7 +310,7 @@ ScaleZeroPoint compute_scale_zp(double rmin, double rmax, QRange q, DataType typ
     for (int tries = 0; tries < 4 && !holds(pos); ++tries) --pos;
     if (!holds(pos)) throw Error("no power-of-two scale holds the range " + range_text(rmin, rmax));
   }
-  return {pos_to_scale(pos), zp_for(pos_to_scale(pos))};
+  return {qmath::pos_to_scale(pos), zp_for(qmath::pos_to_scale(pos))};
 }
 
 Int16Scale int16_scale_find(double scale) {
@@ -336,8 +337,8 @@ double int16_scale_value(double scale) {
   return v < FLT_MIN ? std::ldexp(1.0, -14) : v;
 }
 
-void fake_quantize_values(const float* x, size_t n, DataType type, const ScaleZeroPoint& p, const QuantizeOptions& o,
-                          float* y) {
+void fake_quantize_values(const float* x, size_t n, DataType type, const qmath::ScaleZeroPoint& p,
+                          const QuantizeOptions& o, float* y) {
   if (!(p.scale > 0) || !std::isfinite(static_cast<float>(p.scale)))
     throw Error("scale " + number_text(p.scale) + " must be positive and finite");
   if (quant_type_is_float(type)) {
@@ -345,13 +346,13 @@ void fake_quantize_values(const float* x, size_t n, DataType type, const ScaleZe
       y[i] = dequantize_float(quantize_float(x[i], type, p, o.float_cast), type, p, o.float_cast);
     return;
   }
-  const QRange r = saturation_range(type, o.saturation);
-  engine::visit_integer_quant_type(type, "the quant type", [&](auto tag) {
+  const qmath::QRange r = saturation_range(type, o.saturation);
+  qmath::visit_integer_quant_type(type, "the quant type", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (sizeof(T) <= 2) {
-      engine::fake_quantize_values<T>(x, static_cast<int64_t>(n), static_cast<float>(p.scale),
-                                      static_cast<int32_t>(p.zero_point), y,
-                                      {static_cast<int32_t>(r.min), static_cast<int32_t>(r.max)});
+      qmath::fake_quantize_values<T>(x, static_cast<int64_t>(n), static_cast<float>(p.scale),
+                                     static_cast<int32_t>(p.zero_point), y,
+                                     {static_cast<int32_t>(r.min), static_cast<int32_t>(r.max)});
     } else {
       constexpr size_t kChunk = 512;
       T q[kChunk];
@@ -364,7 +365,7 @@ void fake_quantize_values(const float* x, size_t n, DataType type, const ScaleZe
   });
 }
 
-ir::Tensor quantize_tensor(const ir::Tensor& x, DataType type, std::span<const ScaleZeroPoint> params,
+ir::Tensor quantize_tensor(const ir::Tensor& x, DataType type, std::span<const qmath::ScaleZeroPoint> params,
                            std::optional<int64_t> axis, const QuantizeOptions& o) {
   if (!quant_type_is_integer(type) && !quant_type_is_float(type)) throw_not_quant_type(type);
   FloatValues xs = float_values(x, "tensor");
@@ -377,8 +378,8 @@ ir::Tensor quantize_tensor(const ir::Tensor& x, DataType type, std::span<const S
     });
     return out;
   }
-  const QRange r = saturation_range(type, o.saturation);
-  engine::visit_integer_quant_type(type, "the quant type", [&](auto tag) {
+  const qmath::QRange r = saturation_range(type, o.saturation);
+  qmath::visit_integer_quant_type(type, "the quant type", [&](auto tag) {
     using T = decltype(tag);
     auto y = out.mutable_values<T>();
     for_each_run(l,
@@ -387,8 +388,8 @@ ir::Tensor quantize_tensor(const ir::Tensor& x, DataType type, std::span<const S
   return out;
 }
 
-ir::Tensor dequantize_tensor(const ir::Tensor& q, std::span<const ScaleZeroPoint> params, std::optional<int64_t> axis,
-                             const QuantizeOptions& o) {
+ir::Tensor dequantize_tensor(const ir::Tensor& q, std::span<const qmath::ScaleZeroPoint> params,
+                             std::optional<int64_t> axis, const QuantizeOptions& o) {
   const DataType type = q.dtype();
   if (!quant_type_is_integer(type) && !quant_type_is_float(type)) throw_not_quant_type(type);
   Layout l = layout_checked(q, type, params, axis, "quantized tensor");
@@ -401,7 +402,7 @@ ir::Tensor dequantize_tensor(const ir::Tensor& q, std::span<const ScaleZeroPoint
     });
     return out;
   }
-  engine::visit_integer_quant_type(type, "the quant type", [&](auto tag) {
+  qmath::visit_integer_quant_type(type, "the quant type", [&](auto tag) {
     using T = decltype(tag);
     auto v = q.values<T>();
     for_each_run(l, [&](size_t at, size_t n, size_t c) { dequantize_integer<T>(&v[at], n, params[c], &y[at]); });
@@ -409,7 +410,7 @@ ir::Tensor dequantize_tensor(const ir::Tensor& q, std::span<const ScaleZeroPoint
   return out;
 }
 
-ir::Tensor fake_quantize_tensor(const ir::Tensor& x, DataType type, std::span<const ScaleZeroPoint> params,
+ir::Tensor fake_quantize_tensor(const ir::Tensor& x, DataType type, std::span<const qmath::ScaleZeroPoint> params,
                                 std::optional<int64_t> axis, const QuantizeOptions& o) {
   if (!quant_type_is_integer(type) && !quant_type_is_float(type)) throw_not_quant_type(type);
   FloatValues xs = float_values(x, "tensor");

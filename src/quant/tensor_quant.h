@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "ir/tensor.h"
-#include "quant/params.h"
+#include "qmath/params.h"
 
 namespace onnxptq::quant {
 
@@ -66,7 +66,7 @@ enum class FloatZeroPoint {
 struct ScaleOptions {
   bool symmetric = false;
   bool reduce_range = false;
-  RangeTable table = RangeTable::vai;
+  qmath::RangeTable table = qmath::RangeTable::vai;
   ScaleKind kind = ScaleKind::float_scale;
   Pof2Position pof2_position = Pof2Position::nearest;
   SymmetricZeroPoint symmetric_zero_point = SymmetricZeroPoint::formula;
@@ -97,9 +97,10 @@ ScaleOptions scale_options_of(Tool tool, ScaleKind kind = ScaleKind::float_scale
 // two and Int16 scales then recompute the zero point as rne(qmin - min((qmin - zp) s', 0) / s').
 // float16/bfloat16: compute_scale_zp_fp (scale 1 unless float_scaled; zero point 0 when symmetric).
 // Error for NaN, an infinite range (unless clamped), a non-quant type.
-ScaleZeroPoint compute_scale_zp(double rmin, double rmax, ir::DataType type, const ScaleOptions& o);
+qmath::ScaleZeroPoint compute_scale_zp(double rmin, double rmax, ir::DataType type, const ScaleOptions& o);
 // The same with the integer range given (ort §3.1's test vectors give qmin and qmax directly).
-ScaleZeroPoint compute_scale_zp(double rmin, double rmax, QRange q, ir::DataType type, const ScaleOptions& o);
+qmath::ScaleZeroPoint compute_scale_zp(double rmin, double rmax, qmath::QRange q, ir::DataType type,
+                                       const ScaleOptions& o);
 
 // The M / 2^N nearest to `scale` (vai §3.7 find_int16_scale): for N = 0..16, m = scale 2^N within
 // [-32768, 32767], floor(m) then ceil(m); the first strictly nearer wins. scale 0 gives (0, 0).
@@ -137,18 +138,18 @@ struct QuantizeOptions {
 // x (float, float16 or bfloat16) quantized to `type`, per tensor (no axis, one parameter) or per
 // channel along `axis` (negative counts from the end; one parameter per index of that dimension):
 // q = saturate(rne(float32(x) / float32(s)) + zp), a float32 division and NaN giving the lowest
-// value, exactly as the engine's QuantizeLinear (engine/kernels/quantize_math.h). The result has
+// value, exactly as the engine's QuantizeLinear (qmath/quantize.h). The result has
 // x's shape; float16/bfloat16 results hold the raw 16-bit values.
-ir::Tensor quantize_tensor(const ir::Tensor& x, ir::DataType type, std::span<const ScaleZeroPoint> params,
+ir::Tensor quantize_tensor(const ir::Tensor& x, ir::DataType type, std::span<const qmath::ScaleZeroPoint> params,
                            std::optional<int64_t> axis, const QuantizeOptions& o = {});
 // float32((q - zp) * s) with q - zp exact (DequantizeLinear); float types by `o.float_cast`.
-ir::Tensor dequantize_tensor(const ir::Tensor& q, std::span<const ScaleZeroPoint> params, std::optional<int64_t> axis,
-                             const QuantizeOptions& o = {});
+ir::Tensor dequantize_tensor(const ir::Tensor& q, std::span<const qmath::ScaleZeroPoint> params,
+                             std::optional<int64_t> axis, const QuantizeOptions& o = {});
 // dequantize(quantize(x)) in float32, as a Q/DQ pair computes it at run time (for simulation).
-ir::Tensor fake_quantize_tensor(const ir::Tensor& x, ir::DataType type, std::span<const ScaleZeroPoint> params,
+ir::Tensor fake_quantize_tensor(const ir::Tensor& x, ir::DataType type, std::span<const qmath::ScaleZeroPoint> params,
                                 std::optional<int64_t> axis, const QuantizeOptions& o = {});
 // The same on n contiguous values with one parameter (Error for a scale that is not positive and finite).
-void fake_quantize_values(const float* x, size_t n, ir::DataType type, const ScaleZeroPoint& p,
+void fake_quantize_values(const float* x, size_t n, ir::DataType type, const qmath::ScaleZeroPoint& p,
                           const QuantizeOptions& o, float* y);
 
 // ---------------------------------------------------------------------------------------------
@@ -184,13 +185,13 @@ WeightOptions weight_options_of(Tool tool, ScaleKind kind = ScaleKind::float_sca
 
 struct QuantizedTensor {
   ir::Tensor data;                     // the quantized values, the weight's shape
-  std::vector<ScaleZeroPoint> params;  // one, or one per channel
+  std::vector<qmath::ScaleZeroPoint> params;  // one, or one per channel
   std::optional<int64_t> axis;         // normalised to [0, rank)
 };
 
 // The parameters of a weight (float, float16 or bfloat16), per tensor or per channel, by
 // `o.method`; an empty tensor or channel gets (1, 0) (vai §3.5). Errors name the tensor.
-std::vector<ScaleZeroPoint> weight_params(const ir::Tensor& w, ir::DataType type, const WeightOptions& o);
+std::vector<qmath::ScaleZeroPoint> weight_params(const ir::Tensor& w, ir::DataType type, const WeightOptions& o);
 // weight_params, then quantize_tensor with `o.quantize`.
 QuantizedTensor quantize_weight(const ir::Tensor& w, ir::DataType type, const WeightOptions& o);
 
@@ -219,7 +220,7 @@ struct QuantizedBias {
 
 // The int32 bias of a node whose input has scale `input_scale` and whose weight has `weight`
 // parameters (one: per tensor; one per bias value: per channel) (ort §4.7, vai §4.5, quark §5.6).
-QuantizedBias quantize_bias(const ir::Tensor& bias, double input_scale, std::span<const ScaleZeroPoint> weight,
+QuantizedBias quantize_bias(const ir::Tensor& bias, double input_scale, std::span<const qmath::ScaleZeroPoint> weight,
                             const BiasOptions& o = {});
 
 // ORT's int32 guard (ort §4.7, PR #22020), run before the weight is quantized: for an int8 or
@@ -232,7 +233,7 @@ struct WeightScaleAdjustment {
   bool adjusted = false;  // the guard raised at least one scale
 };
 WeightScaleAdjustment adjust_weight_scale_for_int32_bias(const ir::Tensor& bias, double input_scale,
-                                                         std::span<const ScaleZeroPoint> weight,
+                                                         std::span<const qmath::ScaleZeroPoint> weight,
                                                          ir::DataType weight_type,
                                                          ir::DataType scale_type = ir::DataType::Float);
 

@@ -20,8 +20,8 @@ std::string tensor_text(const ir::Tensor& t, const char* what);
 [[noreturn]] void throw_not_quant_type(ir::DataType t);
 // v as a value of `t` (Float, Float16, BFloat16), round to nearest even.
 double round_to(ir::DataType t, double v);
-// The type's full range, or the symmetric one for signed types (clip_range).
-QRange saturation_range(ir::DataType type, Saturation s);
+// The type's full range, or the symmetric one for signed types (qmath::clip_range).
+qmath::QRange saturation_range(ir::DataType type, Saturation s);
 
 // Float values of x (float, float16, bfloat16): a view of float data, else a converted copy.
 struct FloatValues {

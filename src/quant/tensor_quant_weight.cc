@@ -42,8 +42,8 @@ double percentile_linear(const std::vector<float>& sorted, double q) {
   return g < 0.5 ? a + (b - a) * g : b - (b - a) * (1 - g);
 }
 
-double mean_squared_error(const float* x, size_t n, DataType type, const ScaleZeroPoint& p, const QuantizeOptions& qo,
-                          const double* weights = nullptr) {
+double mean_squared_error(const float* x, size_t n, DataType type, const qmath::ScaleZeroPoint& p,
+                          const QuantizeOptions& qo, const double* weights = nullptr) {
   std::vector<float> y(n);
   fake_quantize_values(x, n, type, p, qo, y.data());
   double sum = 0;
@@ -84,16 +84,16 @@ void histogram_numpy(const std::vector<float>& x, size_t bins, std::vector<float
 // Quark's compute_minmse (quark §5.5) on one slice: candidate ranges, float scales (no uint8
 // 127 -> 128, as for its ExtendedCalibrationMethod), duplicates of a scale skipped, the first
 // least mean squared error wins.
-ScaleZeroPoint float_min_mse(const std::vector<float>& x, DataType type, const WeightOptions& o) {
+qmath::ScaleZeroPoint float_min_mse(const std::vector<float>& x, DataType type, const WeightOptions& o) {
   ScaleOptions so = o.scale;
   so.kind = ScaleKind::float_scale;
   so.uint8_symmetric_zp_128 = false;
-  QRange q = quant_range(type, so.symmetric, so.reduce_range, so.table);
-  ScaleZeroPoint best;
+  qmath::QRange q = qmath::quant_range(type, so.symmetric, so.reduce_range, so.table);
+  qmath::ScaleZeroPoint best;
   double best_mse = std::numeric_limits<double>::infinity();
   std::vector<double> seen;
   auto consider = [&](double lo, double hi, auto&& mse_of) {
-    ScaleZeroPoint p = compute_scale_zp(lo, hi, q, type, so);
+    qmath::ScaleZeroPoint p = compute_scale_zp(lo, hi, q, type, so);
     if (std::find(seen.begin(), seen.end(), p.scale) != seen.end()) return;
     seen.push_back(p.scale);
     double mse = mse_of(p);
@@ -102,7 +102,9 @@ ScaleZeroPoint float_min_mse(const std::vector<float>& x, DataType type, const W
       best = p;
     }
   };
-  auto mse_all = [&](const ScaleZeroPoint& p) { return mean_squared_error(x.data(), x.size(), type, p, o.quantize); };
+  auto mse_all = [&](const qmath::ScaleZeroPoint& p) {
+    return mean_squared_error(x.data(), x.size(), type, p, o.quantize);
+  };
   if (o.min_mse_mode == FloatMinMseMode::percentile) {
     std::vector<float> sorted = x;
     std::sort(sorted.begin(), sorted.end());
@@ -114,7 +116,7 @@ ScaleZeroPoint float_min_mse(const std::vector<float>& x, DataType type, const W
   std::vector<float> centers;
   std::vector<double> counts;
   histogram_numpy(x, bins, centers, counts);
-  auto mse_centers = [&](const ScaleZeroPoint& p) {
+  auto mse_centers = [&](const qmath::ScaleZeroPoint& p) {
     return mean_squared_error(centers.data(), bins, type, p, o.quantize, counts.data());
   };
   for (auto ci = static_cast<size_t>(0.5 * static_cast<double>(bins)); ci < bins; ++ci) {
@@ -129,28 +131,28 @@ ScaleZeroPoint float_min_mse(const std::vector<float>& x, DataType type, const W
 }
 
 // vai's quantize_data_pof2s MinMSE (vai §3.5) on one slice.
-ScaleZeroPoint pof2_min_mse(const std::vector<float>& x, double rmin, double rmax, DataType type,
-                            const WeightOptions& o) {
+qmath::ScaleZeroPoint pof2_min_mse(const std::vector<float>& x, double rmin, double rmax, DataType type,
+                                   const WeightOptions& o) {
   ScaleOptions so = o.scale;
   so.kind = ScaleKind::power_of_two;
   so.pof2_position = Pof2Position::nearest;
-  ScaleZeroPoint p = compute_scale_zp(rmin, rmax, type, so);
-  const int p0 = scale_to_pos(p.scale);
-  const QRange clip = saturation_range(type, o.quantize.saturation);
-  int best = minmse_candidate(p0, 0);
+  qmath::ScaleZeroPoint p = compute_scale_zp(rmin, rmax, type, so);
+  const int p0 = qmath::scale_to_pos(p.scale);
+  const qmath::QRange clip = saturation_range(type, o.quantize.saturation);
+  int best = qmath::minmse_candidate(p0, 0);
   double best_error = std::numeric_limits<double>::infinity();
-  for (int i = 0; i < kMinMseCandidates; ++i) {
-    double e = quantization_error(x.data(), x.size(), pos_to_scale(minmse_candidate(p0, i)), p.zero_point, clip,
-                                  ErrorMetric::Squared);
+  for (int i = 0; i < qmath::kMinMseCandidates; ++i) {
+    double e = qmath::quantization_error(x.data(), x.size(), qmath::pos_to_scale(qmath::minmse_candidate(p0, i)),
+                                         p.zero_point, clip, qmath::ErrorMetric::Squared);
     if (e < best_error) {
       best_error = e;
-      best = minmse_candidate(p0, i);
+      best = qmath::minmse_candidate(p0, i);
     }
   }
-  return {pos_to_scale(best), p.zero_point};
+  return {qmath::pos_to_scale(best), p.zero_point};
 }
 
-ScaleZeroPoint slice_params(const std::vector<float>& x, DataType type, const WeightOptions& o) {
+qmath::ScaleZeroPoint slice_params(const std::vector<float>& x, DataType type, const WeightOptions& o) {
   if (x.empty()) return {};
   auto [mn, mx] = std::minmax_element(x.begin(), x.end());
   switch (o.method) {
@@ -161,13 +163,13 @@ ScaleZeroPoint slice_params(const std::vector<float>& x, DataType type, const We
   return {};
 }
 
-std::vector<double> checked_scales(std::span<const ScaleZeroPoint> weight, const ir::Tensor& bias, size_t n) {
+std::vector<double> checked_scales(std::span<const qmath::ScaleZeroPoint> weight, const ir::Tensor& bias, size_t n) {
   if (weight.empty()) throw Error(tensor_text(bias, "bias") + ": no weight scale given");
   if (weight.size() > 1 && weight.size() != n)
     throw Error(tensor_text(bias, "bias") + " has " + std::to_string(n) + " values but the weight has " +
                 std::to_string(weight.size()) + " channel scales: per-channel bias needs one value per channel");
   std::vector<double> s;
-  for (const ScaleZeroPoint& p : weight) {
+  for (const qmath::ScaleZeroPoint& p : weight) {
     if (!(p.scale > 0) || !std::isfinite(p.scale))
       throw Error("weight scale " + number_text(p.scale) + " of " + tensor_text(bias, "bias") +
                   " must be positive and finite");
@@ -185,14 +187,14 @@ WeightOptions weight_options_of(Tool tool, ScaleKind kind) {
   return o;
 }
 
-std::vector<ScaleZeroPoint> weight_params(const ir::Tensor& w, DataType type, const WeightOptions& o) {
+std::vector<qmath::ScaleZeroPoint> weight_params(const ir::Tensor& w, DataType type, const WeightOptions& o) {
   if (!quant_type_is_integer(type) && !quant_type_is_float(type)) throw_not_quant_type(type);
   if (o.method != WeightMethod::min_max && !quant_type_is_integer(type))
     throw Error("MinMSE for " + tensor_text(w, "weight") + " needs an integer type, not " + type_name(type));
   FloatValues xs = float_values(w, "weight");
   check_no_nan(xs.values, "weight", w);
   Layout l = layout_of(w, o.axis, "weight");
-  std::vector<ScaleZeroPoint> params;
+  std::vector<qmath::ScaleZeroPoint> params;
   try {
     if (!l.axis) {
       params.push_back(slice_params(std::vector<float>(xs.values.begin(), xs.values.end()), type, o));
@@ -222,7 +224,7 @@ BiasOptions bias_options_of(Tool tool) {
   return o;
 }
 
-QuantizedBias quantize_bias(const ir::Tensor& bias, double input_scale, std::span<const ScaleZeroPoint> weight,
+QuantizedBias quantize_bias(const ir::Tensor& bias, double input_scale, std::span<const qmath::ScaleZeroPoint> weight,
                             const BiasOptions& o) {
   FloatValues b = float_values(bias, "bias");
   std::vector<double> ws = checked_scales(weight, bias, b.values.size());
@@ -263,13 +265,13 @@ QuantizedBias quantize_bias(const ir::Tensor& bias, double input_scale, std::spa
 }
 
 WeightScaleAdjustment adjust_weight_scale_for_int32_bias(const ir::Tensor& bias, double input_scale,
-                                                         std::span<const ScaleZeroPoint> weight, DataType weight_type,
-                                                         DataType scale_type) {
+                                                         std::span<const qmath::ScaleZeroPoint> weight,
+                                                         DataType weight_type, DataType scale_type) {
   FloatValues b = float_values(bias, "bias");
   WeightScaleAdjustment r;
   r.weight_scales = checked_scales(weight, bias, b.values.size());
   if (weight_type != DataType::Int8 && weight_type != DataType::Int16) return r;
-  for (const ScaleZeroPoint& p : weight)
+  for (const qmath::ScaleZeroPoint& p : weight)
     if (p.zero_point != 0) return r;
   for (size_t i = 0; i < b.values.size(); ++i)
     if (std::isnan(b.values[i])) throw Error(tensor_text(bias, "bias") + " has a NaN at index " + std::to_string(i));

@@ -9,7 +9,7 @@
 #include <sstream>
 
 #include "onnxptq/error.h"
-#include "quant/params.h"
+#include "qmath/params.h"
 
 namespace onnxptq::tools {
 
@@ -43,8 +43,8 @@ int scale_position(const ir::Node& n) {
     if (x != s[0])
       throw Error("check-npu: " + describe(n) + " has per-channel scales ('" + sv->name() +
                   "'): the NPU takes one position per tensor");
-  int pos = quant::scale_to_pos(s[0]);
-  if (!(s[0] > 0) || static_cast<float>(quant::pos_to_scale(pos)) != s[0]) {
+  int pos = qmath::scale_to_pos(s[0]);
+  if (!(s[0] > 0) || static_cast<float>(qmath::pos_to_scale(pos)) != s[0]) {
     std::ostringstream msg;
     msg << "check-npu: " << describe(n) << " has scale " << s[0] << " ('" << sv->name()
         << "'), not a power of two: check-npu reads power-of-two models";

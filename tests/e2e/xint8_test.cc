@@ -143,7 +143,7 @@ TEST_P(Xint8BitExact, EngineOrtAndSimulationAgreeOnEveryQuantizedInteger) {
   engine::TensorObserver observe = [&](const std::string& name, const ir::Tensor& t) {
     const quant::TensorPlan* plan = q.plan.find(name);
     if (!plan || plan->role != quant::Role::Activation || t.dtype() != ir::DataType::Float) return;
-    const quant::ScaleZeroPoint& p = q.plan.provider(name).params.at(0);
+    const qmath::ScaleZeroPoint& p = q.plan.provider(name).params.at(0);
     auto& [dims, ints] = simulated[name];
     dims = t.dims();
     for (float v : t.values<float>()) ints.push_back(static_cast<int64_t>(std::nearbyint(v / p.scale)) + p.zero_point);

@@ -8,7 +8,7 @@
 
 #include "ir/tensor.h"
 #include "onnxptq/error.h"
-#include "quant/params.h"
+#include "qmath/params.h"
 
 namespace onnxptq::testing {
 
@@ -24,7 +24,7 @@ inline std::vector<T> values_of(const ir::Tensor& t) {
   return {s.begin(), s.end()};
 }
 
-inline quant::ScaleZeroPoint sz(double scale, int64_t zero_point) { return {scale, zero_point}; }
+inline qmath::ScaleZeroPoint sz(double scale, int64_t zero_point) { return {scale, zero_point}; }
 
 inline double f32(double v) { return static_cast<float>(v); }
 

@@ -69,9 +69,9 @@ QuantConfig a8w8() {
   return c;
 }
 
-const ScaleZeroPoint& params_of(const Plan& p, const std::string& name) { return p.provider(name).params.at(0); }
+const qmath::ScaleZeroPoint& params_of(const Plan& p, const std::string& name) { return p.provider(name).params.at(0); }
 
-bool same(const ScaleZeroPoint& a, const ScaleZeroPoint& b) {
+bool same(const qmath::ScaleZeroPoint& a, const qmath::ScaleZeroPoint& b) {
   return a.scale == b.scale && a.zero_point == b.zero_point;
 }
 

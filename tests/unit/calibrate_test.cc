@@ -13,7 +13,7 @@
 
 #include "engine/extrema.h"
 #include "onnxptq/error.h"
-#include "quant/params.h"
+#include "qmath/params.h"
 
 namespace onnxptq::calib {
 namespace {
@@ -238,8 +238,8 @@ TEST(Calibrate, DistributionGivesMeanAndStd) {
 
 // Whether the range that position `pos` and its zero point represent holds [lo, hi].
 bool holds(int pos, double lo, double hi, DataType type, bool symmetric) {
-  quant::QRange q = quant::quant_range(type, symmetric);
-  int64_t zp = quant::pof2_zero_point(lo, hi, q, type, symmetric, pos);
+  qmath::QRange q = qmath::quant_range(type, symmetric);
+  int64_t zp = qmath::pof2_zero_point(lo, hi, q, type, symmetric, pos);
   double s = std::ldexp(1.0, -pos);
   return (q.max - zp) * s >= hi && (q.min - zp) * s <= lo;
 }
@@ -265,7 +265,7 @@ TEST(Calibrate, NonOverflowIsTheFinestPositionThatHoldsTheRange) {
 }
 
 // Squared error of quantizing with 2^-pos, written out separately from the library's.
-double brute_error(const std::vector<std::vector<float>>& samples, int pos, int64_t zp, quant::QRange clip) {
+double brute_error(const std::vector<std::vector<float>>& samples, int pos, int64_t zp, qmath::QRange clip) {
   double s = std::ldexp(1.0, -pos), sum = 0;
   for (const auto& v : samples)
     for (float x : v) {
@@ -601,7 +601,9 @@ TEST(Calibrate, AutoWorkersRunSamplesOnThreadsOfTheirOwn) {
     EXPECT_EQ(reader.readers.count(std::this_thread::get_id()), c.workers > 1 ? 0u : 1u) << label;
     EXPECT_EQ(reader.readers.size(), c.workers) << label;
     // MinMSE: on two workers, a second pass (LayerWisePercentile's has nothing to do with workers).
-    if (c.method != Method::LayerWisePercentile) EXPECT_EQ(r.passes, 1) << label;
+    if (c.method != Method::LayerWisePercentile) {
+      EXPECT_EQ(r.passes, 1) << label;
+    }
     CalibrationResult one = run(some, with_method(c.method));
     for (const auto& [name, range] : one.ranges) {
       EXPECT_EQ(r.ranges.at(name).lo, range.lo) << label << " " << name;
@@ -717,15 +719,15 @@ TEST(QuantizationError, IsTheSumOverEveryValue) {
     for (float& v : x) v = uniform(rng);
     for (double scale : {0.0625, 0.03}) {
       for (int64_t zp : {0, -60}) {  // -60: q = 0 is 60 steps below the clip range [0, 255]
-        for (auto metric : {quant::ErrorMetric::Squared, quant::ErrorMetric::Absolute}) {
+        for (auto metric : {qmath::ErrorMetric::Squared, qmath::ErrorMetric::Absolute}) {
           double expected = 0;
           const auto s = static_cast<float>(scale);  // the scale as a model stores it
           for (float v : x) {
             float q = std::clamp(std::nearbyint(v / s) + static_cast<float>(zp), 0.0f, 255.0f);
             double e = static_cast<double>((q - static_cast<float>(zp)) * s) - v;  // the value ONNX dequantizes to
-            expected += metric == quant::ErrorMetric::Squared ? e * e : std::fabs(e);
+            expected += metric == qmath::ErrorMetric::Squared ? e * e : std::fabs(e);
           }
-          double got = quant::quantization_error(x.data(), n, scale, zp, {0, 255}, metric);
+          double got = qmath::quantization_error(x.data(), n, scale, zp, {0, 255}, metric);
           // Summed in float blocks, within 1e-6 of the exact sum (params.h).
           EXPECT_NEAR(got, expected, 1e-6 * expected + 1e-12) << n << " " << scale << " " << zp;
         }
@@ -755,22 +757,22 @@ TEST(QuantizationError, AnyScaleRoundsAsTheDivisionDoes) {
     for (float t : {3e6f, -5e6f, 1e9f}) x.push_back(t * s);
     x.resize(x.size() + 5, 0.7f * s);
     for (auto [zp, clip] :
-         {std::pair<int64_t, quant::QRange>{0, {-32768, 32767}}, {32768, {0, 65535}}, {3, {-128, 127}}})
-      for (auto metric : {quant::ErrorMetric::Squared, quant::ErrorMetric::Absolute}) {
+         {std::pair<int64_t, qmath::QRange>{0, {-32768, 32767}}, {32768, {0, 65535}}, {3, {-128, 127}}})
+      for (auto metric : {qmath::ErrorMetric::Squared, qmath::ErrorMetric::Absolute}) {
         const auto z = static_cast<float>(zp);
         auto error = [&](float v) {  // the seeds' arithmetic, in float as numpy does it
           float q = std::clamp(std::nearbyint(v / s) + z, static_cast<float>(clip.min), static_cast<float>(clip.max));
           float e = (q - z) * s - v;
-          return static_cast<double>(metric == quant::ErrorMetric::Squared ? e * e : std::fabs(e));
+          return static_cast<double>(metric == qmath::ErrorMetric::Squared ? e * e : std::fabs(e));
         };
         double expected = 0;
         size_t wrong = 0;
         for (float v : x) {
           expected += error(v);
-          wrong += quant::quantization_error(&v, 1, s, zp, clip, metric) != error(v);
+          wrong += qmath::quantization_error(&v, 1, s, zp, clip, metric) != error(v);
         }
         EXPECT_EQ(wrong, 0u) << s << " " << zp;
-        EXPECT_NEAR(quant::quantization_error(x.data(), x.size(), s, zp, clip, metric), expected, 1e-6 * expected)
+        EXPECT_NEAR(qmath::quantization_error(x.data(), x.size(), s, zp, clip, metric), expected, 1e-6 * expected)
             << s << " " << zp;
       }
   }
@@ -782,17 +784,17 @@ TEST(QuantizationError, ScalesWithoutANormalInverseRoundAsTheDivisionDoes) {
   for (float s : {1e-40f, 2e38f}) {
     std::vector<float> x = {0.0f};
     for (double step : {-1.0, -0.75, -0.5, -0.25, 0.25, 0.5, 0.75, 1.0}) x.push_back(static_cast<float>(step * s));
-    for (auto metric : {quant::ErrorMetric::Squared, quant::ErrorMetric::Absolute})
+    for (auto metric : {qmath::ErrorMetric::Squared, qmath::ErrorMetric::Absolute})
       for (float v : x) {
         float q = std::clamp(std::nearbyint(v / s), -128.0f, 127.0f);
         float e = q * s - v;
-        double expected = metric == quant::ErrorMetric::Squared ? e * e : std::fabs(e);
-        EXPECT_EQ(quant::quantization_error(&v, 1, s, 0, {-128, 127}, metric), expected) << s << " " << v;
+        double expected = metric == qmath::ErrorMetric::Squared ? e * e : std::fabs(e);
+        EXPECT_EQ(qmath::quantization_error(&v, 1, s, 0, {-128, 127}, metric), expected) << s << " " << v;
       }
   }
 }
 
-// Every position's squared error at once is each one's quantization_error, bit for bit: positions
+// Every position's squared error at once is each one's qmath::quantization_error, bit for bit: positions
 // where every value rounds to 0, where none is clipped, where some are, and where the scale or its
 // inverse is no normal float; int8, uint8 with zero point 128, int16 and a 32-bit clip range (where
 // values beyond 2^22 steps must not take the cheaper rounding); lengths around the blocks.
@@ -801,7 +803,7 @@ TEST(QuantizationError, Pof2SquaredErrorsAreEachPositionsError) {
   std::normal_distribution<float> normal(0.f, 1.f);
   struct Clip {
     int64_t zero_point;
-    quant::QRange range;
+    qmath::QRange range;
   };
   for (size_t n : {1, 255, 256, 1024, 1300, 5000}) {
     for (float magnitude : {1e-3f, 1.f, 3e7f}) {
@@ -814,12 +816,12 @@ TEST(QuantizationError, Pof2SquaredErrorsAreEachPositionsError) {
         const int first = -120, last = 150;
         std::vector<int> positions;
         for (int pos = first; pos <= last; ++pos) positions.push_back(pos);
-        std::vector<double> all = quant::pof2_squared_errors(x.data(), n, e.lo, e.hi, positions, c.zero_point, c.range);
+        std::vector<double> all = qmath::pof2_squared_errors(x.data(), n, e.lo, e.hi, positions, c.zero_point, c.range);
         ASSERT_EQ(all.size(), static_cast<size_t>(last - first + 1));
         for (int pos = first; pos <= last; ++pos)
           ASSERT_EQ(all[static_cast<size_t>(pos - first)],
-                    quant::quantization_error(x.data(), n, quant::pos_to_scale(pos), c.zero_point, c.range,
-                                              quant::ErrorMetric::Squared))
+                    qmath::quantization_error(x.data(), n, qmath::pos_to_scale(pos), c.zero_point, c.range,
+                                              qmath::ErrorMetric::Squared))
               << n << " " << magnitude << " " << c.range.max << " " << pos;
       }
     }

@@ -113,7 +113,7 @@ int64_t type_max(DataType t) {
 }
 
 // VitisQuantizeLinear then VitisDequantizeLinear (vai_q_onnx 1.16's com.vai.quantize ops).
-float vitis_fake_quantize(float x, DataType type, const ScaleZeroPoint& p) {
+float vitis_fake_quantize(float x, DataType type, const qmath::ScaleZeroPoint& p) {
   const auto s = static_cast<float>(p.scale);
   if (type == DataType::Float16) {  // a cast; scale and zero point ignored
     float c = std::fmax(-65504.0f, std::fmin(65504.0f, x));
@@ -131,7 +131,7 @@ float vitis_fake_quantize(float x, DataType type, const ScaleZeroPoint& p) {
 
 // The int32 bias: rne(b / s_b) in double, clipped to int32 (ORT's quantize_bias_static_impl), then
 // dequantized.
-float int32_bias(float b, const ScaleZeroPoint& p) {
+float int32_bias(float b, const qmath::ScaleZeroPoint& p) {
   const auto s = static_cast<float>(p.scale);
   double q = std::nearbyint(static_cast<double>(b) / static_cast<double>(s));
   q = std::min(std::max(q, -2147483648.0), 2147483647.0);
@@ -140,7 +140,7 @@ float int32_bias(float b, const ScaleZeroPoint& p) {
 
 // FixNeuron (vai_q_onnx's qdq_ops.py, NumPy in float32):
 // q = clip(rne(x / s) + zp, [-2^(b-1), 2^(b-1) - 1]), (q - zp) s.
-float fix_neuron(float x, int bits, const ScaleZeroPoint& p) {
+float fix_neuron(float x, int bits, const qmath::ScaleZeroPoint& p) {
   const auto s = static_cast<float>(p.scale);
   const auto zp = static_cast<float>(p.zero_point);
   const float lo = -std::ldexp(1.0f, bits - 1), hi = std::ldexp(1.0f, bits - 1) - 1;

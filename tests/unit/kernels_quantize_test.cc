@@ -1,6 +1,6 @@
 // The quantize kernel family beyond the backend tests. Two kinds of checks:
 //  - closed forms written here (round half to even, saturation, NaN, 4-bit packing, blocks,
-//    errors), for the arithmetic of quantize_math.h and the Q/DQ kernels;
+//    errors), for the arithmetic of qmath/quantize.h and the Q/DQ kernels;
 //  - ONNX Runtime as the oracle (npm onnxruntime-node through tests/oracle/ort_run.js): models
 //    of many one-node cases (the com.microsoft QLinear ops, which only ORT defines, and the ONNX
 //    ops at the types and opsets the backend tests miss) run by both, outputs bit-identical.
@@ -18,22 +18,22 @@
 #include <map>
 #include <random>
 
-#include "engine/kernels/quantize_math.h"
 #include "engine/session.h"
 #include "ir/float16.h"
 #include "ir/model.h"
 #include "ir/npy.h"
 #include "onnxptq/error.h"
+#include "qmath/quantize.h"
 #include "support/one_node.h"
 
 namespace onnxptq {
 namespace {
 
 namespace fs = std::filesystem;
-using engine::quantize_value;
 using ir::Attribute;
 using ir::DataType;
 using ir::Tensor;
+using qmath::quantize_value;
 
 const fs::path kSource = ONNXPTQ_SOURCE_DIR;
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -269,15 +269,15 @@ TEST(QuantizeMath, DividesByTheScale) {
 }
 
 TEST(QuantizeMath, RequantizeAndDequantize) {
-  EXPECT_EQ(engine::requantize_value<uint8_t>(100, 0.5f, 3), 53);
-  EXPECT_EQ(engine::requantize_value<uint8_t>(5, 0.5f, 3), 5);   // 2.5 -> 2
-  EXPECT_EQ(engine::requantize_value<uint8_t>(7, 0.5f, 3), 7);   // 3.5 -> 4
-  EXPECT_EQ(engine::requantize_value<int8_t>(-1000, 1.0f, 0), -128);
-  EXPECT_EQ(engine::dequantize_value<uint8_t>(200, 0.5f, 100), 50.0f);
-  EXPECT_EQ(engine::dequantize_value<int8_t>(-128, 0.25f, 127), -63.75f);
+  EXPECT_EQ(qmath::requantize_value<uint8_t>(100, 0.5f, 3), 53);
+  EXPECT_EQ(qmath::requantize_value<uint8_t>(5, 0.5f, 3), 5);  // 2.5 -> 2
+  EXPECT_EQ(qmath::requantize_value<uint8_t>(7, 0.5f, 3), 7);  // 3.5 -> 4
+  EXPECT_EQ(qmath::requantize_value<int8_t>(-1000, 1.0f, 0), -128);
+  EXPECT_EQ(qmath::dequantize_value<uint8_t>(200, 0.5f, 100), 50.0f);
+  EXPECT_EQ(qmath::dequantize_value<int8_t>(-128, 0.25f, 127), -63.75f);
   std::vector<int32_t> q{std::numeric_limits<int32_t>::min(), 0};
   std::vector<float> y(2);
-  engine::dequantize_values(q.data(), 2, 1.0f, 1, y.data());  // the difference leaves int32
+  qmath::dequantize_values(q.data(), 2, 1.0f, 1, y.data());  // the difference leaves int32
   EXPECT_EQ(y[0], -2147483649.0f);
   EXPECT_EQ(y[1], -1.0f);
 }
@@ -292,17 +292,17 @@ void expect_bulk_matches_scalar(std::mt19937& rng) {
   for (float scale : {1.0f, 0.37f, 0.0123f}) {
     for (int32_t zp : {0, static_cast<int32_t>(std::numeric_limits<T>::max() / 3)}) {
       std::vector<T> q(x.size());
-      engine::quantize_values<T>(x.data(), x.size(), scale, zp, q.data());
+      qmath::quantize_values<T>(x.data(), x.size(), scale, zp, q.data());
       for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(q[i], quantize_value<T>(x[i], scale, zp)) << i << " " << x[i];
       std::vector<float> y(x.size());
-      engine::dequantize_values<T>(q.data(), q.size(), scale, zp, y.data());
-      for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(y[i], engine::dequantize_value<T>(q[i], scale, zp)) << i;
+      qmath::dequantize_values<T>(q.data(), q.size(), scale, zp, y.data());
+      for (size_t i = 0; i < x.size(); ++i) ASSERT_EQ(y[i], qmath::dequantize_value<T>(q[i], scale, zp)) << i;
       std::vector<int32_t> acc(x.size());
       for (size_t i = 0; i < x.size(); ++i) acc[i] = static_cast<int32_t>(std::isfinite(x[i]) ? x[i] * 1000.0f : 7);
-      engine::requantize_values<T>(acc.data(), acc.size(), -5, scale * 0.01f, zp, q.data());
+      qmath::requantize_values<T>(acc.data(), acc.size(), -5, scale * 0.01f, zp, q.data());
       for (size_t i = 0; i < x.size(); ++i)
-        ASSERT_EQ(q[i], engine::requantize_value<T>(static_cast<int32_t>(static_cast<uint32_t>(acc[i]) - 5u),
-                                                    scale * 0.01f, zp))
+        ASSERT_EQ(q[i], qmath::requantize_value<T>(static_cast<int32_t>(static_cast<uint32_t>(acc[i]) - 5u),
+                                                   scale * 0.01f, zp))
             << i;  // acc - 5, wrapping around as int32 additions do
     }
   }
@@ -321,16 +321,16 @@ TEST(QuantizeMath, NarrowRangeAndFakeQuantization) {
   std::vector<float> x(37);
   for (size_t i = 0; i < x.size(); ++i) x[i] = (static_cast<float>(i) - 18.0f) * 9.25f;  // -166.5 .. 166.5
   std::vector<int8_t> q(x.size());
-  engine::quantize_values<int8_t>(x.data(), x.size(), 1.0f, 0, q.data(), {-127, 127});
+  qmath::quantize_values<int8_t>(x.data(), x.size(), 1.0f, 0, q.data(), {-127, 127});
   for (size_t i = 0; i < x.size(); ++i)
     EXPECT_EQ(q[i], std::clamp(std::nearbyint(static_cast<double>(x[i])), -127.0, 127.0)) << i;
   std::vector<float> y(x.size());
-  engine::fake_quantize_values<uint8_t>(x.data(), x.size(), 0.5f, 100, y.data());
+  qmath::fake_quantize_values<uint8_t>(x.data(), x.size(), 0.5f, 100, y.data());
   for (size_t i = 0; i < x.size(); ++i) {
     double qd = std::clamp(std::nearbyint(static_cast<double>(x[i]) / 0.5) + 100, 0.0, 255.0);
     EXPECT_EQ(y[i], static_cast<float>((qd - 100) * 0.5)) << i;
   }
-  engine::fake_quantize_values<int8_t>(x.data(), x.size(), 16.0f, 0, y.data(), engine::kInt4Range);
+  qmath::fake_quantize_values<int8_t>(x.data(), x.size(), 16.0f, 0, y.data(), qmath::kInt4Range);
   EXPECT_EQ(y[0], -128.0f);  // -166.5 / 16 -> -10 -> saturates to -8
   EXPECT_EQ(y[36], 112.0f);  // 166.5 / 16 -> 10 -> 7
   EXPECT_EQ(y[18], 0.0f);

@@ -26,7 +26,7 @@ using namespace testing;
 
 struct RangeCase {
   DataType type;
-  QRange full, symmetric, reduced;
+  qmath::QRange full, symmetric, reduced;
 };
 
 // vai_q_onnx's / Quark's get_qmin_qmax_for_qType (the symmetric column of unsigned types is the
@@ -42,9 +42,11 @@ TEST(QuantRange, VaiTableForEveryTypeAndFlag) {
   };
   for (const RangeCase& c : cases) {
     SCOPED_TRACE(ir::data_type_name(c.type));
-    for (RangeTable table : {RangeTable::vai}) {
-      QRange f = quant_range(c.type, false, false, table), s = quant_range(c.type, true, false, table);
-      QRange r = quant_range(c.type, false, true, table), rs = quant_range(c.type, true, true, table);
+    for (qmath::RangeTable table : {qmath::RangeTable::vai}) {
+      qmath::QRange f = qmath::quant_range(c.type, false, false, table),
+                    s = qmath::quant_range(c.type, true, false, table);
+      qmath::QRange r = qmath::quant_range(c.type, false, true, table),
+                    rs = qmath::quant_range(c.type, true, true, table);
       EXPECT_EQ(f.min, c.full.min);
       EXPECT_EQ(f.max, c.full.max);
       EXPECT_EQ(s.min, c.symmetric.min);
@@ -69,9 +71,9 @@ TEST(QuantRange, OrtTableForEveryTypeAndFlag) {
   };
   for (const RangeCase& c : cases) {
     SCOPED_TRACE(ir::data_type_name(c.type));
-    QRange f = quant_range(c.type, false, false, RangeTable::ort),
-           s = quant_range(c.type, true, false, RangeTable::ort);
-    QRange rs = quant_range(c.type, true, true, RangeTable::ort);
+    qmath::QRange f = qmath::quant_range(c.type, false, false, qmath::RangeTable::ort),
+                  s = qmath::quant_range(c.type, true, false, qmath::RangeTable::ort);
+    qmath::QRange rs = qmath::quant_range(c.type, true, true, qmath::RangeTable::ort);
     EXPECT_EQ(f.min, c.full.min);
     EXPECT_EQ(f.max, c.full.max);
     EXPECT_EQ(s.min, c.symmetric.min);
@@ -79,9 +81,9 @@ TEST(QuantRange, OrtTableForEveryTypeAndFlag) {
     EXPECT_EQ(rs.min, c.reduced.min);
     EXPECT_EQ(rs.max, c.reduced.max);
   }
-  expect_error([] { quant_range(DataType::Int32, false, false, RangeTable::ort); }, "no int32");
-  expect_error([] { quant_range(DataType::UInt32, true, false, RangeTable::ort); }, "no uint32");
-  expect_error([] { quant_range(DataType::Float, false, false, RangeTable::vai); }, "float");
+  expect_error([] { qmath::quant_range(DataType::Int32, false, false, qmath::RangeTable::ort); }, "no int32");
+  expect_error([] { qmath::quant_range(DataType::UInt32, true, false, qmath::RangeTable::ort); }, "no uint32");
+  expect_error([] { qmath::quant_range(DataType::Float, false, false, qmath::RangeTable::vai); }, "float");
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -91,7 +93,7 @@ TEST(QuantRange, OrtTableForEveryTypeAndFlag) {
 // symmetric, mrr) -> [zp, scale].
 TEST(ComputeScaleZp, OrtTestVectors) {
   ScaleOptions ort = scale_options_of(Tool::ort);
-  auto run = [&](double rmin, double rmax, QRange q, bool symmetric, double mrr = 0) {
+  auto run = [&](double rmin, double rmax, qmath::QRange q, bool symmetric, double mrr = 0) {
     ScaleOptions o = ort;
     o.symmetric = symmetric;
     o.min_real_range = mrr;
@@ -99,7 +101,7 @@ TEST(ComputeScaleZp, OrtTestVectors) {
                               : (q.max > 255 ? DataType::UInt16 : DataType::UInt8);
     return compute_scale_zp(rmin, rmax, q, type, o);
   };
-  auto expect = [](ScaleZeroPoint p, int64_t zp, double scale) {
+  auto expect = [](qmath::ScaleZeroPoint p, int64_t zp, double scale) {
     EXPECT_EQ(p.zero_point, zp);
     EXPECT_FLOAT_EQ(p.scale, scale);
   };
@@ -122,7 +124,7 @@ TEST(ComputeScaleZp, VaiAppendixAActivations) {
   //    zp 128; representable [(0 - 128) / 32, (255 - 128) / 32] = [-4, 3.96875].
   ScaleOptions o = scale_options_of(Tool::vai, ScaleKind::power_of_two);
   o.symmetric = true;
-  ScaleZeroPoint p = compute_scale_zp(-1.2, 3.0, DataType::UInt8, o);
+  qmath::ScaleZeroPoint p = compute_scale_zp(-1.2, 3.0, DataType::UInt8, o);
   EXPECT_EQ(p.scale, 1.0 / 32);
   EXPECT_EQ(p.zero_point, 128);
   EXPECT_EQ((0 - p.zero_point) * p.scale, -4.0);
@@ -177,7 +179,7 @@ TEST(ComputeScaleZp, SymmetricZeroPoints) {
 TEST(ComputeScaleZp, Float16ScaleType) {
   ScaleOptions o = scale_options_of(Tool::ort);
   o.scale_type = DataType::Float16;
-  ScaleZeroPoint p = compute_scale_zp(-1, 2, DataType::UInt8, o);
+  qmath::ScaleZeroPoint p = compute_scale_zp(-1, 2, DataType::UInt8, o);
   EXPECT_EQ(p.scale, ir::half_to_float(ir::float_to_half(3.0f / 255)));
   EXPECT_EQ(p.zero_point, 85);
   // 1e-3 / 255 = 3.9e-6: below float16's tiny, above float32's.
@@ -210,7 +212,7 @@ TEST(Int16Scale, FindsTheNearestFraction) {
 
   // Through compute_scale_zp: uint8 [0, 25.5] has the float scale 25.5/255 = 0.1, zp 0.
   ScaleOptions o = scale_options_of(Tool::vai, ScaleKind::int16_scale);
-  ScaleZeroPoint p = compute_scale_zp(0, 25.5, DataType::UInt8, o);
+  qmath::ScaleZeroPoint p = compute_scale_zp(0, 25.5, DataType::UInt8, o);
   EXPECT_EQ(p.scale, 3277.0 / 32768);
   EXPECT_EQ(p.zero_point, 0);
   // int16 symmetric [-2, 2]: 4/65534 = 6.1037e-5; 1/16384 = 6.1035e-5 is first reached at N = 14.
@@ -225,7 +227,7 @@ TEST(Int16Scale, FindsTheNearestFraction) {
 TEST(ComputeScaleZp, FloatTargets) {
   ScaleOptions vai = scale_options_of(Tool::vai);
   vai.symmetric = true;
-  ScaleZeroPoint p = compute_scale_zp(-1, 3, DataType::Float16, vai);
+  qmath::ScaleZeroPoint p = compute_scale_zp(-1, 3, DataType::Float16, vai);
   EXPECT_EQ(p.scale, 1.0);
   EXPECT_EQ(p.float_zero_point, 0.0);
   // Asymmetric vai: zp = -(rmin + rmax) / 2 = -1.
@@ -256,7 +258,7 @@ TEST(ComputeScaleZp, ErrorsNameWhatIsWrong) {
   expect_error([&] { compute_scale_zp(-1, INFINITY, DataType::UInt8, o); }, "infinite");
   expect_error([&] { compute_scale_zp(-3e38, 3e38, DataType::Int8, o); }, "too wide");
   // Quark clamps to +-FLT_MAX / 2: a finite scale.
-  ScaleZeroPoint p = compute_scale_zp(-INFINITY, INFINITY, DataType::Int8, scale_options_of(Tool::quark));
+  qmath::ScaleZeroPoint p = compute_scale_zp(-INFINITY, INFINITY, DataType::Int8, scale_options_of(Tool::quark));
   EXPECT_EQ(p.scale, f32(static_cast<double>(FLT_MAX) / 255));
 }
 
@@ -265,10 +267,10 @@ TEST(ComputeScaleZp, ErrorsNameWhatIsWrong) {
 
 TEST(QuantizeTensor, RoundsHalfToEven) {
   ir::Tensor x = floats({8}, {0.5f, 1.5f, 2.5f, -0.5f, -1.5f, -2.5f, 3.49f, -3.51f});
-  ScaleZeroPoint one = sz(1, 0);
+  qmath::ScaleZeroPoint one = sz(1, 0);
   EXPECT_EQ(values_of<int8_t>(quantize_tensor(x, DataType::Int8, {&one, 1}, {})),
             (std::vector<int8_t>{0, 2, 2, 0, -2, -2, 3, -4}));
-  ScaleZeroPoint shifted = sz(1, 10);
+  qmath::ScaleZeroPoint shifted = sz(1, 10);
   EXPECT_EQ(values_of<uint8_t>(quantize_tensor(x, DataType::UInt8, {&shifted, 1}, {})),
             (std::vector<uint8_t>{10, 12, 12, 10, 8, 8, 13, 6}));
   EXPECT_EQ(values_of<int32_t>(quantize_tensor(x, DataType::Int32, {&one, 1}, {})),
@@ -276,7 +278,7 @@ TEST(QuantizeTensor, RoundsHalfToEven) {
 }
 
 TEST(QuantizeTensor, SaturatesToTheFullOrSymmetricRange) {
-  ScaleZeroPoint one = sz(1, 0);
+  qmath::ScaleZeroPoint one = sz(1, 0);
   QuantizeOptions full, sym;
   sym.saturation = Saturation::symmetric;
   ir::Tensor x = floats({5}, {200, -200, 127.5f, -128.5f, NAN});
@@ -303,7 +305,7 @@ TEST(QuantizeTensor, SaturatesToTheFullOrSymmetricRange) {
 
 // uint32 zero points beyond int32 (3e9): q = x + 3e9, saturated to [0, 2^32 - 1]; and back.
 TEST(QuantizeTensor, UInt32WithALargeZeroPoint) {
-  ScaleZeroPoint p = sz(1, 3000000000LL);
+  qmath::ScaleZeroPoint p = sz(1, 3000000000LL);
   ir::Tensor x = floats({4}, {0, 1e9f, -4e9f, 2e9f});
   ir::Tensor q = quantize_tensor(x, DataType::UInt32, {&p, 1}, {});
   EXPECT_EQ(values_of<uint32_t>(q), (std::vector<uint32_t>{3000000000u, 4000000000u, 0u, 4294967295u}));
@@ -311,10 +313,10 @@ TEST(QuantizeTensor, UInt32WithALargeZeroPoint) {
 }
 
 TEST(DequantizeTensor, SubtractsTheZeroPointExactly) {
-  ScaleZeroPoint p = sz(0.5, -1);
+  qmath::ScaleZeroPoint p = sz(0.5, -1);
   ir::Tensor q = ir::Tensor::from_values<int8_t>({3}, std::vector<int8_t>{-128, 0, 127});
   EXPECT_EQ(values_of<float>(dequantize_tensor(q, {&p, 1}, {})), (std::vector<float>{-63.5f, 0.5f, 64.f}));
-  ScaleZeroPoint p16 = sz(0.25, 32768);
+  qmath::ScaleZeroPoint p16 = sz(0.25, 32768);
   ir::Tensor q16 = ir::Tensor::from_values<uint16_t>({2}, std::vector<uint16_t>{0, 65535});
   EXPECT_EQ(values_of<float>(dequantize_tensor(q16, {&p16, 1}, {})), (std::vector<float>{-8192.f, 8191.75f}));
 }
@@ -323,12 +325,12 @@ TEST(DequantizeTensor, SubtractsTheZeroPointExactly) {
 TEST(QuantizeTensor, PerChannelAlongAxis0And1) {
   ir::Tensor x = floats({2, 3}, {1, 2, 3, -4, 5, -6});
   // Axis 0, rows: (1, 0) -> 1, 2, 3; (2, 1) -> rne(-2) + 1, rne(2.5) + 1, rne(-3) + 1 = -1, 3, -2.
-  std::vector<ScaleZeroPoint> rows = {sz(1, 0), sz(2, 1)};
+  std::vector<qmath::ScaleZeroPoint> rows = {sz(1, 0), sz(2, 1)};
   ir::Tensor q0 = quantize_tensor(x, DataType::Int8, rows, 0);
   EXPECT_EQ(values_of<int8_t>(q0), (std::vector<int8_t>{1, 2, 3, -1, 3, -2}));
   EXPECT_EQ(values_of<float>(dequantize_tensor(q0, rows, 0)), (std::vector<float>{1, 2, 3, -4, 4, -6}));
   // Axis 1 (and -1), columns: scales 1, 2, 4 -> {1, -4}, {rne(1), rne(2.5)} = {1, 2}, {rne(0.75), rne(-1.5)} = {1, -2}.
-  std::vector<ScaleZeroPoint> cols = {sz(1, 0), sz(2, 0), sz(4, 0)};
+  std::vector<qmath::ScaleZeroPoint> cols = {sz(1, 0), sz(2, 0), sz(4, 0)};
   for (int64_t axis : {1, -1}) {
     ir::Tensor q1 = quantize_tensor(x, DataType::Int8, cols, axis);
     EXPECT_EQ(values_of<int8_t>(q1), (std::vector<int8_t>{1, 1, 1, -4, 2, -2}));
@@ -336,7 +338,7 @@ TEST(QuantizeTensor, PerChannelAlongAxis0And1) {
   }
   // A middle axis of a rank-3 tensor: [2, 2, 2], axis 1 scales 1 and 10.
   ir::Tensor y = floats({2, 2, 2}, {1, 2, 30, 40, 5, 6, 70, 80});
-  std::vector<ScaleZeroPoint> mid = {sz(1, 0), sz(10, 0)};
+  std::vector<qmath::ScaleZeroPoint> mid = {sz(1, 0), sz(10, 0)};
   EXPECT_EQ(values_of<int16_t>(quantize_tensor(y, DataType::Int16, mid, 1)),
             (std::vector<int16_t>{1, 2, 3, 4, 5, 6, 7, 8}));
 }
@@ -355,8 +357,8 @@ TEST(FakeQuantizeTensor, IsDequantizeOfQuantize) {
                         DataType::UInt32, DataType::Float16, DataType::BFloat16}) {
     SCOPED_TRACE(ir::data_type_name(type));
     bool is_unsigned = type == DataType::UInt8 || type == DataType::UInt16 || type == DataType::UInt32;
-    std::vector<ScaleZeroPoint> per_channel = {sz(0.37, is_unsigned ? 7 : -3), sz(1.5, is_unsigned ? 100 : 0),
-                                               sz(0.02, is_unsigned ? 3 : 2)};
+    std::vector<qmath::ScaleZeroPoint> per_channel = {sz(0.37, is_unsigned ? 7 : -3), sz(1.5, is_unsigned ? 100 : 0),
+                                                      sz(0.02, is_unsigned ? 3 : 2)};
     if (quant_type_is_float(type))
       for (auto& p : per_channel) p.zero_point = 0, p.float_zero_point = 0.5;
     for (Saturation s : {Saturation::full, Saturation::symmetric}) {
@@ -377,7 +379,7 @@ TEST(FakeQuantizeTensor, IsDequantizeOfQuantize) {
 TEST(QuantizeTensor, Float16AndBFloat16) {
   const float pi = 3.14159265f;  // bits 0x40490FDB
   ir::Tensor x = floats({5}, {1.0f, pi, -2.5f, 65519.f, 65520.f});
-  ScaleZeroPoint one = sz(1, 0);
+  qmath::ScaleZeroPoint one = sz(1, 0);
   // bfloat16: the top 16 bits rounded to nearest even (0x0FDB < 0x8000: pi -> 0x4049 = 3.140625).
   EXPECT_EQ(values_of<uint16_t>(quantize_tensor(x, DataType::BFloat16, {&one, 1}, {})),
             (std::vector<uint16_t>{0x3F80, 0x4049, 0xC020, 0x4780, 0x4780}));
@@ -390,7 +392,7 @@ TEST(QuantizeTensor, Float16AndBFloat16) {
 
   // Scale 2 and zero point 0.5: quantizer float16 (3/2 + 0.5 = 2, back (2 - 0.5) * 2 = 3); Quark's
   // op ignores the zero point (3/2 = 1.5, back 1.5 * 2); the Vitis op ignores both.
-  ScaleZeroPoint p{2.0, 0, 0.5};
+  qmath::ScaleZeroPoint p{2.0, 0, 0.5};
   ir::Tensor three = floats({1}, {3.0f});
   QuantizeOptions quark;
   quark.float_cast = FloatCast::quark_op;
@@ -414,8 +416,8 @@ TEST(QuantizeTensor, Float16AndBFloat16) {
 
 TEST(QuantizeTensor, ErrorsNameWhatIsWrong) {
   ir::Tensor x = floats({2, 3}, {1, 2, 3, 4, 5, 6}, "conv.weight");
-  ScaleZeroPoint one = sz(1, 0);
-  std::vector<ScaleZeroPoint> two = {one, one};
+  qmath::ScaleZeroPoint one = sz(1, 0);
+  std::vector<qmath::ScaleZeroPoint> two = {one, one};
   expect_error([&] { quantize_tensor(x, DataType::Int64, {&one, 1}, {}); }, "no quantization to int64");
   expect_error([&] { quantize_tensor(x, DataType::Int8, two, 2); },
                "axis 2 is out of range for tensor 'conv.weight' of rank 2");
@@ -423,7 +425,7 @@ TEST(QuantizeTensor, ErrorsNameWhatIsWrong) {
   expect_error([&] { quantize_tensor(x, DataType::Int8, two, 1); },
                "2 scales for tensor 'conv.weight' of shape [2,3]: expected 3");
   expect_error([&] { quantize_tensor(x, DataType::Int8, two, {}); }, "expected 1 (per tensor)");
-  ScaleZeroPoint zero_scale = sz(0, 0), bad_zp = sz(1, 300);
+  qmath::ScaleZeroPoint zero_scale = sz(0, 0), bad_zp = sz(1, 300);
   expect_error([&] { quantize_tensor(x, DataType::Int8, {&zero_scale, 1}, {}); }, "must be positive and finite");
   expect_error(
       [&] {

@@ -99,7 +99,7 @@ TEST(QuantizeWeight, Pof2MinMseIsTheLeastSquaredErrorCandidate) {
     WeightOptions o = weight_options_of(Tool::vai, ScaleKind::power_of_two);
     o.scale.symmetric = true;
     o.method = WeightMethod::pof2_min_mse;
-    ScaleZeroPoint got = weight_params(w, DataType::Int8, o)[0];
+    qmath::ScaleZeroPoint got = weight_params(w, DataType::Int8, o)[0];
 
     double m = 0;
     for (float f : v) m = std::max(m, std::fabs(static_cast<double>(f)));
@@ -153,14 +153,14 @@ TEST(QuantizeWeight, FloatMinMsePercentileIsTheBestOfTheFourRanges) {
   WeightOptions o = weight_options_of(Tool::quark);
   o.scale.symmetric = true;
   o.method = WeightMethod::float_min_mse;
-  ScaleZeroPoint got = weight_params(w, DataType::Int8, o)[0];
+  qmath::ScaleZeroPoint got = weight_params(w, DataType::Int8, o)[0];
 
   ScaleOptions so = o.scale;
   so.uint8_symmetric_zp_128 = false;
   double best_mse = INFINITY;
-  ScaleZeroPoint best;
+  qmath::ScaleZeroPoint best;
   for (double pct : {99.9, 99.99, 99.999, 99.9999}) {
-    ScaleZeroPoint p =
+    qmath::ScaleZeroPoint p =
         compute_scale_zp(percentile(v, (100 - pct) / 2), percentile(v, 100 - (100 - pct) / 2), DataType::Int8, so);
     double mse = 0;
     for (float f : v) {
@@ -217,7 +217,7 @@ TEST(QuantizeWeight, EmptyChannelsAndErrors) {
 // b = 0.1 -> rne(819.2) = 819.
 TEST(QuantizeBias, VaiAppendixAExample5) {
   ir::Tensor b = floats({1}, {0.1f});
-  ScaleZeroPoint w = sz(1.0 / 256, 0);
+  qmath::ScaleZeroPoint w = sz(1.0 / 256, 0);
   for (Tool tool : {Tool::ort, Tool::vai, Tool::quark}) {
     QuantizedBias q = quantize_bias(b, 1.0 / 32, {&w, 1}, bias_options_of(tool));
     EXPECT_EQ(values_of<int32_t>(q.data)[0], 819);
@@ -229,7 +229,7 @@ TEST(QuantizeBias, VaiAppendixAExample5) {
 TEST(QuantizeBias, PerChannelBetaAndRounding) {
   // Per channel: s_in 0.5, s_w {0.01, 0.02} -> s_b float32 0.005, 0.01: 0.1 -> 20, -0.2 -> -20.
   ir::Tensor b = floats({2}, {0.1f, -0.2f});
-  std::vector<ScaleZeroPoint> w = {sz(f32(0.01), 0), sz(f32(0.02), 0)};
+  std::vector<qmath::ScaleZeroPoint> w = {sz(f32(0.01), 0), sz(f32(0.02), 0)};
   QuantizedBias q = quantize_bias(b, 0.5, w);
   EXPECT_EQ(values_of<int32_t>(q.data), (std::vector<int32_t>{20, -20}));
   EXPECT_EQ(q.scales, (std::vector<double>{f32(f32(0.5) * f32(0.01)), f32(f32(0.5) * f32(0.02))}));
@@ -239,7 +239,7 @@ TEST(QuantizeBias, PerChannelBetaAndRounding) {
   EXPECT_EQ(values_of<int32_t>(quantize_bias(b, 0.5, w, beta).data), (std::vector<int32_t>{10, -10}));
   // Half to even, in both division modes.
   ir::Tensor halves = floats({4}, {2.5f, 3.5f, -2.5f, -0.5f});
-  ScaleZeroPoint one = sz(1, 0);
+  qmath::ScaleZeroPoint one = sz(1, 0);
   for (bool in_double : {true, false}) {
     BiasOptions o;
     o.divide_in_double = in_double;
@@ -252,7 +252,7 @@ TEST(QuantizeBias, PerChannelBetaAndRounding) {
 // to s_w * s_min / (s_in s_w), s_min = 1.0001 * 2 * 1000 / (2^32 - 2), so q ends just inside int32.
 TEST(QuantizeBias, Int32OverflowGuard) {
   ir::Tensor b = floats({1}, {1000.f}, "conv.bias");
-  ScaleZeroPoint w = sz(f32(1e-6), 0);
+  qmath::ScaleZeroPoint w = sz(f32(1e-6), 0);
   const double s_in = f32(1e-4);
   QuantizedBias clipped = quantize_bias(b, s_in, {&w, 1}, bias_options_of(Tool::ort));
   EXPECT_TRUE(clipped.clipped);
@@ -267,7 +267,7 @@ TEST(QuantizeBias, Int32OverflowGuard) {
   ASSERT_TRUE(a.adjusted);
   const double s_min = 1.0001 * 2 * 1000 / 4294967294.0;
   EXPECT_EQ(a.weight_scales[0], f32(w.scale * (s_min / (s_in * w.scale))));
-  ScaleZeroPoint raised = sz(a.weight_scales[0], 0);
+  qmath::ScaleZeroPoint raised = sz(a.weight_scales[0], 0);
   QuantizedBias ok = quantize_bias(b, s_in, {&raised, 1}, bias_options_of(Tool::ort));
   EXPECT_FALSE(ok.clipped);
   int32_t q = values_of<int32_t>(ok.data)[0];
@@ -277,27 +277,27 @@ TEST(QuantizeBias, Int32OverflowGuard) {
   // Per channel: only the channel that would overflow is raised.
   // (0.1 / 1e-10 = 1e9 fits int32: channel 1 is left alone.)
   ir::Tensor b2 = floats({2}, {1000.f, 0.1f});
-  std::vector<ScaleZeroPoint> w2 = {sz(f32(1e-6), 0), sz(f32(1e-6), 0)};
+  std::vector<qmath::ScaleZeroPoint> w2 = {sz(f32(1e-6), 0), sz(f32(1e-6), 0)};
   a = adjust_weight_scale_for_int32_bias(b2, s_in, w2, DataType::Int16);
   ASSERT_TRUE(a.adjusted);
   EXPECT_GT(a.weight_scales[0], w2[0].scale);
   EXPECT_EQ(a.weight_scales[1], w2[1].scale);
   // Not for uint8 weights, nor weights with a nonzero zero point, nor scales already large enough.
   EXPECT_FALSE(adjust_weight_scale_for_int32_bias(b, s_in, {&w, 1}, DataType::UInt8).adjusted);
-  ScaleZeroPoint asym = sz(f32(1e-6), 3);
+  qmath::ScaleZeroPoint asym = sz(f32(1e-6), 3);
   EXPECT_FALSE(adjust_weight_scale_for_int32_bias(b, s_in, {&asym, 1}, DataType::Int8).adjusted);
-  ScaleZeroPoint big = sz(0.01, 0);
+  qmath::ScaleZeroPoint big = sz(0.01, 0);
   EXPECT_FALSE(adjust_weight_scale_for_int32_bias(b, s_in, {&big, 1}, DataType::Int8).adjusted);
 }
 
 TEST(QuantizeBias, ErrorsNameWhatIsWrong) {
   ir::Tensor b = floats({1}, {1.f}, "gemm.bias");
-  std::vector<ScaleZeroPoint> three = {sz(1, 0), sz(1, 0), sz(1, 0)};
+  std::vector<qmath::ScaleZeroPoint> three = {sz(1, 0), sz(1, 0), sz(1, 0)};
   // A [1]-shaped bias with per-channel weights (ORT issue #24815 crashed here).
   expect_error([&] { quantize_bias(b, 1, three); },
                "bias 'gemm.bias' has 1 values but the weight has 3 channel scales");
   expect_error([&] { adjust_weight_scale_for_int32_bias(b, 1, three, DataType::Int8); }, "3 channel scales");
-  ScaleZeroPoint one = sz(1, 0);
+  qmath::ScaleZeroPoint one = sz(1, 0);
   expect_error([&] { quantize_bias(b, 0, {&one, 1}); }, "input scale 0 of bias 'gemm.bias'");
   BiasOptions zero_beta;
   zero_beta.beta = 0;

@@ -154,35 +154,15 @@ T saturate_to(double v) {
   }
 }
 
-// Element types computed natively. Float16 and bfloat16 go through float32 (as_float32).
-enum class TypeSet { Float = 1, Signed = 2, FloatSigned = 3, Unsigned = 4, Integer = 6, Numeric = 7 };
-constexpr bool has(TypeSet set, TypeSet part) { return (static_cast<int>(set) & static_cast<int>(part)) != 0; }
+// Element types computed natively (ir/data_type.h). Float16 and bfloat16 go through float32
+// (as_float32).
+using ir::has;
+using ir::TypeSet;
+using ir::visit_type;
 
 inline bool is_float16_like(DataType t) { return t == DataType::Float16 || t == DataType::BFloat16; }
 
 std::string type_name(DataType t);
-
-// Calls f(T{}) with the C++ type of `t` when `t` is in kSet, else Error naming `what` and `t`.
-template <TypeSet kSet, class F>
-decltype(auto) visit_type(DataType t, const std::string& what, F&& f) {
-  if constexpr (has(kSet, TypeSet::Float)) {
-    if (t == DataType::Float) return f(float{});
-    if (t == DataType::Double) return f(double{});
-  }
-  if constexpr (has(kSet, TypeSet::Signed)) {
-    if (t == DataType::Int8) return f(int8_t{});
-    if (t == DataType::Int16) return f(int16_t{});
-    if (t == DataType::Int32) return f(int32_t{});
-    if (t == DataType::Int64) return f(int64_t{});
-  }
-  if constexpr (has(kSet, TypeSet::Unsigned)) {
-    if (t == DataType::UInt8) return f(uint8_t{});
-    if (t == DataType::UInt16) return f(uint16_t{});
-    if (t == DataType::UInt32) return f(uint32_t{});
-    if (t == DataType::UInt64) return f(uint64_t{});
-  }
-  throw Error(what + " does not support element type " + type_name(t));
-}
 
 // The i-th input, or Error when it is missing.
 const Tensor& required_input(std::span<const Tensor* const> in, size_t i, const char* name);

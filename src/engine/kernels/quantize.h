@@ -6,9 +6,28 @@
 #include <vector>
 
 #include "engine/kernel.h"
-#include "engine/kernels/quantize_math.h"
+#include "qmath/quantize.h"
 
 namespace onnxptq::engine {
+
+// The arithmetic of quantizing, the same for every layer, is qmath's.
+using qmath::dequantize_value;
+using qmath::dequantize_values;
+using qmath::fake_quantize_values;
+using qmath::kInt4Range;
+using qmath::kUInt4Range;
+using qmath::QRange;
+using qmath::quant_range_of;
+using qmath::quantize_scaled;
+using qmath::quantize_value;
+using qmath::quantize_values;
+using qmath::requantize_value;
+using qmath::requantize_values;
+using qmath::round_half_even;
+using qmath::round_half_even_small;
+using qmath::visit_8bit_type;
+using qmath::visit_integer_quant_type;
+using qmath::visit_quant_type;
 
 void register_quantize_linear_kernels(KernelRegistry& r);   // QuantizeLinear, DequantizeLinear, DynamicQuantizeLinear
 void register_quantize_integer_kernels(KernelRegistry& r);  // QLinearConv, QLinearMatMul, ConvInteger, MatMulInteger
@@ -19,56 +38,6 @@ void register_quantize_custom_kernels(KernelRegistry& r);   // Vitis*, Extended*
 // C[M][N] = A[M][K] * B[K][N], all row-major, exact in int32 (quantize_gemm.cc). The values of A
 // and B are 8-bit numbers minus their zero point (|v| <= 255), so pairs of products fit in int32.
 void gemm_s16(int threads, int64_t M, int64_t N, int64_t K, const int16_t* A, const int16_t* B, int32_t* C);
-
-// Calls fn(T{}) with T the C++ type holding one element of a quantized type (int8_t, uint8_t,
-// int16_t, uint16_t, int32_t); Error naming `what` for any other type.
-template <class F>
-decltype(auto) visit_quant_type(DataType type, const std::string& what, F&& fn) {
-  switch (type) {
-    case DataType::Int8: return fn(int8_t{});
-    case DataType::UInt8: return fn(uint8_t{});
-    case DataType::Int16: return fn(int16_t{});
-    case DataType::UInt16: return fn(uint16_t{});
-    case DataType::Int32: return fn(int32_t{});
-    default:
-      throw Error(what + " has type " + std::string(ir::data_type_name(type)) +
-                  ", expected int8, uint8, int16, uint16 or int32");
-  }
-}
-
-// The same with uint32_t too, for the custom Q/DQ ops of vai_q_onnx and Quark and the quantizer's
-// tensors (the standard ops stop at int32).
-template <class F>
-decltype(auto) visit_integer_quant_type(DataType type, const std::string& what, F&& fn) {
-  switch (type) {
-    case DataType::Int8:
-      return fn(int8_t{});
-    case DataType::UInt8:
-      return fn(uint8_t{});
-    case DataType::Int16:
-      return fn(int16_t{});
-    case DataType::UInt16:
-      return fn(uint16_t{});
-    case DataType::Int32:
-      return fn(int32_t{});
-    case DataType::UInt32:
-      return fn(uint32_t{});
-    default:
-      throw Error(what + " has type " + std::string(ir::data_type_name(type)) +
-                  ", expected int8, uint8, int16, uint16, int32 or uint32");
-  }
-}
-
-// Calls fn(T{}) for int8 or uint8 only (the QLinear ops and the integer convolutions).
-template <class F>
-decltype(auto) visit_8bit_type(DataType type, const std::string& what, F&& fn) {
-  switch (type) {
-    case DataType::Int8: return fn(int8_t{});
-    case DataType::UInt8: return fn(uint8_t{});
-    default:
-      throw Error(what + " has type " + std::string(ir::data_type_name(type)) + ", expected int8 or uint8");
-  }
-}
 
 // The single value of a scale (float, float16 or bfloat16; a scalar or a 1-element tensor).
 float scalar_scale(const Tensor& t, const std::string& what);

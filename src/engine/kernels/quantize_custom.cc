@@ -20,7 +20,7 @@
 //
 // Inputs x and scales may be float32 or float16 (float16 is computed in float32, as Quark's
 // kernels do); a float output (dequantization, FixNeuron) has the type of the scale, or of x for
-// FixNeuron. Rounding and saturation are those of quantize_math.h: NaN quantizes to the lowest
+// FixNeuron. Rounding and saturation are those of qmath/quantize.h: NaN quantizes to the lowest
 // value of the type (FixNeuron keeps it NaN, as NumPy does), infinities saturate (the reference's
 // int64 cast of an infinity is undefined behaviour in C++).
 #include <algorithm>
@@ -125,8 +125,8 @@ void for_each_run(int threads, int64_t n, const AxisLayout& l, F&& fn) {
   });
 }
 
-// quantize_math's QuantRange is int32 and cannot hold uint32's: the same clamp, then round half
-// to even, in double (exact for every bound and every float).
+// qmath's bulk functions take an int32 zero point, which cannot hold every uint32 one: the same
+// clamp, then round half to even, in double (exact for every bound and every float).
 uint32_t quantize_uint32(float v, int64_t zp) {
   const double lo = 0.0 - static_cast<double>(zp);
   const double hi = 4294967295.0 - static_cast<double>(zp);
@@ -290,9 +290,9 @@ int read_bit_width(const ir::Node& node, int max_bits) {
 }
 
 // [-2^(b-1), 2^(b-1) - 1]
-QuantRange signed_range(int bits) {
+QRange signed_range(int bits) {
   const int64_t half = int64_t{1} << (bits - 1);
-  return {static_cast<int32_t>(-half), static_cast<int32_t>(half - 1)};
+  return {-half, half - 1};
 }
 
 // The scale (float or float16) and int8 zero point of a contrib op, one value each: the Python
@@ -324,7 +324,7 @@ class ContribQuantizeKernel : public Kernel {
   }
 
  private:
-  QuantRange range_;
+  QRange range_;
 };
 
 // DequantizeLinear (ai.onnx.contrib): y = (clip(q, bit_width range) - zp) * scale.
@@ -342,7 +342,7 @@ class ContribDequantizeKernel : public Kernel {
     float* ys = y.mutable_values<float>().data();
     parallel_for(ctx.threads, x.size(), kMinChunk, [&](int64_t b, int64_t e) {
       for (int64_t i = b; i < e; ++i) {
-        int32_t q = std::clamp<int32_t>(qs[i], range_.lo, range_.hi);
+        int32_t q = static_cast<int32_t>(std::clamp<int64_t>(qs[i], range_.min, range_.max));
         ys[i] = static_cast<float>(q - p.zp) * p.scale;
       }
     });
@@ -350,7 +350,7 @@ class ContribDequantizeKernel : public Kernel {
   }
 
  private:
-  QuantRange range_;
+  QRange range_;
 };
 
 // FixNeuron (ai.onnx.contrib): y = (clip(round(x / scale) + zp, bit_width range) - zp) * scale,
@@ -367,7 +367,7 @@ class FixNeuronKernel : public Kernel {
     const float* xs = x.values<float>().data();
     Tensor y = Tensor::uninitialized(DataType::Float, x.dims());
     float* ys = y.mutable_values<float>().data();
-    const QuantRange range = signed_range(bits_);
+    const QRange range = signed_range(bits_);
     auto fake_quantize = [&](auto tag) {
       using T = decltype(tag);
       parallel_for(ctx.threads, x.size(), kMinChunk, [&](int64_t b, int64_t e) {

@@ -85,7 +85,7 @@ int64_t scale_row(const QdqLayout& l, int64_t r) {
 // `range` narrows the saturation for 4-bit values held in int8 / uint8.
 template <class T>
 void quantize_tensor(const float* x, int64_t n, const QdqLayout& l, const std::vector<float>& scale,
-                     const std::vector<int32_t>& zp, QuantRange range, T* y, int threads) {
+                     const std::vector<int32_t>& zp, QRange range, T* y, int threads) {
   if (l.per_tensor) {
     float s = scale[0];
     int32_t z = zp.empty() ? 0 : zp[0];

@@ -1,4 +1,4 @@
-#include "quant/params.h"
+#include "qmath/params.h"
 
 #include <algorithm>
 #include <cfloat>
@@ -9,7 +9,7 @@
 
 #include "onnxptq/error.h"
 
-namespace onnxptq::quant {
+namespace onnxptq::qmath {
 
 QRange quant_range(ir::DataType type, bool symmetric, bool reduce_range) {
   using ir::DataType;
@@ -352,4 +352,4 @@ std::vector<double> pof2_squared_errors(const float* x, size_t n, float lo, floa
   return out;
 }
 
-}  // namespace onnxptq::quant
+}  // namespace onnxptq::qmath

@@ -1,6 +1,7 @@
 // Quantization parameters from a range: the integer range of each type, float scales and
-// zero points, and power-of-two scales, with the exact rounding rules of the seeds
-// (shared/spec/vai_q_onnx.md §3.1-3.3). Calibration and the quantizer both use them.
+// zero points, and power-of-two scales, with the exact rounding rules of vai_q_onnx 1.16's
+// quant_utils.py (get_qmin_qmax_for_qType, compute_scale_zp_pof2s, quantize_nparray).
+// Calibration and the quantizer both use them.
 #pragma once
 
 #include <cmath>
@@ -11,22 +12,18 @@
 #include <vector>
 
 #include "ir/data_type.h"
+#include "qmath/quantize.h"
 
-namespace onnxptq::quant {
-
-struct QRange {
-  int64_t min = 0;
-  int64_t max = 0;
-};
+namespace onnxptq::qmath {
 
 // The integer range of an 8/16/32-bit integer type: the reduced range when `reduce_range`, else
 // the symmetric one (signed types only: [-127, 127]) when `symmetric`, else the full range.
 // Error for other types.
 QRange quant_range(ir::DataType type, bool symmetric, bool reduce_range = false);
 
-// Whose qmin/qmax table: vai_q_onnx and Quark (vai §3.1, quark §5.1: the one above, unsigned types
-// have no symmetric entry, 32-bit types included) or ONNX Runtime (ort §3.2: symmetric uint8 is
-// [0, 254] and uint16 [0, 65534]; no 32-bit types, an Error).
+// Whose qmin/qmax table (get_qmin_qmax_for_qType): vai_q_onnx and Quark (the one above, unsigned
+// types have no symmetric entry, 32-bit types included) or ONNX Runtime's quant_utils.py
+// (symmetric uint8 is [0, 254] and uint16 [0, 65534]; no 32-bit types, an Error).
 enum class RangeTable { vai, ort };
 QRange quant_range(ir::DataType type, bool symmetric, bool reduce_range, RangeTable table);
 
@@ -79,4 +76,4 @@ std::vector<double> pof2_squared_errors(const float* x, size_t n, float lo, floa
 inline constexpr int kMinMseCandidates = 5;
 inline int minmse_candidate(int p0, int i) { return p0 + i - 1; }
 
-}  // namespace onnxptq::quant
+}  // namespace onnxptq::qmath

@@ -1,13 +1,13 @@
-// Bulk quantization arithmetic (see quantize_math.h): SSE2 loops on x86-64 that do what MLAS
+// Bulk quantization arithmetic (see quantize.h): SSE2 loops on x86-64 that do what MLAS
 // does (DIVPS, MAXPS / MINPS against the zero-point-shifted bounds, CVTPS2DQ rounding half to
 // even, saturating packs), and the scalar functions of the header elsewhere and for the tails.
-#include "engine/kernels/quantize_math.h"
+#include "qmath/quantize.h"
 
 #if defined(__SSE2__)
 #include <emmintrin.h>
 #endif
 
-namespace onnxptq::engine {
+namespace onnxptq::qmath {
 namespace {
 
 #if defined(__SSE2__)
@@ -84,13 +84,13 @@ constexpr bool kSmall = sizeof(T) <= 2;
 }  // namespace
 
 template <class T>
-void quantize_values(const float* x, int64_t n, float scale, int32_t zp, T* y, QuantRange r) {
+void quantize_values(const float* x, int64_t n, float scale, int32_t zp, T* y, QRange r) {
   int64_t i = 0;
 #if defined(__SSE2__)
   // Values clamped to r (inside T's range) pass the saturating packs unchanged.
   if constexpr (kSmall<T>) {
     const __m128 s = _mm_set1_ps(scale);
-    const __m128 lo = _mm_set1_ps(static_cast<float>(r.lo - zp)), hi = _mm_set1_ps(static_cast<float>(r.hi - zp));
+    const __m128 lo = _mm_set1_ps(static_cast<float>(r.min - zp)), hi = _mm_set1_ps(static_cast<float>(r.max - zp));
     const __m128i z = _mm_set1_epi32(zp);
     for (; i + 16 <= n; i += 16) {
       __m128i q[4];
@@ -125,9 +125,9 @@ void requantize_values(const int32_t* acc, int64_t n, int32_t bias, float multip
   int64_t i = 0;
 #if defined(__SSE2__)
   if constexpr (kSmall<T>) {
-    constexpr QuantRange r = quant_range_of<T>();
+    constexpr QRange r = quant_range_of<T>();
     const __m128 m = _mm_set1_ps(multiplier);
-    const __m128 lo = _mm_set1_ps(static_cast<float>(r.lo - zp)), hi = _mm_set1_ps(static_cast<float>(r.hi - zp));
+    const __m128 lo = _mm_set1_ps(static_cast<float>(r.min - zp)), hi = _mm_set1_ps(static_cast<float>(r.max - zp));
     const __m128i z = _mm_set1_epi32(zp), b = _mm_set1_epi32(bias);
     for (; i + 16 <= n; i += 16) {
       __m128i q[4];
@@ -147,7 +147,7 @@ void requantize_values(const int32_t* acc, int64_t n, int32_t bias, float multip
 }
 
 template <class T>
-void fake_quantize_values(const float* x, int64_t n, float scale, int32_t zp, float* y, QuantRange range) {
+void fake_quantize_values(const float* x, int64_t n, float scale, int32_t zp, float* y, QRange range) {
   constexpr int64_t kChunk = 512;
   T q[kChunk];
   for (int64_t i = 0; i < n; i += kChunk) {
@@ -157,10 +157,10 @@ void fake_quantize_values(const float* x, int64_t n, float scale, int32_t zp, fl
   }
 }
 
-#define ONNXPTQ_QUANTIZE_MATH(T)                                                                    \
-  template void quantize_values<T>(const float*, int64_t, float, int32_t, T*, QuantRange);         \
-  template void fake_quantize_values<T>(const float*, int64_t, float, int32_t, float*, QuantRange); \
-  template void dequantize_values<T>(const T*, int64_t, float, int32_t, float*);             \
+#define ONNXPTQ_QUANTIZE_MATH(T)                                                                \
+  template void quantize_values<T>(const float*, int64_t, float, int32_t, T*, QRange);          \
+  template void fake_quantize_values<T>(const float*, int64_t, float, int32_t, float*, QRange); \
+  template void dequantize_values<T>(const T*, int64_t, float, int32_t, float*);                \
   template void requantize_values<T>(const int32_t*, int64_t, int32_t, float, int32_t, T*);
 ONNXPTQ_QUANTIZE_MATH(int8_t)
 ONNXPTQ_QUANTIZE_MATH(uint8_t)
@@ -170,4 +170,4 @@ ONNXPTQ_QUANTIZE_MATH(int32_t)
 ONNXPTQ_QUANTIZE_MATH(uint32_t)
 #undef ONNXPTQ_QUANTIZE_MATH
 
-}  // namespace onnxptq::engine
+}  // namespace onnxptq::qmath
