@@ -60,6 +60,14 @@ void add_quant_options(CLI::App* cmd, QuantOptions& o) {
   cmd->add_flag("--no-include-cle", o.no_include_cle,
                 "include_cle=False, over a --config that turns it on (Quark's presets do)")
       ->excludes(include_cle);
+  CLI::Option* include_fast_ft = cmd->add_flag(
+      "--include-fast-ft", o.include_fast_ft,
+      "include_fast_ft=True: fast finetune (AdaRound or AdaQuant) of the quantized weights, with the FastFinetune "
+      "extra option's settings");
+  cmd->add_flag("--no-include-fast-ft", o.no_include_fast_ft,
+                "include_fast_ft=False, over a --config that turns it on (the _ADAROUND, _ADAQUANT, *_ACCURATE "
+                "presets), its FastFinetune settings dropped")
+      ->excludes(include_fast_ft);
   cmd->add_flag("--enable-dpu", o.enable_dpu,
                 "enable_dpu=True: the NPU path (power-of-two QDQ; graph rewrites, QDQ removal before fused "
                 "activations, SimulateDPU; their extra options)");
@@ -129,6 +137,11 @@ quant::QuantConfig config_from(const QuantOptions& a) {
   if (a.convert_fp16_to_fp32) c.convert_fp16_to_fp32 = true;
   if (a.convert_nchw_to_nhwc) c.convert_nchw_to_nhwc = true;
   if (a.no_include_cle) c.include_cle = false;  // Quark's presets turn it on
+  if (a.include_fast_ft) c.include_fast_ft = true;
+  if (a.no_include_fast_ft) {
+    c.include_fast_ft = false;
+    c.fast_finetune = {};
+  }
   if (a.enable_dpu) c.enable_dpu = true;
   if (a.enable_npu_transformer) c.enable_npu_transformer = true;
   return c;

@@ -14,6 +14,7 @@
 #include "accuracy/target_search.h"
 #include "cli/commands.h"
 #include "cli/quant_options.h"
+#include "finetune/fast_finetune.h"
 #include "ir/file_io.h"
 #include "ir/model.h"
 #include "onnxptq/error.h"
@@ -122,7 +123,7 @@ void quantize_command(QuantizeArgs a) {
     }
     result = std::move(search.best);
   } else {
-    result = quant::quantize_static(model, *reader, config, log);
+    result = quant::quantize_static(model, *reader, config, log, finetune::fast_finetune_refiner(config, log));
   }
 
   ir::SaveOptions save;

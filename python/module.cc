@@ -16,6 +16,7 @@
 #include "accuracy/sensitivity.h"
 #include "accuracy/target_search.h"
 #include "calib/data_reader.h"
+#include "finetune/fast_finetune.h"
 #include "ir/file_io.h"
 #include "ir/model.h"
 #include "onnxptq/error.h"
@@ -391,7 +392,7 @@ py::dict quantize_static(const std::string& model_input, const std::string& mode
       result = std::move(found.best);
       log((found.met ? "" : "warning: ") + accuracy::search_summary(found));
     } else {
-      result = quant::quantize_static(model, *data, config, log);
+      result = quant::quantize_static(model, *data, config, log, finetune::fast_finetune_refiner(config, log));
     }
     ir::SaveOptions save;
     if (external_data) save.external_data = ir::SaveOptions::ExternalData::Always;

@@ -95,7 +95,6 @@ _UNBUILT_FLAGS = {
     "use_dynamic_quant": "dynamic quantization (quantize_dynamic)",
     "include_sq": "SmoothQuant",
     "include_rotation": "QuaRot rotation",
-    "include_fast_ft": "fast finetune (AdaRound, AdaQuant)",
     "crypto_mode": "crypto mode (models kept in memory only)",
 }
 
@@ -157,6 +156,7 @@ def _core_config(config):
         "convert_nchw_to_nhwc": bool(config.convert_nchw_to_nhwc),
         "specific_tensor_precision": bool(config.specific_tensor_precision),
         "include_auto_mp": bool(config.include_auto_mp),
+        "include_fast_ft": bool(config.include_fast_ft),
     }, extra
 
 

@@ -83,8 +83,6 @@ def test_presets_have_quarks_names_and_the_specs_values():
 
 
 @pytest.mark.parametrize("preset,missing", [
-    ("INT8_CNN_ACCURATE", "fast finetune"),
-    ("U8S8_AAWS_ADAQUANT", "fast finetune"),
     ("BFP16", "BFP"),
     ("MXINT8", "MX"),
     ("UINT8_DYNAMIC_QUANT", "dynamic quantization"),
@@ -162,7 +160,8 @@ def test_each_preset_in_python_is_the_clis(tiny_model, tmp_path, cli_presets, pr
     config.print_summary = False
     quantizer = quark.ModelQuantizer(quark.Config(global_quant_config=config))
     if not cli_presets[preset]["ready"]:
-        assert cli.returncode == 2 and f"preset {preset}: " in cli.stderr
+        # A setting refused names the preset; a combination refused (check_config) names the settings.
+        assert cli.returncode == 2 and (f"preset {preset}: " in cli.stderr or "not built" in cli.stderr)
         with pytest.raises(onnxptq.Error, match="not built|given on the command line"):
             quantizer.quantize_model(tiny_model, str(tmp_path / "py.onnx"), FolderReader(tmp_path / "calib", "x"))
         return

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "accuracy/sensitivity.h"
+#include "finetune/fast_finetune.h"
 #include "ir/file_io.h"
 #include "onnxptq/error.h"
 #include "quant/export.h"
@@ -163,7 +164,8 @@ class AutoMix {
     quant::QuantizeResult q;
     if (prepared_) q.prepared = ir::clone_model(*prepared_);
     reader_.rewind();
-    quant::quantize_prepared(q, model_, reader_, config, {}, &ranges_, with_export);
+    quant::quantize_prepared(q, model_, reader_, config, {}, &ranges_, with_export,
+                             finetune::fast_finetune_refiner(config));
     return q;
   }
 

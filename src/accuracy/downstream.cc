@@ -1,14 +1,11 @@
 #include "accuracy/downstream.h"
 
 #include <algorithm>
-#include <atomic>
 #include <chrono>
-#include <exception>
 #include <iomanip>
 #include <map>
 #include <numeric>
 #include <sstream>
-#include <thread>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -160,56 +157,7 @@ Region region_of(const GraphFacts& f, const std::vector<quant::Plan>& plans, con
   return r;
 }
 
-// `plan` without the tensors the region does not hold (they cannot reach the output), shared
-// parameters resolved first.
-quant::Plan plan_within(const quant::Plan& plan, const ir::Graph& region) {
-  quant::Plan sub;
-  for (const quant::TensorPlan& t : plan.tensors) {
-    if (!region.find_value(t.name)) continue;
-    quant::TensorPlan copy = t;
-    if (t.role == quant::Role::Activation && !t.shared_from.empty()) {
-      const quant::TensorPlan& provider = plan.provider(t.name);
-      copy.type = provider.type;
-      copy.params = provider.params;
-      copy.pos = provider.pos;
-      copy.shared_from.clear();
-    }
-    sub.index[t.name] = sub.tensors.size();
-    sub.tensors.push_back(std::move(copy));
-    if (plan.removed_activations.count(t.name)) sub.removed_activations.insert(t.name);
-  }
-  sub.quantized_nodes = plan.quantized_nodes;
-  return sub;
-}
-
 using SampleValues = std::vector<ir::Tensor>;  // one value, per sample
-
-// fn(s) for every sample s, on `workers` threads taking the next sample as they finish one; the
-// error of the first sample that failed is thrown.
-template <class F>
-void for_each_sample(size_t samples, int workers, F&& fn) {
-  if (workers <= 1 || samples <= 1) {
-    for (size_t s = 0; s < samples; ++s) fn(s);
-    return;
-  }
-  std::atomic<size_t> next{0};
-  std::vector<std::exception_ptr> errors(samples);
-  auto work = [&] {
-    for (size_t s = next++; s < samples; s = next++) {
-      try {
-        fn(s);
-      } catch (...) {
-        errors[s] = std::current_exception();
-      }
-    }
-  };
-  std::vector<std::thread> threads;
-  for (int w = 1; w < workers; ++w) threads.emplace_back(work);
-  work();
-  for (std::thread& t : threads) t.join();
-  for (const std::exception_ptr& e : errors)
-    if (e) std::rethrow_exception(e);
-}
 
 size_t bytes_of(const std::unordered_map<std::string, SampleValues>& known) {
   size_t total = 0;
@@ -328,7 +276,7 @@ std::vector<std::vector<OutputMetrics>> downstream_errors(const ir::Model& model
       std::vector<SampleValues> computed_values(outputs.size(), SampleValues(samples));
       std::vector<const SampleValues*> fed;
       for (const std::string& name : inputs) fed.push_back(&known.at(name));
-      for_each_sample(samples, workers, [&](size_t s) {
+      engine::for_each_on_workers(samples, workers, [&](size_t s) {
         Feed feed;
         for (size_t i = 0; i < inputs.size(); ++i) feed[inputs[i]] = (*fed[i])[s];
         std::vector<ir::Tensor> out = session.run(feed);
@@ -359,13 +307,13 @@ std::vector<std::vector<OutputMetrics>> downstream_errors(const ir::Model& model
       for (size_t p = 0; p < plans.size(); ++p) {
         if (plans[p].tensors.empty()) continue;
         start = Clock::now();
-        quant::Simulation simulation(cut, plan_within(plans[p], *cut.graph), config, session_threads);
+        quant::Simulation simulation(cut, quant::plan_within(plans[p], *cut.graph), config, session_threads);
         st.build_seconds += seconds_since(start);
         start = Clock::now();
         std::vector<const SampleValues*> fed;
         for (const std::string& name : region.cut) fed.push_back(&known.at(name));
         std::vector<ir::Tensor> outputs(samples);
-        for_each_sample(samples, workers, [&](size_t s) {
+        engine::for_each_on_workers(samples, workers, [&](size_t s) {
           Feed feed;
           for (size_t i = 0; i < region.cut.size(); ++i) feed[region.cut[i]] = (*fed[i])[s];
           outputs[s] = std::move(simulation.run(feed).at(0));

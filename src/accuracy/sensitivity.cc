@@ -13,6 +13,7 @@
 #include "accuracy/downstream.h"
 #include "engine/kernel.h"
 #include "engine/session.h"
+#include "finetune/fast_finetune.h"
 #include "onnxptq/error.h"
 #include "quant/quantize.h"
 #include "quant/simulate.h"
@@ -176,7 +177,8 @@ LeftFloatPlan left_float_plans(const ir::Model& float_model, const std::optional
     quant::QuantizeResult q;
     if (prepared) q.prepared = ir::clone_model(*prepared);
     reader.rewind();
-    quant::quantize_prepared(q, float_model, reader, without, {}, &ranges, /*with_export=*/false);
+    quant::quantize_prepared(q, float_model, reader, without, {}, &ranges, /*with_export=*/false,
+                             finetune::fast_finetune_refiner(without));
     return std::pair{q.prepared ? std::move(*q.prepared) : ir::clone_model(float_model), std::move(q.plan)};
   };
 }
@@ -302,7 +304,8 @@ SensitivityReport analyze_sensitivity(const ir::Model& model, DataReader& reader
   quant::QuantizeResult q;
   if (prepared) q.prepared = ir::clone_model(*prepared);
   reader.rewind();
-  quant::quantize_prepared(q, model, reader, config, log, &ranges, /*with_export=*/false);
+  quant::quantize_prepared(q, model, reader, config, log, &ranges, /*with_export=*/false,
+                           finetune::fast_finetune_refiner(config, log));
   const ir::Model& float_prepared = prepared ? *prepared : model;
   ReferenceOutputs reference =
       prepared_reference_outputs(float_prepared, reader, config, o.output_index, o.samples, o.threads);

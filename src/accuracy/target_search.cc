@@ -12,10 +12,11 @@
 #include <sstream>
 
 #include "engine/session.h"
+#include "finetune/fast_finetune.h"
 #include "ir/file_io.h"
+#include "onnxptq/error.h"
 #include "quant/overrides.h"
 #include "quant/simulate.h"
-#include "onnxptq/error.h"
 
 namespace onnxptq::accuracy {
 
@@ -230,7 +231,8 @@ class Search {
     DataReader& data = calibration_data();
     data.rewind();
     try {
-      quant::quantize_prepared(q, model_, data, config, {}, &recipe.ranges);
+      quant::quantize_prepared(q, model_, data, config, {}, &recipe.ranges, true,
+                               finetune::fast_finetune_refiner(config));
     } catch (const Error& e) {
       throw Error(name + " (" + change + "): " + e.what());
     }

@@ -3,7 +3,12 @@
 #pragma once
 
 #include <algorithm>
+#include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <exception>
+#include <thread>
+#include <vector>
 
 namespace onnxptq::engine {
 
@@ -18,6 +23,34 @@ void parallel_for(int threads, int64_t n, int64_t min_chunk, F&& fn) {
   }
 #pragma omp parallel for num_threads(static_cast<int>(chunks)) schedule(static, 1)
   for (int64_t c = 0; c < chunks; ++c) fn(n * c / chunks, n * (c + 1) / chunks);
+}
+
+// fn(i) for every i in [0, n), on `workers` threads of their own (the caller's among them), each
+// taking the next index as it finishes one: samples run through a session, say, whose runs may
+// differ in length. The error of the first index that failed is thrown once all are done.
+template <class F>
+void for_each_on_workers(size_t n, int workers, F&& fn) {
+  if (workers <= 1 || n <= 1) {
+    for (size_t i = 0; i < n; ++i) fn(i);
+    return;
+  }
+  std::atomic<size_t> next{0};
+  std::vector<std::exception_ptr> errors(n);
+  auto work = [&] {
+    for (size_t i = next++; i < n; i = next++) {
+      try {
+        fn(i);
+      } catch (...) {
+        errors[i] = std::current_exception();
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int w = 1; w < workers; ++w) threads.emplace_back(work);
+  work();
+  for (std::thread& t : threads) t.join();
+  for (const std::exception_ptr& e : errors)
+    if (e) std::rethrow_exception(e);
 }
 
 // The most threads a session (or a calibration's workers) may be given: thread counts are user

@@ -89,6 +89,12 @@ bool QuantConfig::weights_symmetric() const {
 }
 
 void check_config(const QuantConfig& c) {
+  if (c.fast_finetune.given && !c.include_fast_ft)
+    throw Error("extra option FastFinetune takes effect only with include_fast_ft true");
+  if (c.include_fast_ft && (c.weight_type == ir::DataType::Float16 || c.weight_type == ir::DataType::BFloat16))
+    throw Error(std::string("include_fast_ft with weight_type ") + quant_type_name(c.weight_type) +
+                ": fast finetune of " + (c.weight_type == ir::DataType::Float16 ? "float16" : "bfloat16") +
+                " weights (AdaQuant through the cast) is not built yet");
   auto is_8_or_16 = [](ir::DataType t) {
     return t == ir::DataType::Int8 || t == ir::DataType::UInt8 || t == ir::DataType::Int16 || t == ir::DataType::UInt16;
   };

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json_fwd.hpp>
 #include <optional>
 #include <set>
 #include <string>
@@ -65,6 +66,30 @@ struct TensorOverride {
   std::optional<Convert> convert;
 };
 
+// include_fast_ft's FastFinetune (Quark's AdaRoundConfig / AdaQuantConfig, finetune/fast_finetune.h):
+// its keys, with the classes' defaults (the learning rate and the iterations by algorithm).
+struct FastFinetune {
+  bool adaquant = false;                               // OptimAlgorithm: "adaround" or "adaquant"
+  uint64_t fixed_seed = 1705472343;                    // FixedSeed
+  size_t data_size = 1000000000;                       // DataSize: samples trained on (at most)
+  size_t batch_size = 1;                               // BatchSize
+  size_t num_batches = 1;                              // NumBatches: early stop's window when > 1
+  std::optional<int> num_iterations;                   // NumIterations; default 1000 (adaround), 3000 (adaquant)
+  std::optional<double> learning_rate;                 // LearningRate; default 0.1 (adaround), 1e-5 (adaquant)
+  bool early_stop = false;                             // EarlyStop
+  std::optional<std::pair<double, double>> lr_adjust;  // LRAdjust: (loss threshold, learning rate)
+  std::vector<std::string> target_op_types = {"Conv",   "ConvTranspose",         "Gemm",
+                                              "MatMul", "InstanceNormalization", "LayerNormalization"};
+  bool update_bias = false;                        // UpdateBias (adaquant)
+  double drop_ratio = 1.0;                         // DropRatio
+  int log_period = 100;                            // LogPeriod: a progress line every so many iterations of a layer
+  double reg_param = 0.01;                         // RegParam
+  std::pair<double, double> beta_range = {20, 2};  // BetaRange
+  double warm_start = 0.2;                         // WarmStart
+  bool parallel = false;                           // Parallel: every layer's input from the model before any finetune
+  bool given = false;                              // the FastFinetune key was in the config
+};
+
 // include_auto_mp's AutoMixprecision (Quark's legacy automatic mixed precision,
 // accuracy/auto_mixprecision.h): its keys, with Quark's defaults.
 struct AutoMixprecision {
@@ -122,6 +147,8 @@ struct QuantConfig {
   std::map<std::string, ir::DataType> mixed_precision_tensor;
   bool include_auto_mp = false;
   AutoMixprecision auto_mp;
+  bool include_fast_ft = false;
+  FastFinetune fast_finetune;
   // Int32Bias (Quark): an int32 bias with the product scale; false: quantized like a weight.
   // Unset: true, except on the enable_dpu power-of-two path, whose biases are weights already.
   std::optional<bool> int32_bias;
@@ -186,6 +213,11 @@ struct QuantConfig {
 
 // Error (one line, naming the options) for a combination the seeds reject or onnxptq cannot do.
 void check_config(const QuantConfig& config);
+
+// Sets config.fast_finetune from extra_options' FastFinetune value (a JSON object of Quark's keys).
+// Error naming a key that is unknown, of the wrong kind, or of a part not built (MemOptLevel 2's
+// disk cache, SelectiveUpdate, OutputQDQ, RefModelPath, a device other than the CPU).
+void apply_fast_finetune(FastFinetune& fast_finetune, const nlohmann::json& value);
 
 // The dpu_pass_switches keys enable_npu_transformer takes (Quark turns them on for it, quark_onnx.md
 // §4 step 13): ConvertBNToConv, ConvertReduceMeanToGlobalAvgPool, SplitLargeKernelPool, ConvertSplitToSlice.

@@ -184,7 +184,7 @@ void parse_auto_mixprecision(AutoMixprecision& a, const nlohmann::json& j) {
     else if (key == "ExcludeIndices") a.exclude_indices = integers(what, v);
     else if (key == "NoInputQDQShared") a.no_input_qdq_shared = json_bool(what, v);
     else if (key == "AutoMixUseFastFT") {
-      if (json_bool(what, v)) throw Error(what + " true: fast finetune (AdaRound, AdaQuant) is not built yet");
+      if (json_bool(what, v)) throw Error(what + " true: fast finetune after each conversion step is not built yet");
     } else if (key == "EvaluateFunction") {
       throw Error(what + ": a Python function, given in onnxptq's Python module; on the command line, "
                   "--evaluate-command");

@@ -126,4 +126,9 @@ std::set<std::string> excluded_nodes(const ir::Model& model, const QuantConfig& 
 void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& config,
                        const calib::CalibrationResult& ranges);
 
+// The integers weight `t`'s values saturate to when assign_parameters quantizes them: the type's
+// range (ONNX Runtime's quantize_nparray) or, with power-of-two scales, the symmetric one of
+// signed types (vai_q_onnx's and Quark's).
+qmath::QRange weight_saturation(const TensorPlan& t, const QuantConfig& config);
+
 }  // namespace onnxptq::quant

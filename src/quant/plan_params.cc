@@ -7,6 +7,7 @@
 #include "onnxptq/error.h"
 #include "quant/plan.h"
 #include "quant/tensor_quant.h"
+#include "quant/tensor_quant_detail.h"
 
 namespace onnxptq::quant {
 
@@ -163,6 +164,11 @@ void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& co
   }
   for (TensorPlan& t : plan.tensors)
     if (t.convert) t.convert->params = conversion_params(t, *t.convert, pof2);
+}
+
+qmath::QRange weight_saturation(const TensorPlan& t, const QuantConfig& config) {
+  const Tool tool = config.power_of_two() ? Tool::vai : Tool::ort;
+  return detail::saturation_range(t.type, weight_options_of(tool, ScaleKind::float_scale).quantize.saturation);
 }
 
 }  // namespace onnxptq::quant

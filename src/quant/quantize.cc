@@ -205,7 +205,6 @@ const char* unbuilt_quark_option(const std::string& key) {
 // Switches of QuantizationConfig (quark_onnx.md §1.2) whose feature nobody has built: the feature.
 const char* unbuilt_switch(const std::string& key) {
   if (key == "use_dynamic_quant") return "dynamic quantization (quantize_dynamic)";
-  if (key == "include_fast_ft") return "fast finetune (AdaRound, AdaQuant)";
   return nullptr;
 }
 
@@ -343,8 +342,8 @@ void apply_extra_option(QuantConfig& c, const std::string& key, const nlohmann::
     c.cle.weight_threshold = json_number(key, v);
   } else if (key == "CLEBalanceMethod") {
     c.cle.balance_method = json_string(key, v);
-  } else if (key.rfind("FastFinetune", 0) == 0 || key == "FastFinetune") {
-    throw Error("extra option " + key + " belongs to fast finetune (AdaRound, AdaQuant), not built yet");
+  } else if (key == "FastFinetune") {
+    apply_fast_finetune(c.fast_finetune, v);
   } else if (const char* feature = unbuilt_quark_option(key)) {
     throw Error("extra option " + key + " belongs to " + feature + ", not built yet");
   } else if (key == "CalibDataSize") {
@@ -375,6 +374,8 @@ void apply_config_json(QuantConfig& c, const nlohmann::json& j) {
       c.include_cle = json_bool(key, v);
     else if (key == "include_auto_mp")
       c.include_auto_mp = json_bool(key, v);
+    else if (key == "include_fast_ft")
+      c.include_fast_ft = json_bool(key, v);
     else if (key == "specific_tensor_precision")
       c.specific_tensor_precision = json_bool(key, v);
     else if (key == "convert_fp16_to_fp32" || key == "fp16_fp32_convert")
@@ -491,17 +492,21 @@ Plan plan_quantization(const ir::Model& model, calib::DataReader& reader, const 
 }
 
 QuantizeResult quantize_static(const ir::Model& float_model, calib::DataReader& reader, const QuantConfig& config,
-                               const std::function<void(const std::string&)>& log) {
+                               const std::function<void(const std::string&)>& log, const PlanRefiner& refine) {
   check_config(config);
   QuantizeResult r;
   r.prepared = prepare_float_model(float_model, reader, config, log, &r.seconds);
-  quantize_prepared(r, float_model, reader, config, log, nullptr);
+  quantize_prepared(r, float_model, reader, config, log, nullptr, true, refine);
   return r;
 }
 
 void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::DataReader& reader,
                        const QuantConfig& config, const std::function<void(const std::string&)>& log,
-                       RangeCache* known_ranges, bool with_export) {
+                       RangeCache* known_ranges, bool with_export, const PlanRefiner& refine) {
+  if (config.include_fast_ft && !refine)
+    throw Error(
+        "include_fast_ft: fast finetune runs above the quantizer (finetune/fast_finetune.h), which this "
+        "caller did not give");
   auto say = [&](const std::string& line) {
     if (log) log(line);
   };
@@ -581,6 +586,13 @@ void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::D
     for (const std::string& line : ipu_limitation_log(apply_ipu_limitations(r.plan, model, config), config)) say(line);
   r.seconds["parameters"] = seconds_since(start);
 
+  if (config.include_fast_ft) {
+    start = std::chrono::steady_clock::now();
+    data.rewind();
+    r.finetuned = refine(r.plan, model, data);
+    r.seconds["finetune"] = seconds_since(start);
+  }
+
   if (!with_export) return;
   start = std::chrono::steady_clock::now();
   r.model = export_model(model, r.plan, config);
@@ -632,6 +644,24 @@ nlohmann::json report(const ir::Model& float_model, const QuantizeResult& r) {
                       {"passes", r.calibration.passes},
                       {"tensors", r.calibration.ranges.size()}};
   j["warnings"] = r.plan.warnings;
+  if (!r.finetuned.empty()) {
+    nlohmann::json layers = nlohmann::json::array();
+    for (const FinetunedLayer& l : r.finetuned) {
+      nlohmann::json e = {{"node", l.node}, {"op_type", l.op_type}};
+      if (!l.skipped.empty()) {
+        e["skipped"] = l.skipped;
+      } else {
+        e["activation"] = l.activation;
+        e["loss_before"] = l.loss_before;
+        e["loss_after"] = l.loss_after;
+        e["iterations"] = l.iterations;
+        e["kept"] = l.kept;
+        e["seconds"] = l.seconds;
+      }
+      layers.push_back(std::move(e));
+    }
+    j["fast_finetune"] = std::move(layers);
+  }
   return j;
 }
 

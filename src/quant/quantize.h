@@ -4,9 +4,10 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <optional>
 #include <nlohmann/json_fwd.hpp>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "calib/calibrate.h"
 #include "ir/model.h"
@@ -20,13 +21,27 @@ namespace onnxptq::quant {
 // under Undefined).
 using RangeCache = std::map<ir::DataType, calib::CalibrationResult>;
 
+// One layer of fast finetune (finetune/fast_finetune.h), as the report gives it.
+struct FinetunedLayer {
+  std::string node;
+  std::string op_type;
+  std::string activation;  // the op trained with the node ("" when none)
+  double loss_before = 0;  // the reconstruction loss with the weight rounded to nearest
+  double loss_after = 0;   // with the trained weight
+  int iterations = 0;
+  bool kept = false;  // the trained weight replaced the plan's (its loss was lower)
+  double seconds = 0;
+  std::string skipped;  // why the node was not trained ("" when it was)
+};
+
 struct QuantizeResult {
   ir::Model model;
   // With optimize_model: the prepared float model the plan's node and tensor names refer to.
   std::optional<ir::Model> prepared;
   Plan plan;
   calib::CalibrationResult calibration;
-  std::map<std::string, double> seconds;  // per phase: plan, calibrate, parameters, export
+  std::map<std::string, double> seconds;  // per phase: plan, calibrate, parameters, finetune, export
+  std::vector<FinetunedLayer> finetuned;  // include_fast_ft: every target node, in graph order
 };
 
 // What the caller says when it calibrates on the seeds' one random sample for want of data.
@@ -36,19 +51,26 @@ inline constexpr const char* kNoCalibrationData =
 
 // Quantizes `model` with samples from `reader` (rewound as the methods need): with
 // optimize_model, the preparation passes first (on a copy), then the plan (plan_quantization),
-// calibration, parameters and export. `log` gets progress lines and warnings. Errors name what is wrong before any work where they can.
+// calibration, parameters and export. `log` gets progress lines and warnings. Errors name what is wrong before any work
+// where they can. A step after the parameters, before export: fast finetune (finetune/fast_finetune.h), which lives
+// above the quantizer, changes the plan's quantized weights. `model` is the model the plan is for, `reader` its samples
+// (rewound).
+using PlanRefiner =
+    std::function<std::vector<FinetunedLayer>(Plan& plan, const ir::Model& model, calib::DataReader& reader)>;
+
+// With include_fast_ft, `refine` must be given (an Error otherwise).
 QuantizeResult quantize_static(const ir::Model& model, calib::DataReader& reader, const QuantConfig& config,
-                               const std::function<void(const std::string&)>& log = {});
+                               const std::function<void(const std::string&)>& log = {}, const PlanRefiner& refine = {});
 
 // quantize_static's steps after preparation, into `r` whose `prepared` prepare_float_model set
 // (for `float_model` and `config`): plan, calibration, enable_dpu's later passes, parameters,
-// export. With `known_ranges`, ranges found there are used as they are and the tensors it lacks
-// are calibrated and added to it: trials that differ only in what is quantized (nodes_to_exclude,
+// `refine` (with include_fast_ft), export. With `known_ranges`, ranges found there are used as they are and the tensors
+// it lacks are calibrated and added to it: trials that differ only in what is quantized (nodes_to_exclude,
 // nodes_to_quantize, node precisions) share one calibration. `reader` gives the samples of
 // `float_model`'s inputs. Without `with_export`, r.model stays empty: the plan is for simulation only.
 void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::DataReader& reader,
                        const QuantConfig& config, const std::function<void(const std::string&)>& log,
-                       RangeCache* known_ranges, bool with_export = true);
+                       RangeCache* known_ranges, bool with_export = true, const PlanRefiner& refine = {});
 
 // The float model as quantize_static quantizes it, on a copy: RemoveInputInit, optimize_model's
 // preparation passes, then include_cle / ReplaceClip6Relu; nullopt when none of them applies. Adds the time of
@@ -82,7 +104,9 @@ void apply_config_json(QuantConfig& config, const nlohmann::json& json);
 
 // A summary for people (nodes quantized by op type, nodes left float and why, time per phase).
 std::string summary(const ir::Model& float_model, const QuantizeResult& result);
-// The same for machines: {"quantized_nodes_by_op_type", "float_nodes", "seconds", "calibration", "warnings"}.
+// The same for machines: {"quantized_nodes_by_op_type", "float_nodes", "seconds", "calibration", "warnings"},
+// and "fast_finetune" (each target node: "node", "op_type", then "skipped", or "activation",
+// "loss_before", "loss_after", "iterations", "kept", "seconds") after fast finetune.
 nlohmann::json report(const ir::Model& float_model, const QuantizeResult& result);
 
 }  // namespace onnxptq::quant

@@ -109,4 +109,26 @@ std::vector<ir::Tensor> Simulation::run(const std::map<std::string, ir::Tensor>&
   return session_->run(feeds, hooks);
 }
 
+Plan plan_within(const Plan& plan, const ir::Graph& part) {
+  Plan sub;
+  for (const TensorPlan& t : plan.tensors) {
+    if (!part.find_value(t.name)) continue;
+    TensorPlan copy = t;
+    if (t.role == Role::Activation && !t.shared_from.empty()) {
+      const TensorPlan& provider = plan.provider(t.name);
+      copy.type = provider.type;
+      copy.params = provider.params;
+      copy.pos = provider.pos;
+      copy.shared_from.clear();
+    }
+    sub.index[t.name] = sub.tensors.size();
+    sub.tensors.push_back(std::move(copy));
+    // A removed activation the part starts from was removed before it: the value fed is its output.
+    if (plan.removed_activations.count(t.name) && part.find_value(t.name)->producer())
+      sub.removed_activations.insert(t.name);
+  }
+  sub.quantized_nodes = plan.quantized_nodes;
+  return sub;
+}
+
 }  // namespace onnxptq::quant

@@ -43,4 +43,9 @@ class Simulation {
   std::unique_ptr<engine::Session> session_;
 };
 
+// `plan` for a part of the model it was made for (`part`: engine::extract_model's cut): without
+// the tensors the part does not hold, shared parameters resolved first (the provider may be
+// outside the part).
+Plan plan_within(const Plan& plan, const ir::Graph& part);
+
 }  // namespace onnxptq::quant

@@ -1,0 +1,147 @@
+#include "finetune/activation.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+namespace onnxptq::finetune {
+namespace {
+
+int64_t count(const std::vector<int64_t>& dims) {
+  int64_t n = 1;
+  for (int64_t d : dims) n *= d;
+  return n;
+}
+
+// PRelu's slope for element i of y: one value, or one per channel (dim 1).
+float prelu_slope(const Activation& act, const std::vector<int64_t>& dims, int64_t i) {
+  if (act.slope.size() <= 1) return act.slope.empty() ? 0.0f : act.slope[0];
+  int64_t inner = 1;
+  for (size_t d = 2; d < dims.size(); ++d) inner *= dims[d];
+  return act.slope[static_cast<size_t>((i / inner) % dims[1])];
+}
+
+// Softmax's rows: `outer` runs of `n` values `stride` apart.
+struct Rows {
+  int64_t outer, n, stride;
+};
+Rows softmax_rows(const std::vector<int64_t>& dims, int64_t axis) {
+  const int64_t rank = static_cast<int64_t>(dims.size());
+  if (axis < 0) axis += rank;
+  int64_t inner = 1;
+  for (int64_t d = axis + 1; d < rank; ++d) inner *= dims[static_cast<size_t>(d)];
+  return {count(dims) / std::max<int64_t>(dims[static_cast<size_t>(axis)], 1), dims[static_cast<size_t>(axis)], inner};
+}
+int64_t row_start(const Rows& r, int64_t row) { return (row / r.stride) * r.n * r.stride + row % r.stride; }
+
+constexpr double kSqrt2 = std::numbers::sqrt2;
+constexpr double kSqrt2OverPi = 0.7978845608028654;
+
+}  // namespace
+
+void activation_forward(const Activation& act, const std::vector<int64_t>& dims, const float* y, float* a) {
+  const int64_t n = count(dims);
+  using K = Activation::Kind;
+  switch (act.kind) {
+    case K::None:
+      std::copy(y, y + n, a);
+      return;
+    case K::Relu:
+      for (int64_t i = 0; i < n; ++i) a[i] = std::max(y[i], 0.0f);
+      return;
+    case K::PRelu:
+      for (int64_t i = 0; i < n; ++i) a[i] = y[i] < 0 ? y[i] * prelu_slope(act, dims, i) : y[i];
+      return;
+    case K::LeakyRelu:
+      for (int64_t i = 0; i < n; ++i) a[i] = y[i] < 0 ? y[i] * act.alpha : y[i];
+      return;
+    case K::Gelu:
+      for (int64_t i = 0; i < n; ++i) a[i] = static_cast<float>(0.5 * y[i] * (1 + std::erf(y[i] / kSqrt2)));
+      return;
+    case K::GeluTanh:
+      for (int64_t i = 0; i < n; ++i) {
+        double x = y[i];
+        a[i] = static_cast<float>(0.5 * x * (1 + std::tanh(kSqrt2OverPi * (x + 0.044715 * x * x * x))));
+      }
+      return;
+    case K::Tanh:
+      for (int64_t i = 0; i < n; ++i) a[i] = std::tanh(y[i]);
+      return;
+    case K::Clip:
+      for (int64_t i = 0; i < n; ++i) a[i] = std::min(std::max(y[i], act.min), act.max);
+      return;
+    case K::Sigmoid:
+      for (int64_t i = 0; i < n; ++i) a[i] = static_cast<float>(1 / (1 + std::exp(-static_cast<double>(y[i]))));
+      return;
+    case K::Softmax: {
+      Rows r = softmax_rows(dims, act.axis);
+      for (int64_t row = 0; row < r.outer; ++row) {
+        const int64_t s = row_start(r, row);
+        double top = -INFINITY, sum = 0;
+        for (int64_t j = 0; j < r.n; ++j) top = std::max(top, static_cast<double>(y[s + j * r.stride]));
+        for (int64_t j = 0; j < r.n; ++j) sum += std::exp(y[s + j * r.stride] - top);
+        for (int64_t j = 0; j < r.n; ++j)
+          a[s + j * r.stride] = static_cast<float>(std::exp(y[s + j * r.stride] - top) / sum);
+      }
+      return;
+    }
+  }
+}
+
+void activation_backward(const Activation& act, const std::vector<int64_t>& dims, const float* y, const float* a,
+                         const float* da, float* dy) {
+  const int64_t n = count(dims);
+  using K = Activation::Kind;
+  switch (act.kind) {
+    case K::None:
+      std::copy(da, da + n, dy);
+      return;
+    case K::Relu:
+      for (int64_t i = 0; i < n; ++i) dy[i] = y[i] > 0 ? da[i] : 0.0f;
+      return;
+    case K::PRelu:
+      for (int64_t i = 0; i < n; ++i) dy[i] = y[i] < 0 ? da[i] * prelu_slope(act, dims, i) : da[i];
+      return;
+    case K::LeakyRelu:
+      for (int64_t i = 0; i < n; ++i) dy[i] = y[i] < 0 ? da[i] * act.alpha : da[i];
+      return;
+    case K::Gelu:
+      for (int64_t i = 0; i < n; ++i) {
+        double x = y[i];
+        double cdf = 0.5 * (1 + std::erf(x / kSqrt2)), pdf = std::exp(-0.5 * x * x) / std::sqrt(2 * std::numbers::pi);
+        dy[i] = static_cast<float>(da[i] * (cdf + x * pdf));
+      }
+      return;
+    case K::GeluTanh:
+      for (int64_t i = 0; i < n; ++i) {
+        double x = y[i], u = kSqrt2OverPi * (x + 0.044715 * x * x * x), t = std::tanh(u);
+        double du = kSqrt2OverPi * (1 + 3 * 0.044715 * x * x);
+        dy[i] = static_cast<float>(da[i] * (0.5 * (1 + t) + 0.5 * x * (1 - t * t) * du));
+      }
+      return;
+    case K::Tanh:
+      for (int64_t i = 0; i < n; ++i) dy[i] = da[i] * (1 - a[i] * a[i]);
+      return;
+    case K::Clip:
+      // The gradient passes where the value was not clipped (at a bound: clipped).
+      for (int64_t i = 0; i < n; ++i) dy[i] = y[i] > act.min && y[i] < act.max ? da[i] : 0.0f;
+      return;
+    case K::Sigmoid:
+      for (int64_t i = 0; i < n; ++i) dy[i] = da[i] * a[i] * (1 - a[i]);
+      return;
+    case K::Softmax: {
+      // dy_j = a_j (da_j - sum_k da_k a_k) along the axis.
+      Rows r = softmax_rows(dims, act.axis);
+      for (int64_t row = 0; row < r.outer; ++row) {
+        const int64_t s = row_start(r, row);
+        double dot = 0;
+        for (int64_t j = 0; j < r.n; ++j) dot += static_cast<double>(da[s + j * r.stride]) * a[s + j * r.stride];
+        for (int64_t j = 0; j < r.n; ++j)
+          dy[s + j * r.stride] = static_cast<float>(a[s + j * r.stride] * (da[s + j * r.stride] - dot));
+      }
+      return;
+    }
+  }
+}
+
+}  // namespace onnxptq::finetune

@@ -1,0 +1,27 @@
+// The activation a finetuned layer ends with: Quark for ONNX trains a target node together with
+// the node after it when that is one of Relu, PRelu, LeakyRelu, Gelu, Tanh, Clip, Sigmoid or
+// Softmax, so the loss is measured after it. Forward, and the gradient through it.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace onnxptq::finetune {
+
+struct Activation {
+  enum class Kind { None, Relu, PRelu, LeakyRelu, Gelu, GeluTanh, Tanh, Clip, Sigmoid, Softmax };
+  Kind kind = Kind::None;
+  float alpha = 0.01f;                              // LeakyRelu
+  float min = -3.4028235e38f, max = 3.4028235e38f;  // Clip
+  std::vector<float> slope;                         // PRelu: one value, or one per channel (dim 1)
+  int64_t axis = -1;                                // Softmax (opset 13: one axis)
+};
+
+// a = act(y) for y of `dims` (a may be y).
+void activation_forward(const Activation& act, const std::vector<int64_t>& dims, const float* y, float* a);
+
+// dy = da * act'(y), given y, a = act(y) and da, for y of `dims` (dy may be da).
+void activation_backward(const Activation& act, const std::vector<int64_t>& dims, const float* y, const float* a,
+                         const float* da, float* dy);
+
+}  // namespace onnxptq::finetune

@@ -1,0 +1,293 @@
+#include "finetune/fast_finetune.h"
+
+#include <algorithm>
+#include <chrono>
+#include <iomanip>
+#include <memory>
+#include <optional>
+#include <sstream>
+
+#include "engine/kernel.h"
+#include "engine/parallel.h"
+#include "engine/session.h"
+#include "finetune/staged_run.h"
+#include "onnxptq/error.h"
+#include "qmath/quantize.h"
+#include "quant/simulate.h"
+#include "quant/tensor_quant.h"
+
+namespace onnxptq::finetune {
+namespace {
+
+bool default_domain(const ir::Node& n) { return n.domain.empty() || n.domain == "ai.onnx"; }
+
+// A constant input's values as float (Clip's bounds, PRelu's slope), or nullopt.
+std::optional<std::vector<float>> constant_values(const ir::Value* v) {
+  if (!v || v->producer() || !v->has_initializer()) return std::nullopt;
+  ir::Tensor f = engine::as_float32(v->initializer());
+  std::span<const float> values = f.values<float>();
+  return std::vector<float>(values.begin(), values.end());
+}
+
+// The activation Quark trains with `node` (the only reader of its output, and one of Relu,
+// PRelu, LeakyRelu, Gelu, Tanh, Clip, Sigmoid, Softmax), or nullptr.
+const ir::Node* activation_after(const ir::Graph& g, const ir::Node& node, Activation& act) {
+  const ir::Value* out = node.output(0);
+  if (!out || g.is_output(out) || out->uses().size() != 1) return nullptr;
+  const ir::Node* next = out->uses()[0].node;
+  if (out->uses()[0].input != 0 || next->output(0) == nullptr) return nullptr;
+  using K = Activation::Kind;
+  const std::string& op = next->op_type;
+  if (default_domain(*next)) {
+    if (op == "Relu") {
+      act.kind = K::Relu;
+    } else if (op == "LeakyRelu") {
+      act.kind = K::LeakyRelu;
+      act.alpha = next->attr_float("alpha", 0.01f);
+    } else if (op == "PRelu") {
+      auto slope = constant_values(next->input(1));
+      if (!slope) return nullptr;
+      act.kind = K::PRelu;
+      act.slope = *slope;
+    } else if (op == "Tanh") {
+      act.kind = K::Tanh;
+    } else if (op == "Sigmoid") {
+      act.kind = K::Sigmoid;
+    } else if (op == "Gelu") {
+      act.kind = next->attr_string("approximate", "none") == "tanh" ? K::GeluTanh : K::Gelu;
+    } else if (op == "Clip") {
+      act.kind = K::Clip;
+      if (next->inputs().size() > 1 || next->find_attribute("min") || next->find_attribute("max")) {
+        // Opset 11 on: bounds as constant inputs; before: attributes.
+        if (next->find_attribute("min") || next->find_attribute("max")) {
+          act.min = next->attr_float("min", act.min);
+          act.max = next->attr_float("max", act.max);
+        } else {
+          for (size_t i : {size_t{1}, size_t{2}}) {
+            if (!next->input(i)) continue;
+            auto bound = constant_values(next->input(i));
+            if (!bound || bound->size() != 1) return nullptr;
+            (i == 1 ? act.min : act.max) = (*bound)[0];
+          }
+        }
+      }
+    } else if (op == "Softmax") {
+      // One axis, the last: what every opset's Softmax computes on it alike.
+      int64_t axis = next->attr_int("axis", -1);
+      auto shape = out->type.static_shape();
+      if (!(axis == -1 || (shape && axis == static_cast<int64_t>(shape->size()) - 1))) return nullptr;
+      act.kind = K::Softmax;
+      act.axis = -1;
+    } else {
+      return nullptr;
+    }
+  } else if (next->domain == "com.microsoft" && op == "Gelu") {
+    act.kind = K::Gelu;
+  } else {
+    return nullptr;
+  }
+  return next;
+}
+
+std::string rounded(double v, int precision) {
+  std::ostringstream out;
+  out << std::setprecision(precision) << v;
+  return out.str();
+}
+
+}  // namespace
+
+std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::Plan& plan,
+                                                 const quant::QuantConfig& config, std::vector<Feed> samples,
+                                                 const FastFinetuneOptions& o,
+                                                 const std::function<void(const std::string&)>& log) {
+  if (samples.empty()) throw Error("fast finetune: no sample to train on");
+  const ir::Graph& g = *model.graph;
+  const int threads = o.threads > 0 ? o.threads : engine::hardware_threads();
+  const int workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(threads), samples.size()));
+  engine::SessionOptions session_options;
+  session_options.threads = std::max(1, threads / workers);
+
+  StagedRun float_run(
+      model, samples,
+      [&](const ir::Model& part) -> StagedRun::PartRunner {
+        auto session = std::make_shared<engine::Session>(part, session_options);
+        return [session](const Feed& feed) { return session->run(feed); };
+      },
+      workers);
+  // The quantized model: the plan as it is when each part is made, so layers finetuned earlier
+  // compute with their new weights. A Relu the plan removes stays with its producer.
+  std::set<std::string> before_removed;
+  for (const std::string& name : plan.removed_activations)
+    if (const ir::Value* v = g.find_value(name); v && v->producer() && v->producer()->input(0))
+      before_removed.insert(v->producer()->input(0)->name());
+  // Parallel: the inputs of every layer from the plan before any layer is finetuned.
+  const quant::Plan initial = o.parallel ? plan : quant::Plan{};
+  const quant::Plan& inputs_plan = o.parallel ? initial : plan;
+  StagedRun quantized_run(
+      model, std::move(samples),
+      [&](const ir::Model& part) -> StagedRun::PartRunner {
+        auto simulation = std::make_shared<quant::Simulation>(part, quant::plan_within(inputs_plan, *part.graph),
+                                                              config, session_options.threads);
+        return [simulation](const Feed& feed) { return simulation->run(feed); };
+      },
+      workers, [&](const std::string& name) { return before_removed.count(name) > 0; });
+
+  std::vector<quant::FinetunedLayer> reports;
+  std::set<std::string> trained_weights;
+  for (const ir::Node* node : g.topological_order()) {
+    if (!default_domain(*node) || !o.target_op_types.count(node->op_type)) continue;
+    quant::FinetunedLayer report;
+    report.node = node->name;
+    report.op_type = node->op_type;
+    auto skip = [&](const std::string& why) {
+      report.skipped = why;
+      if (log) log("finetune " + node->name + " (" + node->op_type + "): skipped, " + why);
+      reports.push_back(std::move(report));
+    };
+    const ir::Value* w = node->input(1);
+    quant::TensorPlan* wp = w ? plan.find(w->name()) : nullptr;
+    if (!wp || wp->role != quant::Role::Weight || !wp->data || !quant::quant_type_is_integer(wp->type)) {
+      skip("its weight is not quantized to an integer type");
+      continue;
+    }
+    if (trained_weights.count(w->name())) {
+      skip("its weight was trained with an earlier node");
+      continue;
+    }
+    auto start = std::chrono::steady_clock::now();
+    Activation activation;
+    const ir::Node* act_node = activation_after(g, *node, activation);
+    if (act_node) report.activation = act_node->op_type;
+    const std::string input = node->input(0)->name();
+    const std::string end = (act_node ? act_node : node)->output(0)->name();
+
+    // The float weight and bias, and how the plan quantizes the weight.
+    ir::Tensor weight_f = engine::as_float32(w->initializer());
+    std::vector<float> weight(weight_f.values<float>().begin(), weight_f.values<float>().end());
+    const ir::Value* b = node->input(2);
+    quant::TensorPlan* bp = b ? plan.find(b->name()) : nullptr;
+    std::vector<float> bias;
+    if (b && bp && bp->data) {
+      ir::Tensor d = quant::dequantize_tensor(*bp->data, bp->params,
+                                              bp->params.size() > 1 ? std::optional<int64_t>(0) : std::nullopt);
+      bias.assign(d.values<float>().begin(), d.values<float>().end());
+    } else if (b && b->has_initializer()) {
+      ir::Tensor f = engine::as_float32(b->initializer());
+      bias.assign(f.values<float>().begin(), f.values<float>().end());
+    }
+    WeightQuant quant;
+    for (const qmath::ScaleZeroPoint& p : wp->params) {
+      quant.scale.push_back(static_cast<float>(p.scale));
+      quant.zero_point.push_back(p.zero_point);
+    }
+    quant.axis = wp->axis.value_or(0);
+    quant.range = quant::weight_saturation(*wp, config);
+    // A node the trainer cannot compute (Gemm's transA, ...) is skipped, as Quark skips a module
+    // that fails.
+    std::unique_ptr<LayerOp> op;
+    try {
+      op = make_layer_op(*node, weight_f.dims(), bias.size(), threads);
+    } catch (const Error& e) {
+      skip(e.what());
+      continue;
+    }
+
+    LayerSamples data;
+    data.quantized_inputs = std::move(quantized_run.values({input})[0]);
+    std::vector<std::vector<ir::Tensor>> f = float_run.values({input, end});
+    if (o.train.drop_ratio < 1) data.float_inputs = std::move(f[0]);
+    data.float_outputs = std::move(f[1]);
+    for (std::vector<ir::Tensor>* values : {&data.quantized_inputs, &data.float_inputs, &data.float_outputs})
+      for (ir::Tensor& t : *values)
+        if (t.dtype() != ir::DataType::Float) t = engine::as_float32(t);
+
+    // A bias the plan keeps float is the float model's: only a quantized one can be trained.
+    TrainOptions train = o.train;
+    train.update_bias = train.update_bias && bp && bp->data;
+    if (log)
+      train.progress = [&](int iteration, double loss) {
+        log("  " + node->name + ": iteration " + std::to_string(iteration) + ", loss " + rounded(loss, 4));
+      };
+    LayerResult r;
+    try {
+      r = train_layer(*op, activation, weight, weight_f.dims(), bias, quant, data, train);
+    } catch (const Error& e) {
+      throw Error("fast finetune of node '" + node->name + "': " + e.what());
+    }
+    report.loss_before = r.loss_before;
+    report.loss_after = r.loss_after;
+    report.iterations = r.iterations_run;
+    report.kept = r.improved;
+    if (r.improved) {
+      ir::Tensor q(wp->type, wp->data->dims());
+      qmath::visit_integer_quant_type(wp->type, "the weight", [&](auto tag) {
+        using T = decltype(tag);
+        std::span<T> out = q.mutable_values<T>();
+        for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>(r.quantized_weight[i]);
+      });
+      wp->data = std::move(q);
+      if (bp && bp->data && r.bias != bias)
+        bp->data = quant::quantize_tensor(ir::Tensor::from_values<float>(bp->data->dims(), r.bias), bp->data->dtype(),
+                                          bp->params, bp->params.size() > 1 ? std::optional<int64_t>(0) : std::nullopt);
+    }
+    trained_weights.insert(w->name());
+    report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (log)
+      log("finetune " + node->name + " (" + node->op_type + (act_node ? " + " + act_node->op_type : "") + "): loss " +
+          rounded(r.loss_before, 4) + " -> " + rounded(r.loss_after, 4) + (r.improved ? "" : " (not kept)") + ", " +
+          std::to_string(r.iterations_run) + " iterations, " + rounded(report.seconds, 3) + " s");
+    reports.push_back(std::move(report));
+  }
+  return reports;
+}
+
+FastFinetuneOptions fast_finetune_options(const quant::FastFinetune& c, int threads) {
+  FastFinetuneOptions o;
+  TrainOptions& t = o.train;
+  t.algorithm = c.adaquant ? Algorithm::AdaQuant : Algorithm::AdaRound;
+  t.iterations = c.num_iterations.value_or(c.adaquant ? 3000 : 1000);
+  t.learning_rate = c.learning_rate.value_or(c.adaquant ? 1e-5 : 0.1);
+  t.batch_size = c.batch_size;
+  t.early_stop = c.early_stop;
+  t.window = c.num_batches > 1 ? c.num_batches : 0;
+  t.reg_param = c.reg_param;
+  t.beta_start = c.beta_range.first;
+  t.beta_end = c.beta_range.second;
+  t.warm_start = c.warm_start;
+  t.drop_ratio = c.drop_ratio;
+  t.update_bias = c.update_bias;
+  t.lr_adjust = c.lr_adjust;
+  t.seed = c.fixed_seed;
+  t.log_period = c.log_period;
+  o.target_op_types = std::set<std::string>(c.target_op_types.begin(), c.target_op_types.end());
+  o.parallel = c.parallel;
+  o.threads = threads;
+  return o;
+}
+
+quant::PlanRefiner fast_finetune_refiner(const quant::QuantConfig& config,
+                                         std::function<void(const std::string&)> log) {
+  return [config, log](quant::Plan& plan, const ir::Model& model, DataReader& reader) {
+    std::vector<Feed> samples;
+    while (samples.size() < config.fast_finetune.data_size) {
+      std::optional<Feed> feed = reader.next();
+      if (!feed) break;
+      samples.push_back(std::move(*feed));
+    }
+    FastFinetuneOptions o = fast_finetune_options(config.fast_finetune, config.calib.threads);
+    if (log)
+      log(std::string("fast finetune (") + (config.fast_finetune.adaquant ? "AdaQuant" : "AdaRound") + ") on " +
+          std::to_string(samples.size()) + " samples, " + std::to_string(o.train.iterations) + " iterations a layer");
+    std::vector<quant::FinetunedLayer> reports = fast_finetune(model, plan, config, std::move(samples), o, log);
+    size_t kept = 0, trained = 0;
+    for (const quant::FinetunedLayer& r : reports) {
+      trained += r.skipped.empty();
+      kept += r.kept;
+    }
+    if (log) log("fast finetune: " + std::to_string(kept) + " of " + std::to_string(trained) + " layers trained kept");
+    return reports;
+  };
+}
+
+}  // namespace onnxptq::finetune

@@ -1,0 +1,50 @@
+// Fast finetune of a quantization plan, layer by layer (Quark for ONNX's fast_finetune, with
+// AdaRound or AdaQuant): for each target node in graph order, its input as the quantized model
+// computes it (the layers before already finetuned) and its output in the float model train its
+// weight (layer_trainer.h); the integers found replace the plan's. The quantized and the float
+// model each run once over the samples in all, in stages (staged_run.h), not once per layer.
+#pragma once
+
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "calib/data_reader.h"
+#include "finetune/layer_trainer.h"
+#include "ir/model.h"
+#include "quant/config.h"
+#include "quant/plan.h"
+#include "quant/quantize.h"
+
+namespace onnxptq::finetune {
+
+struct FastFinetuneOptions {
+  TrainOptions train;
+  // Quark's TargetOpType default.
+  std::set<std::string> target_op_types = {"Conv",   "ConvTranspose",         "Gemm",
+                                           "MatMul", "InstanceNormalization", "LayerNormalization"};
+  bool parallel = false;  // Quark's Parallel: every layer's input from the plan before any finetune
+  int threads = 0;        // 0: every hardware thread
+};
+
+// The options of include_fast_ft's FastFinetune (quant/config.h), its defaults by algorithm.
+FastFinetuneOptions fast_finetune_options(const quant::FastFinetune& config, int threads);
+
+// Finetunes the weights `plan` quantizes (its parameters assigned) for `model`, the float model
+// the plan was made for, on `samples` (feeds of `model`): the target nodes whose weight the plan
+// quantizes to an integer type, in topological order. Writes the integers of every kept layer
+// into the plan (and AdaQuant's biases with update_bias, quantized again with their scales);
+// scales and zero points do not change. `log` gets one line per layer.
+std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::Plan& plan,
+                                                 const quant::QuantConfig& config, std::vector<Feed> samples,
+                                                 const FastFinetuneOptions& options,
+                                                 const std::function<void(const std::string&)>& log = {});
+
+// What quantize_static runs after the parameters with include_fast_ft (quant::PlanRefiner):
+// fast_finetune with config.fast_finetune on the reader's first DataSize samples, the threads of
+// config.calib. `log` gets its lines.
+quant::PlanRefiner fast_finetune_refiner(const quant::QuantConfig& config,
+                                         std::function<void(const std::string&)> log = {});
+
+}  // namespace onnxptq::finetune

@@ -1,0 +1,89 @@
+// Training one layer, AdaRound or AdaQuant, as Quark for ONNX's fast finetune does it: the
+// layer's output (after its activation) from quantized inputs is brought close to the float
+// model's, with the weight's scales and zero points frozen.
+//
+// - Loss: L_rec = mean over the batch and the positions of the squared L2 norm over dim 1
+//   (torch.norm(q - f, p="fro", dim=1) ** 2 .mean()).
+// - AdaRound (Nagel et al. 2020): the weight is s (clamp(floor(w / s) + h(alpha) + zp, qmin,
+//   qmax) - zp), Adam over alpha, plus lambda sum(1 - |2h - 1|^beta) after the warm start
+//   (rounding.h); at the end each value rounds up where alpha >= 0.
+// - AdaQuant: Adam over the float weight (and the bias with update_bias) through the weight's
+//   fake quantization, rounding passed straight through, the clamp's gradient zero outside
+//   [qmin, qmax].
+// Mini-batches of batch_size samples are drawn at random (a seeded generator) from the samples
+// given; with drop_ratio < 1 each input value is the quantized model's with that probability,
+// else the float model's (Quark's DropRatio).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <utility>
+#include <vector>
+
+#include "finetune/activation.h"
+#include "finetune/layer_op.h"
+#include "ir/tensor.h"
+#include "qmath/quantize.h"
+
+namespace onnxptq::finetune {
+
+enum class Algorithm { AdaRound, AdaQuant };
+
+// The weight's frozen quantization: q = clamp(rne(w / s) + zp, range), one scale and zero
+// point, or one per channel along `axis`.
+struct WeightQuant {
+  std::vector<float> scale;
+  std::vector<int64_t> zero_point;
+  int64_t axis = 0;
+  qmath::QRange range;
+};
+
+struct TrainOptions {
+  Algorithm algorithm = Algorithm::AdaRound;
+  int iterations = 1000;
+  double learning_rate = 0.1;
+  size_t batch_size = 1;
+  bool early_stop = false;
+  size_t window = 0;  // early stop's window of iterations (Quark's NumBatches when > 1; 0: iterations / 10)
+  double reg_param = 0.01, beta_start = 20, beta_end = 2, warm_start = 0.2;
+  double drop_ratio = 1.0;
+  bool update_bias = false;  // AdaQuant
+  // Quark's LRAdjust: when the loss before training exceeds `first`, the learning rate is `second`.
+  std::optional<std::pair<double, double>> lr_adjust;
+  uint64_t seed = 1705472343;
+  // Every log_period iterations (0: never), progress(iteration, reconstruction loss of the batch).
+  int log_period = 0;
+  std::function<void(int, double)> progress;
+};
+
+// A layer's samples, one tensor each (float, the batch first), in the same order: its input in
+// the quantized model, in the float model (needed when drop_ratio < 1), and its output (after
+// the activation) in the float model.
+struct LayerSamples {
+  std::vector<ir::Tensor> quantized_inputs;
+  std::vector<ir::Tensor> float_inputs;
+  std::vector<ir::Tensor> float_outputs;
+};
+
+struct LayerResult {
+  std::vector<int64_t> quantized_weight;  // the integers written (as int64, each inside range)
+  std::vector<float> bias;                // the bias (trained with AdaQuant's update_bias, else as given)
+  double loss_before = 0;                 // L_rec over every sample, the weight rounded to nearest
+  double loss_after = 0;                  // with the trained weight
+  int iterations_run = 0;
+  bool improved = false;  // loss_after < loss_before; when not, the result is the weight rounded to nearest
+};
+
+// Trains `op` (with `activation` after it) on `samples` from the float `weight` and `bias` (may be
+// empty) quantized by `quant`. Deterministic for a seed: the same result on every run.
+LayerResult train_layer(const LayerOp& op, const Activation& activation, const std::vector<float>& weight,
+                        const std::vector<int64_t>& weight_dims, const std::vector<float>& bias,
+                        const WeightQuant& quant, const LayerSamples& samples, const TrainOptions& options);
+
+// L_rec of `op` with `weight` (already quantized values, as floats) and `bias` over every sample.
+double reconstruction_loss(const LayerOp& op, const Activation& activation, const std::vector<float>& weight,
+                           const std::vector<float>& bias, const LayerSamples& samples);
+
+}  // namespace onnxptq::finetune

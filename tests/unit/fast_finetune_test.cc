@@ -1,0 +1,258 @@
+// Fast finetune of a whole plan: the staged runs give what whole runs give, and finetuning a
+// built two-layer model lowers its error on samples it was not trained on, the scales frozen.
+#include "finetune/fast_finetune.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "engine/session.h"
+#include "finetune/staged_run.h"
+#include "onnxptq/error.h"
+#include "quant/quantize.h"
+#include "quant/simulate.h"
+#include "support/pass_check.h"
+
+namespace onnxptq::finetune {
+namespace {
+
+// x[2,16] -> Gemm(w1, b1) -> h -> Relu -> r, then r -> MatMul(w2) -> a and r -> MatMul(w3) -> b,
+// y = a + b: three trained layers, and a value (r) two parts read, which the staged runs keep.
+ir::Model mlp() {
+  ir::Model m;
+  m.set_opset("", 13);
+  ir::Graph& g = *m.graph;
+  ir::Value* x = testing::add_float_value(g, "x", {2, 16});
+  g.add_input(x);
+  ir::Value* w1 = testing::add_random_initializer(g, "w1", {16, 32}, 1);
+  ir::Value* b1 = testing::add_random_initializer(g, "b1", {32}, 2);
+  ir::Value* w2 = testing::add_random_initializer(g, "w2", {32, 8}, 3);
+  ir::Value* w3 = testing::add_random_initializer(g, "w3", {32, 8}, 4);
+  ir::Value *h = g.add_value("h"), *r = g.add_value("r"), *a = g.add_value("a"), *b = g.add_value("b");
+  ir::Value* y = g.add_value("y");
+  g.add_node("Gemm", {x, w1, b1}, {h}, "gemm");
+  g.add_node("Relu", {h}, {r}, "relu");
+  g.add_node("MatMul", {r, w2}, {a}, "matmul_a");
+  g.add_node("MatMul", {r, w3}, {b}, "matmul_b");
+  g.add_node("Add", {a, b}, {y}, "add");
+  g.add_output(y);
+  return m;
+}
+
+// `count` seeded samples of x, uniform in [-1, 1).
+std::vector<Feed> feeds(size_t count, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1, 1);
+  std::vector<Feed> out;
+  for (size_t i = 0; i < count; ++i) {
+    std::vector<float> v(32);
+    for (float& x : v) x = d(rng);
+    out.push_back({{"x", ir::Tensor::from_values<float>({2, 16}, v)}});
+  }
+  return out;
+}
+
+class FeedReader : public DataReader {
+ public:
+  explicit FeedReader(std::vector<Feed> feeds) : feeds_(std::move(feeds)) {}
+  std::optional<Feed> next() override {
+    return next_ < feeds_.size() ? std::optional<Feed>(feeds_[next_++]) : std::nullopt;
+  }
+  bool can_rewind() const override { return true; }
+  void rewind() override { next_ = 0; }
+  std::string describe() const override { return "test feeds"; }
+
+ private:
+  std::vector<Feed> feeds_;
+  size_t next_ = 0;
+};
+
+struct Quantized {
+  Quantized() {
+    config.optimize_model = false;
+    config.calibrate_method = calib::Method::MinMax;
+    config.calib.threads = 1;
+    // Weights in [-1, 1) on a grid of 1/8 (TensorQuantOverrides' fixed scale): how they round
+    // matters more than the activations' quantization.
+    for (const char* w : {"w1", "w2", "w3"}) {
+      config.tensor_overrides[w].scale = {0.125};
+      config.tensor_overrides[w].zero_point = {0};
+    }
+    FeedReader reader(feeds(16, 100));
+    plan = quant::quantize_static(model, reader, config).plan;
+  }
+  // Summed squared error of the simulated output against the float model's on `samples`.
+  double output_error(const quant::Plan& p, const std::vector<Feed>& samples) const {
+    quant::Simulation simulation(model, p, config, 1);
+    engine::Session float_model(model);
+    double sum = 0;
+    for (const Feed& f : samples) {
+      ir::Tensor q = simulation.run(f)[0], r = float_model.run(f)[0];
+      for (size_t i = 0; i < q.values<float>().size(); ++i) {
+        double d = static_cast<double>(q.values<float>()[i]) - r.values<float>()[i];
+        sum += d * d;
+      }
+    }
+    return sum;
+  }
+  ir::Model model = mlp();
+  quant::QuantConfig config;
+  quant::Plan plan;
+};
+
+TEST(StagedRun, StagesGiveWhatAWholeRunGives) {
+  Quantized q;
+  std::vector<Feed> samples = feeds(3, 500);
+  StagedRun staged(
+      q.model, samples,
+      [&](const ir::Model& part) -> StagedRun::PartRunner {
+        auto sim = std::make_shared<quant::Simulation>(part, quant::plan_within(q.plan, *part.graph), q.config, 1);
+        return [sim](const Feed& f) { return sim->run(f); };
+      },
+      2);
+  std::vector<std::vector<ir::Tensor>> first = staged.values({"x", "r"});
+  std::vector<std::vector<ir::Tensor>> second = staged.values({"a", "y"});
+  EXPECT_THROW(staged.values({"h"}), Error);  // computed by the first part, read by no later node
+  quant::Simulation whole(q.model, q.plan, q.config, 1);
+  for (size_t s = 0; s < samples.size(); ++s) {
+    std::map<std::string, ir::Tensor> seen;
+    engine::TensorObserver observe = [&](const std::string& name, const ir::Tensor& t) { seen[name] = t; };
+    std::vector<ir::Tensor> out = whole.run(samples[s], &observe);
+    EXPECT_EQ(first[1][s].values<float>()[0], seen.at("r").values<float>()[0]);
+    for (size_t i = 0; i < out[0].values<float>().size(); ++i)
+      ASSERT_EQ(second[1][s].values<float>()[i], out[0].values<float>()[i]) << s << " " << i;
+    EXPECT_TRUE(std::equal(first[0][s].values<float>().begin(), first[0][s].values<float>().end(),
+                           samples[s].at("x").values<float>().begin()));
+  }
+}
+
+TEST(FastFinetune, LowersTheErrorOnOtherSamplesWithScalesFrozen) {
+  for (Algorithm algorithm : {Algorithm::AdaRound, Algorithm::AdaQuant}) {
+    Quantized q;
+    quant::Plan plan = q.plan;
+    FastFinetuneOptions o;
+    o.train.algorithm = algorithm;
+    o.train.iterations = 300;
+    o.train.batch_size = 2;
+    o.train.learning_rate = algorithm == Algorithm::AdaRound ? 0.1 : 1e-4;
+    o.threads = 2;
+    std::vector<std::string> lines;
+    std::vector<quant::FinetunedLayer> reports =
+        fast_finetune(q.model, plan, q.config, feeds(32, 100), o, [&](const std::string& l) { lines.push_back(l); });
+    ASSERT_EQ(reports.size(), 3u);
+    EXPECT_EQ(lines.size(), 3u);
+    EXPECT_EQ(reports[0].node, "gemm");
+    EXPECT_EQ(reports[0].activation, "Relu");
+    for (const quant::FinetunedLayer& r : reports) {
+      EXPECT_TRUE(r.skipped.empty()) << r.node;
+      EXPECT_TRUE(r.kept) << r.node;
+      EXPECT_LT(r.loss_after, r.loss_before) << r.node;
+    }
+    for (const char* w : {"w1", "w2", "w3"}) {
+      const quant::TensorPlan &before = *q.plan.find(w), &after = *plan.find(w);
+      EXPECT_EQ(before.params[0].scale, after.params[0].scale) << w;
+      EXPECT_EQ(before.params[0].zero_point, after.params[0].zero_point) << w;
+      EXPECT_FALSE(std::equal(before.data->values<int8_t>().begin(), before.data->values<int8_t>().end(),
+                              after.data->values<int8_t>().begin()))
+          << w << ": the integers did not change";
+    }
+    std::vector<Feed> held_out = feeds(8, 900);
+    double before = q.output_error(q.plan, held_out), after = q.output_error(plan, held_out);
+    EXPECT_LT(after, 0.85 * before) << (algorithm == Algorithm::AdaRound ? "AdaRound" : "AdaQuant");
+  }
+}
+
+// The whole pipeline: quantize_static with include_fast_ft runs the refiner after the parameters,
+// and the report holds every layer.
+TEST(FastFinetune, RunsInQuantizeStaticAndIsReported) {
+  Quantized q;
+  quant::QuantConfig c = q.config;
+  c.include_fast_ft = true;
+  quant::apply_extra_option(c, "FastFinetune", nlohmann::json::parse(R"({"NumIterations": 50, "BatchSize": 2})"));
+  FeedReader reader(feeds(16, 100));
+  EXPECT_THROW(quant::quantize_static(q.model, reader, c), Error);  // no refiner: not silently skipped
+  reader.rewind();
+  std::vector<std::string> lines;
+  auto log = [&](const std::string& l) { lines.push_back(l); };
+  quant::QuantizeResult r = quant::quantize_static(q.model, reader, c, log, fast_finetune_refiner(c, log));
+  ASSERT_EQ(r.finetuned.size(), 3u);
+  EXPECT_EQ(r.finetuned[1].node, "matmul_a");
+  EXPECT_EQ(r.finetuned[1].iterations, 50);
+  EXPECT_TRUE(r.seconds.count("finetune"));
+  nlohmann::json report = quant::report(q.model, r);
+  ASSERT_EQ(report["fast_finetune"].size(), 3u);
+  EXPECT_EQ(report["fast_finetune"][0]["node"], "gemm");
+  EXPECT_TRUE(report["fast_finetune"][0].contains("loss_before"));
+  EXPECT_NE(
+      std::find_if(lines.begin(), lines.end(),
+                   [](const std::string& l) { return l.rfind("fast finetune (AdaRound) on 16 samples", 0) == 0; }),
+      lines.end());
+  // The exported weights are the finetuned plan's.
+  const ir::Value* w1 = r.model.graph->find_value("w1_quantized");
+  ASSERT_NE(w1, nullptr);
+  EXPECT_TRUE(std::equal(w1->initializer().values<int8_t>().begin(), w1->initializer().values<int8_t>().end(),
+                         r.plan.find("w1")->data->values<int8_t>().begin()));
+}
+
+TEST(FastFinetuneConfig, QuarksKeysAndDefaultsByAlgorithm) {
+  quant::FastFinetune f;
+  quant::apply_fast_finetune(f, nlohmann::json::parse(R"({"DataSize": 1000, "FixedSeed": 1705472343, "BatchSize": 2,
+      "NumIterations": 1000, "LearningRate": 0.1, "OptimAlgorithm": "adaround", "OptimDevice": "cpu",
+      "InferDevice": "cpu", "EarlyStop": true})"));
+  FastFinetuneOptions o = fast_finetune_options(f, 2);
+  EXPECT_EQ(o.train.algorithm, Algorithm::AdaRound);
+  EXPECT_EQ(o.train.batch_size, 2u);
+  EXPECT_TRUE(o.train.early_stop);
+  EXPECT_EQ(o.target_op_types.size(), 6u);
+  quant::FastFinetune q;
+  quant::apply_fast_finetune(q, nlohmann::json::parse(R"({"OptimAlgorithm": "adaquant", "UpdateBias": true,
+      "LRAdjust": [0.5, 0.001], "TargetOpType": ["Conv"], "BetaRange": [10, 1], "WarmStart": 0.1})"));
+  o = fast_finetune_options(q, 2);
+  EXPECT_EQ(o.train.algorithm, Algorithm::AdaQuant);
+  EXPECT_EQ(o.train.iterations, 3000);  // AdaQuantConfig's defaults
+  EXPECT_EQ(o.train.learning_rate, 1e-5);
+  EXPECT_TRUE(o.train.update_bias);
+  EXPECT_EQ(o.train.lr_adjust, (std::pair<double, double>{0.5, 0.001}));
+  EXPECT_EQ(o.target_op_types, std::set<std::string>{"Conv"});
+  EXPECT_EQ(o.train.beta_start, 10);
+  EXPECT_EQ(o.train.warm_start, 0.1);
+  EXPECT_EQ(fast_finetune_options(quant::FastFinetune{}, 1).train.learning_rate, 0.1);
+
+  auto refusal = [](const char* json) {
+    quant::FastFinetune f;
+    try {
+      quant::apply_fast_finetune(f, nlohmann::json::parse(json));
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
+  EXPECT_NE(refusal(R"({"MemOptLevel": 2})").find("MemOptLevel 2"), std::string::npos);
+  EXPECT_EQ(refusal(R"({"MemOptLevel": 1})"), "");
+  EXPECT_NE(refusal(R"({"OptimDevice": "cuda:0"})").find("CPU"), std::string::npos);
+  EXPECT_NE(refusal(R"({"SelectiveUpdate": true})").find("not built"), std::string::npos);
+  EXPECT_EQ(refusal(R"({"SelectiveUpdate": false})"), "");
+  EXPECT_NE(refusal(R"({"NumIteration": 5})").find("unknown key 'NumIteration'"), std::string::npos);
+  EXPECT_NE(refusal(R"({"BatchSize": 0})").find("BatchSize"), std::string::npos);
+  EXPECT_NE(refusal(R"({"TargetOpType": ["Relu"]})").find("Relu"), std::string::npos);
+  EXPECT_NE(refusal(R"({"OptimAlgorithm": "gptq"})").find("adaround"), std::string::npos);
+
+  quant::QuantConfig c;
+  quant::apply_extra_option(c, "FastFinetune", nlohmann::json::object());
+  EXPECT_THROW(quant::check_config(c), Error);  // without include_fast_ft
+  c.include_fast_ft = true;
+  EXPECT_NO_THROW(quant::check_config(c));
+  c.weight_type = ir::DataType::Float16;
+  c.activation_type = ir::DataType::Float16;
+  c.format = quant::QuantFormat::ExtendedQDQ;
+  EXPECT_THROW(quant::check_config(c), Error);
+}
+
+TEST(FastFinetune, RefusesNoSamples) {
+  Quantized q;
+  EXPECT_THROW(fast_finetune(q.model, q.plan, q.config, {}, {}), Error);
+}
+
+}  // namespace
+}  // namespace onnxptq::finetune

@@ -1,0 +1,397 @@
+// The layer trainer of fast finetune: AdaRound's formulas against their closed forms, the Gemm /
+// MatMul layer and the activations against finite differences, and training one built layer:
+// AdaRound's rounding must beat rounding to nearest, AdaQuant's weights AdaRound's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <functional>
+#include <random>
+
+#include "finetune/activation.h"
+#include "finetune/layer_op.h"
+#include "finetune/layer_trainer.h"
+#include "finetune/rounding.h"
+#include "ir/graph.h"
+#include "onnxptq/error.h"
+#include "support/one_node.h"
+
+namespace onnxptq::finetune {
+namespace {
+
+std::vector<float> random_values(size_t n, uint32_t seed, float low = -1, float high = 1) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(low, high);
+  std::vector<float> v(n);
+  for (float& x : v) x = d(rng);
+  return v;
+}
+
+// A graph holding one node of `op` with inputs x, w (and b), and attributes set by `with`.
+struct OneNode {
+  OneNode(const std::string& op, bool with_bias) {
+    std::vector<ir::Value*> in = {graph.add_value("x"), graph.add_value("w")};
+    if (with_bias) in.push_back(graph.add_value("b"));
+    node = graph.add_node(op, in, {graph.add_value("y")}, "layer");
+  }
+  OneNode& with(ir::Attribute a) {
+    node->set_attribute(std::move(a));
+    return *this;
+  }
+  ir::Graph graph;
+  ir::Node* node = nullptr;
+};
+
+TEST(AdaRoundFormulas, MatchTheirClosedForms) {
+  // h(alpha) starts at the weight's fractional part.
+  for (double f : {0.0, 0.1, 0.25, 0.5, 0.75, 0.999}) EXPECT_NEAR(rectified_sigmoid(initial_alpha(f)), f, 1e-12) << f;
+  EXPECT_EQ(rectified_sigmoid(50), 1.0);
+  EXPECT_EQ(rectified_sigmoid(-50), 0.0);
+  EXPECT_EQ(rectified_sigmoid_gradient(50), 0.0);  // clamped: no gradient
+  for (double a : {-2.0, -0.3, 0.0, 0.7, 2.0}) {
+    double h = 1e-6;
+    double numeric = (rectified_sigmoid(a + h) - rectified_sigmoid(a - h)) / (2 * h);
+    EXPECT_NEAR(rectified_sigmoid_gradient(a), numeric, 1e-7) << a;
+  }
+  // beta: beta_start until the warm start ends, beta_end at the last iteration, the mean halfway.
+  EXPECT_DOUBLE_EQ(annealed_beta(0, 1000, 0.2, 20, 2), 20);
+  EXPECT_DOUBLE_EQ(annealed_beta(200, 1000, 0.2, 20, 2), 20);
+  EXPECT_NEAR(annealed_beta(600, 1000, 0.2, 20, 2), 11, 1e-12);
+  EXPECT_NEAR(annealed_beta(1000, 1000, 0.2, 20, 2), 2, 1e-12);
+  // 1 - |2h - 1|^beta: 1 at one half, 0 at 0 and 1; its derivative against a difference.
+  EXPECT_DOUBLE_EQ(rounding_regularizer(0.5, 20), 1);
+  EXPECT_DOUBLE_EQ(rounding_regularizer(0, 2), 0);
+  EXPECT_DOUBLE_EQ(rounding_regularizer(1, 2), 0);
+  for (double h : {0.1, 0.4, 0.6, 0.9}) {
+    double d = 1e-7;
+    double numeric = (rounding_regularizer(h + d, 3) - rounding_regularizer(h - d, 3)) / (2 * d);
+    EXPECT_NEAR(rounding_regularizer_gradient(h, 3), numeric, 1e-5) << h;
+  }
+}
+
+// L = sum(dy * y) is linear in w and b: central differences are exact up to rounding.
+void expect_gradients_match(const LayerOp& op, const std::vector<int64_t>& x_dims, uint32_t seed) {
+  int64_t xn = 1;
+  for (int64_t d : x_dims) xn *= d;
+  std::vector<float> x = random_values(static_cast<size_t>(xn), seed);
+  std::vector<float> w = random_values(op.weight_size(), seed + 1), b = random_values(op.bias_size(), seed + 2);
+  std::vector<int64_t> y_dims = op.output_dims(x_dims);
+  int64_t yn = 1;
+  for (int64_t d : y_dims) yn *= d;
+  std::vector<float> dy = random_values(static_cast<size_t>(yn), seed + 3), y(static_cast<size_t>(yn));
+  auto loss = [&](const std::vector<float>& wv, const std::vector<float>& bv) {
+    op.forward(x.data(), x_dims, wv.data(), bv.empty() ? nullptr : bv.data(), y.data());
+    double l = 0;
+    for (int64_t i = 0; i < yn; ++i) l += static_cast<double>(dy[i]) * y[i];
+    return l;
+  };
+  std::vector<float> dw(w.size()), db(b.size());
+  op.backward(x.data(), x_dims, w.data(), dy.data(), dw.data(), b.empty() ? nullptr : db.data());
+  const float h = 0.25f;  // exact in float: w +- h changes no other bit than needed
+  for (size_t i = 0; i < w.size(); ++i) {
+    std::vector<float> up = w, down = w;
+    up[i] += h;
+    down[i] -= h;
+    double numeric = (loss(up, b) - loss(down, b)) / (static_cast<double>(up[i]) - down[i]);
+    EXPECT_NEAR(dw[i], numeric, 1e-3 * (1 + std::abs(numeric))) << "w[" << i << "]";
+  }
+  for (size_t i = 0; i < b.size(); ++i) {
+    std::vector<float> up = b, down = b;
+    up[i] += h;
+    down[i] -= h;
+    double numeric = (loss(w, up) - loss(w, down)) / (static_cast<double>(up[i]) - down[i]);
+    EXPECT_NEAR(db[i], numeric, 1e-3 * (1 + std::abs(numeric))) << "b[" << i << "]";
+  }
+}
+
+TEST(LinearLayer, GemmAndMatMulGradientsMatchDifferences) {
+  OneNode gemm("Gemm", true);
+  gemm.with(ir::Attribute::of_int("transB", 1)).with(ir::Attribute::of_float("alpha", 0.5f));
+  gemm.with(ir::Attribute::of_float("beta", 2.0f));
+  auto op = make_layer_op(*gemm.node, {5, 7}, 5, 1);  // B [N=5, K=7]
+  EXPECT_EQ(op->output_dims({3, 7}), (std::vector<int64_t>{3, 5}));
+  expect_gradients_match(*op, {3, 7}, 10);
+  OneNode plain("Gemm", true);
+  expect_gradients_match(*make_layer_op(*plain.node, {7, 4}, 1, 2), {6, 7}, 20);  // scalar C
+  OneNode matmul("MatMul", false);
+  auto mm = make_layer_op(*matmul.node, {4, 3}, 0, 2);
+  EXPECT_EQ(mm->output_dims({2, 5, 4}), (std::vector<int64_t>{2, 5, 3}));
+  expect_gradients_match(*mm, {2, 5, 4}, 30);
+}
+
+TEST(LinearLayer, ForwardIsTheProduct) {
+  OneNode gemm("Gemm", true);
+  gemm.with(ir::Attribute::of_int("transB", 1));
+  auto op = make_layer_op(*gemm.node, {2, 3}, 2, 1);
+  std::vector<float> x = {1, 2, 3, -1, 0, 1}, w = {1, 0, 2, 0.5f, 1, -1}, b = {10, 20}, y(4);
+  op->forward(x.data(), {2, 3}, w.data(), b.data(), y.data());
+  EXPECT_EQ(y, (std::vector<float>{1 + 6 + 10, 0.5f + 2 - 3 + 20, -1 + 2 + 10, -0.5f - 1 + 20}));
+}
+
+TEST(LinearLayer, RefusesWhatItCannotTrain) {
+  OneNode trans_a("Gemm", false);
+  trans_a.with(ir::Attribute::of_int("transA", 1));
+  EXPECT_THROW(make_layer_op(*trans_a.node, {3, 3}, 0, 1), Error);
+  OneNode gemm("Gemm", true);
+  EXPECT_THROW(make_layer_op(*gemm.node, {3, 4}, 3, 1), Error);  // a bias of 3 for 4 columns
+  auto op = make_layer_op(*gemm.node, {3, 4}, 4, 1);
+  EXPECT_THROW(op->output_dims({2, 5}), Error);
+  EXPECT_THROW(op->output_dims({2, 2, 3}), Error);
+  OneNode relu("Relu", false);
+  EXPECT_THROW(make_layer_op(*relu.node, {1}, 0, 1), Error);
+}
+
+// Conv and ConvTranspose cases: the forward pass against the engine's kernels (oneDNN, checked
+// against ONNX Runtime elsewhere), the gradients against differences.
+struct ConvCase {
+  std::string op;
+  std::vector<int64_t> x, w;
+  bool bias;
+  std::function<std::vector<ir::Attribute>()> attrs;
+};
+
+std::vector<ConvCase> conv_cases() {
+  using A = ir::Attribute;
+  return {
+      {"Conv", {2, 3, 7, 6}, {4, 3, 3, 3}, true, [] { return std::vector<A>{}; }},
+      {"Conv", {2, 4, 9, 8}, {6, 2, 3, 2}, false, [] {
+         std::vector<A> a;
+         a.push_back(A::of_int("group", 2));
+         a.push_back(A::of_ints("strides", {2, 1}));
+         a.push_back(A::of_ints("dilations", {1, 2}));
+         a.push_back(A::of_ints("pads", {1, 0, 2, 1}));
+         return a;
+       }},
+      {"Conv", {2, 4, 6, 6}, {4, 1, 3, 3}, true, [] {  // depthwise, SAME_UPPER
+         std::vector<A> a;
+         a.push_back(A::of_int("group", 4));
+         a.push_back(A::of_string("auto_pad", "SAME_UPPER"));
+         a.push_back(A::of_ints("strides", {2, 2}));
+         return a;
+       }},
+      {"Conv", {1, 2, 7, 5}, {3, 2, 2, 3}, true, [] {
+         std::vector<A> a;
+         a.push_back(A::of_string("auto_pad", "SAME_LOWER"));
+         return a;
+       }},
+      {"Conv", {3, 2, 11}, {4, 2, 3}, true, [] {  // 1-D
+         std::vector<A> a;
+         a.push_back(A::of_ints("pads", {1, 1}));
+         return a;
+       }},
+      {"Conv", {2, 2, 4, 5, 4}, {3, 2, 2, 3, 2}, true, [] { return std::vector<A>{}; }},  // 3-D
+      {"ConvTranspose", {2, 4, 4, 3}, {4, 3, 3, 3}, true, [] {
+         std::vector<A> a;
+         a.push_back(A::of_ints("strides", {2, 2}));
+         a.push_back(A::of_ints("pads", {1, 0, 0, 1}));
+         a.push_back(A::of_ints("output_padding", {1, 1}));
+         return a;
+       }},
+      {"ConvTranspose", {2, 4, 3, 3}, {4, 2, 2, 2}, false, [] {
+         std::vector<A> a;
+         a.push_back(A::of_int("group", 2));
+         a.push_back(A::of_ints("strides", {2, 2}));
+         a.push_back(A::of_ints("output_shape", {5, 6}));
+         return a;
+       }},
+  };
+}
+
+TEST(ConvLayer, ForwardIsTheEnginesConvolution) {
+  for (const ConvCase& c : conv_cases()) {
+    SCOPED_TRACE(c.op + " x " + ir::dims_to_string(c.x) + " w " + ir::dims_to_string(c.w));
+    OneNode node(c.op, c.bias);
+    for (ir::Attribute& a : c.attrs()) node.with(std::move(a));
+    const int64_t out_channels = c.op == "Conv" ? c.w[0] : c.w[1] * node.node->attr_int("group", 1);
+    auto op = make_layer_op(*node.node, c.w, c.bias ? static_cast<size_t>(out_channels) : 0, 2);
+    int64_t xn = 1, wn = 1;
+    for (int64_t d : c.x) xn *= d;
+    for (int64_t d : c.w) wn *= d;
+    std::vector<float> x = random_values(static_cast<size_t>(xn), 1), w = random_values(static_cast<size_t>(wn), 2);
+    std::vector<float> b = random_values(c.bias ? static_cast<size_t>(out_channels) : 0, 3);
+    std::vector<testing::NodeInput> inputs = {{"x", ir::Tensor::from_values<float>(c.x, x)},
+                                              {"w", ir::Tensor::from_values<float>(c.w, w), true}};
+    if (c.bias) inputs.push_back({"b", ir::Tensor::from_values<float>({out_channels}, b), true});
+    ir::Tensor want = testing::run_node(c.op, "", 13, inputs, c.attrs())[0];
+    ASSERT_EQ(op->output_dims(c.x), want.dims());
+    std::vector<float> y(want.values<float>().size());
+    op->forward(x.data(), c.x, w.data(), c.bias ? b.data() : nullptr, y.data());
+    for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], want.values<float>()[i], 1e-4) << i;
+    expect_gradients_match(*op, c.x, 40);
+  }
+}
+
+TEST(ConvLayer, RefusesWhatDoesNotFit) {
+  OneNode conv("Conv", true);
+  EXPECT_THROW(make_layer_op(*conv.node, {4, 3, 3, 3}, 5, 1), Error);  // a bias of 5 for 4 channels
+  EXPECT_THROW(make_layer_op(*conv.node, {4, 3}, 0, 1), Error);          // no spatial dims
+  auto op = make_layer_op(*conv.node, {4, 3, 3, 3}, 4, 1);
+  EXPECT_THROW(op->output_dims({1, 2, 8, 8}), Error);  // 2 channels for a weight of 3
+  EXPECT_THROW(op->output_dims({1, 3, 8}), Error);     // rank
+  EXPECT_THROW(op->output_dims({1, 3, 2, 2}), Error);  // smaller than the kernel
+  OneNode grouped("Conv", false);
+  grouped.with(ir::Attribute::of_int("group", 3));
+  EXPECT_THROW(make_layer_op(*grouped.node, {4, 1, 3, 3}, 0, 1), Error);  // 4 outputs in 3 groups
+}
+
+TEST(Activation, GradientsMatchDifferences) {
+  std::vector<int64_t> dims = {2, 3, 4};
+  std::vector<float> y = random_values(24, 5, -3, 3);
+  for (float& v : y)
+    if (std::abs(v) < 0.05f || std::abs(std::abs(v) - 1) < 0.05f) v += 0.2f;  // away from kinks
+  std::vector<float> da = random_values(24, 6);
+  using K = Activation::Kind;
+  for (K kind :
+       {K::None, K::Relu, K::PRelu, K::LeakyRelu, K::Gelu, K::GeluTanh, K::Tanh, K::Clip, K::Sigmoid, K::Softmax}) {
+    Activation act;
+    act.kind = kind;
+    act.min = -1;
+    act.max = 1;
+    act.slope = {0.1f, 0.2f, 0.3f};
+    act.axis = 1;
+    std::vector<float> a(24), dy(24);
+    activation_forward(act, dims, y.data(), a.data());
+    activation_backward(act, dims, y.data(), a.data(), da.data(), dy.data());
+    for (size_t i = 0; i < y.size(); ++i) {
+      const double h = 1e-3;
+      std::vector<float> up = y, down = y, au(24), ad(24);
+      up[i] += static_cast<float>(h);
+      down[i] -= static_cast<float>(h);
+      activation_forward(act, dims, up.data(), au.data());
+      activation_forward(act, dims, down.data(), ad.data());
+      double numeric = 0;
+      for (size_t j = 0; j < 24; ++j) numeric += da[j] * (static_cast<double>(au[j]) - ad[j]);
+      numeric /= static_cast<double>(up[i]) - down[i];
+      EXPECT_NEAR(dy[i], numeric, 2e-3) << static_cast<int>(kind) << " at " << i;
+    }
+  }
+}
+
+// A Gemm layer whose weight is quantized per tensor with `weight_scale` on `range` (by default a
+// coarse 4-bit grid, so rounding matters), its inputs as a quantized model gives them (the float
+// ones quantized with `input_step`, or plus noise), its targets the float layer's outputs after a
+// Relu.
+struct CoarseLayer {
+  explicit CoarseLayer(float weight_scale = 0.125f, qmath::QRange range = {-8, 7}, float input_step = 0)
+      : node("Gemm", true) {
+    node.with(ir::Attribute::of_int("transB", 1));
+    op = make_layer_op(*node.node, {8, 16}, 8, 1);
+    weight = random_values(8 * 16, 7);
+    bias = random_values(8, 8, -0.1f, 0.1f);
+    quant.scale = {weight_scale};
+    quant.zero_point = {0};
+    quant.range = range;
+    activation.kind = Activation::Kind::Relu;
+    std::mt19937 rng(9);
+    std::normal_distribution<float> noise(0.0f, 0.02f);
+    for (int s = 0; s < 32; ++s) {
+      std::vector<float> x = random_values(4 * 16, 100 + s);
+      ir::Tensor f = ir::Tensor::from_values<float>({4, 16}, x);
+      for (float& v : x) v = input_step > 0 ? std::nearbyint(v / input_step) * input_step : v + noise(rng);
+      ir::Tensor q = ir::Tensor::from_values<float>({4, 16}, x);
+      std::vector<float> y(4 * 8);
+      op->forward(f.values<float>().data(), {4, 16}, weight.data(), bias.data(), y.data());
+      activation_forward(activation, {4, 8}, y.data(), y.data());
+      samples.float_inputs.push_back(f);
+      samples.quantized_inputs.push_back(q);
+      samples.float_outputs.push_back(ir::Tensor::from_values<float>({4, 8}, y));
+    }
+  }
+  std::vector<float> dequantized(const std::vector<int64_t>& q) const {
+    std::vector<float> w;
+    for (int64_t v : q) w.push_back(static_cast<float>(v) * quant.scale[0]);
+    return w;
+  }
+  OneNode node;
+  std::unique_ptr<LayerOp> op;
+  std::vector<float> weight, bias;
+  WeightQuant quant;
+  Activation activation;
+  LayerSamples samples;
+};
+
+// int8 weights (scale 1/64) and inputs quantized with a step of 0.1: AdaRound can only pick up
+// or down, AdaQuant moves the weights by several steps to make up for the inputs' error.
+TEST(LayerTrainer, AdaRoundBeatsNearestAndAdaQuantBeatsAdaRound) {
+  const float scale = 1.0f / 64;
+  CoarseLayer layer(scale, {-128, 127}, 0.1f);
+  TrainOptions o;
+  o.algorithm = Algorithm::AdaRound;
+  o.iterations = 1000;
+  o.learning_rate = 0.1;
+  o.batch_size = 4;
+  LayerResult round =
+      train_layer(*layer.op, layer.activation, layer.weight, {8, 16}, layer.bias, layer.quant, layer.samples, o);
+  // The loss before is the one of the weight rounded to nearest, computed independently.
+  std::vector<int64_t> nearest;
+  for (float w : layer.weight) nearest.push_back(std::clamp<int64_t>(std::lrint(w / scale), -128, 127));
+  EXPECT_DOUBLE_EQ(round.loss_before, reconstruction_loss(*layer.op, layer.activation, layer.dequantized(nearest),
+                                                          layer.bias, layer.samples));
+  EXPECT_TRUE(round.improved);
+  EXPECT_LT(round.loss_after, 0.95 * round.loss_before);
+  // AdaRound only chooses up or down from floor(w / s).
+  for (size_t i = 0; i < nearest.size(); ++i) {
+    auto floor_q = static_cast<int64_t>(std::floor(layer.weight[i] / scale));
+    EXPECT_TRUE(round.quantized_weight[i] == floor_q || round.quantized_weight[i] == floor_q + 1) << i;
+  }
+  EXPECT_DOUBLE_EQ(round.loss_after,
+                   reconstruction_loss(*layer.op, layer.activation, layer.dequantized(round.quantized_weight),
+                                       layer.bias, layer.samples));
+  o.algorithm = Algorithm::AdaQuant;
+  o.learning_rate = 1e-4;
+  o.update_bias = true;
+  LayerResult quant =
+      train_layer(*layer.op, layer.activation, layer.weight, {8, 16}, layer.bias, layer.quant, layer.samples, o);
+  EXPECT_TRUE(quant.improved);
+  EXPECT_LT(quant.loss_after, 0.95 * round.loss_after);
+  EXPECT_NE(quant.bias, layer.bias);
+  EXPECT_DOUBLE_EQ(quant.loss_after,
+                   reconstruction_loss(*layer.op, layer.activation, layer.dequantized(quant.quantized_weight),
+                                       quant.bias, layer.samples));
+}
+
+TEST(LayerTrainer, SameSeedSameResultAndEarlyStop) {
+  CoarseLayer layer;
+  TrainOptions o;
+  o.iterations = 300;
+  o.batch_size = 2;
+  o.drop_ratio = 0.5;
+  LayerResult a =
+      train_layer(*layer.op, layer.activation, layer.weight, {8, 16}, layer.bias, layer.quant, layer.samples, o);
+  LayerResult b =
+      train_layer(*layer.op, layer.activation, layer.weight, {8, 16}, layer.bias, layer.quant, layer.samples, o);
+  EXPECT_EQ(a.quantized_weight, b.quantized_weight);
+  EXPECT_EQ(a.loss_after, b.loss_after);
+  EXPECT_EQ(a.iterations_run, 300);
+  o.early_stop = true;
+  o.algorithm = Algorithm::AdaQuant;
+  o.learning_rate = 1e-5;  // too small to gain: the windows stop improving
+  o.window = 10;
+  LayerResult stopped =
+      train_layer(*layer.op, layer.activation, layer.weight, {8, 16}, layer.bias, layer.quant, layer.samples, o);
+  EXPECT_LT(stopped.iterations_run, 300);
+}
+
+TEST(LayerTrainer, RefusesSamplesThatDoNotFit) {
+  CoarseLayer layer;
+  TrainOptions o;
+  o.iterations = 1;
+  LayerSamples wrong = layer.samples;
+  wrong.float_outputs.pop_back();
+  EXPECT_THROW(train_layer(*layer.op, layer.activation, layer.weight, {8, 16}, layer.bias, layer.quant, wrong, o),
+               Error);
+  wrong = layer.samples;
+  wrong.float_outputs[0] = ir::Tensor::from_values<float>({4, 7}, std::vector<float>(28));
+  EXPECT_THROW(train_layer(*layer.op, layer.activation, layer.weight, {8, 16}, layer.bias, layer.quant, wrong, o),
+               Error);
+  WeightQuant per_channel = layer.quant;
+  per_channel.scale = {0.1f, 0.2f, 0.3f};
+  per_channel.zero_point = {0, 0, 0};
+  EXPECT_THROW(
+      train_layer(*layer.op, layer.activation, layer.weight, {8, 16}, layer.bias, per_channel, layer.samples, o),
+      Error);
+  EXPECT_THROW(train_layer(*layer.op, layer.activation, layer.weight, {8, 16}, {}, layer.quant, layer.samples, o),
+               Error);
+}
+
+}  // namespace
+}  // namespace onnxptq::finetune
