@@ -169,6 +169,7 @@ LayerResult train_layer(const LayerOp& op, const Activation& activation, const s
   Adam adam(params.size(), lr);
   std::vector<double> grad(params.size());
   std::vector<float> w_eff(n), b_eff = bias, dw(n), db(bias.size());
+  std::vector<SoftRounding> soft(adaround ? n : 0);
 
   std::mt19937_64 rng(o.seed);
   std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
@@ -197,8 +198,13 @@ LayerResult train_layer(const LayerOp& op, const Activation& activation, const s
 
     // The weight the layer computes with.
     for (size_t i = 0; i < n; ++i) {
-      double q = adaround ? std::clamp(floors[i] + rectified_sigmoid(params[i]) + zero_point(i), qmin, qmax)
-                          : nearest(params[i], i);
+      double q;
+      if (adaround) {
+        soft[i] = soft_rounding(params[i]);
+        q = std::clamp(floors[i] + soft[i].h + zero_point(i), qmin, qmax);
+      } else {
+        q = nearest(params[i], i);
+      }
       w_eff[i] = static_cast<float>(q - zero_point(i)) * scale(i);
     }
     if (train_bias)
@@ -219,15 +225,15 @@ LayerResult train_layer(const LayerOp& op, const Activation& activation, const s
       const double beta = annealed_beta(it, o.iterations, o.warm_start, o.beta_start, o.beta_end);
       double round_loss = 0;
       for (size_t i = 0; i < n; ++i) {
-        double h = rectified_sigmoid(params[i]);
-        double soft = floors[i] + h + zero_point(i);
+        const double h = soft[i].h, value = floors[i] + h + zero_point(i);
         // The clamp to [qmin, qmax] passes no gradient where it holds the value.
-        double g = soft > qmin && soft < qmax ? static_cast<double>(dw[i]) * scale(i) : 0.0;
+        double g = value > qmin && value < qmax ? static_cast<double>(dw[i]) * scale(i) : 0.0;
         if (regularize) {
-          round_loss += rounding_regularizer(h, beta);
-          g += o.reg_param * rounding_regularizer_gradient(h, beta);
+          Regularizer r = rounding_regularizer_terms(h, beta);
+          round_loss += r.value;
+          g += o.reg_param * r.gradient;
         }
-        grad[i] = g * rectified_sigmoid_gradient(params[i]);
+        grad[i] = g * soft[i].gradient;
       }
       monitored = o.reg_param * round_loss;
     } else {
