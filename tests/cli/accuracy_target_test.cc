@@ -144,7 +144,8 @@ TEST_F(AccuracyTargetCli, SensitivityWritesEveryFormat) {
               json.string() + " --html " + html.string());
   ASSERT_EQ(r.code, 0) << r.err;
   EXPECT_NE(r.out.find("weight dB"), std::string::npos) << r.out;
-  for (const auto& n : nlohmann::json::parse(slurp(json)).at("nodes")) {
+  nlohmann::json split = nlohmann::json::parse(slurp(json));
+  for (const auto& n : split.at("nodes")) {
     if (n.at("op_type") == "Conv") {
       EXPECT_TRUE(n.at("weight").at("sqnr_db").is_number()) << n.dump();
     }
