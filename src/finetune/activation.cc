@@ -4,14 +4,10 @@
 #include <cmath>
 #include <numbers>
 
+#include "ir/tensor.h"
+
 namespace onnxptq::finetune {
 namespace {
-
-int64_t count(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
 
 // PRelu's slope for element i of y: one value, or one per channel (dim 1).
 float prelu_slope(const Activation& act, const std::vector<int64_t>& dims, int64_t i) {
@@ -30,7 +26,8 @@ Rows softmax_rows(const std::vector<int64_t>& dims, int64_t axis) {
   if (axis < 0) axis += rank;
   int64_t inner = 1;
   for (int64_t d = axis + 1; d < rank; ++d) inner *= dims[static_cast<size_t>(d)];
-  return {count(dims) / std::max<int64_t>(dims[static_cast<size_t>(axis)], 1), dims[static_cast<size_t>(axis)], inner};
+  return {ir::element_count(dims) / std::max<int64_t>(dims[static_cast<size_t>(axis)], 1),
+          dims[static_cast<size_t>(axis)], inner};
 }
 int64_t row_start(const Rows& r, int64_t row) { return (row / r.stride) * r.n * r.stride + row % r.stride; }
 
@@ -40,7 +37,7 @@ constexpr double kSqrt2OverPi = 0.7978845608028654;
 }  // namespace
 
 void activation_forward(const Activation& act, const std::vector<int64_t>& dims, const float* y, float* a) {
-  const int64_t n = count(dims);
+  const int64_t n = ir::element_count(dims);
   using K = Activation::Kind;
   switch (act.kind) {
     case K::None:
@@ -90,7 +87,7 @@ void activation_forward(const Activation& act, const std::vector<int64_t>& dims,
 
 void activation_backward(const Activation& act, const std::vector<int64_t>& dims, const float* y, const float* a,
                          const float* da, float* dy) {
-  const int64_t n = count(dims);
+  const int64_t n = ir::element_count(dims);
   using K = Activation::Kind;
   switch (act.kind) {
     case K::None:

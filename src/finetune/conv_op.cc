@@ -31,12 +31,6 @@ const dnnl::engine& cpu_engine() {
   return engine;
 }
 
-int64_t product(const Dims& dims) {
-  int64_t p = 1;
-  for (int64_t d : dims) p *= d;
-  return p;
-}
-
 int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
 
 dnnl::memory::dims dnnl_dims(const Dims& v) { return dnnl::memory::dims(v.begin(), v.end()); }
@@ -204,7 +198,7 @@ class ConvOp : public LayerOp {
     }
   }
 
-  size_t weight_size() const override { return static_cast<size_t>(product(weight_dims_)); }
+  size_t weight_size() const override { return static_cast<size_t>(ir::element_count(weight_dims_)); }
   size_t bias_size() const override { return bias_size_; }
 
  private:
@@ -295,7 +289,7 @@ class ConvOp : public LayerOp {
   // C_in/group, k...] is that row-major; ConvTranspose's [C_in, C_out/group, k...] swaps the
   // two channel axes of each group: a strided view, no copy.
   dnnl::memory::desc user_weights() const {
-    const int64_t k = product(kernel_), oc = out_channels_ / group_, ic = in_channels_ / group_;
+    const int64_t k = ir::element_count(kernel_), oc = out_channels_ / group_, ic = in_channels_ / group_;
     Dims dims, strides;
     if (group_ > 1) {
       dims.push_back(group_);
@@ -383,7 +377,7 @@ class ConvOp : public LayerOp {
 
   // y = the bias (or 0) everywhere: the part oneDNN writes is overwritten after.
   void fill_bias(const float* b, const Dims& y_dims, float* y) const {
-    const int64_t spatial = product(y_dims) / (y_dims[0] * y_dims[1]);
+    const int64_t spatial = ir::element_count(y_dims) / (y_dims[0] * y_dims[1]);
     for (int64_t n = 0; n < y_dims[0]; ++n)
       for (int64_t c = 0; c < out_channels_; ++c) {
         float* row = y + (n * out_channels_ + c) * spatial;
@@ -393,7 +387,7 @@ class ConvOp : public LayerOp {
 
   // db[c] = the sum of dy over the batch and the positions of channel c, in one fixed order.
   void bias_gradient(const float* dy, const Dims& y_dims, float* db) const {
-    const int64_t batch = y_dims[0], channels = out_channels_, spatial = product(y_dims) / (batch * channels);
+    const int64_t batch = y_dims[0], channels = out_channels_, spatial = ir::element_count(y_dims) / (batch * channels);
 #pragma omp parallel for num_threads(threads_) schedule(static)
     for (int64_t c = 0; c < channels; ++c) {
       double sum = 0;

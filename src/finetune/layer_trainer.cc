@@ -6,16 +6,11 @@
 #include <string>
 
 #include "finetune/rounding.h"
+#include "ir/tensor.h"
 #include "onnxptq/error.h"
 
 namespace onnxptq::finetune {
 namespace {
-
-int64_t element_count(const std::vector<int64_t>& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
 
 // Adam (Kingma and Ba, arXiv:1412.6980) with torch.optim.Adam's defaults: beta1 0.9, beta2 0.999,
 // eps 1e-8, bias-corrected moments.
@@ -55,7 +50,7 @@ ir::Tensor concatenate(const std::vector<ir::Tensor>& samples, const std::vector
 
 // L_rec of output `a` against `target` and, in `grad`, dL/da.
 double reconstruction(const std::vector<int64_t>& dims, const float* a, const float* target, float* grad) {
-  const int64_t n = element_count(dims);
+  const int64_t n = ir::element_count(dims);
   const double positions = static_cast<double>(n) / static_cast<double>(dims.size() > 1 ? dims[1] : 1);
   double sum = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -93,7 +88,7 @@ double reconstruction_loss(const LayerOp& op, const Activation& activation, cons
   for (size_t i = 0; i < samples.quantized_inputs.size(); ++i) {
     const ir::Tensor& x = samples.quantized_inputs[i];
     std::vector<int64_t> dims = op.output_dims(x.dims());
-    std::vector<float> y(static_cast<size_t>(element_count(dims)));
+    std::vector<float> y(static_cast<size_t>(ir::element_count(dims)));
     op.forward(x.values<float>().data(), x.dims(), weight.data(), bias.empty() ? nullptr : bias.data(), y.data());
     activation_forward(activation, dims, y.data(), y.data());
     double p = static_cast<double>(y.size()) / static_cast<double>(dims.size() > 1 ? dims[1] : 1);
@@ -107,7 +102,7 @@ LayerResult train_layer(const LayerOp& op, const Activation& activation, const s
                         const std::vector<int64_t>& weight_dims, const std::vector<float>& bias,
                         const WeightQuant& quant, const LayerSamples& samples, const TrainOptions& o) {
   const size_t n = weight.size();
-  if (n != op.weight_size() || static_cast<int64_t>(n) != element_count(weight_dims))
+  if (n != op.weight_size() || static_cast<int64_t>(n) != ir::element_count(weight_dims))
     throw Error("finetune: the weight holds " + std::to_string(n) + " values, the layer takes " +
                 std::to_string(op.weight_size()));
   if (bias.size() != op.bias_size())
@@ -211,7 +206,7 @@ LayerResult train_layer(const LayerOp& op, const Activation& activation, const s
       for (size_t j = 0; j < bias.size(); ++j) b_eff[j] = static_cast<float>(params[n + j]);
 
     std::vector<int64_t> y_dims = op.output_dims(x.dims());
-    std::vector<float> y(static_cast<size_t>(element_count(y_dims))), a(y.size()), da(y.size());
+    std::vector<float> y(static_cast<size_t>(ir::element_count(y_dims))), a(y.size()), da(y.size());
     op.forward(x.values<float>().data(), x.dims(), w_eff.data(), b_eff.empty() ? nullptr : b_eff.data(), y.data());
     activation_forward(activation, y_dims, y.data(), a.data());
     double loss = reconstruction(y_dims, a.data(), target.values<float>().data(), da.data());
