@@ -169,8 +169,7 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
     quant::TensorPlan* bp = b ? plan.find(b->name()) : nullptr;
     std::vector<float> bias;
     if (b && bp && bp->data) {
-      ir::Tensor d = quant::dequantize_tensor(*bp->data, bp->params,
-                                              bp->params.size() > 1 ? std::optional<int64_t>(0) : std::nullopt);
+      ir::Tensor d = quant::dequantize_tensor(*bp->data, bp->params, bp->data_axis());
       bias.assign(d.values<float>().begin(), d.values<float>().end());
     } else if (b && b->has_initializer()) {
       ir::Tensor f = engine::as_float32(b->initializer());
@@ -229,7 +228,7 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
       wp->data = std::move(q);
       if (bp && bp->data && r.bias != bias)
         bp->data = quant::quantize_tensor(ir::Tensor::from_values<float>(bp->data->dims(), r.bias), bp->data->dtype(),
-                                          bp->params, bp->params.size() > 1 ? std::optional<int64_t>(0) : std::nullopt);
+                                          bp->params, bp->data_axis());
     }
     trained_weights.insert(w->name());
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

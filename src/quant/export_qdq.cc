@@ -158,7 +158,7 @@ class QdqExporter {
     auto sz = scale_and_zero_point(t, t.name + "_quantized_scale", t.name + "_quantized_zero_point", true,
                                    t.params.size() > 1);
     g_.remove_initializer(b);
-    dq(quantized, sz, b, t.name + "_DequantizeLinear", t.params.size() > 1 ? std::optional<int64_t>(0) : std::nullopt);
+    dq(quantized, sz, b, t.name + "_DequantizeLinear", t.data_axis());
   }
 
   void activation(const TensorPlan& t) {

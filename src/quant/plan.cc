@@ -84,6 +84,11 @@ std::set<std::string> quantized_op_types(const QuantConfig& config, const ir::Gr
   return ops;
 }
 
+std::optional<int64_t> TensorPlan::data_axis() const {
+  if (role != Role::Bias) return axis;
+  return params.size() > 1 ? std::optional<int64_t>(0) : std::nullopt;
+}
+
 TensorPlan* Plan::find(const std::string& name) {
   auto it = index.find(name);
   return it == index.end() ? nullptr : &tensors[it->second];

@@ -66,6 +66,10 @@ struct TensorPlan {
     std::optional<qmath::ScaleZeroPoint> params;  // assigned by assign_parameters
   };
   std::optional<Conversion> convert;
+
+  // The axis `params` run along in `data`: a weight's per-channel axis; for a bias, its only axis
+  // when it has one scale per weight channel (none with one scale in all).
+  std::optional<int64_t> data_axis() const;
 };
 
 struct Plan {

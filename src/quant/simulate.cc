@@ -55,10 +55,7 @@ Simulation::Simulation(const ir::Model& model, const Plan& plan, const QuantConf
       if (!t.data || t.params.empty())
         throw Error("simulation: " + std::string(t.role == Role::Weight ? "weight" : "bias") + " '" + t.name +
                     "' has no quantized values (parameters not assigned)");
-      // An int32 bias has one scale per weight channel (along its only axis) or one in all.
-      std::optional<int64_t> axis =
-          t.role == Role::Bias ? (t.params.size() > 1 ? std::optional<int64_t>(0) : std::nullopt) : t.axis;
-      constants->emplace(t.name, dequantize_tensor(*t.data, t.params, axis, qo));
+      constants->emplace(t.name, dequantize_tensor(*t.data, t.params, t.data_axis(), qo));
       continue;
     }
     const TensorPlan& provider = plan.provider(t.name);
