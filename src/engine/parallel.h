@@ -25,6 +25,21 @@ void parallel_for(int threads, int64_t n, int64_t min_chunk, F&& fn) {
   for (int64_t c = 0; c < chunks; ++c) fn(n * c / chunks, n * (c + 1) / chunks);
 }
 
+// The sum of fn(begin, end) (a double) over [0, n) cut into chunks of `chunk` items, run on up to
+// `threads` threads and added in chunk order: the total is the same for any thread count.
+template <class F>
+double parallel_sum(int threads, int64_t n, int64_t chunk, F&& fn) {
+  if (n <= chunk) return n > 0 ? fn(int64_t{0}, n) : 0.0;
+  const int64_t chunks = (n + chunk - 1) / chunk;
+  std::vector<double> partial(static_cast<size_t>(chunks));
+  parallel_for(threads, chunks, 1, [&](int64_t first, int64_t last) {
+    for (int64_t c = first; c < last; ++c) partial[static_cast<size_t>(c)] = fn(c * chunk, std::min(n, (c + 1) * chunk));
+  });
+  double sum = 0;
+  for (double p : partial) sum += p;
+  return sum;
+}
+
 // fn(i) for every i in [0, n), on `workers` threads of their own (the caller's among them), each
 // taking the next index as it finishes one: samples run through a session, say, whose runs may
 // differ in length. The error of the first index that failed is thrown once all are done.

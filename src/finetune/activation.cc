@@ -4,6 +4,8 @@
 #include <cmath>
 #include <numbers>
 
+#include "engine/parallel.h"
+#include "engine/vector_math.h"
 #include "ir/tensor.h"
 
 namespace onnxptq::finetune {
@@ -30,6 +32,55 @@ Rows softmax_rows(const std::vector<int64_t>& dims, int64_t axis) {
           dims[static_cast<size_t>(axis)], inner};
 }
 int64_t row_start(const Rows& r, int64_t row) { return (row / r.stride) * r.n * r.stride + row % r.stride; }
+
+// The piecewise-linear activations as value(y) and slope(y, a), branch-free so that the loop
+// calling them vectorises.
+struct Linear {
+  float value(float y) const { return y; }
+  float slope(float, float) const { return 1.0f; }
+};
+struct Relu {
+  float value(float y) const { return std::max(y, 0.0f); }
+  float slope(float y, float) const { return engine::select_bits(y > 0, 1.0f, 0.0f); }
+};
+struct Leaky {
+  float alpha;
+  float value(float y) const { return engine::select_bits(y < 0, y * alpha, y); }
+  float slope(float y, float) const { return engine::select_bits(y < 0, alpha, 1.0f); }
+};
+struct Clip {
+  float min, max;
+  float value(float y) const { return std::min(std::max(y, min), max); }
+  float slope(float y, float) const { return engine::select_bits(y > min && y < max, 1.0f, 0.0f); }
+};
+// Sum of (f(y) - t)^2 over n values, and dy = f'(y) k (f(y) - t) when kGradient. Summed in float
+// over blocks of kBlock values (a vectorised reduction), the blocks' sums in double.
+constexpr int64_t kBlock = 256;
+template <bool kGradient, class F>
+[[gnu::noinline]] double error_run(const F f, const float* y, const float* t, float k, float* dy, int64_t n) {
+  double sum = 0;
+  for (int64_t b = 0; b < n; b += kBlock) {
+    const int64_t e = std::min(n, b + kBlock);
+    float block = 0;
+#pragma omp simd reduction(+ : block)
+    for (int64_t i = b; i < e; ++i) {
+      const float a = f.value(y[i]), d = a - t[i];
+      block += d * d;
+      if constexpr (kGradient) dy[i] = f.slope(y[i], a) * (k * d);
+    }
+    sum += block;
+  }
+  return sum;
+}
+
+constexpr int64_t kErrorChunk = 1 << 14;
+
+template <class F>
+double error_over(int threads, int64_t n, const F& f, const float* y, const float* t, float k, float* dy) {
+  return engine::parallel_sum(threads, n, kErrorChunk, [&](int64_t b, int64_t e) {
+    return dy ? error_run<true>(f, y + b, t + b, k, dy + b, e - b) : error_run<false>(f, y + b, t + b, k, dy, e - b);
+  });
+}
 
 constexpr double kSqrt2 = std::numbers::sqrt2;
 constexpr double kSqrt2OverPi = 0.7978845608028654;
@@ -139,6 +190,53 @@ void activation_backward(const Activation& act, const std::vector<int64_t>& dims
       return;
     }
   }
+}
+
+}  // namespace onnxptq::finetune
+
+namespace onnxptq::finetune {
+
+double activation_error(const Activation& act, const std::vector<int64_t>& dims, const float* y, const float* target,
+                        float grad_scale, float* dy, int threads) {
+  const int64_t n = ir::element_count(dims);
+  using K = Activation::Kind;
+  switch (act.kind) {
+    case K::None: return error_over(threads, n, Linear{}, y, target, grad_scale, dy);
+    case K::Relu: return error_over(threads, n, Relu{}, y, target, grad_scale, dy);
+    case K::LeakyRelu: return error_over(threads, n, Leaky{act.alpha}, y, target, grad_scale, dy);
+    case K::Clip: return error_over(threads, n, Clip{act.min, act.max}, y, target, grad_scale, dy);
+    case K::PRelu: {
+      if (act.slope.size() <= 1)
+        return error_over(threads, n, Leaky{act.slope.empty() ? 0.0f : act.slope[0]}, y, target, grad_scale, dy);
+      // One slope per channel: a run of `inner` values at a time.
+      int64_t inner = 1;
+      for (size_t d = 2; d < dims.size(); ++d) inner *= dims[d];
+      double sum = 0;
+      for (int64_t b = 0; b < n; b += inner) {
+        Leaky f{act.slope[static_cast<size_t>((b / inner) % dims[1])]};
+        sum += error_over(threads, inner, f, y + b, target + b, grad_scale, dy ? dy + b : nullptr);
+      }
+      return sum;
+    }
+    case K::Gelu:
+    case K::GeluTanh:
+    case K::Tanh:
+    case K::Sigmoid:
+    case K::Softmax: {
+      // Forward, the error, backward: three passes, as these evaluate in double.
+      std::vector<float> a(static_cast<size_t>(n)), d(static_cast<size_t>(n));
+      activation_forward(act, dims, y, a.data());
+      double sum = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        float diff = a[static_cast<size_t>(i)] - target[i];
+        sum += static_cast<double>(diff) * diff;
+        d[static_cast<size_t>(i)] = grad_scale * diff;
+      }
+      if (dy) activation_backward(act, dims, y, a.data(), d.data(), dy);
+      return sum;
+    }
+  }
+  return 0;
 }
 
 }  // namespace onnxptq::finetune

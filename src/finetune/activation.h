@@ -24,4 +24,10 @@ void activation_forward(const Activation& act, const std::vector<int64_t>& dims,
 void activation_backward(const Activation& act, const std::vector<int64_t>& dims, const float* y, const float* a,
                          const float* da, float* dy);
 
+// The squared error of a = act(y) against `target`, summed over y of `dims`, and with dy (may be
+// null) dy = act'(y) grad_scale (a - target): a loss's value and its gradient before the
+// activation in one pass. On up to `threads` threads; the sum is the same for any thread count.
+double activation_error(const Activation& act, const std::vector<int64_t>& dims, const float* y, const float* target,
+                        float grad_scale, float* dy, int threads);
+
 }  // namespace onnxptq::finetune

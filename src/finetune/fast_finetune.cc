@@ -204,6 +204,7 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
     // A bias the plan keeps float is the float model's: only a quantized one can be trained.
     TrainOptions train = o.train;
     train.update_bias = train.update_bias && bp && bp->data;
+    train.threads = threads;
     if (log)
       train.progress = [&](int iteration, double loss) {
         log("  " + node->name + ": iteration " + std::to_string(iteration) + ", loss " + rounded(loss, 4));

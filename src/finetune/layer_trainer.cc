@@ -5,6 +5,7 @@
 #include <random>
 #include <string>
 
+#include "engine/parallel.h"
 #include "finetune/rounding.h"
 #include "ir/tensor.h"
 #include "onnxptq/error.h"
@@ -12,53 +13,116 @@
 namespace onnxptq::finetune {
 namespace {
 
+// Per-value loops over the weight run in chunks of this many values, vectorised and on the
+// layer's threads; sums over them come out the same for any thread count.
+constexpr int64_t kWeightChunk = 1 << 14;
+
+// fn(begin, end) over [0, n) in chunks of kWeightChunk values on up to `threads` threads.
+template <class F>
+void for_each_chunk(int threads, size_t n, F&& fn) {
+  engine::parallel_for(threads, static_cast<int64_t>(n), kWeightChunk, fn);
+}
+
 // Adam (Kingma and Ba, arXiv:1412.6980) with torch.optim.Adam's defaults: beta1 0.9, beta2 0.999,
-// eps 1e-8, bias-corrected moments.
+// eps 1e-8, bias-corrected moments; in float, as PyTorch trains.
 class Adam {
  public:
-  Adam(size_t size, double learning_rate) : lr_(learning_rate), m_(size, 0.0), v_(size, 0.0) {}
-  void step(std::vector<double>& params, const std::vector<double>& grad) {
+  Adam(size_t size, double learning_rate) : lr_(static_cast<float>(learning_rate)), m_(size, 0.0f), v_(size, 0.0f) {}
+  void step(std::vector<float>& params, const std::vector<float>& grad, int threads) {
     ++t_;
-    const double c1 = 1 - std::pow(kBeta1, t_), c2 = 1 - std::pow(kBeta2, t_);
-    for (size_t i = 0; i < params.size(); ++i) {
-      m_[i] = kBeta1 * m_[i] + (1 - kBeta1) * grad[i];
-      v_[i] = kBeta2 * v_[i] + (1 - kBeta2) * grad[i] * grad[i];
-      params[i] -= lr_ * (m_[i] / c1) / (std::sqrt(v_[i] / c2) + kEps);
+    const float c1 = static_cast<float>(1 - std::pow(kBeta1, t_)), c2 = static_cast<float>(1 - std::pow(kBeta2, t_));
+    for_each_chunk(threads, params.size(), [&](int64_t b, int64_t e) {
+      update(e - b, lr_, c1, c2, grad.data() + b, m_.data() + b, v_.data() + b, params.data() + b);
+    });
+  }
+
+ private:
+  [[gnu::noinline]] static void update(int64_t n, float lr, float c1, float c2, const float* g, float* m, float* v,
+                                       float* p) {
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) {
+      m[i] = kBeta1 * m[i] + (1 - kBeta1) * g[i];
+      v[i] = kBeta2 * v[i] + (1 - kBeta2) * g[i] * g[i];
+      p[i] -= lr * (m[i] / c1) / (std::sqrt(v[i] / c2) + kEps);
     }
   }
 
  private:
-  static constexpr double kBeta1 = 0.9, kBeta2 = 0.999, kEps = 1e-8;
-  double lr_;
-  std::vector<double> m_, v_;
+  static constexpr float kBeta1 = 0.9f, kBeta2 = 0.999f, kEps = 1e-8f;
+  float lr_;
+  std::vector<float> m_, v_;
   int t_ = 0;
 };
 
-// Samples `indices` concatenated along the batch dimension.
-ir::Tensor concatenate(const std::vector<ir::Tensor>& samples, const std::vector<size_t>& indices) {
+// The weight a layer computes with, w = s (clamp(q + zp, qmin, qmax) - zp), for n values: with
+// AdaRound q = floor(w / s) + h(alpha), h and dh/dalpha kept for the gradient; with AdaQuant
+// q = rne(w / s).
+[[gnu::noinline]] void soft_rounded_weights(int64_t n, float qmin, float qmax, const float* floors, const float* alpha,
+                                            const float* zero_point, const float* scale, float* h, float* dh,
+                                            float* w) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const SoftRounding<float> soft = soft_rounding(alpha[i]);
+    h[i] = soft.h;
+    dh[i] = soft.gradient;
+    w[i] = (std::min(std::max(floors[i] + soft.h + zero_point[i], qmin), qmax) - zero_point[i]) * scale[i];
+  }
+}
+[[gnu::noinline]] void rounded_weights(int64_t n, float qmin, float qmax, const float* weight,
+                                       const float* zero_point, const float* scale, float* w) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i)
+    w[i] = (std::min(std::max(std::nearbyint(weight[i] / scale[i]) + zero_point[i], qmin), qmax) - zero_point[i]) *
+           scale[i];
+}
+
+// AdaQuant's gradient in the float weight, into g: dw passed straight through the rounding, none
+// where the clamp holds the value.
+[[gnu::noinline]] void straight_through_gradient(int64_t n, float qmin, float qmax, const float* weight,
+                                                 const float* zero_point, const float* scale, const float* dw,
+                                                 float* g) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float q = std::nearbyint(weight[i] / scale[i]) + zero_point[i];
+    g[i] = engine::select_bits((q >= qmin) & (q <= qmax), dw[i], 0.0f);
+  }
+}
+
+// AdaRound's gradient in alpha, into g, for n weight values: the reconstruction's, through the
+// clamp to [qmin, qmax] (none where it holds the value) and the regularizer's, weighted by reg,
+// times dh/dalpha. Returns the sum of the regularizer's terms.
+[[gnu::noinline]] double adaround_gradient(int64_t n, float beta, float reg, float qmin, float qmax,
+                                           const float* floors, const float* h, const float* dh,
+                                           const float* zero_point, const float* scale, const float* dw, float* g) {
+  float sum = 0;  // a chunk's terms, each in [0, 1]
+#pragma omp simd reduction(+ : sum)
+  for (int64_t i = 0; i < n; ++i) {
+    const float value = floors[i] + h[i] + zero_point[i];
+    const Regularizer<float> term = rounding_regularizer_terms(h[i], beta);
+    sum += term.value;
+    g[i] = (engine::select_bits((value > qmin) & (value < qmax), dw[i] * scale[i], 0.0f) + reg * term.gradient) * dh[i];
+  }
+  return sum;
+}
+
+// Samples `indices` concatenated along the batch dimension into `out`; returns the batch's dims.
+std::vector<int64_t> concatenate(const std::vector<ir::Tensor>& samples, const std::vector<size_t>& indices,
+                                 std::vector<float>& out) {
   std::vector<int64_t> dims = samples[indices[0]].dims();
   dims[0] = 0;
   for (size_t i : indices) dims[0] += samples[i].dims()[0];
-  ir::Tensor out(ir::DataType::Float, dims);
-  float* to = out.mutable_values<float>().data();
+  out.resize(static_cast<size_t>(ir::element_count(dims)));
+  float* to = out.data();
   for (size_t i : indices) {
     std::span<const float> v = samples[i].values<float>();
     to = std::copy(v.begin(), v.end(), to);
   }
-  return out;
+  return dims;
 }
 
-// L_rec of output `a` against `target` and, in `grad`, dL/da.
-double reconstruction(const std::vector<int64_t>& dims, const float* a, const float* target, float* grad) {
-  const int64_t n = ir::element_count(dims);
-  const double positions = static_cast<double>(n) / static_cast<double>(dims.size() > 1 ? dims[1] : 1);
-  double sum = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    double d = static_cast<double>(a[i]) - target[i];
-    sum += d * d;
-    if (grad) grad[i] = static_cast<float>(2 * d / positions);
-  }
-  return sum / positions;
+// The positions L_rec averages over: every value but those along dim 1, whose squares it sums.
+double positions(const std::vector<int64_t>& dims) {
+  return static_cast<double>(ir::element_count(dims)) / static_cast<double>(dims.size() > 1 ? dims[1] : 1);
 }
 
 void check_samples(const LayerOp& op, const LayerSamples& s, bool need_float_inputs) {
@@ -82,20 +146,20 @@ void check_samples(const LayerOp& op, const LayerSamples& s, bool need_float_inp
 }  // namespace
 
 double reconstruction_loss(const LayerOp& op, const Activation& activation, const std::vector<float>& weight,
-                           const std::vector<float>& bias, const LayerSamples& samples) {
+                           const std::vector<float>& bias, const LayerSamples& samples, int threads) {
   // Summed over samples as one batch would: the positions of all of them.
-  double sum = 0, positions = 0;
+  double sum = 0, count = 0;
+  std::vector<float> y;
   for (size_t i = 0; i < samples.quantized_inputs.size(); ++i) {
     const ir::Tensor& x = samples.quantized_inputs[i];
     std::vector<int64_t> dims = op.output_dims(x.dims());
-    std::vector<float> y(static_cast<size_t>(ir::element_count(dims)));
+    y.resize(static_cast<size_t>(ir::element_count(dims)));
     op.forward(x.values<float>().data(), x.dims(), weight.data(), bias.empty() ? nullptr : bias.data(), y.data());
-    activation_forward(activation, dims, y.data(), y.data());
-    double p = static_cast<double>(y.size()) / static_cast<double>(dims.size() > 1 ? dims[1] : 1);
-    sum += reconstruction(dims, y.data(), samples.float_outputs[i].values<float>().data(), nullptr) * p;
-    positions += p;
+    sum += activation_error(activation, dims, y.data(), samples.float_outputs[i].values<float>().data(), 0.0f, nullptr,
+                            threads);
+    count += positions(dims);
   }
-  return positions > 0 ? sum / positions : 0.0;
+  return count > 0 ? sum / count : 0.0;
 }
 
 LayerResult train_layer(const LayerOp& op, const Activation& activation, const std::vector<float>& weight,
@@ -113,9 +177,10 @@ LayerResult train_layer(const LayerOp& op, const Activation& activation, const s
   if (o.iterations < 0 || o.batch_size == 0) throw Error("finetune: iterations and batch size must be positive");
   const bool mix = o.drop_ratio < 1;
   check_samples(op, samples, mix);
+  const int threads = std::max(1, o.threads);
 
-  // Each weight value's channel: its scale and zero point.
-  std::vector<size_t> channel(n, 0);
+  // Each weight value's scale and zero point (its channel's).
+  std::vector<float> scale(n, quant.scale[0]), zero_point(n, static_cast<float>(quant.zero_point[0]));
   if (quant.scale.size() > 1) {
     if (quant.axis < 0 || quant.axis >= static_cast<int64_t>(weight_dims.size()) ||
         weight_dims[static_cast<size_t>(quant.axis)] != static_cast<int64_t>(quant.scale.size()))
@@ -123,48 +188,48 @@ LayerResult train_layer(const LayerOp& op, const Activation& activation, const s
                   std::to_string(quant.axis) + " of " + ir::dims_to_string(weight_dims));
     int64_t inner = 1;
     for (size_t d = static_cast<size_t>(quant.axis) + 1; d < weight_dims.size(); ++d) inner *= weight_dims[d];
-    for (size_t i = 0; i < n; ++i)
-      channel[i] = static_cast<size_t>((static_cast<int64_t>(i) / inner) % static_cast<int64_t>(quant.scale.size()));
+    for (size_t i = 0; i < n; ++i) {
+      size_t c = static_cast<size_t>((static_cast<int64_t>(i) / inner) % static_cast<int64_t>(quant.scale.size()));
+      scale[i] = quant.scale[c];
+      zero_point[i] = static_cast<float>(quant.zero_point[c]);
+    }
   }
-  const double qmin = static_cast<double>(quant.range.min), qmax = static_cast<double>(quant.range.max);
-  auto scale = [&](size_t i) { return quant.scale[channel[i]]; };
-  auto zero_point = [&](size_t i) { return static_cast<double>(quant.zero_point[channel[i]]); };
-  // x / s in float, as QuantizeLinear divides.
-  auto scaled = [&](double w, size_t i) { return static_cast<double>(static_cast<float>(w) / scale(i)); };
-  auto nearest = [&](double w, size_t i) {
-    return std::clamp(std::nearbyint(scaled(w, i)) + zero_point(i), qmin, qmax);
-  };
+  const float qmin = static_cast<float>(quant.range.min), qmax = static_cast<float>(quant.range.max);
+  const float *s = scale.data(), *zp = zero_point.data();
+  // rne(w / s) + zp, unclamped: w / s in float, as QuantizeLinear divides.
+  auto unclamped = [=](float w, int64_t i) { return std::nearbyint(w / s[i]) + zp[i]; };
   auto dequantized = [&](const std::vector<int64_t>& q) {
     std::vector<float> w(n);
-    for (size_t i = 0; i < n; ++i) w[i] = static_cast<float>(static_cast<double>(q[i]) - zero_point(i)) * scale(i);
+    for (size_t i = 0; i < n; ++i) w[i] = (static_cast<float>(q[i]) - zp[i]) * s[i];
     return w;
   };
 
   LayerResult r;
   std::vector<int64_t> nearest_q(n);
-  for (size_t i = 0; i < n; ++i) nearest_q[i] = static_cast<int64_t>(nearest(weight[i], i));
-  r.loss_before = reconstruction_loss(op, activation, dequantized(nearest_q), bias, samples);
+  for (size_t i = 0; i < n; ++i)
+    nearest_q[i] = static_cast<int64_t>(std::clamp(unclamped(weight[i], static_cast<int64_t>(i)), qmin, qmax));
+  r.loss_before = reconstruction_loss(op, activation, dequantized(nearest_q), bias, samples, threads);
   const double lr = o.lr_adjust && r.loss_before > o.lr_adjust->first ? o.lr_adjust->second : o.learning_rate;
 
   // The trained parameters: alpha per weight value (AdaRound), or the weight then the bias (AdaQuant).
   const bool adaround = o.algorithm == Algorithm::AdaRound;
   const bool train_bias = !adaround && o.update_bias && !bias.empty();
-  std::vector<double> floors(adaround ? n : 0), params;
+  std::vector<float> floors(adaround ? n : 0), params;
   if (adaround) {
     params.resize(n);
     for (size_t i = 0; i < n; ++i) {
-      double x = scaled(weight[i], i);
+      float x = weight[i] / s[i];
       floors[i] = std::floor(x);
-      params[i] = initial_alpha(x - floors[i]);
+      params[i] = static_cast<float>(initial_alpha(x - floors[i]));
     }
   } else {
     params.assign(weight.begin(), weight.end());
     if (train_bias) params.insert(params.end(), bias.begin(), bias.end());
   }
   Adam adam(params.size(), lr);
-  std::vector<double> grad(params.size());
-  std::vector<float> w_eff(n), b_eff = bias, dw(n), db(bias.size());
-  std::vector<SoftRounding> soft(adaround ? n : 0);
+  std::vector<float> grad(params.size()), w_eff(n), b_eff = bias, dw(n), db(bias.size());
+  std::vector<float> h(adaround ? n : 0), dh(adaround ? n : 0);
+  std::vector<float> x, mixed, target, y, dy;
 
   std::mt19937_64 rng(o.seed);
   std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
@@ -181,64 +246,56 @@ LayerResult train_layer(const LayerOp& op, const Activation& activation, const s
     const size_t take = std::min(o.batch_size, sample_count);
     for (size_t i = 0; i < take; ++i) std::swap(order[i], order[i + rng() % (sample_count - i)]);
     std::vector<size_t> picked(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(take));
-    ir::Tensor x = concatenate(samples.quantized_inputs, picked);
+    const std::vector<int64_t> x_dims = concatenate(samples.quantized_inputs, picked, x);
     if (mix) {
-      ir::Tensor f = concatenate(samples.float_inputs, picked);
-      std::span<float> xs = x.mutable_values<float>();
-      std::span<const float> fs = f.values<float>();
-      for (size_t i = 0; i < xs.size(); ++i)
-        if (!(uniform(rng) < o.drop_ratio)) xs[i] = fs[i];
+      concatenate(samples.float_inputs, picked, mixed);
+      for (size_t i = 0; i < x.size(); ++i)
+        if (!(uniform(rng) < o.drop_ratio)) x[i] = mixed[i];
     }
-    ir::Tensor target = concatenate(samples.float_outputs, picked);
+    concatenate(samples.float_outputs, picked, target);
 
     // The weight the layer computes with.
-    for (size_t i = 0; i < n; ++i) {
-      double q;
-      if (adaround) {
-        soft[i] = soft_rounding(params[i]);
-        q = std::clamp(floors[i] + soft[i].h + zero_point(i), qmin, qmax);
-      } else {
-        q = nearest(params[i], i);
-      }
-      w_eff[i] = static_cast<float>(q - zero_point(i)) * scale(i);
-    }
-    if (train_bias)
-      for (size_t j = 0; j < bias.size(); ++j) b_eff[j] = static_cast<float>(params[n + j]);
+    for_each_chunk(threads, n, [&](int64_t b, int64_t e) {
+      if (adaround)
+        soft_rounded_weights(e - b, qmin, qmax, floors.data() + b, params.data() + b, zp + b, s + b, h.data() + b,
+                             dh.data() + b, w_eff.data() + b);
+      else
+        rounded_weights(e - b, qmin, qmax, params.data() + b, zp + b, s + b, w_eff.data() + b);
+    });
+    if (train_bias) std::copy(params.begin() + static_cast<std::ptrdiff_t>(n), params.end(), b_eff.begin());
 
-    std::vector<int64_t> y_dims = op.output_dims(x.dims());
-    std::vector<float> y(static_cast<size_t>(ir::element_count(y_dims))), a(y.size()), da(y.size());
-    op.forward(x.values<float>().data(), x.dims(), w_eff.data(), b_eff.empty() ? nullptr : b_eff.data(), y.data());
-    activation_forward(activation, y_dims, y.data(), a.data());
-    double loss = reconstruction(y_dims, a.data(), target.values<float>().data(), da.data());
-    activation_backward(activation, y_dims, y.data(), a.data(), da.data(), da.data());
-    op.backward(x.values<float>().data(), x.dims(), w_eff.data(), da.data(), dw.data(),
-                train_bias ? db.data() : nullptr);
+    const std::vector<int64_t> y_dims = op.output_dims(x_dims);
+    y.resize(static_cast<size_t>(ir::element_count(y_dims)));
+    dy.resize(y.size());
+    op.forward(x.data(), x_dims, w_eff.data(), b_eff.empty() ? nullptr : b_eff.data(), y.data());
+    const double count = positions(y_dims);
+    const double loss = activation_error(activation, y_dims, y.data(), target.data(),
+                                         static_cast<float>(2 / count), dy.data(), threads) / count;
+    op.backward(x.data(), x_dims, w_eff.data(), dy.data(), dw.data(), train_bias ? db.data() : nullptr);
 
     double monitored = loss;
+    float* g = grad.data();
+    const float* dwv = dw.data();
     if (adaround) {
+      // Before the warm start ends the regularizer is off: its weight is zero.
       const bool regularize = it >= warm;
-      const double beta = annealed_beta(it, o.iterations, o.warm_start, o.beta_start, o.beta_end);
-      double round_loss = 0;
-      for (size_t i = 0; i < n; ++i) {
-        const double h = soft[i].h, value = floors[i] + h + zero_point(i);
-        // The clamp to [qmin, qmax] passes no gradient where it holds the value.
-        double g = value > qmin && value < qmax ? static_cast<double>(dw[i]) * scale(i) : 0.0;
-        if (regularize) {
-          Regularizer r = rounding_regularizer_terms(h, beta);
-          round_loss += r.value;
-          g += o.reg_param * r.gradient;
-        }
-        grad[i] = g * soft[i].gradient;
-      }
-      monitored = o.reg_param * round_loss;
+      const float beta = static_cast<float>(annealed_beta(it, o.iterations, o.warm_start, o.beta_start, o.beta_end));
+      const float reg = regularize ? static_cast<float>(o.reg_param) : 0.0f;
+      const float *hv = h.data(), *dhv = dh.data(), *fl = floors.data();
+      const double round_loss = engine::parallel_sum(threads, static_cast<int64_t>(n), kWeightChunk,
+                                                     [=](int64_t b, int64_t e) {
+                                                       return adaround_gradient(e - b, beta, reg, qmin, qmax, fl + b,
+                                                                                hv + b, dhv + b, zp + b, s + b,
+                                                                                dwv + b, g + b);
+                                                     });
+      monitored = regularize ? o.reg_param * round_loss : 0.0;
     } else {
-      for (size_t i = 0; i < n; ++i) {
-        double q = std::nearbyint(scaled(params[i], i)) + zero_point(i);
-        grad[i] = q >= qmin && q <= qmax ? static_cast<double>(dw[i]) : 0.0;  // rounding passed straight through
-      }
-      for (size_t j = 0; train_bias && j < bias.size(); ++j) grad[n + j] = db[j];
+      for_each_chunk(threads, n, [&](int64_t b, int64_t e) {
+        straight_through_gradient(e - b, qmin, qmax, params.data() + b, zp + b, s + b, dwv + b, g + b);
+      });
+      if (train_bias) std::copy(db.begin(), db.end(), grad.begin() + static_cast<std::ptrdiff_t>(n));
     }
-    adam.step(params, grad);
+    adam.step(params, grad, threads);
     r.iterations_run = it + 1;
     if (o.log_period > 0 && o.progress && r.iterations_run % o.log_period == 0) o.progress(r.iterations_run, loss);
 
@@ -257,14 +314,14 @@ LayerResult train_layer(const LayerOp& op, const Activation& activation, const s
   }
 
   std::vector<int64_t> trained(n);
-  for (size_t i = 0; i < n; ++i)
-    trained[i] =
-        static_cast<int64_t>(adaround ? std::clamp(floors[i] + (params[i] >= 0 ? 1.0 : 0.0) + zero_point(i), qmin, qmax)
-                                      : nearest(params[i], i));
+  for (size_t i = 0; i < n; ++i) {
+    const float q = adaround ? floors[i] + (params[i] >= 0 ? 1.0f : 0.0f) + zp[i]
+                             : unclamped(params[i], static_cast<int64_t>(i));
+    trained[i] = static_cast<int64_t>(std::clamp(q, qmin, qmax));
+  }
   std::vector<float> trained_bias = bias;
-  if (train_bias)
-    for (size_t j = 0; j < bias.size(); ++j) trained_bias[j] = static_cast<float>(params[n + j]);
-  r.loss_after = reconstruction_loss(op, activation, dequantized(trained), trained_bias, samples);
+  if (train_bias) std::copy(params.begin() + static_cast<std::ptrdiff_t>(n), params.end(), trained_bias.begin());
+  r.loss_after = reconstruction_loss(op, activation, dequantized(trained), trained_bias, samples, threads);
   r.improved = r.loss_after < r.loss_before;
   r.quantized_weight = r.improved ? std::move(trained) : std::move(nearest_q);
   r.bias = r.improved ? std::move(trained_bias) : bias;

@@ -53,6 +53,7 @@ struct TrainOptions {
   // Quark's LRAdjust: when the loss before training exceeds `first`, the learning rate is `second`.
   std::optional<std::pair<double, double>> lr_adjust;
   uint64_t seed = 1705472343;
+  int threads = 1;  // for the per-weight updates and the loss (the layer op has its own)
   // Every log_period iterations (0: never), progress(iteration, reconstruction loss of the batch).
   int log_period = 0;
   std::function<void(int, double)> progress;
@@ -84,6 +85,6 @@ LayerResult train_layer(const LayerOp& op, const Activation& activation, const s
 
 // L_rec of `op` with `weight` (already quantized values, as floats) and `bias` over every sample.
 double reconstruction_loss(const LayerOp& op, const Activation& activation, const std::vector<float>& weight,
-                           const std::vector<float>& bias, const LayerSamples& samples);
+                           const std::vector<float>& bias, const LayerSamples& samples, int threads = 1);
 
 }  // namespace onnxptq::finetune

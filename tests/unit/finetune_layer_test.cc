@@ -44,9 +44,9 @@ struct OneNode {
 TEST(AdaRoundFormulas, MatchTheirClosedForms) {
   // h(alpha) starts at the weight's fractional part.
   for (double f : {0.0, 0.1, 0.25, 0.5, 0.75, 0.999}) EXPECT_NEAR(rectified_sigmoid(initial_alpha(f)), f, 1e-12) << f;
-  EXPECT_EQ(rectified_sigmoid(50), 1.0);
-  EXPECT_EQ(rectified_sigmoid(-50), 0.0);
-  EXPECT_EQ(rectified_sigmoid_gradient(50), 0.0);  // clamped: no gradient
+  EXPECT_EQ(rectified_sigmoid(50.0), 1.0);
+  EXPECT_EQ(rectified_sigmoid(-50.0), 0.0);
+  EXPECT_EQ(rectified_sigmoid_gradient(50.0), 0.0);  // clamped: no gradient
   for (double a : {-2.0, -0.3, 0.0, 0.7, 2.0}) {
     double h = 1e-6;
     double numeric = (rectified_sigmoid(a + h) - rectified_sigmoid(a - h)) / (2 * h);
@@ -58,13 +58,31 @@ TEST(AdaRoundFormulas, MatchTheirClosedForms) {
   EXPECT_NEAR(annealed_beta(600, 1000, 0.2, 20, 2), 11, 1e-12);
   EXPECT_NEAR(annealed_beta(1000, 1000, 0.2, 20, 2), 2, 1e-12);
   // 1 - |2h - 1|^beta: 1 at one half, 0 at 0 and 1; its derivative against a difference.
-  EXPECT_DOUBLE_EQ(rounding_regularizer(0.5, 20), 1);
-  EXPECT_DOUBLE_EQ(rounding_regularizer(0, 2), 0);
-  EXPECT_DOUBLE_EQ(rounding_regularizer(1, 2), 0);
+  EXPECT_DOUBLE_EQ(rounding_regularizer(0.5, 20.0), 1);
+  EXPECT_DOUBLE_EQ(rounding_regularizer(0.0, 2.0), 0);
+  EXPECT_DOUBLE_EQ(rounding_regularizer(1.0, 2.0), 0);
   for (double h : {0.1, 0.4, 0.6, 0.9}) {
     double d = 1e-7;
-    double numeric = (rounding_regularizer(h + d, 3) - rounding_regularizer(h - d, 3)) / (2 * d);
-    EXPECT_NEAR(rounding_regularizer_gradient(h, 3), numeric, 1e-5) << h;
+    double numeric = (rounding_regularizer(h + d, 3.0) - rounding_regularizer(h - d, 3.0)) / (2 * d);
+    EXPECT_NEAR(rounding_regularizer_gradient(h, 3.0), numeric, 1e-5) << h;
+  }
+}
+
+TEST(AdaRoundFormulas, FloatFormsMatchTheDoubleOnes) {
+  // The trainer's float forms (vectorisable exp and log) against the double ones.
+  for (double alpha = -12; alpha <= 12; alpha += 0.01) {
+    SoftRounding<double> d = soft_rounding(alpha);
+    SoftRounding<float> f = soft_rounding(static_cast<float>(alpha));
+    EXPECT_NEAR(f.h, d.h, 3e-7) << alpha;
+    EXPECT_NEAR(f.gradient, d.gradient, 3e-7) << alpha;
+  }
+  for (double beta : {1.0, 2.0, 3.7, 11.0, 20.0}) {
+    for (double h = 0; h <= 1; h += 1.0 / 1024) {
+      Regularizer<double> d = rounding_regularizer_terms(h, beta);
+      Regularizer<float> f = rounding_regularizer_terms(static_cast<float>(h), static_cast<float>(beta));
+      EXPECT_NEAR(f.value, d.value, 2e-6) << h << " " << beta;
+      EXPECT_NEAR(f.gradient, d.gradient, 2e-6 * std::max(1.0, std::abs(d.gradient))) << h << " " << beta;
+    }
   }
 }
 
@@ -263,6 +281,37 @@ TEST(Activation, GradientsMatchDifferences) {
       numeric /= static_cast<double>(up[i]) - down[i];
       EXPECT_NEAR(dy[i], numeric, 2e-3) << static_cast<int>(kind) << " at " << i;
     }
+  }
+}
+
+TEST(Activation, ErrorAndItsGradientInOnePassMatchForwardAndBackward) {
+  // Large enough for several chunks and threads; the sum must not depend on the thread count.
+  std::vector<int64_t> dims = {2, 3, 9000};
+  const size_t n = 54000;
+  std::vector<float> y = random_values(n, 7, -3, 3), target = random_values(n, 8, -2, 2);
+  using K = Activation::Kind;
+  for (K kind :
+       {K::None, K::Relu, K::PRelu, K::LeakyRelu, K::Gelu, K::GeluTanh, K::Tanh, K::Clip, K::Sigmoid, K::Softmax}) {
+    Activation act;
+    act.kind = kind;
+    act.min = -1;
+    act.max = 1;
+    act.slope = {0.1f, 0.2f, 0.3f};
+    act.axis = 1;
+    std::vector<float> a(n), d(n), want_dy(n), dy(n);
+    activation_forward(act, dims, y.data(), a.data());
+    double want = 0;
+    for (size_t i = 0; i < n; ++i) {
+      double diff = static_cast<double>(a[i]) - target[i];
+      want += diff * diff;
+      d[i] = 0.5f * static_cast<float>(diff);
+    }
+    activation_backward(act, dims, y.data(), a.data(), d.data(), want_dy.data());
+    const double got = activation_error(act, dims, y.data(), target.data(), 0.5f, dy.data(), 2);
+    // Each difference is taken in float: at most 2^-24 relative off, its square 2^-23.
+    EXPECT_NEAR(got, want, 0x1p-23 * want) << static_cast<int>(kind);
+    EXPECT_EQ(activation_error(act, dims, y.data(), target.data(), 0.5f, nullptr, 1), got) << static_cast<int>(kind);
+    for (size_t i = 0; i < n; ++i) ASSERT_NEAR(dy[i], want_dy[i], 1e-6f) << static_cast<int>(kind) << " at " << i;
   }
 }
 

@@ -15,6 +15,7 @@
 #include <variant>
 
 #include "engine/session.h"
+#include "engine/vector_math.h"
 #include "ir/float16.h"
 #include "onnxptq/error.h"
 
@@ -395,6 +396,23 @@ TEST(ElementwiseUnary, FastExpTanhSigmoidErfAccuracy) {
   EXPECT_EQ(std::vector<float>(t.begin() + 1, t.end()), (std::vector<float>{1, -1, 1, -1}));
   EXPECT_EQ(std::vector<float>(s.begin() + 1, s.end()), (std::vector<float>{1, 0, 1, 0}));
   EXPECT_TRUE(std::signbit(values_of<float>(run_op({"Tanh"}, {floats({1}, {-0.0f})}))[0]));
+}
+
+TEST(VectorMath, FastLogAccuracy) {
+  // Every normal float from the smallest to the largest in steps of about 1e-3 relative, and
+  // around 1 (where ln x is small and its relative error would show) more densely.
+  double worst = 0, worst_near_one = 0;
+  for (float x = std::numeric_limits<float>::min(); x < std::numeric_limits<float>::max() / 1.001f; x *= 1.001f)
+    worst = std::max(worst, std::fabs(fast_log(x) - std::log(static_cast<double>(x))) /
+                                std::max(std::fabs(std::log(static_cast<double>(x))), 1e-30));
+  for (float x = 0.5f; x < 2.0f; x += 1.0e-5f) {
+    double want = std::log(static_cast<double>(x));
+    worst_near_one = std::max(worst_near_one, std::fabs(fast_log(x) - want) / std::max(std::fabs(want), 1e-30));
+  }
+  EXPECT_EQ(fast_log(1.0f), 0.0f);
+  EXPECT_LT(worst, 3e-7);
+  EXPECT_LT(worst_near_one, 3e-7);
+  std::cout << "fast_log relative error: " << worst << " (near 1: " << worst_near_one << ")\n";
 }
 
 TEST(ElementwiseUnary, RoundHalfToEven) {

@@ -14,6 +14,7 @@
 #include "engine/extrema.h"
 #include "engine/kernel.h"
 #include "engine/parallel.h"
+#include "engine/vector_math.h"
 #include "onnxptq/error.h"
 
 namespace onnxptq::engine::elementwise {
@@ -114,13 +115,6 @@ void binary_apply(const BroadcastPlan& p, const A* a, const B* b, O* out, int th
   };
   parallel_write(threads, out, p.total, min_chunk, sink,
                  [&](int64_t begin, int64_t end) { broadcast_walk(p, begin, end, run); });
-}
-
-// c ? a : b through bit masks: a branch-free select the compiler keeps as one (a ?: on floats
-// may be turned into a branch around the work of the other side, which stops vectorisation).
-inline float select_bits(bool c, float a, float b) {
-  uint32_t mask = 0u - static_cast<uint32_t>(c);
-  return std::bit_cast<float>((std::bit_cast<uint32_t>(a) & mask) | (std::bit_cast<uint32_t>(b) & ~mask));
 }
 
 // Integer arithmetic that wraps instead of overflowing (signed overflow is undefined in C++).

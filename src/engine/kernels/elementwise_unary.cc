@@ -11,37 +11,6 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// e^r - 1 for |r| <= ln(2)/2: r + r^2 p(r), p a least-squares fit (relative error of e^r - 1)
-// of (e^r - 1 - r) / r^2 made for this; within 1e-7 relative in float.
-inline float expm1_reduced(float r) {
-  float p = 1.9851593856e-4f;
-  p = p * r + 1.3940982269e-3f;
-  p = p * r + 8.3333785668e-3f;
-  p = p * r + 4.1666354797e-2f;
-  p = p * r + 1.6666666419e-1f;
-  p = p * r + 5.0000000465e-1f;
-  return p * r * r + r;
-}
-
-// e^x in float, vectorisable, within about 2 ulp: x = n ln2 + r with |r| <= ln2/2, e^x = 2^n e^r.
-// Overflow gives inf, results below the denormals 0, NaN stays NaN.
-inline float fast_exp(float x) {
-  // Adding 1.5 * 2^23 rounds x / ln2 to an integer, which lands in the low mantissa bits.
-  float k = x * 1.44269504088896341f + 12582912.0f;
-  int32_t n = std::bit_cast<int32_t>(k) - 0x4B400000;
-  float nf = k - 12582912.0f;
-  // ln2 in two parts: the first has 16 significant bits, so n times it is exact.
-  float r = x - nf * 0.693145751953125f;
-  r = r - nf * 1.428606765330187e-6f;
-  float y = expm1_reduced(r) + 1.0f;
-  n = std::min(std::max(n, -252), 254);
-  // 2^n as two normal factors, so that results down in the denormals come out right.
-  int32_t n1 = n >> 1, n2 = n - n1;
-  y = y * std::bit_cast<float>((n1 + 127) << 23) * std::bit_cast<float>((n2 + 127) << 23);
-  y = select_bits(x < -104.0f, 0.0f, y);
-  return select_bits(x > 88.72283935546875f, kInf, y);
-}
-
 // tanh in float, vectorisable, within about 1e-6 relative: e^2|x| - 1 straight from the
 // polynomial for small |x| (no cancellation), 1 - 2 / (e^2|x| + 1) above.
 inline float fast_tanh(float x) {
