@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """Task accuracy of quantized PP-OCRv4 models: rec's character error rate, det's text-mask IoU.
 
-Usage: /usr/bin/python3 bench/ocr_accuracy.py [--model rec|det|both] [--configs NAME,NAME] [--json PATH]
+Usage: /usr/bin/python3 bench/ocr_accuracy.py [--model rec|det|both] [--configs NAME,NAME | --finetune] [--json PATH]
            [--rec-calib 64] [--rec-eval 200] [--width 320] [--det-calib 16] [--det-eval 16] [--det-size 320]
            [--build build] [QUANTIZE OPTION ...]
        /usr/bin/python3 bench/ocr_accuracy.py --score-model MODEL.onnx --model rec|det [sizes as above]
@@ -31,6 +31,7 @@ trials.
 
 The baseline run: /usr/bin/python3 bench/ocr_accuracy.py --model both --json /tmp/ocr_accuracy.json
 The target run: /usr/bin/python3 bench/ocr_accuracy.py --model both --target --configs XINT8,A8W8,U8S8_AAWS
+The finetune run: /usr/bin/python3 bench/ocr_accuracy.py --model both --finetune
 """
 import argparse
 import json
@@ -69,6 +70,9 @@ WORDS = ["invoice", "total", "receipt", "address", "payment", "order", "number",
          "north", "south", "river", "garden", "bridge", "school", "library", "museum", "center", "special"]
 MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"]
 
+# the presets whose fast-finetune variants are measured (--finetune)
+FINETUNED = ["XINT8", "A8W8", "U8S8_AAWS", "S8S8_AAWS"]
+
 # name, onnxptq quantize options: the ready presets, A16W16 (no preset: A16W8 with int16 weights)
 # and ORT's usual U8S8 per-channel MinMax
 CONFIGS = [(name, ["--config", name]) for name in [
@@ -78,7 +82,7 @@ CONFIGS = [(name, ["--config", name]) for name in [
     ("A16W16", ["--config", "A16W8", "--weight-type", "QInt16"]),
     ("U8S8 per-channel MinMax", ["--calibrate-method", "MinMax", "--activation-type", "QUInt8",
                                  "--weight-type", "QInt8", "--per-channel"]),
-]
+] + [(base + suffix, ["--config", base + suffix]) for base in FINETUNED for suffix in ("_ADAROUND", "_ADAQUANT")]
 
 
 def run(command, ok=(0,)):
@@ -346,12 +350,36 @@ def target_table(rows):
     return "\n".join(lines)
 
 
+def recovery_table(rows):
+    """For each preset measured plain and finetuned: the share of the metric the plain preset
+    loses that each finetuned variant wins back (100 % = the float model's, negative = worse)."""
+    by = {(r["model"], r["config"]): r for r in rows if not r["error"]}
+    lines = ["| model | preset | plain | _ADAROUND | won back | _ADAROUND s | _ADAQUANT | won back | _ADAQUANT s |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for (model, config), plain in by.items():
+        variants = [by.get((model, config + suffix)) for suffix in ("_ADAROUND", "_ADAQUANT")]
+        if config not in FINETUNED or not any(variants):
+            continue
+        cells = [f"{plain['value']:.4f}"]
+        for v in variants:
+            if v is None:
+                cells += ["", "", ""]
+                continue
+            won = (plain["delta"] - v["delta"]) / plain["delta"] if plain["delta"] else float("nan")
+            cells += [f"{v['value']:.4f}", f"{100 * won:.0f} %", f"{v['quantize_s']:.0f}"]
+        lines.append(f"| {model} | {config} | " + " | ".join(cells) + " |")
+    return "\n".join(lines) if len(lines) > 2 else ""
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                      epilog="Other options are passed to every `onnxptq quantize`.")
     parser.add_argument("--model", choices=["rec", "det", "both"], default="both")
     parser.add_argument("--configs", help="comma-separated configuration names (default: all): "
                         + ", ".join(name for name, _ in CONFIGS))
+    parser.add_argument("--finetune", action="store_true",
+                        help="the presets " + ", ".join(FINETUNED) + " plain and with _ADAROUND and _ADAQUANT "
+                             "(instead of --configs), and how much of the loss each variant wins back")
     parser.add_argument("--json", help="write the results here")
     parser.add_argument("--score-model", help="print only this model's metric (last line)")
     parser.add_argument("--build", default=os.path.join(ROOT, "build"))
@@ -382,7 +410,11 @@ def main():
         return
 
     known = dict(CONFIGS)
-    names = args.configs.split(",") if args.configs else list(known)
+    if args.finetune:
+        names = [base + suffix for base in FINETUNED for suffix in ("", "_ADAROUND", "_ADAQUANT")]
+    else:
+        names = args.configs.split(",") if args.configs else [n for n in known if not n.endswith(("_ADAROUND",
+                                                                                                   "_ADAQUANT"))]
     unknown = [n for n in names if n not in known]
     if unknown:
         sys.exit(f"error: unknown configuration(s) {', '.join(unknown)} (known: {', '.join(known)})")
@@ -399,6 +431,10 @@ def main():
               f"pages {args.det_size}x{args.det_size} (calibration: {args.det_calib} other pages)")
     print()
     print(table(rows))
+    recovered = recovery_table(rows)
+    if recovered:
+        print()
+        print(recovered)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"settings": {k: v for k, v in vars(args).items() if k != "configs"} | {"configs": names,

@@ -53,6 +53,21 @@ struct Clip {
   float value(float y) const { return std::min(std::max(y, min), max); }
   float slope(float y, float) const { return engine::select_bits(y > min && y < max, 1.0f, 0.0f); }
 };
+// f, then the output's fake quantization: its rounding passed straight through.
+template <class F>
+struct Quantized {
+  F f;
+  OutputQuant q;
+  float value(float y) const {
+    return (std::min(std::max(std::nearbyint(f.value(y) / q.scale) + q.zero_point, q.min), q.max) - q.zero_point) *
+           q.scale;
+  }
+  float slope(float y, float) const {
+    const float a = f.value(y), level = std::nearbyint(a / q.scale) + q.zero_point;
+    return engine::select_bits((level >= q.min) & (level <= q.max), f.slope(y, a), 0.0f);
+  }
+};
+
 // Sum of (f(y) - t)^2 over n values, and dy = f'(y) k (f(y) - t) when kGradient. Summed in float
 // over blocks of kBlock values (a vectorised reduction), the blocks' sums in double.
 constexpr int64_t kBlock = 256;
@@ -80,6 +95,13 @@ double error_over(int threads, int64_t n, const F& f, const float* y, const floa
   return engine::parallel_sum(threads, n, kErrorChunk, [&](int64_t b, int64_t e) {
     return dy ? error_run<true>(f, y + b, t + b, k, dy + b, e - b) : error_run<false>(f, y + b, t + b, k, dy, e - b);
   });
+}
+
+// error_over f, or f followed by the output's quantization.
+template <class F>
+double error_over(int threads, int64_t n, const F& f, const std::optional<OutputQuant>& output, const float* y,
+                  const float* t, float k, float* dy) {
+  return output ? error_over(threads, n, Quantized<F>{f, *output}, y, t, k, dy) : error_over(threads, n, f, y, t, k, dy);
 }
 
 constexpr double kSqrt2 = std::numbers::sqrt2;
@@ -201,20 +223,21 @@ double activation_error(const Activation& act, const std::vector<int64_t>& dims,
   const int64_t n = ir::element_count(dims);
   using K = Activation::Kind;
   switch (act.kind) {
-    case K::None: return error_over(threads, n, Linear{}, y, target, grad_scale, dy);
-    case K::Relu: return error_over(threads, n, Relu{}, y, target, grad_scale, dy);
-    case K::LeakyRelu: return error_over(threads, n, Leaky{act.alpha}, y, target, grad_scale, dy);
-    case K::Clip: return error_over(threads, n, Clip{act.min, act.max}, y, target, grad_scale, dy);
+    case K::None: return error_over(threads, n, Linear{}, act.output, y, target, grad_scale, dy);
+    case K::Relu: return error_over(threads, n, Relu{}, act.output, y, target, grad_scale, dy);
+    case K::LeakyRelu: return error_over(threads, n, Leaky{act.alpha}, act.output, y, target, grad_scale, dy);
+    case K::Clip: return error_over(threads, n, Clip{act.min, act.max}, act.output, y, target, grad_scale, dy);
     case K::PRelu: {
       if (act.slope.size() <= 1)
-        return error_over(threads, n, Leaky{act.slope.empty() ? 0.0f : act.slope[0]}, y, target, grad_scale, dy);
+        return error_over(threads, n, Leaky{act.slope.empty() ? 0.0f : act.slope[0]}, act.output, y, target,
+                          grad_scale, dy);
       // One slope per channel: a run of `inner` values at a time.
       int64_t inner = 1;
       for (size_t d = 2; d < dims.size(); ++d) inner *= dims[d];
       double sum = 0;
       for (int64_t b = 0; b < n; b += inner) {
         Leaky f{act.slope[static_cast<size_t>((b / inner) % dims[1])]};
-        sum += error_over(threads, inner, f, y + b, target + b, grad_scale, dy ? dy + b : nullptr);
+        sum += error_over(threads, inner, f, act.output, y + b, target + b, grad_scale, dy ? dy + b : nullptr);
       }
       return sum;
     }
@@ -226,11 +249,13 @@ double activation_error(const Activation& act, const std::vector<int64_t>& dims,
       // Forward, the error, backward: three passes, as these evaluate in double.
       std::vector<float> a(static_cast<size_t>(n)), d(static_cast<size_t>(n));
       activation_forward(act, dims, y, a.data());
+      const Quantized<Linear> quantized{{}, act.output.value_or(OutputQuant{})};
       double sum = 0;
       for (int64_t i = 0; i < n; ++i) {
-        float diff = a[static_cast<size_t>(i)] - target[i];
+        const float ai = a[static_cast<size_t>(i)];
+        const float diff = (act.output ? quantized.value(ai) : ai) - target[i];
         sum += static_cast<double>(diff) * diff;
-        d[static_cast<size_t>(i)] = grad_scale * diff;
+        d[static_cast<size_t>(i)] = grad_scale * diff * (act.output ? quantized.slope(ai, ai) : 1.0f);
       }
       if (dy) activation_backward(act, dims, y, a.data(), d.data(), dy);
       return sum;

@@ -1,6 +1,7 @@
 #include "finetune/fast_finetune.h"
 
 #include <algorithm>
+#include <cmath>
 #include <chrono>
 #include <iomanip>
 #include <memory>
@@ -12,6 +13,7 @@
 #include "engine/session.h"
 #include "finetune/staged_run.h"
 #include "onnxptq/error.h"
+#include "qmath/params.h"
 #include "qmath/quantize.h"
 #include "quant/simulate.h"
 #include "quant/tensor_quant.h"
@@ -95,12 +97,75 @@ std::string rounded(double v, int precision) {
   return out.str();
 }
 
+// The quantization of activation `name` as the plan gives it (shared parameters resolved), or
+// nullopt when the plan leaves it float or quantizes it to a type without rounding.
+std::optional<OutputQuant> output_quant(const quant::Plan& plan, const std::string& name) {
+  const quant::TensorPlan* t = plan.find(name);
+  if (!t || t->role != quant::Role::Activation) return std::nullopt;
+  const quant::TensorPlan& p = plan.provider(name);
+  if (!quant::quant_type_is_integer(p.type) || p.params.size() != 1) return std::nullopt;
+  const qmath::QRange range = qmath::quant_range(p.type, /*symmetric=*/false);
+  return OutputQuant{static_cast<float>(p.params[0].scale), static_cast<float>(p.params[0].zero_point),
+                     static_cast<float>(range.min), static_cast<float>(range.max)};
+}
+
+// "3 min 20 s", "42 s", "1 h 05 min": a duration for a progress line.
+std::string duration(double seconds) {
+  const long s = std::lround(seconds);
+  std::ostringstream out;
+  if (s >= 3600) out << s / 3600 << " h " << std::setw(2) << std::setfill('0') << (s % 3600) / 60 << " min";
+  else if (s >= 60) out << s / 60 << " min " << s % 60 << " s";
+  else out << s << " s";
+  return out.str();
+}
+
+// SelectiveUpdate's measure: the mean over the samples of the L2 norm of output `index` of the
+// model simulated with a plan, minus the float model's.
+class OutputDistance {
+ public:
+  OutputDistance(const ir::Model& model, const quant::QuantConfig& config, std::vector<Feed> samples, size_t index,
+                 int threads)
+      : model_(model), config_(config), samples_(std::move(samples)), index_(index), threads_(threads) {
+    if (index >= model.graph->outputs().size())
+      throw Error("FastFinetune OutputIndex " + std::to_string(index) + ": the model has " +
+                  std::to_string(model.graph->outputs().size()) + " outputs");
+    engine::SessionOptions options;
+    options.threads = threads;
+    engine::Session session(model, options);
+    for (const Feed& feed : samples_) reference_.push_back(engine::as_float32(session.run(feed)[index]));
+  }
+  double operator()(const quant::Plan& plan) const {
+    quant::Simulation simulation(model_, plan, config_, threads_);
+    double sum = 0;
+    for (size_t i = 0; i < samples_.size(); ++i) {
+      ir::Tensor out = engine::as_float32(simulation.run(samples_[i])[index_]);
+      std::span<const float> q = out.values<float>(), f = reference_[i].values<float>();
+      double squares = 0;
+      for (size_t j = 0; j < q.size() && j < f.size(); ++j) {
+        const double d = static_cast<double>(q[j]) - f[j];
+        squares += d * d;
+      }
+      sum += std::sqrt(squares);
+    }
+    return sum / static_cast<double>(samples_.size());
+  }
+
+ private:
+  const ir::Model& model_;
+  const quant::QuantConfig& config_;
+  std::vector<Feed> samples_;
+  std::vector<ir::Tensor> reference_;
+  size_t index_;
+  int threads_;
+};
+
 }  // namespace
 
 std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::Plan& plan,
                                                  const quant::QuantConfig& config, std::vector<Feed> samples,
                                                  const FastFinetuneOptions& o,
-                                                 const std::function<void(const std::string&)>& log) {
+                                                 const std::function<void(const std::string&)>& log,
+                                                 const ir::Model* reference) {
   if (samples.empty()) throw Error("fast finetune: no sample to train on");
   const ir::Graph& g = *model.graph;
   const int threads = o.threads > 0 ? o.threads : engine::hardware_threads();
@@ -108,8 +173,9 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
   engine::SessionOptions session_options;
   session_options.threads = std::max(1, threads / workers);
 
+  const ir::Model& target_model = reference ? *reference : model;
   StagedRun float_run(
-      model, samples,
+      target_model, samples,
       [&](const ir::Model& part) -> StagedRun::PartRunner {
         auto session = std::make_shared<engine::Session>(part, session_options);
         return [session](const Feed& feed) { return session->run(feed); };
@@ -124,6 +190,12 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
   // Parallel: the inputs of every layer from the plan before any layer is finetuned.
   const quant::Plan initial = o.parallel ? plan : quant::Plan{};
   const quant::Plan& inputs_plan = o.parallel ? initial : plan;
+  // SelectiveUpdate runs the whole model on the samples after each layer: a copy of them.
+  std::vector<Feed> quantized_run_samples = o.selective_update ? samples : std::vector<Feed>{};
+  // The model's inputs as the quantized model holds them: a layer reading one gets it quantized
+  // (later values come fake-quantized from the parts that compute them).
+  for (Feed& feed : samples)
+    for (auto& [name, value] : feed) quant::fake_quantize_activation(inputs_plan, config, name, value);
   StagedRun quantized_run(
       model, std::move(samples),
       [&](const ir::Model& part) -> StagedRun::PartRunner {
@@ -133,16 +205,28 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
       },
       workers, [&](const std::string& name) { return before_removed.count(name) > 0; });
 
+  std::optional<OutputDistance> distance;
+  double current_distance = 0;
+  if (o.selective_update) {
+    distance.emplace(model, config, quantized_run_samples, o.output_index, threads);
+    current_distance = (*distance)(plan);
+  }
+
+  std::vector<const ir::Node*> targets;
+  for (const ir::Node* node : g.topological_order())
+    if (default_domain(*node) && o.target_op_types.count(node->op_type)) targets.push_back(node);
+  const auto begin = std::chrono::steady_clock::now();
   std::vector<quant::FinetunedLayer> reports;
   std::set<std::string> trained_weights;
-  for (const ir::Node* node : g.topological_order()) {
-    if (!default_domain(*node) || !o.target_op_types.count(node->op_type)) continue;
+  for (const ir::Node* node : targets) {
     quant::FinetunedLayer report;
     report.node = node->name;
     report.op_type = node->op_type;
     auto skip = [&](const std::string& why) {
       report.skipped = why;
-      if (log) log("finetune " + node->name + " (" + node->op_type + "): skipped, " + why);
+      if (log)
+        log("finetune " + std::to_string(reports.size() + 1) + "/" + std::to_string(targets.size()) + " " +
+            node->name + " (" + node->op_type + "): skipped, " + why);
       reports.push_back(std::move(report));
     };
     const ir::Value* w = node->input(1);
@@ -161,6 +245,12 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
     if (act_node) report.activation = act_node->op_type;
     const std::string input = node->input(0)->name();
     const std::string end = (act_node ? act_node : node)->output(0)->name();
+    if (o.output_qdq) activation.output = output_quant(plan, end);
+    if (reference && (!reference->graph->find_value(input) || !reference->graph->find_value(end))) {
+      skip("the reference model (RefModelPath) has no tensor '" +
+           (reference->graph->find_value(input) ? end : input) + "'");
+      continue;
+    }
 
     // The float weight and bias, and how the plan quantizes the weight.
     ir::Tensor weight_f = engine::as_float32(w->initializer());
@@ -220,6 +310,7 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
     report.iterations = r.iterations_run;
     report.kept = r.improved;
     if (r.improved) {
+      std::optional<ir::Tensor> old_weight = wp->data, old_bias = bp ? bp->data : std::nullopt;
       ir::Tensor q(wp->type, wp->data->dims());
       qmath::visit_integer_quant_type(wp->type, "the weight", [&](auto tag) {
         using T = decltype(tag);
@@ -230,13 +321,36 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
       if (bp && bp->data && r.bias != bias)
         bp->data = quant::quantize_tensor(ir::Tensor::from_values<float>(bp->data->dims(), r.bias), bp->data->dtype(),
                                           bp->params, bp->data_axis());
+      if (distance) {
+        const double after = (*distance)(plan);
+        report.output_distance = std::pair{current_distance, after};
+        report.kept = after < current_distance;
+        if (report.kept) {
+          current_distance = after;
+        } else {
+          wp->data = std::move(old_weight);
+          if (bp) bp->data = std::move(old_bias);
+        }
+      }
     }
     trained_weights.insert(w->name());
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    if (log)
-      log("finetune " + node->name + " (" + node->op_type + (act_node ? " + " + act_node->op_type : "") + "): loss " +
-          rounded(r.loss_before, 4) + " -> " + rounded(r.loss_after, 4) + (r.improved ? "" : " (not kept)") + ", " +
-          std::to_string(r.iterations_run) + " iterations, " + rounded(report.seconds, 3) + " s");
+    if (log) {
+      const size_t done = reports.size() + 1;
+      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
+      std::string line = "finetune " + std::to_string(done) + "/" + std::to_string(targets.size()) + " " +
+                         node->name + " (" + node->op_type + (act_node ? " + " + act_node->op_type : "") + "): loss " +
+                         rounded(r.loss_before, 4) + " -> " + rounded(r.loss_after, 4);
+      if (report.output_distance)
+        line += ", output distance " + rounded(report.output_distance->first, 4) + " -> " +
+                rounded(report.output_distance->second, 4);
+      line += std::string(report.kept ? "" : " (not kept)") + ", " + std::to_string(r.iterations_run) +
+              " iterations, " + rounded(report.seconds, 3) + " s";
+      if (done < targets.size())
+        line += ", about " + duration(elapsed / static_cast<double>(done) * static_cast<double>(targets.size() - done)) +
+                " left";
+      log(line);
+    }
     reports.push_back(std::move(report));
   }
   return reports;
@@ -262,6 +376,9 @@ FastFinetuneOptions fast_finetune_options(const quant::FastFinetune& c, int thre
   t.log_period = c.log_period;
   o.target_op_types = std::set<std::string>(c.target_op_types.begin(), c.target_op_types.end());
   o.parallel = c.parallel;
+  o.selective_update = c.selective_update;
+  o.output_qdq = c.output_qdq;
+  o.output_index = c.output_index;
   o.threads = threads;
   return o;
 }
@@ -279,7 +396,16 @@ quant::PlanRefiner fast_finetune_refiner(const quant::QuantConfig& config,
     if (log)
       log(std::string("fast finetune (") + (config.fast_finetune.adaquant ? "AdaQuant" : "AdaRound") + ") on " +
           std::to_string(samples.size()) + " samples, " + std::to_string(o.train.iterations) + " iterations a layer");
-    std::vector<quant::FinetunedLayer> reports = fast_finetune(model, plan, config, std::move(samples), o, log);
+    std::optional<ir::Model> reference;
+    if (!config.fast_finetune.ref_model_path.empty()) {
+      try {
+        reference = ir::load_model(config.fast_finetune.ref_model_path);
+      } catch (const Error& e) {
+        throw Error(std::string("FastFinetune RefModelPath: ") + e.what());
+      }
+    }
+    std::vector<quant::FinetunedLayer> reports =
+        fast_finetune(model, plan, config, std::move(samples), o, log, reference ? &*reference : nullptr);
     size_t kept = 0, trained = 0;
     for (const quant::FinetunedLayer& r : reports) {
       trained += r.skipped.empty();

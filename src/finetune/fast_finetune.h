@@ -25,6 +25,13 @@ struct FastFinetuneOptions {
   std::set<std::string> target_op_types = {"Conv",   "ConvTranspose",         "Gemm",
                                            "MatMul", "InstanceNormalization", "LayerNormalization"};
   bool parallel = false;  // Quark's Parallel: every layer's input from the plan before any finetune
+  // Quark's SelectiveUpdate: a trained layer is kept only if it brings the model's output
+  // `output_index` closer to the float model's (mean L2 distance over the samples).
+  bool selective_update = false;
+  size_t output_index = 0;
+  // Quark's OutputQDQ: each layer's loss is taken after its output's quantization, where the
+  // plan quantizes that output to an integer type.
+  bool output_qdq = false;
   int threads = 0;        // 0: every hardware thread
 };
 
@@ -35,15 +42,19 @@ FastFinetuneOptions fast_finetune_options(const quant::FastFinetune& config, int
 // the plan was made for, on `samples` (feeds of `model`): the target nodes whose weight the plan
 // quantizes to an integer type, in topological order. Writes the integers of every kept layer
 // into the plan (and AdaQuant's biases with update_bias, quantized again with their scales);
-// scales and zero points do not change. `log` gets one line per layer.
+// scales and zero points do not change. The targets come from `reference` when given (Quark's
+// RefModelPath: a model with the same inputs and tensor names, say the float model before some
+// change), else from `model`. `log` gets one line per layer: its losses, iterations,
+// time and an estimate of the time left.
 std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::Plan& plan,
                                                  const quant::QuantConfig& config, std::vector<Feed> samples,
                                                  const FastFinetuneOptions& options,
-                                                 const std::function<void(const std::string&)>& log = {});
+                                                 const std::function<void(const std::string&)>& log = {},
+                                                 const ir::Model* reference = nullptr);
 
 // What quantize_static runs after the parameters with include_fast_ft (quant::PlanRefiner):
 // fast_finetune with config.fast_finetune on the reader's first DataSize samples, the threads of
-// config.calib. `log` gets its lines.
+// config.calib, and the model of RefModelPath loaded as the reference. `log` gets its lines.
 quant::PlanRefiner fast_finetune_refiner(const quant::QuantConfig& config,
                                          std::function<void(const std::string&)> log = {});
 

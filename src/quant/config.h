@@ -87,6 +87,10 @@ struct FastFinetune {
   std::pair<double, double> beta_range = {20, 2};  // BetaRange
   double warm_start = 0.2;                         // WarmStart
   bool parallel = false;                           // Parallel: every layer's input from the model before any finetune
+  bool selective_update = false;                   // SelectiveUpdate: keep a layer only if the model's output gets closer
+  bool output_qdq = false;                         // OutputQDQ: the loss after the layer's output Q/DQ
+  std::string ref_model_path;                      // RefModelPath: the targets' model ("": the float model)
+  size_t output_index = 0;                         // OutputIndex: the output SelectiveUpdate compares
   bool given = false;                              // the FastFinetune key was in the config
 };
 

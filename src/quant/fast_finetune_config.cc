@@ -116,9 +116,9 @@ void apply_fast_finetune(FastFinetune& f, const nlohmann::json& value) {
             "the layers' data in memory");
       if (level > 2) bad(key, "0, 1 or 2", v);
     } else if (key == "SelectiveUpdate") {
-      only_false(key, v, "the whole-model check after each layer (SelectiveUpdate)");
+      f.selective_update = boolean(key, v);
     } else if (key == "OutputQDQ") {
-      only_false(key, v, "training through the output's Q/DQ (OutputQDQ)");
+      f.output_qdq = boolean(key, v);
     } else if (key == "DynamicBatch") {
       only_false(key, v, "training on all samples as one batch (DynamicBatch)");
     } else if (key == "SelectMaxMemLayer") {
@@ -126,17 +126,15 @@ void apply_fast_finetune(FastFinetune& f, const nlohmann::json& value) {
     } else if (key == "PinMemory" || key == "UseGDS") {
       only_false(key, v, "GPU data loading (" + key + ")");
     } else if (key == "OutputIndex") {
-      if (whole(key, v, 0) != 0)
-        throw Error("FastFinetune OutputIndex: the output SelectiveUpdate compares, which is not built yet");
+      f.output_index = static_cast<size_t>(whole(key, v, 0));
     } else if (key == "NumWorkers") {
       if (whole(key, v, 1) != 1)
         throw Error("FastFinetune NumWorkers: MemOptLevel 2's data loader workers, which are not built yet");
-    } else if (key == "CacheDir" || key == "RefModelPath") {
+    } else if (key == "RefModelPath") {
+      f.ref_model_path = v.is_null() ? std::string() : text(key, v);
+    } else if (key == "CacheDir") {
       if (!v.is_null() && !(v.is_string() && v.get<std::string>().empty()))
-        throw Error("FastFinetune " + key + ": " +
-                    (key == "CacheDir" ? std::string("MemOptLevel 2's disk cache")
-                                       : "a reference model other than the float one") +
-                    " is not built yet");
+        throw Error("FastFinetune CacheDir: MemOptLevel 2's disk cache is not built yet");
     } else {
       throw Error("FastFinetune: unknown key '" + key + "'");
     }

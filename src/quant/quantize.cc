@@ -657,6 +657,10 @@ nlohmann::json report(const ir::Model& float_model, const QuantizeResult& r) {
         e["iterations"] = l.iterations;
         e["kept"] = l.kept;
         e["seconds"] = l.seconds;
+        if (l.output_distance) {
+          e["output_distance_before"] = l.output_distance->first;
+          e["output_distance_after"] = l.output_distance->second;
+        }
       }
       layers.push_back(std::move(e));
     }

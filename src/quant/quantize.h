@@ -6,6 +6,7 @@
 #include <memory>
 #include <nlohmann/json_fwd.hpp>
 #include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -29,7 +30,11 @@ struct FinetunedLayer {
   double loss_before = 0;  // the reconstruction loss with the weight rounded to nearest
   double loss_after = 0;   // with the trained weight
   int iterations = 0;
-  bool kept = false;  // the trained weight replaced the plan's (its loss was lower)
+  bool kept = false;  // the trained weight replaced the plan's (its loss was lower, and with
+                      // SelectiveUpdate the model's output closer to the float one)
+  // SelectiveUpdate: the mean L2 distance of the model's output to the float model's, before and
+  // with the trained weight.
+  std::optional<std::pair<double, double>> output_distance;
   double seconds = 0;
   std::string skipped;  // why the node was not trained ("" when it was)
 };
@@ -106,7 +111,8 @@ void apply_config_json(QuantConfig& config, const nlohmann::json& json);
 std::string summary(const ir::Model& float_model, const QuantizeResult& result);
 // The same for machines: {"quantized_nodes_by_op_type", "float_nodes", "seconds", "calibration", "warnings"},
 // and "fast_finetune" (each target node: "node", "op_type", then "skipped", or "activation",
-// "loss_before", "loss_after", "iterations", "kept", "seconds") after fast finetune.
+// "loss_before", "loss_after", "iterations", "kept", "seconds", and with SelectiveUpdate
+// "output_distance_before", "output_distance_after") after fast finetune.
 nlohmann::json report(const ir::Model& float_model, const QuantizeResult& result);
 
 }  // namespace onnxptq::quant

@@ -128,4 +128,15 @@ Plan plan_within(const Plan& plan, const ir::Graph& part) {
   return sub;
 }
 
+void fake_quantize_activation(const Plan& plan, const QuantConfig& config, const std::string& name,
+                              ir::Tensor& value) {
+  const TensorPlan* t = plan.find(name);
+  if (!t || t->role != Role::Activation) return;
+  const TensorPlan& provider = plan.provider(name);
+  if (provider.params.size() != 1)
+    throw Error("activation '" + name + "' has " + std::to_string(provider.params.size()) +
+                " parameters, expected one (parameters not assigned)");
+  value = fake_quantize_tensor(value, provider.type, provider.params, std::nullopt, quantize_options_of(config.format));
+}
+
 }  // namespace onnxptq::quant

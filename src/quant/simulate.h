@@ -48,4 +48,9 @@ class Simulation {
 // outside the part).
 Plan plan_within(const Plan& plan, const ir::Graph& part);
 
+// `value` of activation `name` fake-quantized as the simulation does it (a model input fed to a
+// part, say); unchanged when the plan leaves `name` float.
+void fake_quantize_activation(const Plan& plan, const QuantConfig& config, const std::string& name,
+                              ir::Tensor& value);
+
 }  // namespace onnxptq::quant

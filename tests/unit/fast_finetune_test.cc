@@ -9,6 +9,7 @@
 
 #include "engine/session.h"
 #include "finetune/staged_run.h"
+#include "ir/model.h"
 #include "onnxptq/error.h"
 #include "quant/quantize.h"
 #include "quant/simulate.h"
@@ -195,6 +196,130 @@ TEST(FastFinetune, RunsInQuantizeStaticAndIsReported) {
                          r.plan.find("w1")->data->values<int8_t>().begin()));
 }
 
+// The same seed, samples and threads give the same bytes: the mini-batches come from the seeded
+// generator, and no sum depends on how work was split between the threads.
+TEST(FastFinetune, SameSeedSameThreadsSameModelBytes) {
+  for (const char* algorithm : {"adaround", "adaquant"}) {
+    Quantized q;
+    quant::QuantConfig c = q.config;
+    c.include_fast_ft = true;
+    c.calib.threads = 2;
+    quant::apply_extra_option(c, "FastFinetune",
+                              nlohmann::json{{"NumIterations", 100}, {"BatchSize", 2}, {"OptimAlgorithm", algorithm},
+                                             {"LearningRate", std::string(algorithm) == "adaround" ? 0.1 : 1e-3},
+                                             {"UpdateBias", true}, {"DropRatio", 0.5}});
+    std::vector<std::string> bytes;
+    for (int run = 0; run < 2; ++run) {
+      FeedReader reader(feeds(16, 100));
+      quant::QuantizeResult r = quant::quantize_static(q.model, reader, c, {}, fast_finetune_refiner(c));
+      size_t kept = 0;
+      for (const quant::FinetunedLayer& l : r.finetuned) kept += l.kept;
+      EXPECT_GT(kept, 0u) << algorithm;  // something was trained, or the comparison proves nothing
+      bytes.push_back(ir::serialize_model(r.model));
+    }
+    EXPECT_TRUE(bytes[0] == bytes[1]) << algorithm;
+  }
+}
+
+// SelectiveUpdate keeps a layer only when the model's output gets closer to the float one: the
+// distances reported fall with each layer kept, and a layer not kept leaves the plan as it was.
+TEST(FastFinetune, SelectiveUpdateKeepsOnlyLayersThatBringTheOutputCloser) {
+  Quantized q;
+  quant::Plan plan = q.plan;
+  FastFinetuneOptions o;
+  o.train.iterations = 200;
+  o.train.batch_size = 2;
+  o.threads = 2;
+  o.selective_update = true;
+  std::vector<quant::FinetunedLayer> reports = fast_finetune(q.model, plan, q.config, feeds(32, 100), o);
+  ASSERT_EQ(reports.size(), 3u);
+  double current = reports[0].output_distance.value().first;
+  size_t kept = 0;
+  for (const quant::FinetunedLayer& r : reports) {
+    if (!r.output_distance) continue;  // its reconstruction loss did not improve: not tried
+    EXPECT_EQ(r.output_distance->first, current) << r.node;
+    EXPECT_EQ(r.kept, r.output_distance->second < r.output_distance->first) << r.node;
+    if (r.kept) current = r.output_distance->second;
+    kept += r.kept;
+  }
+  EXPECT_GT(kept, 0u);
+  // The final plan's distance is the last one kept, computed the same way.
+  std::vector<Feed> samples = feeds(32, 100);
+  engine::Session float_model(q.model);
+  quant::Simulation simulation(q.model, plan, q.config, 1);
+  double sum = 0;
+  for (const Feed& f : samples) {
+    ir::Tensor a = simulation.run(f)[0], b = float_model.run(f)[0];
+    double squares = 0;
+    for (size_t i = 0; i < a.values<float>().size(); ++i)
+      squares += std::pow(static_cast<double>(a.values<float>()[i]) - b.values<float>()[i], 2);
+    sum += std::sqrt(squares);
+  }
+  EXPECT_NEAR(sum / 32, current, 1e-9 * current);
+  o.output_index = 1;
+  EXPECT_THROW(fast_finetune(q.model, plan, q.config, feeds(4, 100), o), Error);  // one output only
+}
+
+// OutputQDQ: the loss is taken after each layer's output quantization: the first layer's loss
+// before training is then the error of the simulated model's quantized Relu output, which the
+// simulation computes on its own.
+TEST(FastFinetune, OutputQdqMeasuresTheLossAfterTheOutputsQuantization) {
+  Quantized q;
+  FastFinetuneOptions o;
+  o.train.iterations = 50;
+  o.train.batch_size = 2;
+  o.threads = 1;
+  o.output_qdq = true;
+  quant::Plan plan = q.plan;
+  std::vector<Feed> samples = feeds(16, 100);
+  std::vector<quant::FinetunedLayer> reports = fast_finetune(q.model, plan, q.config, samples, o);
+  ASSERT_EQ(reports[0].activation, "Relu");
+  quant::Simulation simulation(q.model, q.plan, q.config, 1);
+  engine::Session float_model(q.model);
+  double sum = 0, positions = 0;
+  for (const Feed& f : samples) {
+    ir::Tensor quantized, reference;
+    engine::TensorObserver take_q = [&](const std::string& name, const ir::Tensor& t) {
+      if (name == "r") quantized = t;
+    };
+    engine::TensorObserver take_f = [&](const std::string& name, const ir::Tensor& t) {
+      if (name == "r") reference = t;
+    };
+    simulation.run(f, &take_q);
+    float_model.run(f, {&take_f});
+    for (size_t i = 0; i < quantized.values<float>().size(); ++i)
+      sum += std::pow(static_cast<double>(quantized.values<float>()[i]) - reference.values<float>()[i], 2);
+    positions += 2;  // [2, 32]: the squares summed over dim 1
+  }
+  EXPECT_NEAR(reports[0].loss_before, sum / positions, 1e-6 * reports[0].loss_before);
+}
+
+// RefModelPath: targets from another model with the same tensor names; the float model itself as
+// the reference gives the same plan as no reference, and a tensor it lacks skips the layer.
+TEST(FastFinetune, ReferenceModelGivesTheTargets) {
+  Quantized q;
+  FastFinetuneOptions o;
+  o.train.iterations = 50;
+  o.train.batch_size = 2;
+  o.threads = 1;
+  quant::Plan without = q.plan, with = q.plan, renamed_plan = q.plan;
+  fast_finetune(q.model, without, q.config, feeds(8, 100), o);
+  ir::Model reference = mlp();
+  fast_finetune(q.model, with, q.config, feeds(8, 100), o, {}, &reference);
+  for (const char* w : {"w1", "w2", "w3"})
+    EXPECT_TRUE(std::equal(without.find(w)->data->values<int8_t>().begin(),
+                           without.find(w)->data->values<int8_t>().end(), with.find(w)->data->values<int8_t>().begin()))
+        << w;
+  // A reference whose Relu output has another name: the layers reading or ending at it are skipped.
+  ir::Model renamed = mlp();
+  renamed.graph->rename_value(renamed.graph->find_value("r"), "r_renamed");
+  std::vector<quant::FinetunedLayer> reports = fast_finetune(q.model, renamed_plan, q.config, feeds(8, 100), o, {},
+                                                             &renamed);
+  ASSERT_EQ(reports.size(), 3u);
+  for (const quant::FinetunedLayer& r : reports)
+    EXPECT_NE(r.skipped.find("reference model (RefModelPath) has no tensor 'r'"), std::string::npos) << r.node;
+}
+
 TEST(FastFinetuneConfig, QuarksKeysAndDefaultsByAlgorithm) {
   quant::FastFinetune f;
   quant::apply_fast_finetune(f, nlohmann::json::parse(R"({"DataSize": 1000, "FixedSeed": 1705472343, "BatchSize": 2,
@@ -231,8 +356,17 @@ TEST(FastFinetuneConfig, QuarksKeysAndDefaultsByAlgorithm) {
   EXPECT_NE(refusal(R"({"MemOptLevel": 2})").find("MemOptLevel 2"), std::string::npos);
   EXPECT_EQ(refusal(R"({"MemOptLevel": 1})"), "");
   EXPECT_NE(refusal(R"({"OptimDevice": "cuda:0"})").find("CPU"), std::string::npos);
-  EXPECT_NE(refusal(R"({"SelectiveUpdate": true})").find("not built"), std::string::npos);
-  EXPECT_EQ(refusal(R"({"SelectiveUpdate": false})"), "");
+  EXPECT_NE(refusal(R"({"DynamicBatch": true})").find("not built"), std::string::npos);
+  EXPECT_EQ(refusal(R"({"SelectiveUpdate": true, "OutputIndex": 1, "OutputQDQ": true, "RefModelPath": "f.onnx"})"),
+            "");
+  EXPECT_NE(refusal(R"({"OutputIndex": -1})").find("OutputIndex"), std::string::npos);
+  quant::FastFinetune keys;
+  quant::apply_fast_finetune(keys, nlohmann::json::parse(R"({"SelectiveUpdate": true, "OutputIndex": 1,
+      "OutputQDQ": true})"));
+  o = fast_finetune_options(keys, 1);
+  EXPECT_TRUE(o.selective_update);
+  EXPECT_EQ(o.output_index, 1u);
+  EXPECT_TRUE(o.output_qdq);
   EXPECT_NE(refusal(R"({"NumIteration": 5})").find("unknown key 'NumIteration'"), std::string::npos);
   EXPECT_NE(refusal(R"({"BatchSize": 0})").find("BatchSize"), std::string::npos);
   EXPECT_NE(refusal(R"({"TargetOpType": ["Relu"]})").find("Relu"), std::string::npos);

@@ -298,20 +298,31 @@ TEST(Activation, ErrorAndItsGradientInOnePassMatchForwardAndBackward) {
     act.max = 1;
     act.slope = {0.1f, 0.2f, 0.3f};
     act.axis = 1;
-    std::vector<float> a(n), d(n), want_dy(n), dy(n);
-    activation_forward(act, dims, y.data(), a.data());
-    double want = 0;
-    for (size_t i = 0; i < n; ++i) {
-      double diff = static_cast<double>(a[i]) - target[i];
-      want += diff * diff;
-      d[i] = 0.5f * static_cast<float>(diff);
+    for (bool output_qdq : {false, true}) {
+      // OutputQDQ: int8 steps of 1/16 after the activation; values outside [-8, 7.9375] clamp.
+      if (output_qdq) act.output = OutputQuant{0.0625f, 0, -128, 127};
+      std::vector<float> a(n), d(n), want_dy(n), dy(n);
+      activation_forward(act, dims, y.data(), a.data());
+      double want = 0;
+      for (size_t i = 0; i < n; ++i) {
+        float out = a[i], pass = 1;
+        if (output_qdq) {
+          float level = std::nearbyint(a[i] / 0.0625f);
+          pass = level >= -128 && level <= 127 ? 1.0f : 0.0f;
+          out = std::clamp(level, -128.0f, 127.0f) * 0.0625f;
+        }
+        double diff = static_cast<double>(out) - target[i];
+        want += diff * diff;
+        d[i] = 0.5f * static_cast<float>(diff) * pass;
+      }
+      activation_backward(act, dims, y.data(), a.data(), d.data(), want_dy.data());
+      const double got = activation_error(act, dims, y.data(), target.data(), 0.5f, dy.data(), 2);
+      // Each difference is taken in float: at most 2^-24 relative off, its square 2^-23.
+      EXPECT_NEAR(got, want, 0x1p-23 * want) << static_cast<int>(kind) << " " << output_qdq;
+      EXPECT_EQ(activation_error(act, dims, y.data(), target.data(), 0.5f, nullptr, 1), got) << static_cast<int>(kind);
+      for (size_t i = 0; i < n; ++i)
+        ASSERT_NEAR(dy[i], want_dy[i], 1e-6f) << static_cast<int>(kind) << " " << output_qdq << " at " << i;
     }
-    activation_backward(act, dims, y.data(), a.data(), d.data(), want_dy.data());
-    const double got = activation_error(act, dims, y.data(), target.data(), 0.5f, dy.data(), 2);
-    // Each difference is taken in float: at most 2^-24 relative off, its square 2^-23.
-    EXPECT_NEAR(got, want, 0x1p-23 * want) << static_cast<int>(kind);
-    EXPECT_EQ(activation_error(act, dims, y.data(), target.data(), 0.5f, nullptr, 1), got) << static_cast<int>(kind);
-    for (size_t i = 0; i < n; ++i) ASSERT_NEAR(dy[i], want_dy[i], 1e-6f) << static_cast<int>(kind) << " at " << i;
   }
 }
 
