@@ -123,23 +123,30 @@ std::string duration(double seconds) {
 // model simulated with a plan, minus the float model's.
 class OutputDistance {
  public:
-  OutputDistance(const ir::Model& model, const quant::QuantConfig& config, std::vector<Feed> samples, size_t index,
-                 int threads)
-      : model_(model), config_(config), samples_(std::move(samples)), index_(index), threads_(threads) {
+  OutputDistance(const ir::Model& model, const quant::QuantConfig& config, SampleInputs samples, size_t index,
+                 int threads, const std::optional<std::filesystem::path>& spill)
+      : model_(model),
+        config_(config),
+        samples_(std::move(samples)),
+        reference_(sample_count(samples_), spill),
+        index_(index),
+        threads_(threads) {
     if (index >= model.graph->outputs().size())
       throw Error("FastFinetune OutputIndex " + std::to_string(index) + ": the model has " +
                   std::to_string(model.graph->outputs().size()) + " outputs");
     engine::SessionOptions options;
     options.threads = threads;
     engine::Session session(model, options);
-    for (const Feed& feed : samples_) reference_.push_back(engine::as_float32(session.run(feed)[index]));
+    for (size_t i = 0; i < reference_.size(); ++i)
+      reference_.set(i, engine::as_float32(session.run(feed_of(samples_, i))[index]));
   }
   double operator()(const quant::Plan& plan) const {
     quant::Simulation simulation(model_, plan, config_, threads_);
     double sum = 0;
-    for (size_t i = 0; i < samples_.size(); ++i) {
-      ir::Tensor out = engine::as_float32(simulation.run(samples_[i])[index_]);
-      std::span<const float> q = out.values<float>(), f = reference_[i].values<float>();
+    for (size_t i = 0; i < reference_.size(); ++i) {
+      ir::Tensor out = engine::as_float32(simulation.run(feed_of(samples_, i))[index_]);
+      const ir::Tensor reference = reference_.get(i);
+      std::span<const float> q = out.values<float>(), f = reference.values<float>();
       double squares = 0;
       for (size_t j = 0; j < q.size() && j < f.size(); ++j) {
         const double d = static_cast<double>(q[j]) - f[j];
@@ -147,14 +154,14 @@ class OutputDistance {
       }
       sum += std::sqrt(squares);
     }
-    return sum / static_cast<double>(samples_.size());
+    return sum / static_cast<double>(reference_.size());
   }
 
  private:
   const ir::Model& model_;
   const quant::QuantConfig& config_;
-  std::vector<Feed> samples_;
-  std::vector<ir::Tensor> reference_;
+  SampleInputs samples_;
+  SampleStore reference_;  // output index_ of the float model, per sample
   size_t index_;
   int threads_;
 };
@@ -162,14 +169,15 @@ class OutputDistance {
 }  // namespace
 
 std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::Plan& plan,
-                                                 const quant::QuantConfig& config, std::vector<Feed> samples,
+                                                 const quant::QuantConfig& config, const SampleInputs& samples,
                                                  const FastFinetuneOptions& o,
                                                  const std::function<void(const std::string&)>& log,
                                                  const ir::Model* reference) {
-  if (samples.empty()) throw Error("fast finetune: no sample to train on");
+  const size_t count = sample_count(samples);
+  if (count == 0) throw Error("fast finetune: no sample to train on");
   const ir::Graph& g = *model.graph;
   const int threads = o.threads > 0 ? o.threads : engine::hardware_threads();
-  const int workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(threads), samples.size()));
+  const int workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(threads), count));
   engine::SessionOptions session_options;
   session_options.threads = std::max(1, threads / workers);
 
@@ -180,7 +188,7 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
         auto session = std::make_shared<engine::Session>(part, session_options);
         return [session](const Feed& feed) { return session->run(feed); };
       },
-      workers);
+      workers, {}, o.spill);
   // The quantized model: the plan as it is when each part is made, so layers finetuned earlier
   // compute with their new weights. A Relu the plan removes stays with its producer.
   std::set<std::string> before_removed;
@@ -190,25 +198,32 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
   // Parallel: the inputs of every layer from the plan before any layer is finetuned.
   const quant::Plan initial = o.parallel ? plan : quant::Plan{};
   const quant::Plan& inputs_plan = o.parallel ? initial : plan;
-  // SelectiveUpdate runs the whole model on the samples after each layer: a copy of them.
-  std::vector<Feed> quantized_run_samples = o.selective_update ? samples : std::vector<Feed>{};
   // The model's inputs as the quantized model holds them: a layer reading one gets it quantized
   // (later values come fake-quantized from the parts that compute them).
-  for (Feed& feed : samples)
-    for (auto& [name, value] : feed) quant::fake_quantize_activation(inputs_plan, config, name, value);
+  SampleInputs quantized_inputs = samples;
+  for (auto& [name, store] : quantized_inputs) {
+    if (!inputs_plan.find(name)) continue;
+    auto quantized = std::make_shared<SampleStore>(count, o.spill);
+    for (size_t i = 0; i < count; ++i) {
+      ir::Tensor value = store->get(i);
+      quant::fake_quantize_activation(inputs_plan, config, name, value);
+      quantized->set(i, value);
+    }
+    store = std::move(quantized);
+  }
   StagedRun quantized_run(
-      model, std::move(samples),
+      model, std::move(quantized_inputs),
       [&](const ir::Model& part) -> StagedRun::PartRunner {
         auto simulation = std::make_shared<quant::Simulation>(part, quant::plan_within(inputs_plan, *part.graph),
                                                               config, session_options.threads);
         return [simulation](const Feed& feed) { return simulation->run(feed); };
       },
-      workers, [&](const std::string& name) { return before_removed.count(name) > 0; });
+      workers, [&](const std::string& name) { return before_removed.count(name) > 0; }, o.spill);
 
   std::optional<OutputDistance> distance;
   double current_distance = 0;
   if (o.selective_update) {
-    distance.emplace(model, config, quantized_run_samples, o.output_index, threads);
+    distance.emplace(model, config, samples, o.output_index, threads, o.spill);
     current_distance = (*distance)(plan);
   }
 
@@ -283,13 +298,10 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
     }
 
     LayerSamples data;
-    data.quantized_inputs = std::move(quantized_run.values({input})[0]);
-    std::vector<std::vector<ir::Tensor>> f = float_run.values({input, end});
-    if (o.train.drop_ratio < 1) data.float_inputs = std::move(f[0]);
-    data.float_outputs = std::move(f[1]);
-    for (std::vector<ir::Tensor>* values : {&data.quantized_inputs, &data.float_inputs, &data.float_outputs})
-      for (ir::Tensor& t : *values)
-        if (t.dtype() != ir::DataType::Float) t = engine::as_float32(t);
+    data.quantized_inputs = quantized_run.values({input})[0];
+    std::vector<SharedStore> f = float_run.values({input, end});
+    if (o.train.drop_ratio < 1) data.float_inputs = f[0];
+    data.float_outputs = f[1];
 
     // A bias the plan keeps float is the float model's: only a quantized one can be trained.
     TrainOptions train = o.train;
@@ -378,6 +390,8 @@ FastFinetuneOptions fast_finetune_options(const quant::FastFinetune& c, int thre
   o.parallel = c.parallel;
   o.selective_update = c.selective_update;
   o.output_qdq = c.output_qdq;
+  if (c.mem_opt_level == 2)
+    o.spill = c.cache_dir.empty() ? std::filesystem::temp_directory_path() : std::filesystem::path(c.cache_dir);
   o.output_index = c.output_index;
   o.threads = threads;
   return o;
@@ -386,16 +400,11 @@ FastFinetuneOptions fast_finetune_options(const quant::FastFinetune& c, int thre
 quant::PlanRefiner fast_finetune_refiner(const quant::QuantConfig& config,
                                          std::function<void(const std::string&)> log) {
   return [config, log](quant::Plan& plan, const ir::Model& model, DataReader& reader) {
-    std::vector<Feed> samples;
-    while (samples.size() < config.fast_finetune.data_size) {
-      std::optional<Feed> feed = reader.next();
-      if (!feed) break;
-      samples.push_back(std::move(*feed));
-    }
     FastFinetuneOptions o = fast_finetune_options(config.fast_finetune, config.calib.threads);
+    SampleInputs samples = read_samples(reader, config.fast_finetune.data_size, o.spill);
     if (log)
       log(std::string("fast finetune (") + (config.fast_finetune.adaquant ? "AdaQuant" : "AdaRound") + ") on " +
-          std::to_string(samples.size()) + " samples, " + std::to_string(o.train.iterations) + " iterations a layer");
+          std::to_string(sample_count(samples)) + " samples, " + std::to_string(o.train.iterations) + " iterations a layer");
     std::optional<ir::Model> reference;
     if (!config.fast_finetune.ref_model_path.empty()) {
       try {
@@ -405,7 +414,7 @@ quant::PlanRefiner fast_finetune_refiner(const quant::QuantConfig& config,
       }
     }
     std::vector<quant::FinetunedLayer> reports =
-        fast_finetune(model, plan, config, std::move(samples), o, log, reference ? &*reference : nullptr);
+        fast_finetune(model, plan, config, samples, o, log, reference ? &*reference : nullptr);
     size_t kept = 0, trained = 0;
     for (const quant::FinetunedLayer& r : reports) {
       trained += r.skipped.empty();

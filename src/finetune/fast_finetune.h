@@ -5,13 +5,16 @@
 // model each run once over the samples in all, in stages (staged_run.h), not once per layer.
 #pragma once
 
+#include <filesystem>
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
 #include "calib/data_reader.h"
 #include "finetune/layer_trainer.h"
+#include "finetune/sample_store.h"
 #include "ir/model.h"
 #include "quant/config.h"
 #include "quant/plan.h"
@@ -32,6 +35,9 @@ struct FastFinetuneOptions {
   // Quark's OutputQDQ: each layer's loss is taken after its output's quantization, where the
   // plan quantizes that output to an integer type.
   bool output_qdq = false;
+  // Quark's MemOptLevel 2: every sample's values (inputs, the layers' data) kept in files in this
+  // directory, read back a sample at a time, so memory does not grow with the samples.
+  std::optional<std::filesystem::path> spill;
   int threads = 0;        // 0: every hardware thread
 };
 
@@ -39,7 +45,7 @@ struct FastFinetuneOptions {
 FastFinetuneOptions fast_finetune_options(const quant::FastFinetune& config, int threads);
 
 // Finetunes the weights `plan` quantizes (its parameters assigned) for `model`, the float model
-// the plan was made for, on `samples` (feeds of `model`): the target nodes whose weight the plan
+// the plan was made for, on `samples` (the inputs of `model`, sample_store.h): the target nodes whose weight the plan
 // quantizes to an integer type, in topological order. Writes the integers of every kept layer
 // into the plan (and AdaQuant's biases with update_bias, quantized again with their scales);
 // scales and zero points do not change. The targets come from `reference` when given (Quark's
@@ -47,7 +53,7 @@ FastFinetuneOptions fast_finetune_options(const quant::FastFinetune& config, int
 // change), else from `model`. `log` gets one line per layer: its losses, iterations,
 // time and an estimate of the time left.
 std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::Plan& plan,
-                                                 const quant::QuantConfig& config, std::vector<Feed> samples,
+                                                 const quant::QuantConfig& config, const SampleInputs& samples,
                                                  const FastFinetuneOptions& options,
                                                  const std::function<void(const std::string&)>& log = {},
                                                  const ir::Model* reference = nullptr);

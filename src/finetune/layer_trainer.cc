@@ -5,6 +5,7 @@
 #include <random>
 #include <string>
 
+#include "engine/kernel.h"
 #include "engine/parallel.h"
 #include "finetune/rounding.h"
 #include "ir/tensor.h"
@@ -105,16 +106,23 @@ class Adam {
   return sum;
 }
 
+// Sample i of `store` as float (the values a layer computes on).
+ir::Tensor float_sample(const SampleStore& store, size_t i) {
+  ir::Tensor t = store.get(i);
+  return t.dtype() == ir::DataType::Float ? t : engine::as_float32(t);
+}
+
 // Samples `indices` concatenated along the batch dimension into `out`; returns the batch's dims.
-std::vector<int64_t> concatenate(const std::vector<ir::Tensor>& samples, const std::vector<size_t>& indices,
+std::vector<int64_t> concatenate(const SampleStore& samples, const std::vector<size_t>& indices,
                                  std::vector<float>& out) {
-  std::vector<int64_t> dims = samples[indices[0]].dims();
+  std::vector<int64_t> dims = samples.dims(indices[0]);
   dims[0] = 0;
-  for (size_t i : indices) dims[0] += samples[i].dims()[0];
+  for (size_t i : indices) dims[0] += samples.dims(i)[0];
   out.resize(static_cast<size_t>(ir::element_count(dims)));
   float* to = out.data();
   for (size_t i : indices) {
-    std::span<const float> v = samples[i].values<float>();
+    ir::Tensor t = float_sample(samples, i);
+    std::span<const float> v = t.values<float>();
     to = std::copy(v.begin(), v.end(), to);
   }
   return dims;
@@ -126,19 +134,18 @@ double positions(const std::vector<int64_t>& dims) {
 }
 
 void check_samples(const LayerOp& op, const LayerSamples& s, bool need_float_inputs) {
-  if (s.quantized_inputs.empty()) throw Error("finetune: no sample to train on");
-  if (s.float_outputs.size() != s.quantized_inputs.size() ||
-      (need_float_inputs && s.float_inputs.size() != s.quantized_inputs.size()))
+  if (!s.quantized_inputs || !s.float_outputs || s.quantized_inputs->size() == 0)
+    throw Error("finetune: no sample to train on");
+  const size_t n = s.quantized_inputs->size();
+  if (s.float_outputs->size() != n || (need_float_inputs && (!s.float_inputs || s.float_inputs->size() != n)))
     throw Error("finetune: the layer's samples differ in number (quantized inputs, float inputs, float outputs)");
-  for (size_t i = 0; i < s.quantized_inputs.size(); ++i) {
-    const ir::Tensor& x = s.quantized_inputs[i];
-    if (x.dtype() != ir::DataType::Float || s.float_outputs[i].dtype() != ir::DataType::Float)
-      throw Error("finetune: sample " + std::to_string(i) + " is not float");
-    if (op.output_dims(x.dims()) != s.float_outputs[i].dims())
+  for (size_t i = 0; i < n; ++i) {
+    const std::vector<int64_t>& x = s.quantized_inputs->dims(i);
+    if (op.output_dims(x) != s.float_outputs->dims(i))
       throw Error("finetune: sample " + std::to_string(i) + ": the float output has dims " +
-                  ir::dims_to_string(s.float_outputs[i].dims()) + ", the layer makes " +
-                  ir::dims_to_string(op.output_dims(x.dims())));
-    if (need_float_inputs && s.float_inputs[i].dims() != x.dims())
+                  ir::dims_to_string(s.float_outputs->dims(i)) + ", the layer makes " +
+                  ir::dims_to_string(op.output_dims(x)));
+    if (need_float_inputs && s.float_inputs->dims(i) != x)
       throw Error("finetune: sample " + std::to_string(i) + ": the float input's dims differ from the quantized one's");
   }
 }
@@ -150,13 +157,12 @@ double reconstruction_loss(const LayerOp& op, const Activation& activation, cons
   // Summed over samples as one batch would: the positions of all of them.
   double sum = 0, count = 0;
   std::vector<float> y;
-  for (size_t i = 0; i < samples.quantized_inputs.size(); ++i) {
-    const ir::Tensor& x = samples.quantized_inputs[i];
+  for (size_t i = 0; i < samples.quantized_inputs->size(); ++i) {
+    const ir::Tensor x = float_sample(*samples.quantized_inputs, i), target = float_sample(*samples.float_outputs, i);
     std::vector<int64_t> dims = op.output_dims(x.dims());
     y.resize(static_cast<size_t>(ir::element_count(dims)));
     op.forward(x.values<float>().data(), x.dims(), weight.data(), bias.empty() ? nullptr : bias.data(), y.data());
-    sum += activation_error(activation, dims, y.data(), samples.float_outputs[i].values<float>().data(), 0.0f, nullptr,
-                            threads);
+    sum += activation_error(activation, dims, y.data(), target.values<float>().data(), 0.0f, nullptr, threads);
     count += positions(dims);
   }
   return count > 0 ? sum / count : 0.0;
@@ -233,7 +239,7 @@ LayerResult train_layer(const LayerOp& op, const Activation& activation, const s
 
   std::mt19937_64 rng(o.seed);
   std::uniform_real_distribution<float> uniform(0.0f, 1.0f);
-  const size_t sample_count = samples.quantized_inputs.size();
+  const size_t sample_count = samples.quantized_inputs->size();
   std::vector<size_t> order(sample_count);
   const int warm = adaround ? static_cast<int>(o.warm_start * o.iterations) : 0;
   const size_t window = o.window > 1 ? o.window : std::max<size_t>(1, static_cast<size_t>(o.iterations / 10));
@@ -246,13 +252,13 @@ LayerResult train_layer(const LayerOp& op, const Activation& activation, const s
     const size_t take = std::min(o.batch_size, sample_count);
     for (size_t i = 0; i < take; ++i) std::swap(order[i], order[i + rng() % (sample_count - i)]);
     std::vector<size_t> picked(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(take));
-    const std::vector<int64_t> x_dims = concatenate(samples.quantized_inputs, picked, x);
+    const std::vector<int64_t> x_dims = concatenate(*samples.quantized_inputs, picked, x);
     if (mix) {
-      concatenate(samples.float_inputs, picked, mixed);
+      concatenate(*samples.float_inputs, picked, mixed);
       for (size_t i = 0; i < x.size(); ++i)
         if (!(uniform(rng) < o.drop_ratio)) x[i] = mixed[i];
     }
-    concatenate(samples.float_outputs, picked, target);
+    concatenate(*samples.float_outputs, picked, target);
 
     // The weight the layer computes with.
     for_each_chunk(threads, n, [&](int64_t b, int64_t e) {

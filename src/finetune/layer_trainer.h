@@ -24,6 +24,7 @@
 
 #include "finetune/activation.h"
 #include "finetune/layer_op.h"
+#include "finetune/sample_store.h"
 #include "ir/tensor.h"
 #include "qmath/quantize.h"
 
@@ -59,13 +60,13 @@ struct TrainOptions {
   std::function<void(int, double)> progress;
 };
 
-// A layer's samples, one tensor each (float, the batch first), in the same order: its input in
-// the quantized model, in the float model (needed when drop_ratio < 1), and its output (after
-// the activation) in the float model.
+// A layer's samples, one tensor each (the batch first; converted to float as read), in the same
+// order: its input in the quantized model, in the float model (needed when drop_ratio < 1), and
+// its output (after the activation) in the float model.
 struct LayerSamples {
-  std::vector<ir::Tensor> quantized_inputs;
-  std::vector<ir::Tensor> float_inputs;
-  std::vector<ir::Tensor> float_outputs;
+  SharedStore quantized_inputs;
+  SharedStore float_inputs;
+  SharedStore float_outputs;
 };
 
 struct LayerResult {

@@ -24,27 +24,30 @@ bool is_constant(const ir::Graph& g, const ir::Value* v) {
 
 }  // namespace
 
-StagedRun::StagedRun(const ir::Model& model, std::vector<Feed> samples, MakeRunner make, int workers,
-                     std::function<bool(const std::string&)> keep_together)
-    : model_(model), make_(std::move(make)), workers_(std::max(workers, 1)), keep_together_(std::move(keep_together)) {
+StagedRun::StagedRun(const ir::Model& model, SampleInputs inputs, MakeRunner make, int workers,
+                     std::function<bool(const std::string&)> keep_together, std::optional<std::filesystem::path> spill)
+    : model_(model),
+      make_(std::move(make)),
+      workers_(std::max(workers, 1)),
+      keep_together_(std::move(keep_together)),
+      spill_(std::move(spill)) {
   const ir::Graph& g = *model.graph;
-  samples_ = samples.size();
+  samples_ = sample_count(inputs);
   order_ = g.topological_order();
   main_nodes_.insert(order_.begin(), order_.end());
   for (const ir::Value* v : g.inputs()) {
-    std::vector<ir::Tensor> values;
-    for (const Feed& feed : samples) {
-      auto it = feed.find(v->name());
-      if (it != feed.end())
-        values.push_back(it->second);
-      else if (v->has_initializer())
-        values.push_back(v->initializer());
+    auto it = inputs.find(v->name());
+    if (it != inputs.end()) {
+      known_[v->name()] = it->second;
+    } else if (v->has_initializer()) {  // an input with a default no sample overrides
+      auto store = std::make_shared<SampleStore>(samples_);
+      for (size_t s = 0; s < samples_; ++s) store->set(s, v->initializer());
+      known_[v->name()] = std::move(store);
     }
-    if (values.size() == samples_) known_[v->name()] = std::move(values);
   }
 }
 
-std::vector<std::vector<ir::Tensor>> StagedRun::values(const std::vector<std::string>& names) {
+std::vector<SharedStore> StagedRun::values(const std::vector<std::string>& names) {
   const ir::Graph& g = *model_.graph;
   std::vector<const ir::Value*> targets;
   for (const std::string& name : names) {
@@ -107,23 +110,26 @@ std::vector<std::vector<ir::Tensor>> StagedRun::values(const std::vector<std::st
     std::sort(inputs.begin(), inputs.end());
     ir::Model part_model = engine::extract_model(model_, inputs, outputs);
     PartRunner run = make_(part_model);
-    std::vector<std::vector<ir::Tensor>> computed(outputs.size(), std::vector<ir::Tensor>(samples_));
+    std::vector<SharedStore> computed;
+    for (size_t i = 0; i < outputs.size(); ++i) computed.push_back(std::make_shared<SampleStore>(samples_, spill_));
     engine::for_each_on_workers(samples_, workers_, [&](size_t s) {
       Feed feed;
-      for (const std::string& name : inputs) feed[name] = known_.at(name)[s];
+      for (const std::string& name : inputs) feed[name] = known_.at(name)->get(s);
       std::vector<ir::Tensor> out = run(feed);
-      for (size_t i = 0; i < outputs.size(); ++i) computed[i][s] = std::move(out.at(i));
+      for (size_t i = 0; i < outputs.size(); ++i) computed[i]->set(s, out.at(i));
     });
     for (size_t i = 0; i < outputs.size(); ++i) known_[outputs[i]] = std::move(computed[i]);
     ran_.insert(part.begin(), part.end());
   }
-  std::vector<std::vector<ir::Tensor>> result;
+  std::vector<SharedStore> result;
   for (const std::string& name : names) {
     auto it = known_.find(name);
     if (it != known_.end()) {
       result.push_back(it->second);
     } else {  // a constant: the same for every sample
-      result.emplace_back(samples_, g.find_value(name)->initializer());
+      auto store = std::make_shared<SampleStore>(samples_);
+      for (size_t s = 0; s < samples_; ++s) store->set(s, g.find_value(name)->initializer());
+      result.push_back(std::move(store));
     }
   }
   forget_what_no_node_reads();

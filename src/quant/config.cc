@@ -1,6 +1,7 @@
 #include "quant/config.h"
 
 #include <array>
+#include <filesystem>
 #include <utility>
 
 #include "onnxptq/error.h"
@@ -95,6 +96,9 @@ void check_config(const QuantConfig& c) {
     throw Error(std::string("include_fast_ft with weight_type ") + quant_type_name(c.weight_type) +
                 ": fast finetune of " + (c.weight_type == ir::DataType::Float16 ? "float16" : "bfloat16") +
                 " weights (AdaQuant through the cast) is not built yet");
+  if (c.include_fast_ft && c.fast_finetune.mem_opt_level == 2 && !c.fast_finetune.cache_dir.empty() &&
+      !std::filesystem::is_directory(c.fast_finetune.cache_dir))
+    throw Error("FastFinetune CacheDir " + c.fast_finetune.cache_dir + ": not a directory");
   auto is_8_or_16 = [](ir::DataType t) {
     return t == ir::DataType::Int8 || t == ir::DataType::UInt8 || t == ir::DataType::Int16 || t == ir::DataType::UInt16;
   };

@@ -90,6 +90,8 @@ struct FastFinetune {
   bool selective_update = false;                   // SelectiveUpdate: keep a layer only if the model's output gets closer
   bool output_qdq = false;                         // OutputQDQ: the loss after the layer's output Q/DQ
   std::string ref_model_path;                      // RefModelPath: the targets' model ("": the float model)
+  int mem_opt_level = 1;                           // MemOptLevel: 0 and 1 in memory, 2 spilled to CacheDir
+  std::string cache_dir;                           // CacheDir: MemOptLevel 2's files ("": the system's temp dir)
   size_t output_index = 0;                         // OutputIndex: the output SelectiveUpdate compares
   bool given = false;                              // the FastFinetune key was in the config
 };

@@ -110,11 +110,8 @@ void apply_fast_finetune(FastFinetune& f, const nlohmann::json& value) {
       f.parallel = boolean(key, v);
     } else if (key == "MemOptLevel") {
       int64_t level = whole(key, v, 0);
-      if (level == 2)
-        throw Error(
-            "FastFinetune MemOptLevel 2 (a disk cache of each layer's data) is not built yet; 0 and 1 keep "
-            "the layers' data in memory");
       if (level > 2) bad(key, "0, 1 or 2", v);
+      f.mem_opt_level = static_cast<int>(level);
     } else if (key == "SelectiveUpdate") {
       f.selective_update = boolean(key, v);
     } else if (key == "OutputQDQ") {
@@ -128,13 +125,13 @@ void apply_fast_finetune(FastFinetune& f, const nlohmann::json& value) {
     } else if (key == "OutputIndex") {
       f.output_index = static_cast<size_t>(whole(key, v, 0));
     } else if (key == "NumWorkers") {
+      // Quark's DataLoader workers for MemOptLevel 2; here samples are read back as a batch needs them.
       if (whole(key, v, 1) != 1)
-        throw Error("FastFinetune NumWorkers: MemOptLevel 2's data loader workers, which are not built yet");
+        throw Error("FastFinetune NumWorkers: onnxptq reads MemOptLevel 2's files in the training thread (1)");
     } else if (key == "RefModelPath") {
       f.ref_model_path = v.is_null() ? std::string() : text(key, v);
     } else if (key == "CacheDir") {
-      if (!v.is_null() && !(v.is_string() && v.get<std::string>().empty()))
-        throw Error("FastFinetune CacheDir: MemOptLevel 2's disk cache is not built yet");
+      f.cache_dir = v.is_null() ? std::string() : text(key, v);
     } else {
       throw Error("FastFinetune: unknown key '" + key + "'");
     }

@@ -625,7 +625,7 @@ std::string summary(const ir::Model& float_model, const QuantizeResult& r) {
     out << "\n";
   }
   out << "time:";
-  for (const char* phase : {"prepare", "cle", "dpu", "plan", "calibrate", "parameters", "export"})
+  for (const char* phase : {"prepare", "cle", "dpu", "plan", "calibrate", "parameters", "finetune", "export"})
     if (r.seconds.count(phase))
       out << " " << phase << " " << std::fixed << std::setprecision(2) << r.seconds.at(phase) << " s";
   out << "\n";

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -106,25 +107,25 @@ TEST(StagedRun, StagesGiveWhatAWholeRunGives) {
   Quantized q;
   std::vector<Feed> samples = feeds(3, 500);
   StagedRun staged(
-      q.model, samples,
+      q.model, stores_of(samples),
       [&](const ir::Model& part) -> StagedRun::PartRunner {
         auto sim = std::make_shared<quant::Simulation>(part, quant::plan_within(q.plan, *part.graph), q.config, 1);
         return [sim](const Feed& f) { return sim->run(f); };
       },
       2);
-  std::vector<std::vector<ir::Tensor>> first = staged.values({"x", "r"});
-  std::vector<std::vector<ir::Tensor>> second = staged.values({"a", "y"});
+  std::vector<SharedStore> first = staged.values({"x", "r"});
+  std::vector<SharedStore> second = staged.values({"a", "y"});
   EXPECT_THROW(staged.values({"h"}), Error);  // computed by the first part, read by no later node
   quant::Simulation whole(q.model, q.plan, q.config, 1);
   for (size_t s = 0; s < samples.size(); ++s) {
     std::map<std::string, ir::Tensor> seen;
     engine::TensorObserver observe = [&](const std::string& name, const ir::Tensor& t) { seen[name] = t; };
     std::vector<ir::Tensor> out = whole.run(samples[s], &observe);
-    EXPECT_EQ(first[1][s].values<float>()[0], seen.at("r").values<float>()[0]);
+    EXPECT_EQ(first[1]->get(s).values<float>()[0], seen.at("r").values<float>()[0]);
+    const ir::Tensor y = second[1]->get(s), x = first[0]->get(s);
     for (size_t i = 0; i < out[0].values<float>().size(); ++i)
-      ASSERT_EQ(second[1][s].values<float>()[i], out[0].values<float>()[i]) << s << " " << i;
-    EXPECT_TRUE(std::equal(first[0][s].values<float>().begin(), first[0][s].values<float>().end(),
-                           samples[s].at("x").values<float>().begin()));
+      ASSERT_EQ(y.values<float>()[i], out[0].values<float>()[i]) << s << " " << i;
+    EXPECT_TRUE(std::equal(x.values<float>().begin(), x.values<float>().end(), samples[s].at("x").values<float>().begin()));
   }
 }
 
@@ -140,7 +141,7 @@ TEST(FastFinetune, LowersTheErrorOnOtherSamplesWithScalesFrozen) {
     o.threads = 2;
     std::vector<std::string> lines;
     std::vector<quant::FinetunedLayer> reports =
-        fast_finetune(q.model, plan, q.config, feeds(32, 100), o, [&](const std::string& l) { lines.push_back(l); });
+        fast_finetune(q.model, plan, q.config, stores_of(feeds(32, 100)), o, [&](const std::string& l) { lines.push_back(l); });
     ASSERT_EQ(reports.size(), 3u);
     EXPECT_EQ(lines.size(), 3u);
     EXPECT_EQ(reports[0].node, "gemm");
@@ -231,7 +232,7 @@ TEST(FastFinetune, SelectiveUpdateKeepsOnlyLayersThatBringTheOutputCloser) {
   o.train.batch_size = 2;
   o.threads = 2;
   o.selective_update = true;
-  std::vector<quant::FinetunedLayer> reports = fast_finetune(q.model, plan, q.config, feeds(32, 100), o);
+  std::vector<quant::FinetunedLayer> reports = fast_finetune(q.model, plan, q.config, stores_of(feeds(32, 100)), o);
   ASSERT_EQ(reports.size(), 3u);
   double current = reports[0].output_distance.value().first;
   size_t kept = 0;
@@ -257,7 +258,7 @@ TEST(FastFinetune, SelectiveUpdateKeepsOnlyLayersThatBringTheOutputCloser) {
   }
   EXPECT_NEAR(sum / 32, current, 1e-9 * current);
   o.output_index = 1;
-  EXPECT_THROW(fast_finetune(q.model, plan, q.config, feeds(4, 100), o), Error);  // one output only
+  EXPECT_THROW(fast_finetune(q.model, plan, q.config, stores_of(feeds(4, 100)), o), Error);  // one output only
 }
 
 // OutputQDQ: the loss is taken after each layer's output quantization: the first layer's loss
@@ -272,7 +273,7 @@ TEST(FastFinetune, OutputQdqMeasuresTheLossAfterTheOutputsQuantization) {
   o.output_qdq = true;
   quant::Plan plan = q.plan;
   std::vector<Feed> samples = feeds(16, 100);
-  std::vector<quant::FinetunedLayer> reports = fast_finetune(q.model, plan, q.config, samples, o);
+  std::vector<quant::FinetunedLayer> reports = fast_finetune(q.model, plan, q.config, stores_of(samples), o);
   ASSERT_EQ(reports[0].activation, "Relu");
   quant::Simulation simulation(q.model, q.plan, q.config, 1);
   engine::Session float_model(q.model);
@@ -303,9 +304,9 @@ TEST(FastFinetune, ReferenceModelGivesTheTargets) {
   o.train.batch_size = 2;
   o.threads = 1;
   quant::Plan without = q.plan, with = q.plan, renamed_plan = q.plan;
-  fast_finetune(q.model, without, q.config, feeds(8, 100), o);
+  fast_finetune(q.model, without, q.config, stores_of(feeds(8, 100)), o);
   ir::Model reference = mlp();
-  fast_finetune(q.model, with, q.config, feeds(8, 100), o, {}, &reference);
+  fast_finetune(q.model, with, q.config, stores_of(feeds(8, 100)), o, {}, &reference);
   for (const char* w : {"w1", "w2", "w3"})
     EXPECT_TRUE(std::equal(without.find(w)->data->values<int8_t>().begin(),
                            without.find(w)->data->values<int8_t>().end(), with.find(w)->data->values<int8_t>().begin()))
@@ -313,11 +314,52 @@ TEST(FastFinetune, ReferenceModelGivesTheTargets) {
   // A reference whose Relu output has another name: the layers reading or ending at it are skipped.
   ir::Model renamed = mlp();
   renamed.graph->rename_value(renamed.graph->find_value("r"), "r_renamed");
-  std::vector<quant::FinetunedLayer> reports = fast_finetune(q.model, renamed_plan, q.config, feeds(8, 100), o, {},
+  std::vector<quant::FinetunedLayer> reports = fast_finetune(q.model, renamed_plan, q.config, stores_of(feeds(8, 100)), o, {},
                                                              &renamed);
   ASSERT_EQ(reports.size(), 3u);
   for (const quant::FinetunedLayer& r : reports)
     EXPECT_NE(r.skipped.find("reference model (RefModelPath) has no tensor 'r'"), std::string::npos) << r.node;
+}
+
+// MemOptLevel 2: every sample's values in files of CacheDir, read back as needed; the plan is
+// the same as with everything in memory, and no file is left behind.
+TEST(FastFinetune, SpilledToDiskGivesTheSamePlanAndLeavesNoFile) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "onnxptq_spill_test";
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directory(dir);
+  for (Algorithm algorithm : {Algorithm::AdaRound, Algorithm::AdaQuant}) {
+    Quantized q;
+    FastFinetuneOptions o;
+    o.train.algorithm = algorithm;
+    o.train.iterations = 100;
+    o.train.batch_size = 3;
+    o.train.drop_ratio = 0.5;  // float inputs too
+    o.threads = 2;
+    o.selective_update = true;  // its reference outputs spilled as well
+    quant::Plan in_memory = q.plan, spilled = q.plan;
+    fast_finetune(q.model, in_memory, q.config, stores_of(feeds(16, 100)), o);
+    o.spill = dir;
+    SampleInputs inputs = stores_of(feeds(16, 100), dir);
+    EXPECT_TRUE(inputs.at("x")->spilled());
+    fast_finetune(q.model, spilled, q.config, inputs, o);
+    for (const char* w : {"w1", "w2", "w3"})
+      EXPECT_TRUE(std::equal(in_memory.find(w)->data->values<int8_t>().begin(),
+                             in_memory.find(w)->data->values<int8_t>().end(),
+                             spilled.find(w)->data->values<int8_t>().begin()))
+          << w;
+  }
+  EXPECT_TRUE(std::filesystem::is_empty(dir));  // unlinked as soon as made
+  std::filesystem::remove_all(dir);
+
+  quant::QuantConfig c;
+  c.include_fast_ft = true;
+  quant::apply_extra_option(c, "FastFinetune", nlohmann::json{{"MemOptLevel", 2}, {"CacheDir", "/no/such/dir"}});
+  EXPECT_THROW(quant::check_config(c), Error);
+  EXPECT_EQ(fast_finetune_options(c.fast_finetune, 1).spill, std::filesystem::path("/no/such/dir"));
+  quant::FastFinetune default_dir;
+  quant::apply_fast_finetune(default_dir, nlohmann::json{{"MemOptLevel", 2}});
+  EXPECT_EQ(fast_finetune_options(default_dir, 1).spill, std::filesystem::temp_directory_path());
+  EXPECT_FALSE(fast_finetune_options(quant::FastFinetune{}, 1).spill);
 }
 
 TEST(FastFinetuneConfig, QuarksKeysAndDefaultsByAlgorithm) {
@@ -353,8 +395,9 @@ TEST(FastFinetuneConfig, QuarksKeysAndDefaultsByAlgorithm) {
     }
     return std::string();
   };
-  EXPECT_NE(refusal(R"({"MemOptLevel": 2})").find("MemOptLevel 2"), std::string::npos);
-  EXPECT_EQ(refusal(R"({"MemOptLevel": 1})"), "");
+  EXPECT_NE(refusal(R"({"MemOptLevel": 3})").find("MemOptLevel"), std::string::npos);
+  EXPECT_EQ(refusal(R"({"MemOptLevel": 2, "CacheDir": "/tmp"})"), "");
+  EXPECT_NE(refusal(R"({"NumWorkers": 4})").find("NumWorkers"), std::string::npos);
   EXPECT_NE(refusal(R"({"OptimDevice": "cuda:0"})").find("CPU"), std::string::npos);
   EXPECT_NE(refusal(R"({"DynamicBatch": true})").find("not built"), std::string::npos);
   EXPECT_EQ(refusal(R"({"SelectiveUpdate": true, "OutputIndex": 1, "OutputQDQ": true, "RefModelPath": "f.onnx"})"),

@@ -18,6 +18,13 @@
 namespace onnxptq::finetune {
 namespace {
 
+// `values` as one sample each.
+SharedStore store_of(const std::vector<ir::Tensor>& values) {
+  auto store = std::make_shared<SampleStore>(values.size());
+  for (size_t i = 0; i < values.size(); ++i) store->set(i, values[i]);
+  return store;
+}
+
 std::vector<float> random_values(size_t n, uint32_t seed, float low = -1, float high = 1) {
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> d(low, high);
@@ -351,10 +358,11 @@ struct CoarseLayer {
       std::vector<float> y(4 * 8);
       op->forward(f.values<float>().data(), {4, 16}, weight.data(), bias.data(), y.data());
       activation_forward(activation, {4, 8}, y.data(), y.data());
-      samples.float_inputs.push_back(f);
-      samples.quantized_inputs.push_back(q);
-      samples.float_outputs.push_back(ir::Tensor::from_values<float>({4, 8}, y));
+      float_inputs.push_back(f);
+      quantized_inputs.push_back(q);
+      float_outputs.push_back(ir::Tensor::from_values<float>({4, 8}, y));
     }
+    samples = {store_of(quantized_inputs), store_of(float_inputs), store_of(float_outputs)};
   }
   std::vector<float> dequantized(const std::vector<int64_t>& q) const {
     std::vector<float> w;
@@ -366,6 +374,7 @@ struct CoarseLayer {
   std::vector<float> weight, bias;
   WeightQuant quant;
   Activation activation;
+  std::vector<ir::Tensor> quantized_inputs, float_inputs, float_outputs;
   LayerSamples samples;
 };
 
@@ -436,11 +445,14 @@ TEST(LayerTrainer, RefusesSamplesThatDoNotFit) {
   TrainOptions o;
   o.iterations = 1;
   LayerSamples wrong = layer.samples;
-  wrong.float_outputs.pop_back();
+  std::vector<ir::Tensor> outputs = layer.float_outputs;
+  outputs.pop_back();
+  wrong.float_outputs = store_of(outputs);
   EXPECT_THROW(train_layer(*layer.op, layer.activation, layer.weight, {8, 16}, layer.bias, layer.quant, wrong, o),
                Error);
-  wrong = layer.samples;
-  wrong.float_outputs[0] = ir::Tensor::from_values<float>({4, 7}, std::vector<float>(28));
+  outputs = layer.float_outputs;
+  outputs[0] = ir::Tensor::from_values<float>({4, 7}, std::vector<float>(28));
+  wrong.float_outputs = store_of(outputs);
   EXPECT_THROW(train_layer(*layer.op, layer.activation, layer.weight, {8, 16}, layer.bias, layer.quant, wrong, o),
                Error);
   WeightQuant per_channel = layer.quant;
