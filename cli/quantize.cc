@@ -40,6 +40,7 @@ struct QuantizeArgs {
   size_t max_trials = 100;
   double time_limit = 0;
   bool stop_at_first_pass = false;
+  bool no_finetune_recipe = false;
   size_t held_out = 0;
   size_t output_index = 0;
 
@@ -70,6 +71,7 @@ accuracy::SearchOptions search_options(const QuantizeArgs& a) {
   o.max_trials = a.max_trials;
   o.time_limit = a.time_limit;
   o.stop_at_first_pass = a.stop_at_first_pass;
+  o.finetune_recipe = !a.no_finetune_recipe;
   o.held_out = a.held_out;
   o.output_index = a.output_index;
   o.threads = a.q.threads;
@@ -195,6 +197,9 @@ void add_quantize_command(CLI::App& app) {
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--stop-at-first-pass", a->stop_at_first_pass, "End with the first model that meets the target")
       ->group(target);
+  cmd->add_flag("--no-finetune-recipe", a->no_finetune_recipe,
+                "Leave out the last recipe, AdaRound fast finetune (minutes where the others take seconds)")
+      ->group(target);
   cmd->add_option("--held-out", a->held_out,
                   "--min-sqnr: calibration samples held out to measure on (default: a quarter, 1 to 32)")
       ->group(target)
@@ -204,7 +209,7 @@ void add_quantize_command(CLI::App& app) {
       ->check(non_negative());
   cmd->callback([a, cmd] {
     for (const char* option : {"--lower-is-better", "--fallback-type", "--fallback-order", "--max-trials",
-                               "--time-limit", "--evaluate-timeout", "--stop-at-first-pass", "--held-out",
+                               "--time-limit", "--evaluate-timeout", "--stop-at-first-pass", "--no-finetune-recipe", "--held-out",
                                "--output-index"})
       if (cmd->count(option) && !a->searches())
         throw Error(std::string(option) + " belongs to the accuracy target search: give --max-loss, "

@@ -293,7 +293,7 @@ accuracy::SearchOptions search_options(const py::dict& target, const std::string
   static const std::set<std::string> keys = {"evaluate_function", "lower_is_better", "max_loss",
                                              "max_relative_loss", "min_sqnr", "max_trials", "time_limit",
                                              "stop_at_first_pass", "held_out", "output_index", "fallback_order",
-                                             "fallback_type"};
+                                             "fallback_type", "finetune_recipe"};
   for (auto [key, value] : target)
     if (!keys.count(py::str(key)))
       throw Error("accuracy_target: unknown key '" + std::string(py::str(key)) + "'");
@@ -315,6 +315,7 @@ accuracy::SearchOptions search_options(const py::dict& target, const std::string
   if (auto v = number("max_trials")) o.max_trials = static_cast<size_t>(*v);
   if (auto v = number("time_limit")) o.time_limit = *v;
   o.stop_at_first_pass = !get("stop_at_first_pass").is_none() && get("stop_at_first_pass").cast<bool>();
+  o.finetune_recipe = get("finetune_recipe").is_none() || get("finetune_recipe").cast<bool>();
   if (auto v = number("held_out")) o.held_out = static_cast<size_t>(*v);
   if (auto v = number("output_index")) o.output_index = static_cast<size_t>(*v);
   if (py::object v = get("fallback_order"); !v.is_none()) o.fallback_order = accuracy::parse_fallback_order(py::str(v));

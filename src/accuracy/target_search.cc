@@ -16,6 +16,7 @@
 #include "ir/file_io.h"
 #include "onnxptq/error.h"
 #include "quant/overrides.h"
+#include "quant/presets.h"
 #include "quant/simulate.h"
 
 namespace onnxptq::accuracy {
@@ -282,6 +283,13 @@ class Search {
                              [m](quant::QuantConfig& c) { c.calibrate_method = m; });
     changes.emplace_back(base_.include_cle ? "include_cle off" : "include_cle on",
                          [on = !base_.include_cle](quant::QuantConfig& c) { c.include_cle = on; });
+    // Last, the slowest: minutes where the others take seconds.
+    if (o_.finetune_recipe && !base_.include_fast_ft)
+      changes.emplace_back("AdaRound fast finetune", [](quant::QuantConfig& c) {
+        c.include_fast_ft = true;
+        c.fast_finetune = quant::FastFinetune{};
+        quant::apply_fast_finetune(c.fast_finetune, quant::default_finetune_params(/*adaquant=*/false));
+      });
 
     for (const auto& [what, apply] : changes) {
       quant::QuantConfig config = current;

@@ -1,7 +1,7 @@
 // Quantizing to an accuracy target: the user says how much of a metric they may lose, and the
 // search looks for the cheapest quantized model that keeps it. First whole-model recipes (per
-// channel weights, the calibration methods of the scale kind, CLE on or off; each kept when it
-// improves the metric, as a coordinate search), then, from the best recipe, nodes fall back to
+// channel weights, the calibration methods of the scale kind, CLE on or off, AdaRound fast
+// finetune; each kept when it improves the metric, as a coordinate search), then, from the best recipe, nodes fall back to
 // float in sensitivity order (accuracy/sensitivity.h): a bisection finds the shortest prefix of
 // that order that meets the target, then fallbacks are reverted, by groups split in halves, where
 // the target holds without them. The approach of Intel Neural Compressor's "basic" tuning
@@ -66,6 +66,10 @@ struct SearchOptions {
   size_t max_trials = 100;  // quantized models scored; 0: no limit
   double time_limit = 0;    // seconds; 0: no limit (the trial running when it passes completes)
   bool stop_at_first_pass = false;  // end with the first model that meets the target
+  // The last whole-model recipe, when the configuration has no fast finetune: AdaRound with
+  // Quark's DEFAULT_ADAROUND_PARAMS (include_fast_ft), kept, as every recipe, when it helps; the
+  // fallback trials after it then finetune too.
+  bool finetune_recipe = true;
   // Built-in metric: samples held out of the calibration data (the last ones) to measure on;
   // 0: a quarter of them, at least 1 and at most 32.
   size_t held_out = 0;

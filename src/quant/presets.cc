@@ -88,7 +88,7 @@ Preset finetuned(const Preset& base, bool adaquant) {
   p.name += adaquant ? "_ADAQUANT" : "_ADAROUND";
   p.description += adaquant ? ", then AdaQuant fast finetune" : ", then AdaRound fast finetune";
   p.config["include_fast_ft"] = true;
-  p.config["extra_options"]["FastFinetune"] = adaquant ? adaquant_params() : adaround_params();
+  p.config["extra_options"]["FastFinetune"] = default_finetune_params(adaquant);
   return p;
 }
 
@@ -257,6 +257,8 @@ constexpr const char* kKeyOrder[] = {
 };
 
 }  // namespace
+
+nlohmann::json default_finetune_params(bool adaquant) { return adaquant ? adaquant_params() : adaround_params(); }
 
 const std::vector<Preset>& presets() {
   static const std::vector<Preset> table = make_presets();

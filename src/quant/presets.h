@@ -20,6 +20,10 @@ struct Preset {
   nlohmann::json config;
 };
 
+// Quark's DEFAULT_ADAROUND_PARAMS (or DEFAULT_ADAQUANT_PARAMS): the FastFinetune extra option of
+// the _ADAROUND (_ADAQUANT) presets.
+nlohmann::json default_finetune_params(bool adaquant);
+
 // Every preset, in the order `onnxptq presets` lists them.
 const std::vector<Preset>& presets();
 

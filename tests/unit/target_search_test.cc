@@ -67,6 +67,13 @@ TEST_F(TargetSearch, StopsAtTheFirstPassingTrialWhenTold) {
   EXPECT_GT(r.trials.size(), 1u);
   for (const Trial& t : r.trials) EXPECT_EQ(t.phase, "recipe");
   EXPECT_TRUE(fs::is_empty(dir_)) << "candidate models are removed";
+  // The last recipe tried is AdaRound fast finetune, unless told not to.
+  EXPECT_EQ(r.trials.back().change, "AdaRound fast finetune");
+  o.finetune_recipe = false;
+  const size_t with_finetune = r.trials.size();
+  r = search_accuracy_target(model_, *reader, qdq_config(), o);
+  EXPECT_EQ(r.trials.size(), with_finetune - 1);
+  for (const Trial& t : r.trials) EXPECT_NE(t.change, "AdaRound fast finetune");
 }
 
 TEST_F(TargetSearch, RespectsMaxTrials) {
