@@ -101,7 +101,8 @@ double error_over(int threads, int64_t n, const F& f, const float* y, const floa
 template <class F>
 double error_over(int threads, int64_t n, const F& f, const std::optional<OutputQuant>& output, const float* y,
                   const float* t, float k, float* dy) {
-  return output ? error_over(threads, n, Quantized<F>{f, *output}, y, t, k, dy) : error_over(threads, n, f, y, t, k, dy);
+  return output ? error_over(threads, n, Quantized<F>{f, *output}, y, t, k, dy)
+                : error_over(threads, n, f, y, t, k, dy);
 }
 
 constexpr double kSqrt2 = std::numbers::sqrt2;
@@ -223,14 +224,18 @@ double activation_error(const Activation& act, const std::vector<int64_t>& dims,
   const int64_t n = ir::element_count(dims);
   using K = Activation::Kind;
   switch (act.kind) {
-    case K::None: return error_over(threads, n, Linear{}, act.output, y, target, grad_scale, dy);
-    case K::Relu: return error_over(threads, n, Relu{}, act.output, y, target, grad_scale, dy);
-    case K::LeakyRelu: return error_over(threads, n, Leaky{act.alpha}, act.output, y, target, grad_scale, dy);
-    case K::Clip: return error_over(threads, n, Clip{act.min, act.max}, act.output, y, target, grad_scale, dy);
+    case K::None:
+      return error_over(threads, n, Linear{}, act.output, y, target, grad_scale, dy);
+    case K::Relu:
+      return error_over(threads, n, Relu{}, act.output, y, target, grad_scale, dy);
+    case K::LeakyRelu:
+      return error_over(threads, n, Leaky{act.alpha}, act.output, y, target, grad_scale, dy);
+    case K::Clip:
+      return error_over(threads, n, Clip{act.min, act.max}, act.output, y, target, grad_scale, dy);
     case K::PRelu: {
       if (act.slope.size() <= 1)
-        return error_over(threads, n, Leaky{act.slope.empty() ? 0.0f : act.slope[0]}, act.output, y, target,
-                          grad_scale, dy);
+        return error_over(threads, n, Leaky{act.slope.empty() ? 0.0f : act.slope[0]}, act.output, y, target, grad_scale,
+                          dy);
       // One slope per channel: a run of `inner` values at a time.
       int64_t inner = 1;
       for (size_t d = 2; d < dims.size(); ++d) inner *= dims[d];

@@ -35,7 +35,8 @@ void activation_backward(const Activation& act, const std::vector<int64_t>& dims
 
 // The squared error of a = act(y) (then act.output's fake quantization, if any) against `target`,
 // summed over y of `dims`, and with dy (may be null) dy = da/dy grad_scale (a - target): a loss's
-// value and its gradient before the activation in one pass. On up to `threads` threads; the sum is the same for any thread count.
+// value and its gradient before the activation in one pass. On up to `threads` threads; the sum is the same for any
+// thread count.
 double activation_error(const Activation& act, const std::vector<int64_t>& dims, const float* y, const float* target,
                         float grad_scale, float* dy, int threads);
 

@@ -1,8 +1,8 @@
 #include "finetune/fast_finetune.h"
 
 #include <algorithm>
-#include <cmath>
 #include <chrono>
+#include <cmath>
 #include <iomanip>
 #include <memory>
 #include <optional>
@@ -113,9 +113,12 @@ std::optional<OutputQuant> output_quant(const quant::Plan& plan, const std::stri
 std::string duration(double seconds) {
   const long s = std::lround(seconds);
   std::ostringstream out;
-  if (s >= 3600) out << s / 3600 << " h " << std::setw(2) << std::setfill('0') << (s % 3600) / 60 << " min";
-  else if (s >= 60) out << s / 60 << " min " << s % 60 << " s";
-  else out << s << " s";
+  if (s >= 3600)
+    out << s / 3600 << " h " << std::setw(2) << std::setfill('0') << (s % 3600) / 60 << " min";
+  else if (s >= 60)
+    out << s / 60 << " min " << s % 60 << " s";
+  else
+    out << s << " s";
   return out.str();
 }
 
@@ -240,8 +243,8 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
     auto skip = [&](const std::string& why) {
       report.skipped = why;
       if (log)
-        log("finetune " + std::to_string(reports.size() + 1) + "/" + std::to_string(targets.size()) + " " +
-            node->name + " (" + node->op_type + "): skipped, " + why);
+        log("finetune " + std::to_string(reports.size() + 1) + "/" + std::to_string(targets.size()) + " " + node->name +
+            " (" + node->op_type + "): skipped, " + why);
       reports.push_back(std::move(report));
     };
     const ir::Value* w = node->input(1);
@@ -262,8 +265,8 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
     const std::string end = (act_node ? act_node : node)->output(0)->name();
     if (o.output_qdq) activation.output = output_quant(plan, end);
     if (reference && (!reference->graph->find_value(input) || !reference->graph->find_value(end))) {
-      skip("the reference model (RefModelPath) has no tensor '" +
-           (reference->graph->find_value(input) ? end : input) + "'");
+      skip("the reference model (RefModelPath) has no tensor '" + (reference->graph->find_value(input) ? end : input) +
+           "'");
       continue;
     }
 
@@ -350,8 +353,8 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
     if (log) {
       const size_t done = reports.size() + 1;
       const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
-      std::string line = "finetune " + std::to_string(done) + "/" + std::to_string(targets.size()) + " " +
-                         node->name + " (" + node->op_type + (act_node ? " + " + act_node->op_type : "") + "): loss " +
+      std::string line = "finetune " + std::to_string(done) + "/" + std::to_string(targets.size()) + " " + node->name +
+                         " (" + node->op_type + (act_node ? " + " + act_node->op_type : "") + "): loss " +
                          rounded(r.loss_before, 4) + " -> " + rounded(r.loss_after, 4);
       if (report.output_distance)
         line += ", output distance " + rounded(report.output_distance->first, 4) + " -> " +
@@ -359,8 +362,8 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
       line += std::string(report.kept ? "" : " (not kept)") + ", " + std::to_string(r.iterations_run) +
               " iterations, " + rounded(report.seconds, 3) + " s";
       if (done < targets.size())
-        line += ", about " + duration(elapsed / static_cast<double>(done) * static_cast<double>(targets.size() - done)) +
-                " left";
+        line += ", about " +
+                duration(elapsed / static_cast<double>(done) * static_cast<double>(targets.size() - done)) + " left";
       log(line);
     }
     reports.push_back(std::move(report));
@@ -389,10 +392,10 @@ FastFinetuneOptions fast_finetune_options(const quant::FastFinetune& c, int thre
   o.target_op_types = std::set<std::string>(c.target_op_types.begin(), c.target_op_types.end());
   o.parallel = c.parallel;
   o.selective_update = c.selective_update;
+  o.output_index = c.output_index;
   o.output_qdq = c.output_qdq;
   if (c.mem_opt_level == 2)
     o.spill = c.cache_dir.empty() ? std::filesystem::temp_directory_path() : std::filesystem::path(c.cache_dir);
-  o.output_index = c.output_index;
   o.threads = threads;
   return o;
 }
@@ -404,7 +407,8 @@ quant::PlanRefiner fast_finetune_refiner(const quant::QuantConfig& config,
     SampleInputs samples = read_samples(reader, config.fast_finetune.data_size, o.spill);
     if (log)
       log(std::string("fast finetune (") + (config.fast_finetune.adaquant ? "AdaQuant" : "AdaRound") + ") on " +
-          std::to_string(sample_count(samples)) + " samples, " + std::to_string(o.train.iterations) + " iterations a layer");
+          std::to_string(sample_count(samples)) + " samples, " + std::to_string(o.train.iterations) +
+          " iterations a layer");
     std::optional<ir::Model> reference;
     if (!config.fast_finetune.ref_model_path.empty()) {
       try {

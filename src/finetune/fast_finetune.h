@@ -38,7 +38,7 @@ struct FastFinetuneOptions {
   // Quark's MemOptLevel 2: every sample's values (inputs, the layers' data) kept in files in this
   // directory, read back a sample at a time, so memory does not grow with the samples.
   std::optional<std::filesystem::path> spill;
-  int threads = 0;        // 0: every hardware thread
+  int threads = 0;  // 0: every hardware thread
 };
 
 // The options of include_fast_ft's FastFinetune (quant/config.h), its defaults by algorithm.

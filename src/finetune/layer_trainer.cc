@@ -69,8 +69,8 @@ class Adam {
     w[i] = (std::min(std::max(floors[i] + soft.h + zero_point[i], qmin), qmax) - zero_point[i]) * scale[i];
   }
 }
-[[gnu::noinline]] void rounded_weights(int64_t n, float qmin, float qmax, const float* weight,
-                                       const float* zero_point, const float* scale, float* w) {
+[[gnu::noinline]] void rounded_weights(int64_t n, float qmin, float qmax, const float* weight, const float* zero_point,
+                                       const float* scale, float* w) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i)
     w[i] = (std::min(std::max(std::nearbyint(weight[i] / scale[i]) + zero_point[i], qmin), qmax) - zero_point[i]) *
@@ -275,8 +275,9 @@ LayerResult train_layer(const LayerOp& op, const Activation& activation, const s
     dy.resize(y.size());
     op.forward(x.data(), x_dims, w_eff.data(), b_eff.empty() ? nullptr : b_eff.data(), y.data());
     const double count = positions(y_dims);
-    const double loss = activation_error(activation, y_dims, y.data(), target.data(),
-                                         static_cast<float>(2 / count), dy.data(), threads) / count;
+    const double loss = activation_error(activation, y_dims, y.data(), target.data(), static_cast<float>(2 / count),
+                                         dy.data(), threads) /
+                        count;
     op.backward(x.data(), x_dims, w_eff.data(), dy.data(), dw.data(), train_bias ? db.data() : nullptr);
 
     double monitored = loss;
@@ -288,12 +289,11 @@ LayerResult train_layer(const LayerOp& op, const Activation& activation, const s
       const float beta = static_cast<float>(annealed_beta(it, o.iterations, o.warm_start, o.beta_start, o.beta_end));
       const float reg = regularize ? static_cast<float>(o.reg_param) : 0.0f;
       const float *hv = h.data(), *dhv = dh.data(), *fl = floors.data();
-      const double round_loss = engine::parallel_sum(threads, static_cast<int64_t>(n), kWeightChunk,
-                                                     [=](int64_t b, int64_t e) {
-                                                       return adaround_gradient(e - b, beta, reg, qmin, qmax, fl + b,
-                                                                                hv + b, dhv + b, zp + b, s + b,
-                                                                                dwv + b, g + b);
-                                                     });
+      const double round_loss =
+          engine::parallel_sum(threads, static_cast<int64_t>(n), kWeightChunk, [=](int64_t b, int64_t e) {
+            return adaround_gradient(e - b, beta, reg, qmin, qmax, fl + b, hv + b, dhv + b, zp + b, s + b, dwv + b,
+                                     g + b);
+          });
       monitored = regularize ? o.reg_param * round_loss : 0.0;
     } else {
       for_each_chunk(threads, n, [&](int64_t b, int64_t e) {
@@ -321,8 +321,8 @@ LayerResult train_layer(const LayerOp& op, const Activation& activation, const s
 
   std::vector<int64_t> trained(n);
   for (size_t i = 0; i < n; ++i) {
-    const float q = adaround ? floors[i] + (params[i] >= 0 ? 1.0f : 0.0f) + zp[i]
-                             : unclamped(params[i], static_cast<int64_t>(i));
+    const float q =
+        adaround ? floors[i] + (params[i] >= 0 ? 1.0f : 0.0f) + zp[i] : unclamped(params[i], static_cast<int64_t>(i));
     trained[i] = static_cast<int64_t>(std::clamp(q, qmin, qmax));
   }
   std::vector<float> trained_bias = bias;

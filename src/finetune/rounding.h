@@ -21,18 +21,27 @@ inline constexpr double kZeta = 1.1;
 inline constexpr double kGamma = -0.1;
 
 namespace rounding_detail {
-template <class T> T exp(T x) {
-  if constexpr (std::is_same_v<T, float>) return engine::fast_exp(x);
-  else return std::exp(x);
+template <class T>
+T exp(T x) {
+  if constexpr (std::is_same_v<T, float>)
+    return engine::fast_exp(x);
+  else
+    return std::exp(x);
 }
 // ln x for x > 0 normal.
-template <class T> T log(T x) {
-  if constexpr (std::is_same_v<T, float>) return engine::fast_log(x);
-  else return std::log(x);
+template <class T>
+T log(T x) {
+  if constexpr (std::is_same_v<T, float>)
+    return engine::fast_log(x);
+  else
+    return std::log(x);
 }
-template <class T> T select(bool c, T a, T b) {
-  if constexpr (std::is_same_v<T, float>) return engine::select_bits(c, a, b);
-  else return c ? a : b;
+template <class T>
+T select(bool c, T a, T b) {
+  if constexpr (std::is_same_v<T, float>)
+    return engine::select_bits(c, a, b);
+  else
+    return c ? a : b;
 }
 }  // namespace rounding_detail
 
@@ -40,17 +49,25 @@ template <class T> T select(bool c, T a, T b) {
 // rounding offset, 0 (down) to 1 (up), added to floor(w / s); and dh/dalpha, zero where the clamp
 // holds h at 0 or 1. Both from one exponential: the trainer needs them for every weight at every
 // iteration.
-template <class T> struct SoftRounding {
+template <class T>
+struct SoftRounding {
   T h, gradient;
 };
-template <class T> [[gnu::always_inline]] inline SoftRounding<T> soft_rounding(T alpha) {
+template <class T>
+[[gnu::always_inline]] inline SoftRounding<T> soft_rounding(T alpha) {
   const T s = 1 / (1 + rounding_detail::exp(-alpha));
   const T v = s * static_cast<T>(kZeta - kGamma) + static_cast<T>(kGamma);
   const T h = std::min(std::max(v, T(0)), T(1));
   return {h, rounding_detail::select(v > 0 && v < 1, s * (1 - s) * static_cast<T>(kZeta - kGamma), T(0))};
 }
-template <class T> inline T rectified_sigmoid(T alpha) { return soft_rounding(alpha).h; }
-template <class T> inline T rectified_sigmoid_gradient(T alpha) { return soft_rounding(alpha).gradient; }
+template <class T>
+inline T rectified_sigmoid(T alpha) {
+  return soft_rounding(alpha).h;
+}
+template <class T>
+inline T rectified_sigmoid_gradient(T alpha) {
+  return soft_rounding(alpha).gradient;
+}
 
 // The alpha whose h is `fraction` (w / s - floor(w / s), in [0, 1)): training starts from the
 // float weight itself.
@@ -67,17 +84,23 @@ inline double annealed_beta(int iteration, int iterations, double warm_start, do
 
 // One term of the regularizer, 1 - |2h - 1|^beta (1 at h = 1/2, 0 at h = 0 or 1), and its
 // derivative in h, -2 beta |2h - 1|^(beta - 1) sign(2h - 1), from one power: e^((beta - 1) ln a).
-template <class T> struct Regularizer {
+template <class T>
+struct Regularizer {
   T value, gradient;
 };
-template <class T> [[gnu::always_inline]] inline Regularizer<T> rounding_regularizer_terms(T h, T beta) {
+template <class T>
+[[gnu::always_inline]] inline Regularizer<T> rounding_regularizer_terms(T h, T beta) {
   const T u = 2 * h - 1, a = std::abs(u);
   const T power = rounding_detail::exp((beta - 1) * rounding_detail::log(std::max(a, std::numeric_limits<T>::min())));
   const T p = rounding_detail::select(a > 0, power, T(0));  // at h = 1/2: value 1, gradient 0
   return {1 - p * a, -2 * beta * p * std::copysign(T(1), u)};
 }
-template <class T> inline T rounding_regularizer(T h, T beta) { return rounding_regularizer_terms(h, beta).value; }
-template <class T> inline T rounding_regularizer_gradient(T h, T beta) {
+template <class T>
+inline T rounding_regularizer(T h, T beta) {
+  return rounding_regularizer_terms(h, beta).value;
+}
+template <class T>
+inline T rounding_regularizer_gradient(T h, T beta) {
   return rounding_regularizer_terms(h, beta).gradient;
 }
 

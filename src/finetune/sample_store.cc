@@ -33,8 +33,8 @@ SampleStore::~SampleStore() {
 }
 
 void SampleStore::set(size_t i, const ir::Tensor& value) {
-  if (i >= entries_.size()) throw Error("fast finetune cache: sample " + std::to_string(i) + " of " +
-                                        std::to_string(entries_.size()));
+  if (i >= entries_.size())
+    throw Error("fast finetune cache: sample " + std::to_string(i) + " of " + std::to_string(entries_.size()));
   if (fd_ < 0) {
     std::lock_guard lock(mutex_);
     Entry& e = entries_[i];

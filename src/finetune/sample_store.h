@@ -63,7 +63,8 @@ using SampleInputs = std::map<std::string, SharedStore>;
 SampleInputs read_samples(DataReader& reader, size_t max_samples,
                           const std::optional<std::filesystem::path>& spill = std::nullopt);
 // The same from feeds in memory.
-SampleInputs stores_of(const std::vector<Feed>& feeds, const std::optional<std::filesystem::path>& spill = std::nullopt);
+SampleInputs stores_of(const std::vector<Feed>& feeds,
+                       const std::optional<std::filesystem::path>& spill = std::nullopt);
 
 // Sample i of every input: a feed.
 Feed feed_of(const SampleInputs& inputs, size_t i);

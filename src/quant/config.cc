@@ -99,6 +99,9 @@ void check_config(const QuantConfig& c) {
   if (c.include_fast_ft && c.fast_finetune.mem_opt_level == 2 && !c.fast_finetune.cache_dir.empty() &&
       !std::filesystem::is_directory(c.fast_finetune.cache_dir))
     throw Error("FastFinetune CacheDir " + c.fast_finetune.cache_dir + ": not a directory");
+  if (c.include_fast_ft && !c.fast_finetune.ref_model_path.empty() &&
+      !std::filesystem::is_regular_file(c.fast_finetune.ref_model_path))
+    throw Error("FastFinetune RefModelPath " + c.fast_finetune.ref_model_path + ": no such file");
   auto is_8_or_16 = [](ir::DataType t) {
     return t == ir::DataType::Int8 || t == ir::DataType::UInt8 || t == ir::DataType::Int16 || t == ir::DataType::UInt16;
   };

@@ -128,8 +128,7 @@ Plan plan_within(const Plan& plan, const ir::Graph& part) {
   return sub;
 }
 
-void fake_quantize_activation(const Plan& plan, const QuantConfig& config, const std::string& name,
-                              ir::Tensor& value) {
+void fake_quantize_activation(const Plan& plan, const QuantConfig& config, const std::string& name, ir::Tensor& value) {
   const TensorPlan* t = plan.find(name);
   if (!t || t->role != Role::Activation) return;
   const TensorPlan& provider = plan.provider(name);

@@ -50,7 +50,6 @@ Plan plan_within(const Plan& plan, const ir::Graph& part);
 
 // `value` of activation `name` fake-quantized as the simulation does it (a model input fed to a
 // part, say); unchanged when the plan leaves `name` float.
-void fake_quantize_activation(const Plan& plan, const QuantConfig& config, const std::string& name,
-                              ir::Tensor& value);
+void fake_quantize_activation(const Plan& plan, const QuantConfig& config, const std::string& name, ir::Tensor& value);
 
 }  // namespace onnxptq::quant

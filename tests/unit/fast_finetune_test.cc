@@ -125,7 +125,8 @@ TEST(StagedRun, StagesGiveWhatAWholeRunGives) {
     const ir::Tensor y = second[1]->get(s), x = first[0]->get(s);
     for (size_t i = 0; i < out[0].values<float>().size(); ++i)
       ASSERT_EQ(y.values<float>()[i], out[0].values<float>()[i]) << s << " " << i;
-    EXPECT_TRUE(std::equal(x.values<float>().begin(), x.values<float>().end(), samples[s].at("x").values<float>().begin()));
+    EXPECT_TRUE(
+        std::equal(x.values<float>().begin(), x.values<float>().end(), samples[s].at("x").values<float>().begin()));
   }
 }
 
@@ -140,8 +141,8 @@ TEST(FastFinetune, LowersTheErrorOnOtherSamplesWithScalesFrozen) {
     o.train.learning_rate = algorithm == Algorithm::AdaRound ? 0.1 : 1e-4;
     o.threads = 2;
     std::vector<std::string> lines;
-    std::vector<quant::FinetunedLayer> reports =
-        fast_finetune(q.model, plan, q.config, stores_of(feeds(32, 100)), o, [&](const std::string& l) { lines.push_back(l); });
+    std::vector<quant::FinetunedLayer> reports = fast_finetune(q.model, plan, q.config, stores_of(feeds(32, 100)), o,
+                                                               [&](const std::string& l) { lines.push_back(l); });
     ASSERT_EQ(reports.size(), 3u);
     EXPECT_EQ(lines.size(), 3u);
     EXPECT_EQ(reports[0].node, "gemm");
@@ -206,9 +207,12 @@ TEST(FastFinetune, SameSeedSameThreadsSameModelBytes) {
     c.include_fast_ft = true;
     c.calib.threads = 2;
     quant::apply_extra_option(c, "FastFinetune",
-                              nlohmann::json{{"NumIterations", 100}, {"BatchSize", 2}, {"OptimAlgorithm", algorithm},
+                              nlohmann::json{{"NumIterations", 100},
+                                             {"BatchSize", 2},
+                                             {"OptimAlgorithm", algorithm},
                                              {"LearningRate", std::string(algorithm) == "adaround" ? 0.1 : 1e-3},
-                                             {"UpdateBias", true}, {"DropRatio", 0.5}});
+                                             {"UpdateBias", true},
+                                             {"DropRatio", 0.5}});
     std::vector<std::string> bytes;
     for (int run = 0; run < 2; ++run) {
       FeedReader reader(feeds(16, 100));
@@ -314,8 +318,8 @@ TEST(FastFinetune, ReferenceModelGivesTheTargets) {
   // A reference whose Relu output has another name: the layers reading or ending at it are skipped.
   ir::Model renamed = mlp();
   renamed.graph->rename_value(renamed.graph->find_value("r"), "r_renamed");
-  std::vector<quant::FinetunedLayer> reports = fast_finetune(q.model, renamed_plan, q.config, stores_of(feeds(8, 100)), o, {},
-                                                             &renamed);
+  std::vector<quant::FinetunedLayer> reports =
+      fast_finetune(q.model, renamed_plan, q.config, stores_of(feeds(8, 100)), o, {}, &renamed);
   ASSERT_EQ(reports.size(), 3u);
   for (const quant::FinetunedLayer& r : reports)
     EXPECT_NE(r.skipped.find("reference model (RefModelPath) has no tensor 'r'"), std::string::npos) << r.node;
@@ -356,6 +360,10 @@ TEST(FastFinetune, SpilledToDiskGivesTheSamePlanAndLeavesNoFile) {
   quant::apply_extra_option(c, "FastFinetune", nlohmann::json{{"MemOptLevel", 2}, {"CacheDir", "/no/such/dir"}});
   EXPECT_THROW(quant::check_config(c), Error);
   EXPECT_EQ(fast_finetune_options(c.fast_finetune, 1).spill, std::filesystem::path("/no/such/dir"));
+  quant::QuantConfig missing_reference;
+  missing_reference.include_fast_ft = true;
+  quant::apply_extra_option(missing_reference, "FastFinetune", nlohmann::json{{"RefModelPath", "/no/such.onnx"}});
+  EXPECT_THROW(quant::check_config(missing_reference), Error);
   quant::FastFinetune default_dir;
   quant::apply_fast_finetune(default_dir, nlohmann::json{{"MemOptLevel", 2}});
   EXPECT_EQ(fast_finetune_options(default_dir, 1).spill, std::filesystem::temp_directory_path());
@@ -400,8 +408,7 @@ TEST(FastFinetuneConfig, QuarksKeysAndDefaultsByAlgorithm) {
   EXPECT_NE(refusal(R"({"NumWorkers": 4})").find("NumWorkers"), std::string::npos);
   EXPECT_NE(refusal(R"({"OptimDevice": "cuda:0"})").find("CPU"), std::string::npos);
   EXPECT_NE(refusal(R"({"DynamicBatch": true})").find("not built"), std::string::npos);
-  EXPECT_EQ(refusal(R"({"SelectiveUpdate": true, "OutputIndex": 1, "OutputQDQ": true, "RefModelPath": "f.onnx"})"),
-            "");
+  EXPECT_EQ(refusal(R"({"SelectiveUpdate": true, "OutputIndex": 1, "OutputQDQ": true, "RefModelPath": "f.onnx"})"), "");
   EXPECT_NE(refusal(R"({"OutputIndex": -1})").find("OutputIndex"), std::string::npos);
   quant::FastFinetune keys;
   quant::apply_fast_finetune(keys, nlohmann::json::parse(R"({"SelectiveUpdate": true, "OutputIndex": 1,
