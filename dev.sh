@@ -24,10 +24,10 @@ FUZZ_SECONDS=${FUZZ_SECONDS:-60}
 # Left out of the sanitizer run (a gtest filter): what needs the torchvision or PP-OCR models (the
 # release run exports the former; Cli.InspectText and CliQuantize.BadOptions* run resnet50 and
 # resnet18), the models over 2 GB and the ONNX Runtime comparisons of whole models, which the
-# release run has and which would take most of CI's time instrumented; and a test whose reference,
-# computed in the test at -O0, takes 90 s there.
+# release run has and which would take most of CI's time instrumented; a test whose reference,
+# computed in the test at -O0, takes 90 s there; and the speed prints, meaningless instrumented.
 SANITIZE_SKIP='*RealModel*:*Torchvision*:*ResNet*:*MobileNet*:*PaddleOcr*:*PpOcr*:*VsOrt*:*OnnxRuntime*:'\
-'*Over2GB*:*LargeModel*:Cli.InspectText:CliQuantize.BadOptions*:*GridHistogramRebinnedIsNumpys*'
+'*Over2GB*:*LargeModel*:Cli.InspectText:CliQuantize.BadOptions*:*GridHistogramRebinnedIsNumpys*:*Speed.*'
 
 say() { printf '[dev.sh] %s\n' "$*" >&2; }
 
