@@ -226,6 +226,15 @@ TEST(FastFinetune, SameSeedSameThreadsSameModelBytes) {
   }
 }
 
+// AdaRound for 50 iterations of batches of 2, on one thread.
+FastFinetuneOptions short_run() {
+  FastFinetuneOptions o;
+  o.train.iterations = 50;
+  o.train.batch_size = 2;
+  o.threads = 1;
+  return o;
+}
+
 // SelectiveUpdate keeps a layer only when the model's output gets closer to the float one: the
 // distances reported fall with each layer kept, and a layer not kept leaves the plan as it was.
 TEST(FastFinetune, SelectiveUpdateKeepsOnlyLayersThatBringTheOutputCloser) {
@@ -270,10 +279,7 @@ TEST(FastFinetune, SelectiveUpdateKeepsOnlyLayersThatBringTheOutputCloser) {
 // simulation computes on its own.
 TEST(FastFinetune, OutputQdqMeasuresTheLossAfterTheOutputsQuantization) {
   Quantized q;
-  FastFinetuneOptions o;
-  o.train.iterations = 50;
-  o.train.batch_size = 2;
-  o.threads = 1;
+  FastFinetuneOptions o = short_run();
   o.output_qdq = true;
   quant::Plan plan = q.plan;
   std::vector<Feed> samples = feeds(16, 100);
@@ -303,10 +309,7 @@ TEST(FastFinetune, OutputQdqMeasuresTheLossAfterTheOutputsQuantization) {
 // the reference gives the same plan as no reference, and a tensor it lacks skips the layer.
 TEST(FastFinetune, ReferenceModelGivesTheTargets) {
   Quantized q;
-  FastFinetuneOptions o;
-  o.train.iterations = 50;
-  o.train.batch_size = 2;
-  o.threads = 1;
+  FastFinetuneOptions o = short_run();
   quant::Plan without = q.plan, with = q.plan, renamed_plan = q.plan;
   fast_finetune(q.model, without, q.config, stores_of(feeds(8, 100)), o);
   ir::Model reference = mlp();

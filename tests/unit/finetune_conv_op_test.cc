@@ -12,18 +12,13 @@
 
 #include "finetune/layer_op.h"
 #include "ir/graph.h"
+#include "ir/tensor.h"
 #include "onnxptq/error.h"
 
 namespace onnxptq::finetune {
 namespace {
 
 using Dims = std::vector<int64_t>;
-
-int64_t product(const Dims& dims) {
-  int64_t p = 1;
-  for (int64_t d : dims) p *= d;
-  return p;
-}
 
 std::vector<float> random_values(int64_t n, uint32_t seed) {
   std::mt19937 rng(seed);
@@ -99,7 +94,7 @@ Reference reference(const ConvCase& c, const Dims& x_dims, const Dims& y_dims, c
   const Dims& to = transpose ? out : in;
   const int64_t batch = x_dims[0], in_channels = x_dims[1], out_channels = y_dims[1];
   const int64_t in_group = in_channels / c.group, out_group = out_channels / c.group;
-  const int64_t in_size = product(in), out_size = product(out), kernel_size = product(kernel);
+  const int64_t in_size = ir::element_count(in), out_size = ir::element_count(out), kernel_size = ir::element_count(kernel);
   Reference r;
   r.y.assign(static_cast<size_t>(batch * out_channels * out_size), 0.0);
   r.magnitude = r.y;
@@ -116,7 +111,7 @@ Reference reference(const ConvCase& c, const Dims& x_dims, const Dims& y_dims, c
         const int64_t g = ci / in_group, m = g * out_group + mg;
         // Conv: W[m, ci within the group, k]; ConvTranspose: W[ci, m within the group, k].
         const int64_t w_row = transpose ? ci * out_group + mg : m * in_group + ci % in_group;
-        for (int64_t p = 0; p < product(from); ++p) {
+        for (int64_t p = 0; p < ir::element_count(from); ++p) {
           const Dims p_idx = unravel(p, from);
           for (int64_t k = 0; k < kernel_size; ++k) {
             const Dims k_idx = unravel(k, kernel);
@@ -333,9 +328,9 @@ const ConvCase& named(const std::string& name) {
 void expect_forward_matches(const LayerOp& op, const ConvCase& c, const Dims& x_dims, const Dims& y_dims,
                             uint32_t seed) {
   ASSERT_EQ(op.output_dims(x_dims), y_dims);
-  const std::vector<float> x = random_values(product(x_dims), seed), w = random_values(product(c.w), seed + 1);
+  const std::vector<float> x = random_values(ir::element_count(x_dims), seed), w = random_values(ir::element_count(c.w), seed + 1);
   const std::vector<float> b = random_values(c.bias ? y_dims[1] : 0, seed + 2);
-  std::vector<float> y(static_cast<size_t>(product(y_dims)), NAN);
+  std::vector<float> y(static_cast<size_t>(ir::element_count(y_dims)), NAN);
   op.forward(x.data(), x_dims, w.data(), c.bias ? b.data() : nullptr, y.data());
   const Reference r = reference(c, x_dims, y_dims, x, w, b);
   for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], r.y[i], 1e-5 * r.magnitude[i] + 1e-30) << "y[" << i << "]";
@@ -368,8 +363,8 @@ TEST(ConvOp, GradientsMatchCentralDifferences) {
     // The gradients on 2 threads; the many forward passes of the differences on 1, which a
     // machine shared with other jobs runs much faster (no waiting at OpenMP barriers).
     auto op = make_op(c, 2), probe = make_op(c, 1);
-    const std::vector<float> x = random_values(product(c.x), 30), w = random_values(product(c.w), 31);
-    const std::vector<float> b = random_values(c.bias ? c.y[1] : 0, 32), dy = random_values(product(c.y), 33);
+    const std::vector<float> x = random_values(ir::element_count(c.x), 30), w = random_values(ir::element_count(c.w), 31);
+    const std::vector<float> b = random_values(c.bias ? c.y[1] : 0, 32), dy = random_values(ir::element_count(c.y), 33);
     std::vector<float> y(dy.size());
     auto loss = [&](const std::vector<float>& wv, const std::vector<float>& bv) {
       probe->forward(x.data(), c.x, wv.data(), c.bias ? bv.data() : nullptr, y.data());
@@ -463,7 +458,7 @@ TEST(ConvOp, RefusesWhatDoesNotFit) {
   }
 
   auto op = make_op(conv, 1);
-  std::vector<float> buffer(4096), w(product(conv.w)), b(4);
+  std::vector<float> buffer(4096), w(ir::element_count(conv.w)), b(4);
   const std::string rank = error_of([&] { op->output_dims({2, 3, 7}); });
   EXPECT_NE(rank.find("'layer'"), std::string::npos) << rank;
   EXPECT_THROW(op->output_dims({2, 3, 7, 6, 5}), Error);

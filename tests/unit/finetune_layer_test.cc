@@ -95,13 +95,11 @@ TEST(AdaRoundFormulas, FloatFormsMatchTheDoubleOnes) {
 
 // L = sum(dy * y) is linear in w and b: central differences are exact up to rounding.
 void expect_gradients_match(const LayerOp& op, const std::vector<int64_t>& x_dims, uint32_t seed) {
-  int64_t xn = 1;
-  for (int64_t d : x_dims) xn *= d;
+  const int64_t xn = ir::element_count(x_dims);
   std::vector<float> x = random_values(static_cast<size_t>(xn), seed);
   std::vector<float> w = random_values(op.weight_size(), seed + 1), b = random_values(op.bias_size(), seed + 2);
   std::vector<int64_t> y_dims = op.output_dims(x_dims);
-  int64_t yn = 1;
-  for (int64_t d : y_dims) yn *= d;
+  const int64_t yn = ir::element_count(y_dims);
   std::vector<float> dy = random_values(static_cast<size_t>(yn), seed + 3), y(static_cast<size_t>(yn));
   auto loss = [&](const std::vector<float>& wv, const std::vector<float>& bv) {
     op.forward(x.data(), x_dims, wv.data(), bv.empty() ? nullptr : bv.data(), y.data());
@@ -228,9 +226,7 @@ TEST(ConvLayer, ForwardIsTheEnginesConvolution) {
     for (ir::Attribute& a : c.attrs()) node.with(std::move(a));
     const int64_t out_channels = c.op == "Conv" ? c.w[0] : c.w[1] * node.node->attr_int("group", 1);
     auto op = make_layer_op(*node.node, c.w, c.bias ? static_cast<size_t>(out_channels) : 0, 2);
-    int64_t xn = 1, wn = 1;
-    for (int64_t d : c.x) xn *= d;
-    for (int64_t d : c.w) wn *= d;
+    const int64_t xn = ir::element_count(c.x), wn = ir::element_count(c.w);
     std::vector<float> x = random_values(static_cast<size_t>(xn), 1), w = random_values(static_cast<size_t>(wn), 2);
     std::vector<float> b = random_values(c.bias ? static_cast<size_t>(out_channels) : 0, 3);
     std::vector<testing::NodeInput> inputs = {{"x", ir::Tensor::from_values<float>(c.x, x)},
@@ -258,13 +254,11 @@ TEST(ConvLayer, RefusesWhatDoesNotFit) {
   EXPECT_THROW(make_layer_op(*grouped.node, {4, 1, 3, 3}, 0, 1), Error);  // 4 outputs in 3 groups
 }
 
-TEST(Activation, GradientsMatchDifferences) {
-  std::vector<int64_t> dims = {2, 3, 4};
-  std::vector<float> y = random_values(24, 5, -3, 3);
-  for (float& v : y)
-    if (std::abs(v) < 0.05f || std::abs(std::abs(v) - 1) < 0.05f) v += 0.2f;  // away from kinks
-  std::vector<float> da = random_values(24, 6);
+// Every kind of activation, on y of dims [2, 3, ...]: Clip to [-1, 1], PRelu with one slope per
+// channel, Softmax along dim 1.
+std::vector<Activation> every_activation() {
   using K = Activation::Kind;
+  std::vector<Activation> all;
   for (K kind :
        {K::None, K::Relu, K::PRelu, K::LeakyRelu, K::Gelu, K::GeluTanh, K::Tanh, K::Clip, K::Sigmoid, K::Softmax}) {
     Activation act;
@@ -273,6 +267,19 @@ TEST(Activation, GradientsMatchDifferences) {
     act.max = 1;
     act.slope = {0.1f, 0.2f, 0.3f};
     act.axis = 1;
+    all.push_back(act);
+  }
+  return all;
+}
+
+TEST(Activation, GradientsMatchDifferences) {
+  std::vector<int64_t> dims = {2, 3, 4};
+  std::vector<float> y = random_values(24, 5, -3, 3);
+  for (float& v : y)
+    if (std::abs(v) < 0.05f || std::abs(std::abs(v) - 1) < 0.05f) v += 0.2f;  // away from kinks
+  std::vector<float> da = random_values(24, 6);
+  for (Activation act : every_activation()) {
+    const Activation::Kind kind = act.kind;
     std::vector<float> a(24), dy(24);
     activation_forward(act, dims, y.data(), a.data());
     activation_backward(act, dims, y.data(), a.data(), da.data(), dy.data());
@@ -296,15 +303,8 @@ TEST(Activation, ErrorAndItsGradientInOnePassMatchForwardAndBackward) {
   std::vector<int64_t> dims = {2, 3, 9000};
   const size_t n = 54000;
   std::vector<float> y = random_values(n, 7, -3, 3), target = random_values(n, 8, -2, 2);
-  using K = Activation::Kind;
-  for (K kind :
-       {K::None, K::Relu, K::PRelu, K::LeakyRelu, K::Gelu, K::GeluTanh, K::Tanh, K::Clip, K::Sigmoid, K::Softmax}) {
-    Activation act;
-    act.kind = kind;
-    act.min = -1;
-    act.max = 1;
-    act.slope = {0.1f, 0.2f, 0.3f};
-    act.axis = 1;
+  for (Activation act : every_activation()) {
+    const Activation::Kind kind = act.kind;
     for (bool output_qdq : {false, true}) {
       // OutputQDQ: int8 steps of 1/16 after the activation; values outside [-8, 7.9375] clamp.
       if (output_qdq) act.output = OutputQuant{0.0625f, 0, -128, 127};

@@ -14,6 +14,7 @@
 
 #include "finetune/layer_op.h"
 #include "ir/graph.h"
+#include "ir/tensor.h"
 #include "onnxptq/error.h"
 #include "support/one_node.h"
 
@@ -21,12 +22,6 @@ namespace onnxptq::finetune {
 namespace {
 
 using Dims = std::vector<int64_t>;
-
-int64_t count_of(const Dims& dims) {
-  int64_t n = 1;
-  for (int64_t d : dims) n *= d;
-  return n;
-}
 
 // Values in [low, high) plus a different offset every `block` values: rows whose mean is far
 // from 0 test that the variance does not cancel.
@@ -83,7 +78,7 @@ Dims unravel(int64_t i, const Dims& dims) {
 std::vector<double> reference(const std::vector<float>& x, const Dims& x_dims, int64_t axis,
                               const std::vector<float>& scale, const Dims& scale_dims, const std::vector<float>& bias,
                               const Dims& bias_dims, double epsilon) {
-  const int64_t total = count_of(x_dims), rows = count_of(Dims(x_dims.begin(), x_dims.begin() + axis));
+  const int64_t total = ir::element_count(x_dims), rows = ir::element_count(Dims(x_dims.begin(), x_dims.begin() + axis));
   const int64_t length = total / rows;
   std::vector<double> y(static_cast<size_t>(total));
   for (int64_t r = 0; r < rows; ++r) {
@@ -147,12 +142,12 @@ TEST(NormLayer, ForwardIsTheSpecificationsFormula) {
   for (const ForwardCase& c : forward_cases()) {
     NormNode n(c.op, c.bias ? &*c.bias : nullptr, c.outputs);
     set_attributes(n, c);
-    const size_t bias_size = c.bias ? static_cast<size_t>(count_of(*c.bias)) : 0;
+    const size_t bias_size = c.bias ? static_cast<size_t>(ir::element_count(*c.bias)) : 0;
     auto op = make_layer_op(*n.node, c.scale, bias_size, 2);
     EXPECT_EQ(op->output_dims(c.x), c.x) << c.what;
-    ASSERT_EQ(op->weight_size(), static_cast<size_t>(count_of(c.scale))) << c.what;
+    ASSERT_EQ(op->weight_size(), static_cast<size_t>(ir::element_count(c.scale))) << c.what;
     ASSERT_EQ(op->bias_size(), bias_size) << c.what;
-    std::vector<float> x = random_values(static_cast<size_t>(count_of(c.x)), 100, -1, 1, 7);
+    std::vector<float> x = random_values(static_cast<size_t>(ir::element_count(c.x)), 100, -1, 1, 7);
     std::vector<float> w = random_values(op->weight_size(), 101, -2, 2);
     std::vector<float> b = random_values(bias_size, 102, -1, 1);
     std::vector<float> y(x.size());
@@ -176,9 +171,9 @@ TEST(NormLayer, ForwardMatchesTheEngine) {
   for (const ForwardCase& c : forward_cases()) {
     NormNode n(c.op, c.bias ? &*c.bias : nullptr, c.outputs);
     set_attributes(n, c);
-    const size_t bias_size = c.bias ? static_cast<size_t>(count_of(*c.bias)) : 0;
+    const size_t bias_size = c.bias ? static_cast<size_t>(ir::element_count(*c.bias)) : 0;
     auto op = make_layer_op(*n.node, c.scale, bias_size, 1);
-    std::vector<float> x = random_values(static_cast<size_t>(count_of(c.x)), 200, -1, 1, 5);
+    std::vector<float> x = random_values(static_cast<size_t>(ir::element_count(c.x)), 200, -1, 1, 5);
     std::vector<float> w = random_values(op->weight_size(), 201, -2, 2);
     std::vector<float> b = random_values(bias_size, 202, -1, 1);
     std::vector<float> y(x.size());
@@ -201,7 +196,7 @@ TEST(NormLayer, ForwardMatchesTheEngine) {
 
 // L = sum(dy * y) is linear in the scale and the bias: central differences are exact up to rounding.
 void expect_gradients_match(const LayerOp& op, const Dims& x_dims, uint32_t seed, const std::string& what) {
-  std::vector<float> x = random_values(static_cast<size_t>(count_of(x_dims)), seed, -1, 1, 6);
+  std::vector<float> x = random_values(static_cast<size_t>(ir::element_count(x_dims)), seed, -1, 1, 6);
   std::vector<float> w = random_values(op.weight_size(), seed + 1, -2, 2), b = random_values(op.bias_size(), seed + 2);
   std::vector<float> dy = random_values(x.size(), seed + 3), y(x.size());
   auto loss = [&](const std::vector<float>& wv, const std::vector<float>& bv) {
@@ -237,7 +232,7 @@ TEST(NormLayer, GradientsMatchDifferences) {
   for (const ForwardCase& c : forward_cases()) {
     NormNode n(c.op, c.bias ? &*c.bias : nullptr, c.outputs);
     set_attributes(n, c);
-    auto op = make_layer_op(*n.node, c.scale, c.bias ? static_cast<size_t>(count_of(*c.bias)) : 0, 2);
+    auto op = make_layer_op(*n.node, c.scale, c.bias ? static_cast<size_t>(ir::element_count(*c.bias)) : 0, 2);
     expect_gradients_match(*op, c.x, seed += 10, c.what);
   }
 }
@@ -276,9 +271,9 @@ TEST(NormLayer, SameBitsOnAnyThreadCount) {
   uint32_t seed = 400;
   for (const Case& c : cases) {
     std::vector<std::vector<float>> results;
-    const std::vector<float> x = random_values(static_cast<size_t>(count_of(c.x)), seed += 10, -1, 1, 11);
-    const std::vector<float> w = random_values(static_cast<size_t>(count_of(c.scale)), seed + 1, -2, 2);
-    const std::vector<float> b = random_values(static_cast<size_t>(count_of(c.bias)), seed + 2);
+    const std::vector<float> x = random_values(static_cast<size_t>(ir::element_count(c.x)), seed += 10, -1, 1, 11);
+    const std::vector<float> w = random_values(static_cast<size_t>(ir::element_count(c.scale)), seed + 1, -2, 2);
+    const std::vector<float> b = random_values(static_cast<size_t>(ir::element_count(c.bias)), seed + 2);
     const std::vector<float> dy = random_values(x.size(), seed + 3);
     for (int threads : {1, 2, 3}) {
       NormNode n(c.op, &c.bias);
