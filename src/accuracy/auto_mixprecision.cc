@@ -26,10 +26,16 @@ std::string number(double v) {
 
 class AutoMix {
  public:
-  AutoMix(const ir::Model& model, DataReader& reader, const quant::QuantConfig& config, const EvaluateFunction& evaluate,
-          const std::filesystem::path& work_dir, const std::function<void(const std::string&)>& log)
-      : model_(model), reader_(reader), config_(config), a_(config.auto_mp), evaluate_(evaluate),
-        work_dir_(work_dir), log_(log) {}
+  AutoMix(const ir::Model& model, DataReader& reader, const quant::QuantConfig& config,
+          const EvaluateFunction& evaluate, const std::filesystem::path& work_dir,
+          const std::function<void(const std::string&)>& log)
+      : model_(model),
+        reader_(reader),
+        config_(config),
+        a_(config.auto_mp),
+        evaluate_(evaluate),
+        work_dir_(work_dir),
+        log_(log) {}
 
   AutoMixResult run() {
     quant::check_config(config_);
@@ -49,8 +55,8 @@ class AutoMix {
       std::filesystem::remove(path);
       say("AutoMixprecision: the float model scores " + number(float_metric_));
     } else {
-      reference_ = prepared_reference_outputs(prepared, reader_, config_, a_.output_index, a_.data_size,
-                                              config_.calib.threads);
+      reference_ =
+          prepared_reference_outputs(prepared, reader_, config_, a_.output_index, a_.data_size, config_.calib.threads);
     }
 
     quant::QuantizeResult base = quantize(config_, false);
@@ -59,7 +65,10 @@ class AutoMix {
         number(loss_of(base, config_, "the base model")));
     for (const std::string& node : candidates) {
       quant::QuantConfig c = with_converted({node});
-      r_.candidates.push_back({node, loss_of(quantize(c, false), c, node + " alone"), false});
+      // AutoMixUseFastFT: the node converted is finetuned before it is measured.
+      std::set<std::string> finetuned;
+      if (a_.use_fast_ft) finetuned.insert(node);
+      r_.candidates.push_back({node, loss_of(quantize(c, false, finetuned), c, node + " alone"), false});
     }
     std::stable_sort(r_.candidates.begin(), r_.candidates.end(),
                      [](const auto& x, const auto& y) { return x.alone < y.alone; });
@@ -160,12 +169,24 @@ class AutoMix {
     return c;
   }
 
-  quant::QuantizeResult quantize(const quant::QuantConfig& config, bool with_export) {
+  // The model quantized with `config`. Fast finetune (include_fast_ft) runs once, on the model
+  // written (`final_model`); the measures before are of models not finetuned, but for the nodes
+  // in `finetuned` (AutoMixUseFastFT).
+  quant::QuantizeResult quantize(quant::QuantConfig config, bool final_model,
+                                 const std::set<std::string>& finetuned = {}) {
     quant::QuantizeResult q;
     if (prepared_) q.prepared = ir::clone_model(*prepared_);
+    quant::PlanRefiner refine;
+    if (final_model) {
+      if (config.include_fast_ft) refine = finetune::fast_finetune_refiner(config, log_);
+    } else if (!finetuned.empty()) {
+      config.include_fast_ft = true;
+      refine = finetune::fast_finetune_refiner(config, {}, finetuned);
+    } else if (config.include_fast_ft) {
+      refine = [](quant::Plan&, const ir::Model&, DataReader&) { return std::vector<quant::FinetunedLayer>{}; };
+    }
     reader_.rewind();
-    quant::quantize_prepared(q, model_, reader_, config, {}, &ranges_, with_export,
-                             finetune::fast_finetune_refiner(config));
+    quant::quantize_prepared(q, model_, reader_, config, {}, &ranges_, final_model, refine);
     return q;
   }
 

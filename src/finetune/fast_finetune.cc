@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <iomanip>
+#include <map>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -169,6 +170,49 @@ class OutputDistance {
   int threads_;
 };
 
+// The value a target's training ends at: its activation's output, or its own.
+const ir::Value* end_of(const ir::Graph& g, const ir::Node& node) {
+  Activation unused;
+  const ir::Node* act = activation_after(g, node, unused);
+  return (act ? act : &node)->output(0);
+}
+
+// SelectMaxMemLayer's choice: the target whose training data takes the most memory: its input
+// (twice with DropRatio < 1: quantized and float) and its output for every sample, and its
+// weight with the trainer's copies of it. The sizes come from the float model run on the first
+// sample. `bytes` gets the estimate.
+const ir::Node* largest_layer(const ir::Model& model, const std::vector<const ir::Node*>& targets,
+                              const SampleInputs& samples, const FastFinetuneOptions& o, double& bytes) {
+  const ir::Graph& g = *model.graph;
+  engine::SessionOptions so;
+  so.threads = o.threads;
+  so.hooks_ignore_layout = true;
+  for (const ir::Node* node : targets) {
+    so.visible.insert(node->input(0)->name());
+    so.visible.insert(end_of(g, *node)->name());
+  }
+  std::map<std::string, double> elements;
+  engine::TensorObserver observe = [&](const std::string& name, const ir::Tensor& t) {
+    elements[name] = static_cast<double>(t.size());
+  };
+  engine::Session(model, so).run(feed_of(samples, 0), {&observe});
+  const double count = static_cast<double>(sample_count(samples)), inputs = o.train.drop_ratio < 1 ? 2 : 1;
+  // The weight, its gradient and Adam's two moments, and AdaRound's four more per value.
+  const double weight_copies = o.train.algorithm == Algorithm::AdaRound ? 8 : 4;
+  const ir::Node* best = nullptr;
+  bytes = -1;
+  for (const ir::Node* node : targets) {
+    const double data = count * (inputs * elements[node->input(0)->name()] + elements[end_of(g, *node)->name()]);
+    const double weight = weight_copies * static_cast<double>(node->input(1)->initializer().size());
+    const double b = 4 * (data + weight);
+    if (b > bytes) {
+      bytes = b;
+      best = node;
+    }
+  }
+  return best;
+}
+
 }  // namespace
 
 std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::Plan& plan,
@@ -230,9 +274,28 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
     current_distance = (*distance)(plan);
   }
 
+  // How the exported float16/bfloat16 quantize and dequantize ops cast.
+  const quant::QuantizeOptions casts = quant::quantize_options_of(config.format);
   std::vector<const ir::Node*> targets;
   for (const ir::Node* node : g.topological_order())
-    if (default_domain(*node) && o.target_op_types.count(node->op_type)) targets.push_back(node);
+    if (default_domain(*node) && o.target_op_types.count(node->op_type) &&
+        (o.nodes.empty() || o.nodes.count(node->name)))
+      targets.push_back(node);
+  if (o.select_max_mem_layer && !targets.empty()) {
+    // Among the targets whose weight can train.
+    std::vector<const ir::Node*> trainable;
+    for (const ir::Node* node : targets)
+      if (const ir::Value* w = node->input(1); w && w->has_initializer() && plan.find(w->name()) && node->input(0))
+        trainable.push_back(node);
+    if (!trainable.empty()) {
+      double bytes = 0;
+      const ir::Node* largest = largest_layer(model, trainable, samples, o, bytes);
+      if (log)
+        log("SelectMaxMemLayer: only " + largest->name + " (" + largest->op_type + "), about " +
+            rounded(bytes / (1 << 20), 3) + " MB of data");
+      targets = {largest};
+    }
+  }
   const auto begin = std::chrono::steady_clock::now();
   std::vector<quant::FinetunedLayer> reports;
   std::set<std::string> trained_weights;
@@ -249,8 +312,14 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
     };
     const ir::Value* w = node->input(1);
     quant::TensorPlan* wp = w ? plan.find(w->name()) : nullptr;
-    if (!wp || wp->role != quant::Role::Weight || !wp->data || !quant::quant_type_is_integer(wp->type)) {
-      skip("its weight is not quantized to an integer type");
+    const bool float_weight = wp && quant::quant_type_is_float(wp->type);
+    if (!wp || wp->role != quant::Role::Weight || !wp->data ||
+        !(quant::quant_type_is_integer(wp->type) || float_weight)) {
+      skip("its weight is not quantized");
+      continue;
+    }
+    if (float_weight && o.train.algorithm == Algorithm::AdaRound) {
+      skip("AdaRound chooses between integers, its weight is " + std::string(ir::data_type_name(wp->type)));
       continue;
     }
     if (trained_weights.count(w->name())) {
@@ -277,7 +346,7 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
     quant::TensorPlan* bp = b ? plan.find(b->name()) : nullptr;
     std::vector<float> bias;
     if (b && bp && bp->data) {
-      ir::Tensor d = quant::dequantize_tensor(*bp->data, bp->params, bp->data_axis());
+      ir::Tensor d = quant::dequantize_tensor(*bp->data, bp->params, bp->data_axis(), casts);
       bias.assign(d.values<float>().begin(), d.values<float>().end());
     } else if (b && b->has_initializer()) {
       ir::Tensor f = engine::as_float32(b->initializer());
@@ -289,7 +358,12 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
       quant.zero_point.push_back(p.zero_point);
     }
     quant.axis = wp->axis.value_or(0);
-    quant.range = quant::weight_saturation(*wp, config);
+    if (float_weight)
+      quant.float_cast = [type = wp->type, &params = wp->params, &casts](const float* x, size_t n, size_t c, float* y) {
+        quant::fake_quantize_values(x, n, type, params[c], casts, y);
+      };
+    else
+      quant.range = quant::weight_saturation(*wp, config);
     // A node the trainer cannot compute (Gemm's transA, ...) is skipped, as Quark skips a module
     // that fails.
     std::unique_ptr<LayerOp> op;
@@ -326,16 +400,21 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
     report.kept = r.improved;
     if (r.improved) {
       std::optional<ir::Tensor> old_weight = wp->data, old_bias = bp ? bp->data : std::nullopt;
-      ir::Tensor q(wp->type, wp->data->dims());
-      qmath::visit_integer_quant_type(wp->type, "the weight", [&](auto tag) {
-        using T = decltype(tag);
-        std::span<T> out = q.mutable_values<T>();
-        for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>(r.quantized_weight[i]);
-      });
-      wp->data = std::move(q);
+      if (float_weight) {
+        wp->data = quant::quantize_tensor(ir::Tensor::from_values<float>(wp->data->dims(), r.float_weight), wp->type,
+                                          wp->params, wp->data_axis(), casts);
+      } else {
+        ir::Tensor q(wp->type, wp->data->dims());
+        qmath::visit_integer_quant_type(wp->type, "the weight", [&](auto tag) {
+          using T = decltype(tag);
+          std::span<T> out = q.mutable_values<T>();
+          for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>(r.quantized_weight[i]);
+        });
+        wp->data = std::move(q);
+      }
       if (bp && bp->data && r.bias != bias)
         bp->data = quant::quantize_tensor(ir::Tensor::from_values<float>(bp->data->dims(), r.bias), bp->data->dtype(),
-                                          bp->params, bp->data_axis());
+                                          bp->params, bp->data_axis(), casts);
       if (distance) {
         const double after = (*distance)(plan);
         report.output_distance = std::pair{current_distance, after};
@@ -396,14 +475,16 @@ FastFinetuneOptions fast_finetune_options(const quant::FastFinetune& c, int thre
   o.output_qdq = c.output_qdq;
   if (c.mem_opt_level == 2)
     o.spill = c.cache_dir.empty() ? std::filesystem::temp_directory_path() : std::filesystem::path(c.cache_dir);
+  o.select_max_mem_layer = c.select_max_mem_layer;
   o.threads = threads;
   return o;
 }
 
-quant::PlanRefiner fast_finetune_refiner(const quant::QuantConfig& config,
-                                         std::function<void(const std::string&)> log) {
-  return [config, log](quant::Plan& plan, const ir::Model& model, DataReader& reader) {
+quant::PlanRefiner fast_finetune_refiner(const quant::QuantConfig& config, std::function<void(const std::string&)> log,
+                                         std::set<std::string> nodes) {
+  return [config, log, nodes](quant::Plan& plan, const ir::Model& model, DataReader& reader) {
     FastFinetuneOptions o = fast_finetune_options(config.fast_finetune, config.calib.threads);
+    o.nodes = nodes;
     SampleInputs samples = read_samples(reader, config.fast_finetune.data_size, o.spill);
     if (log)
       log(std::string("fast finetune (") + (config.fast_finetune.adaquant ? "AdaQuant" : "AdaRound") + ") on " +

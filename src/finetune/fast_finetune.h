@@ -38,6 +38,12 @@ struct FastFinetuneOptions {
   // Quark's MemOptLevel 2: every sample's values (inputs, the layers' data) kept in files in this
   // directory, read back a sample at a time, so memory does not grow with the samples.
   std::optional<std::filesystem::path> spill;
+  // Only these target nodes are trained (empty: every one), as automatic mixed precision's
+  // AutoMixUseFastFT finetunes the node it converts.
+  std::set<std::string> nodes;
+  // Quark's SelectMaxMemLayer: only the target whose training data takes the most memory (its
+  // inputs and output over every sample, and its weight), to see a run's peak quickly.
+  bool select_max_mem_layer = false;
   int threads = 0;  // 0: every hardware thread
 };
 
@@ -46,8 +52,9 @@ FastFinetuneOptions fast_finetune_options(const quant::FastFinetune& config, int
 
 // Finetunes the weights `plan` quantizes (its parameters assigned) for `model`, the float model
 // the plan was made for, on `samples` (the inputs of `model`, sample_store.h): the target nodes whose weight the plan
-// quantizes to an integer type, in topological order. Writes the integers of every kept layer
-// into the plan (and AdaQuant's biases with update_bias, quantized again with their scales);
+// quantizes (to an integer type; with AdaQuant also to float16/bfloat16, trained through the
+// cast), in topological order. Writes the quantized weights of every kept layer into the plan
+// (and AdaQuant's biases with update_bias, quantized again with their scales);
 // scales and zero points do not change. The targets come from `reference` when given (Quark's
 // RefModelPath: a model with the same inputs and tensor names, say the float model before some
 // change), else from `model`. `log` gets one line per layer: its losses, iterations,
@@ -61,7 +68,9 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
 // What quantize_static runs after the parameters with include_fast_ft (quant::PlanRefiner):
 // fast_finetune with config.fast_finetune on the reader's first DataSize samples, the threads of
 // config.calib, and the model of RefModelPath loaded as the reference. `log` gets its lines.
+// With `nodes`, only those (FastFinetuneOptions::nodes).
 quant::PlanRefiner fast_finetune_refiner(const quant::QuantConfig& config,
-                                         std::function<void(const std::string&)> log = {});
+                                         std::function<void(const std::string&)> log = {},
+                                         std::set<std::string> nodes = {});
 
 }  // namespace onnxptq::finetune

@@ -1,6 +1,7 @@
 #include "finetune/layer_trainer.h"
 
 #include <algorithm>
+#include <cfloat>
 #include <cmath>
 #include <random>
 #include <string>
@@ -87,6 +88,12 @@ class Adam {
     const float q = std::nearbyint(weight[i] / scale[i]) + zero_point[i];
     g[i] = engine::select_bits((q >= qmin) & (q <= qmax), dw[i], 0.0f);
   }
+}
+
+// The gradient through a float cast, passed straight through where the cast weight is finite.
+[[gnu::noinline]] void cast_gradient(int64_t n, const float* cast, const float* dw, float* g) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) g[i] = engine::select_bits(std::abs(cast[i]) <= FLT_MAX, dw[i], 0.0f);
 }
 
 // AdaRound's gradient in alpha, into g, for n weight values: the reconstruction's, through the
@@ -181,18 +188,22 @@ LayerResult train_layer(const LayerOp& op, const Activation& activation, const s
   if (quant.scale.empty() || quant.scale.size() != quant.zero_point.size())
     throw Error("finetune: the weight's scales and zero points differ in number");
   if (o.iterations < 0 || o.batch_size == 0) throw Error("finetune: iterations and batch size must be positive");
+  const bool cast = static_cast<bool>(quant.float_cast);
+  if (cast && o.algorithm == Algorithm::AdaRound)
+    throw Error("finetune: AdaRound chooses between integers; a float16/bfloat16 weight trains with AdaQuant");
   const bool mix = o.drop_ratio < 1;
   check_samples(op, samples, mix);
   const int threads = std::max(1, o.threads);
 
-  // Each weight value's scale and zero point (its channel's).
+  // Each weight value's scale and zero point (its channel's), channels in runs of `inner` values.
+  int64_t inner = static_cast<int64_t>(n);
   std::vector<float> scale(n, quant.scale[0]), zero_point(n, static_cast<float>(quant.zero_point[0]));
   if (quant.scale.size() > 1) {
     if (quant.axis < 0 || quant.axis >= static_cast<int64_t>(weight_dims.size()) ||
         weight_dims[static_cast<size_t>(quant.axis)] != static_cast<int64_t>(quant.scale.size()))
       throw Error("finetune: " + std::to_string(quant.scale.size()) + " scales do not fit the weight's axis " +
                   std::to_string(quant.axis) + " of " + ir::dims_to_string(weight_dims));
-    int64_t inner = 1;
+    inner = 1;
     for (size_t d = static_cast<size_t>(quant.axis) + 1; d < weight_dims.size(); ++d) inner *= weight_dims[d];
     for (size_t i = 0; i < n; ++i) {
       size_t c = static_cast<size_t>((static_cast<int64_t>(i) / inner) % static_cast<int64_t>(quant.scale.size()));
@@ -209,12 +220,34 @@ LayerResult train_layer(const LayerOp& op, const Activation& activation, const s
     for (size_t i = 0; i < n; ++i) w[i] = (static_cast<float>(q[i]) - zp[i]) * s[i];
     return w;
   };
+  // The first n values of `w` through the float cast: per tensor in chunks, per channel run by run.
+  auto cast_weights = [&](const std::vector<float>& w, std::vector<float>& out) {
+    if (quant.scale.size() == 1) {
+      for_each_chunk(threads, n, [&](int64_t b, int64_t e) {
+        quant.float_cast(w.data() + b, static_cast<size_t>(e - b), 0, out.data() + b);
+      });
+      return;
+    }
+    const auto channels = static_cast<int64_t>(quant.scale.size());
+    engine::parallel_for(threads, static_cast<int64_t>(n) / inner, std::max<int64_t>(1, kWeightChunk / inner),
+                         [&](int64_t b, int64_t e) {
+                           for (int64_t run = b; run < e; ++run)
+                             quant.float_cast(w.data() + run * inner, static_cast<size_t>(inner),
+                                              static_cast<size_t>(run % channels), out.data() + run * inner);
+                         });
+  };
 
   LayerResult r;
-  std::vector<int64_t> nearest_q(n);
-  for (size_t i = 0; i < n; ++i)
-    nearest_q[i] = static_cast<int64_t>(std::clamp(unclamped(weight[i], static_cast<int64_t>(i)), qmin, qmax));
-  r.loss_before = reconstruction_loss(op, activation, dequantized(nearest_q), bias, samples, threads);
+  std::vector<int64_t> nearest_q(cast ? 0 : n);
+  std::vector<float> nearest(n);
+  if (cast) {
+    cast_weights(weight, nearest);
+  } else {
+    for (size_t i = 0; i < n; ++i)
+      nearest_q[i] = static_cast<int64_t>(std::clamp(unclamped(weight[i], static_cast<int64_t>(i)), qmin, qmax));
+    nearest = dequantized(nearest_q);
+  }
+  r.loss_before = reconstruction_loss(op, activation, nearest, bias, samples, threads);
   const double lr = o.lr_adjust && r.loss_before > o.lr_adjust->first ? o.lr_adjust->second : o.learning_rate;
 
   // The trained parameters: alpha per weight value (AdaRound), or the weight then the bias (AdaQuant).
@@ -261,13 +294,16 @@ LayerResult train_layer(const LayerOp& op, const Activation& activation, const s
     concatenate(*samples.float_outputs, picked, target);
 
     // The weight the layer computes with.
-    for_each_chunk(threads, n, [&](int64_t b, int64_t e) {
-      if (adaround)
-        soft_rounded_weights(e - b, qmin, qmax, floors.data() + b, params.data() + b, zp + b, s + b, h.data() + b,
-                             dh.data() + b, w_eff.data() + b);
-      else
-        rounded_weights(e - b, qmin, qmax, params.data() + b, zp + b, s + b, w_eff.data() + b);
-    });
+    if (cast)
+      cast_weights(params, w_eff);
+    else
+      for_each_chunk(threads, n, [&](int64_t b, int64_t e) {
+        if (adaround)
+          soft_rounded_weights(e - b, qmin, qmax, floors.data() + b, params.data() + b, zp + b, s + b, h.data() + b,
+                               dh.data() + b, w_eff.data() + b);
+        else
+          rounded_weights(e - b, qmin, qmax, params.data() + b, zp + b, s + b, w_eff.data() + b);
+      });
     if (train_bias) std::copy(params.begin() + static_cast<std::ptrdiff_t>(n), params.end(), b_eff.begin());
 
     const std::vector<int64_t> y_dims = op.output_dims(x_dims);
@@ -297,7 +333,10 @@ LayerResult train_layer(const LayerOp& op, const Activation& activation, const s
       monitored = regularize ? o.reg_param * round_loss : 0.0;
     } else {
       for_each_chunk(threads, n, [&](int64_t b, int64_t e) {
-        straight_through_gradient(e - b, qmin, qmax, params.data() + b, zp + b, s + b, dwv + b, g + b);
+        if (cast)
+          cast_gradient(e - b, w_eff.data() + b, dwv + b, g + b);
+        else
+          straight_through_gradient(e - b, qmin, qmax, params.data() + b, zp + b, s + b, dwv + b, g + b);
       });
       if (train_bias) std::copy(db.begin(), db.end(), grad.begin() + static_cast<std::ptrdiff_t>(n));
     }
@@ -319,17 +358,26 @@ LayerResult train_layer(const LayerOp& op, const Activation& activation, const s
     }
   }
 
-  std::vector<int64_t> trained(n);
-  for (size_t i = 0; i < n; ++i) {
-    const float q =
-        adaround ? floors[i] + (params[i] >= 0 ? 1.0f : 0.0f) + zp[i] : unclamped(params[i], static_cast<int64_t>(i));
-    trained[i] = static_cast<int64_t>(std::clamp(q, qmin, qmax));
+  std::vector<int64_t> trained(cast ? 0 : n);
+  std::vector<float> trained_weight(n);
+  if (cast) {
+    cast_weights(params, trained_weight);
+  } else {
+    for (size_t i = 0; i < n; ++i) {
+      const float q =
+          adaround ? floors[i] + (params[i] >= 0 ? 1.0f : 0.0f) + zp[i] : unclamped(params[i], static_cast<int64_t>(i));
+      trained[i] = static_cast<int64_t>(std::clamp(q, qmin, qmax));
+    }
+    trained_weight = dequantized(trained);
   }
   std::vector<float> trained_bias = bias;
   if (train_bias) std::copy(params.begin() + static_cast<std::ptrdiff_t>(n), params.end(), trained_bias.begin());
-  r.loss_after = reconstruction_loss(op, activation, dequantized(trained), trained_bias, samples, threads);
+  r.loss_after = reconstruction_loss(op, activation, trained_weight, trained_bias, samples, threads);
   r.improved = r.loss_after < r.loss_before;
   r.quantized_weight = r.improved ? std::move(trained) : std::move(nearest_q);
+  if (cast)
+    r.float_weight =
+        r.improved ? std::vector<float>(params.begin(), params.begin() + static_cast<std::ptrdiff_t>(n)) : weight;
   r.bias = r.improved ? std::move(trained_bias) : bias;
   return r;
 }

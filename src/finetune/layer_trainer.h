@@ -39,6 +39,10 @@ struct WeightQuant {
   std::vector<int64_t> zero_point;
   int64_t axis = 0;
   qmath::QRange range;
+  // A float16/bfloat16 weight (AdaQuant only; Quark's FP16_ADAQUANT, BF16_ADAQUANT): the cast's
+  // fake quantization of n values of channel `channel` (0 per tensor), in place of rounding and
+  // clamping to `range`. Its gradient passes straight through where the result is finite.
+  std::function<void(const float* w, size_t n, size_t channel, float* out)> float_cast;
 };
 
 struct TrainOptions {
@@ -71,11 +75,12 @@ struct LayerSamples {
 
 struct LayerResult {
   std::vector<int64_t> quantized_weight;  // the integers written (as int64, each inside range)
+  std::vector<float> float_weight;        // with a float_cast instead: the float weight whose cast is written
   std::vector<float> bias;                // the bias (trained with AdaQuant's update_bias, else as given)
   double loss_before = 0;                 // L_rec over every sample, the weight rounded to nearest
   double loss_after = 0;                  // with the trained weight
   int iterations_run = 0;
-  bool improved = false;  // loss_after < loss_before; when not, the result is the weight rounded to nearest
+  bool improved = false;  // loss_after < loss_before; when not, the result is the weight rounded to nearest (or cast)
 };
 
 // Trains `op` (with `activation` after it) on `samples` from the float `weight` and `bias` (may be

@@ -7,6 +7,7 @@
 #include "onnxptq/error.h"
 #include "quant/ipu_limitation.h"
 #include "quant/overrides.h"
+#include "quant/tensor_quant.h"
 
 namespace onnxptq::quant {
 
@@ -90,12 +91,12 @@ bool QuantConfig::weights_symmetric() const {
 }
 
 void check_config(const QuantConfig& c) {
-  if (c.fast_finetune.given && !c.include_fast_ft)
-    throw Error("extra option FastFinetune takes effect only with include_fast_ft true");
-  if (c.include_fast_ft && (c.weight_type == ir::DataType::Float16 || c.weight_type == ir::DataType::BFloat16))
+  if (c.fast_finetune.given && !c.include_fast_ft && !(c.include_auto_mp && c.auto_mp.use_fast_ft))
+    throw Error("extra option FastFinetune takes effect only with include_fast_ft true (or AutoMixUseFastFT)");
+  if (c.include_fast_ft && !c.fast_finetune.adaquant && quant_type_is_float(c.weight_type))
     throw Error(std::string("include_fast_ft with weight_type ") + quant_type_name(c.weight_type) +
-                ": fast finetune of " + (c.weight_type == ir::DataType::Float16 ? "float16" : "bfloat16") +
-                " weights (AdaQuant through the cast) is not built yet");
+                ": AdaRound chooses between integers; float16/bfloat16 weights train with FastFinetune "
+                "OptimAlgorithm adaquant");
   if (c.include_fast_ft && c.fast_finetune.mem_opt_level == 2 && !c.fast_finetune.cache_dir.empty() &&
       !std::filesystem::is_directory(c.fast_finetune.cache_dir))
     throw Error("FastFinetune CacheDir " + c.fast_finetune.cache_dir + ": not a directory");

@@ -93,6 +93,7 @@ struct FastFinetune {
   int mem_opt_level = 1;                           // MemOptLevel: 0 and 1 in memory, 2 spilled to CacheDir
   std::string cache_dir;                           // CacheDir: MemOptLevel 2's files ("": the system's temp dir)
   size_t output_index = 0;                         // OutputIndex: the output SelectiveUpdate compares
+  bool select_max_mem_layer = false;               // SelectMaxMemLayer: only the layer of the most data
   bool given = false;                              // the FastFinetune key was in the config
 };
 
@@ -111,6 +112,7 @@ struct AutoMixprecision {
   std::vector<std::string> target_tensors;  // TargetTensors
   std::vector<int64_t> target_indices, exclude_indices;  // TargetIndices, ExcludeIndices
   bool no_input_qdq_shared = true;          // NoInputQDQShared
+  bool use_fast_ft = false;                 // AutoMixUseFastFT: candidates measured after finetune
   bool given = false;                       // the extra option was set (it needs include_auto_mp)
 };
 

@@ -117,11 +117,14 @@ void apply_fast_finetune(FastFinetune& f, const nlohmann::json& value) {
     } else if (key == "OutputQDQ") {
       f.output_qdq = boolean(key, v);
     } else if (key == "DynamicBatch") {
-      only_false(key, v, "training on all samples as one batch (DynamicBatch)");
+      // Quark runs the samples through the model as one concatenated batch; the result is the
+      // same as one at a time, which is how onnxptq's workers run them.
+      only_false(key, v, "running the samples through the model as one concatenated batch (DynamicBatch)");
     } else if (key == "SelectMaxMemLayer") {
-      only_false(key, v, "training only the layer of the largest data (SelectMaxMemLayer)");
+      f.select_max_mem_layer = boolean(key, v);
     } else if (key == "PinMemory" || key == "UseGDS") {
-      only_false(key, v, "GPU data loading (" + key + ")");
+      if (boolean(key, v))
+        throw Error("FastFinetune " + key + " true: a CUDA data path, and onnxptq trains on the CPU (OptimDevice cpu)");
     } else if (key == "OutputIndex") {
       f.output_index = static_cast<size_t>(whole(key, v, 0));
     } else if (key == "NumWorkers") {

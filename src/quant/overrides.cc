@@ -183,9 +183,8 @@ void parse_auto_mixprecision(AutoMixprecision& a, const nlohmann::json& j) {
     else if (key == "TargetIndices") a.target_indices = integers(what, v);
     else if (key == "ExcludeIndices") a.exclude_indices = integers(what, v);
     else if (key == "NoInputQDQShared") a.no_input_qdq_shared = json_bool(what, v);
-    else if (key == "AutoMixUseFastFT") {
-      if (json_bool(what, v)) throw Error(what + " true: fast finetune after each conversion step is not built yet");
-    } else if (key == "EvaluateFunction") {
+    else if (key == "AutoMixUseFastFT") a.use_fast_ft = json_bool(what, v);
+    else if (key == "EvaluateFunction") {
       throw Error(what + ": a Python function, given in onnxptq's Python module; on the command line, "
                   "--evaluate-command");
     } else {

@@ -6,17 +6,12 @@
 
 namespace onnxptq::quant {
 
-namespace {
-
-// The arithmetic of the quantize/dequantize ops each format writes.
 QuantizeOptions quantize_options_of(QuantFormat format) {
   QuantizeOptions o;
   if (format == QuantFormat::VitisQDQ || format == QuantFormat::FixNeuron) o.float_cast = FloatCast::vitis_op;
   if (format == QuantFormat::ExtendedQDQ) o.float_cast = FloatCast::quark_op;
   return o;
 }
-
-}  // namespace
 
 // A conversion (quant/plan.h) as an Identity node whose output, read by the converting readers,
 // is fake-quantized again with the conversion's parameters: what Q -> DQ -> Q -> DQ computes.

@@ -14,6 +14,7 @@
 #include "ir/model.h"
 #include "quant/config.h"
 #include "quant/plan.h"
+#include "quant/tensor_quant.h"
 
 namespace onnxptq::quant {
 
@@ -42,6 +43,9 @@ class Simulation {
   engine::TensorTransform transform_;
   std::unique_ptr<engine::Session> session_;
 };
+
+// The arithmetic of the quantize/dequantize ops `format` writes (how float16/bfloat16 cast).
+QuantizeOptions quantize_options_of(QuantFormat format);
 
 // `plan` for a part of the model it was made for (`part`: engine::extract_model's cut): without
 // the tensors the part does not hold, shared parameters resolved first (the provider may be

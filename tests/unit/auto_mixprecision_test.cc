@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "engine/session.h"
@@ -126,8 +127,34 @@ TEST(AutoMixprecision, WrongSettingsAreRefusedByName) {
   c.auto_mp.given = true;  // set, but not switched on: refused, not ignored
   EXPECT_THROW(quant::check_config(c), Error);
   EXPECT_THROW(quant::apply_extra_option(c, "AutoMixprecision", nlohmann::json::parse(R"({"Colour": 1})")), Error);
-  EXPECT_THROW(quant::apply_extra_option(c, "AutoMixprecision", nlohmann::json::parse(R"({"AutoMixUseFastFT": true})")),
-               Error);
+}
+
+// AutoMixUseFastFT: each candidate is measured after fast finetune of the node converted (its
+// int8 weight then fits the float output better: a loss no higher than without); the model
+// written is finetuned only with include_fast_ft, and then once, every layer.
+TEST(AutoMixprecision, UseFastFtFinetunesEachCandidateBeforeItIsMeasured) {
+  ir::Model m = outlier_model();
+  auto reader = samples(m, 6);
+  quant::QuantConfig c = s16_config();
+  c.auto_mp.l2_target = 1e9;
+  AutoMixResult plain = auto_mixprecision(m, *reader, c);
+  quant::apply_extra_option(c, "AutoMixprecision", nlohmann::json::parse(R"({"AutoMixUseFastFT": true})"));
+  quant::apply_extra_option(c, "FastFinetune", nlohmann::json::parse(R"({"NumIterations": 100, "BatchSize": 2})"));
+  EXPECT_NO_THROW(quant::check_config(c));  // FastFinetune's parameters serve AutoMixUseFastFT
+  AutoMixResult tuned = auto_mixprecision(m, *reader, c);
+  ASSERT_EQ(tuned.candidates.size(), plain.candidates.size());
+  std::map<std::string, double> alone;
+  for (const auto& candidate : plain.candidates) alone[candidate.node] = candidate.alone;
+  size_t lower = 0;
+  for (const auto& candidate : tuned.candidates) {
+    EXPECT_LE(candidate.alone, alone.at(candidate.node) * (1 + 1e-12)) << candidate.node;
+    lower += candidate.alone < alone.at(candidate.node);
+  }
+  EXPECT_GT(lower, 0u);
+  EXPECT_TRUE(tuned.result.finetuned.empty());
+  c.include_fast_ft = true;
+  AutoMixResult finetuned = auto_mixprecision(m, *reader, c);
+  EXPECT_EQ(finetuned.result.finetuned.size(), 3u);
 }
 
 }  // namespace

@@ -433,7 +433,93 @@ TEST(FastFinetuneConfig, QuarksKeysAndDefaultsByAlgorithm) {
   c.weight_type = ir::DataType::Float16;
   c.activation_type = ir::DataType::Float16;
   c.format = quant::QuantFormat::ExtendedQDQ;
-  EXPECT_THROW(quant::check_config(c), Error);
+  c.calibrate_method = calib::Method::MinMax;
+  try {
+    quant::check_config(c);
+    ADD_FAILURE() << "AdaRound of float16 weights accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("AdaRound chooses between integers"), std::string::npos) << e.what();
+  }
+  c.fast_finetune.adaquant = true;
+  EXPECT_NO_THROW(quant::check_config(c));
+
+  EXPECT_NE(refusal(R"({"PinMemory": true})").find("CUDA"), std::string::npos);
+  EXPECT_EQ(refusal(R"({"PinMemory": false, "UseGDS": false, "NumWorkers": 1})"), "");
+  quant::FastFinetune largest;
+  quant::apply_fast_finetune(largest, nlohmann::json::parse(R"({"SelectMaxMemLayer": true})"));
+  EXPECT_TRUE(fast_finetune_options(largest, 1).select_max_mem_layer);
+}
+
+// bfloat16 weights and activations (Quark's BF16_ADAQUANT): AdaQuant trains the weights through
+// the cast; the plan holds bfloat16 values of the trained weights, the scales unchanged, and each
+// layer kept lowers its loss. AdaRound skips them.
+TEST(FastFinetune, Bfloat16WeightsTrainWithAdaQuant) {
+  Quantized q;
+  quant::QuantConfig c = q.config;
+  c.tensor_overrides.clear();
+  c.format = quant::QuantFormat::ExtendedQDQ;
+  c.activation_type = ir::DataType::BFloat16;
+  c.weight_type = ir::DataType::BFloat16;
+  FeedReader reader(feeds(16, 100));
+  const quant::Plan before = quant::quantize_static(q.model, reader, c).plan;
+  quant::Plan plan = before;
+  FastFinetuneOptions o = short_run();
+  o.train.algorithm = Algorithm::AdaQuant;
+  o.train.iterations = 200;
+  o.train.learning_rate = 1e-3;
+  std::vector<quant::FinetunedLayer> reports = fast_finetune(q.model, plan, c, stores_of(feeds(16, 100)), o);
+  ASSERT_EQ(reports.size(), 3u);
+  size_t kept = 0;
+  for (const quant::FinetunedLayer& r : reports) {
+    EXPECT_TRUE(r.skipped.empty()) << r.node << ": " << r.skipped;
+    if (r.kept) EXPECT_LT(r.loss_after, r.loss_before) << r.node;
+    kept += r.kept;
+  }
+  EXPECT_GT(kept, 0u);
+  for (const char* w : {"w1", "w2", "w3"}) {
+    const quant::TensorPlan &a = *before.find(w), &b = *plan.find(w);
+    ASSERT_EQ(b.data->dtype(), ir::DataType::BFloat16) << w;
+    EXPECT_EQ(a.params[0].scale, b.params[0].scale) << w;
+  }
+  bool changed = false;
+  for (const char* w : {"w1", "w2", "w3"})
+    changed = changed || !std::equal(before.find(w)->data->values<uint16_t>().begin(),
+                                     before.find(w)->data->values<uint16_t>().end(),
+                                     plan.find(w)->data->values<uint16_t>().begin());
+  EXPECT_TRUE(changed);
+  o.train.algorithm = Algorithm::AdaRound;
+  quant::Plan untouched = before;
+  for (const quant::FinetunedLayer& r : fast_finetune(q.model, untouched, c, stores_of(feeds(4, 100)), o))
+    EXPECT_NE(r.skipped.find("AdaRound"), std::string::npos) << r.node;
+}
+
+// SelectMaxMemLayer trains one layer: the one whose data is largest (the Gemm: [2, 16] in and
+// [2, 32] out per sample, against [2, 32] and [2, 8] for each MatMul); among the MatMuls alone,
+// equal in size, the first.
+TEST(FastFinetune, SelectMaxMemLayerTrainsOnlyTheLargestLayer) {
+  Quantized q;
+  FastFinetuneOptions o = short_run();
+  o.select_max_mem_layer = true;
+  quant::Plan plan = q.plan;
+  std::vector<std::string> lines;
+  std::vector<quant::FinetunedLayer> reports = fast_finetune(q.model, plan, q.config, stores_of(feeds(4, 100)), o,
+                                                             [&](const std::string& l) { lines.push_back(l); });
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].node, "gemm");
+  ASSERT_FALSE(lines.empty());
+  EXPECT_EQ(lines[0].rfind("SelectMaxMemLayer: only gemm (Gemm), about ", 0), 0u) << lines[0];
+  o.target_op_types = {"MatMul"};
+  plan = q.plan;
+  reports = fast_finetune(q.model, plan, q.config, stores_of(feeds(4, 100)), o);
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].node, "matmul_a");
+  // FastFinetuneOptions::nodes narrows the targets the same way.
+  o.select_max_mem_layer = false;
+  o.nodes = {"matmul_b"};
+  plan = q.plan;
+  reports = fast_finetune(q.model, plan, q.config, stores_of(feeds(4, 100)), o);
+  ASSERT_EQ(reports.size(), 1u);
+  EXPECT_EQ(reports[0].node, "matmul_b");
 }
 
 TEST(FastFinetune, RefusesNoSamples) {

@@ -11,6 +11,7 @@
 #include "finetune/layer_op.h"
 #include "finetune/layer_trainer.h"
 #include "finetune/rounding.h"
+#include "ir/float16.h"
 #include "ir/graph.h"
 #include "onnxptq/error.h"
 #include "support/one_node.h"
@@ -176,7 +177,11 @@ std::vector<ConvCase> conv_cases() {
   using A = ir::Attribute;
   return {
       {"Conv", {2, 3, 7, 6}, {4, 3, 3, 3}, true, [] { return std::vector<A>{}; }},
-      {"Conv", {2, 4, 9, 8}, {6, 2, 3, 2}, false, [] {
+      {"Conv",
+       {2, 4, 9, 8},
+       {6, 2, 3, 2},
+       false,
+       [] {
          std::vector<A> a;
          a.push_back(A::of_int("group", 2));
          a.push_back(A::of_ints("strides", {2, 1}));
@@ -184,32 +189,52 @@ std::vector<ConvCase> conv_cases() {
          a.push_back(A::of_ints("pads", {1, 0, 2, 1}));
          return a;
        }},
-      {"Conv", {2, 4, 6, 6}, {4, 1, 3, 3}, true, [] {  // depthwise, SAME_UPPER
+      {"Conv",
+       {2, 4, 6, 6},
+       {4, 1, 3, 3},
+       true,
+       [] {  // depthwise, SAME_UPPER
          std::vector<A> a;
          a.push_back(A::of_int("group", 4));
          a.push_back(A::of_string("auto_pad", "SAME_UPPER"));
          a.push_back(A::of_ints("strides", {2, 2}));
          return a;
        }},
-      {"Conv", {1, 2, 7, 5}, {3, 2, 2, 3}, true, [] {
+      {"Conv",
+       {1, 2, 7, 5},
+       {3, 2, 2, 3},
+       true,
+       [] {
          std::vector<A> a;
          a.push_back(A::of_string("auto_pad", "SAME_LOWER"));
          return a;
        }},
-      {"Conv", {3, 2, 11}, {4, 2, 3}, true, [] {  // 1-D
+      {"Conv",
+       {3, 2, 11},
+       {4, 2, 3},
+       true,
+       [] {  // 1-D
          std::vector<A> a;
          a.push_back(A::of_ints("pads", {1, 1}));
          return a;
        }},
       {"Conv", {2, 2, 4, 5, 4}, {3, 2, 2, 3, 2}, true, [] { return std::vector<A>{}; }},  // 3-D
-      {"ConvTranspose", {2, 4, 4, 3}, {4, 3, 3, 3}, true, [] {
+      {"ConvTranspose",
+       {2, 4, 4, 3},
+       {4, 3, 3, 3},
+       true,
+       [] {
          std::vector<A> a;
          a.push_back(A::of_ints("strides", {2, 2}));
          a.push_back(A::of_ints("pads", {1, 0, 0, 1}));
          a.push_back(A::of_ints("output_padding", {1, 1}));
          return a;
        }},
-      {"ConvTranspose", {2, 4, 3, 3}, {4, 2, 2, 2}, false, [] {
+      {"ConvTranspose",
+       {2, 4, 3, 3},
+       {4, 2, 2, 2},
+       false,
+       [] {
          std::vector<A> a;
          a.push_back(A::of_int("group", 2));
          a.push_back(A::of_ints("strides", {2, 2}));
@@ -244,7 +269,7 @@ TEST(ConvLayer, ForwardIsTheEnginesConvolution) {
 TEST(ConvLayer, RefusesWhatDoesNotFit) {
   OneNode conv("Conv", true);
   EXPECT_THROW(make_layer_op(*conv.node, {4, 3, 3, 3}, 5, 1), Error);  // a bias of 5 for 4 channels
-  EXPECT_THROW(make_layer_op(*conv.node, {4, 3}, 0, 1), Error);          // no spatial dims
+  EXPECT_THROW(make_layer_op(*conv.node, {4, 3}, 0, 1), Error);        // no spatial dims
   auto op = make_layer_op(*conv.node, {4, 3, 3, 3}, 4, 1);
   EXPECT_THROW(op->output_dims({1, 2, 8, 8}), Error);  // 2 channels for a weight of 3
   EXPECT_THROW(op->output_dims({1, 3, 8}), Error);     // rank
@@ -438,6 +463,47 @@ TEST(LayerTrainer, SameSeedSameResultAndEarlyStop) {
   LayerResult stopped =
       train_layer(*layer.op, layer.activation, layer.weight, {8, 16}, layer.bias, layer.quant, layer.samples, o);
   EXPECT_LT(stopped.iterations_run, 300);
+}
+
+// A bfloat16 weight, per channel with scales that are not powers of two (so each value's channel
+// matters): AdaQuant trains the float weight through the cast (straight through) and lowers the
+// loss; the losses are those of the weights cast channel by channel here; AdaRound is refused.
+TEST(LayerTrainer, AdaQuantTrainsAFloatWeightThroughTheCast) {
+  CoarseLayer layer(0.125f, {-8, 7}, 0.1f);
+  WeightQuant cast;
+  for (int c = 0; c < 8; ++c) {
+    cast.scale.push_back(0.3f + 0.1f * static_cast<float>(c));
+    cast.zero_point.push_back(0);
+  }
+  cast.axis = 0;
+  auto bf16 = [&](const float* x, size_t n, size_t c, float* y) {
+    for (size_t i = 0; i < n; ++i)
+      y[i] = ir::bfloat16_to_float(ir::float_to_bfloat16(x[i] / cast.scale[c])) * cast.scale[c];
+  };
+  cast.float_cast = bf16;
+  auto cast_all = [&](const std::vector<float>& w) {
+    std::vector<float> out(w.size());
+    for (size_t i = 0; i < w.size(); ++i) bf16(&w[i], 1, i / 16, &out[i]);  // [8, 16]: channel = row
+    return out;
+  };
+  TrainOptions o;
+  o.algorithm = Algorithm::AdaQuant;
+  o.iterations = 500;
+  o.learning_rate = 1e-3;
+  o.batch_size = 4;
+  o.threads = 2;
+  LayerResult r = train_layer(*layer.op, layer.activation, layer.weight, {8, 16}, layer.bias, cast, layer.samples, o);
+  EXPECT_TRUE(r.quantized_weight.empty());
+  ASSERT_EQ(r.float_weight.size(), layer.weight.size());
+  EXPECT_DOUBLE_EQ(r.loss_before,
+                   reconstruction_loss(*layer.op, layer.activation, cast_all(layer.weight), layer.bias, layer.samples));
+  EXPECT_TRUE(r.improved);
+  EXPECT_LT(r.loss_after, 0.95 * r.loss_before);
+  EXPECT_DOUBLE_EQ(r.loss_after, reconstruction_loss(*layer.op, layer.activation, cast_all(r.float_weight), layer.bias,
+                                                     layer.samples));
+  o.algorithm = Algorithm::AdaRound;
+  EXPECT_THROW(train_layer(*layer.op, layer.activation, layer.weight, {8, 16}, layer.bias, cast, layer.samples, o),
+               Error);
 }
 
 TEST(LayerTrainer, RefusesSamplesThatDoNotFit) {

@@ -164,21 +164,16 @@ const std::map<std::string, std::set<std::string>> kRefusedToday = {
     // automatic mixed precision down to BFP/MX types (their AutoMixprecision targets); CalibDataSize
     // is --calib-size
     {"BF16_MIXED_BFP16", {"DedicateDQNode", "CalibDataSize", "AutoMixprecision", "BFPAttributes"}},
-    {"BF16_MIXED_BFP16_ADAQUANT",
-     {"DedicateDQNode", "CalibDataSize", "AutoMixprecision", "BFPAttributes"}},
+    {"BF16_MIXED_BFP16_ADAQUANT", {"DedicateDQNode", "CalibDataSize", "AutoMixprecision", "BFPAttributes"}},
     {"BF16_MIXED_MXINT8", {"DedicateDQNode", "CalibDataSize", "AutoMixprecision", "MXAttributes"}},
-    {"BF16_MIXED_MXINT8_ADAQUANT",
-     {"DedicateDQNode", "CalibDataSize", "AutoMixprecision", "MXAttributes"}},
+    {"BF16_MIXED_MXINT8_ADAQUANT", {"DedicateDQNode", "CalibDataSize", "AutoMixprecision", "MXAttributes"}},
     // dynamic quantization, MatMulNBits (nobody)
     {"UINT8_DYNAMIC_QUANT", {"use_dynamic_quant"}},
     {"MATMUL_NBITS", {"UseMatMulNBits", "MatMulNBitsParams"}},
 };
 
 // Presets whose settings each apply but whose combination check_config refuses: words of the error.
-const std::map<std::string, std::string> kRefusedByCheck = {
-    {"FP16_ADAQUANT", "fast finetune of float16 weights"},
-    {"BF16_ADAQUANT", "fast finetune of bfloat16 weights"},
-};
+const std::map<std::string, std::string> kRefusedByCheck = {};
 
 // Words the refusal of a feature nobody is building must contain.
 const std::map<std::string, std::string> kMissingFeature = {{"include_fast_ft", "fast finetune"},
