@@ -14,11 +14,14 @@ void add_calib_data_options(CLI::App* cmd, CalibDataArgs& a) {
                   "Image preprocessing for an image folder, e.g. resize=256,crop=224,order=rgb,scale=0.0039215686,"
                   "mean=0.485:0.456:0.406,std=0.229:0.224:0.225,layout=nchw (docs/calibration-data.md)");
   cmd->add_option("--calib-size", a.calib_size, "Use only the first N samples (default: all)")->check(non_negative());
-  cmd->add_option("--random", a.random, "Calibrate on N seeded random samples instead of files (the seeds' UseRandomData)")->check(non_negative());
+  cmd->add_option("--random", a.random,
+                  "Calibrate on N seeded random samples instead of files (the seeds' UseRandomData)")
+      ->check(non_negative());
   cmd->add_option("--random-seed", a.random_seed, "Seed of --random (default 0)");
   cmd->add_option("--random-shape", a.random_shapes,
                   "NAME=AxBx... for an input with dynamic dimensions (RandomDataReaderInputShape)");
-  cmd->add_option("--random-range", a.random_ranges, "NAME=LOW:HIGH value range of an input (RandomDataReaderInputDataRange)");
+  cmd->add_option("--random-range", a.random_ranges,
+                  "NAME=LOW:HIGH value range of an input (RandomDataReaderInputDataRange)");
 }
 
 namespace {
@@ -39,14 +42,14 @@ std::pair<double, double> parse_range(const std::string& text, const std::string
 
 }  // namespace
 
-std::unique_ptr<calib::DataReader> open_calib_data(const CalibDataArgs& a, const std::vector<const ir::Value*>& inputs) {
+std::unique_ptr<DataReader> open_calib_data(const CalibDataArgs& a, const Model& model) {
   if (a.random && !a.calib_data.empty()) throw Error("--calib-data and --random exclude each other");
   if (!a.random && a.calib_data.empty()) throw Error("give calibration data: --calib-data FOLDER or --random N");
   if (!a.random && (!a.random_shapes.empty() || !a.random_ranges.empty()))
     throw Error("--random-shape and --random-range go with --random");
   if (a.random) {
     if (!a.input_spec.empty()) throw Error("--input-spec goes with an image folder in --calib-data, not --random");
-    calib::RandomReaderOptions r;
+    RandomData r;
     r.seed = a.random_seed;
     r.count = *a.random;
     for (const std::string& s : a.random_shapes) {
@@ -59,10 +62,10 @@ std::unique_ptr<calib::DataReader> open_calib_data(const CalibDataArgs& a, const
       if (eq == std::string::npos) throw Error("--random-range '" + s + "' is not NAME=LOW:HIGH");
       r.ranges[s.substr(0, eq)] = parse_range(s.substr(eq + 1), "--random-range " + s.substr(0, eq));
     }
-    return calib::make_random_reader(inputs, r);
+    return random_reader(model, r);
   }
-  if (!a.input_spec.empty()) return calib::make_image_folder_reader(a.calib_data, inputs, calib::parse_image_spec(a.input_spec));
-  return calib::make_npy_folder_reader(a.calib_data, inputs);
+  if (!a.input_spec.empty()) return image_folder_reader(a.calib_data, model, a.input_spec);
+  return npy_folder_reader(a.calib_data, model);
 }
 
 }  // namespace onnxptq::cli

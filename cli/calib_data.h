@@ -8,7 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "calib/data_reader.h"
+#include "onnxptq/model.h"
+#include "onnxptq/readers.h"
 
 namespace onnxptq::cli {
 
@@ -25,6 +26,6 @@ struct CalibDataArgs {
 void add_calib_data_options(CLI::App* cmd, CalibDataArgs& args);
 
 // Error when no source or two sources are given, or an option does not go with the source.
-std::unique_ptr<calib::DataReader> open_calib_data(const CalibDataArgs& args, const std::vector<const ir::Value*>& inputs);
+std::unique_ptr<DataReader> open_calib_data(const CalibDataArgs& args, const Model& model);
 
 }  // namespace onnxptq::cli

@@ -103,8 +103,9 @@ void calibrate_command(const CalibrateArgs& a) {
 
   config.optimize_model = !a.no_optimize_model;
 
-  ir::Model loaded = ir::load_model(a.model);
-  std::unique_ptr<calib::DataReader> reader = open_calib_data(a.data, loaded.graph->fed_inputs());
+  Model source = Model::load(a.model);
+  const ir::Model& loaded = source.ir();
+  std::unique_ptr<DataReader> reader = open_calib_data(a.data, source);
   std::optional<ir::Model> prepared = quant::prepare_float_model(loaded, *reader, config);
   const ir::Model& model = prepared ? *prepared : loaded;
   std::vector<std::string> tensors = quant::plan_quantization(model, *reader, config).tensors_to_calibrate();

@@ -29,12 +29,13 @@ void add_compare_command(CLI::App& app) {
   cmd->add_option("--csv", a->csv, "Write every tensor's errors as CSV to this file");
   cmd->add_option("--threads", a->threads, "Threads (default: every hardware thread)")->check(non_negative());
   cmd->callback([a] {
-    ir::Model float_model = ir::load_model(a->float_model);
-    ir::Model quantized_model = ir::load_model(a->quantized_model);
+    Model float_model = Model::load(a->float_model);
+    Model quantized_model = Model::load(a->quantized_model);
     CalibDataArgs data = a->data;
     if (data.calib_data.empty() && !data.random) data.random = 1;  // as quantize does
-    std::unique_ptr<calib::DataReader> reader = open_calib_data(data, float_model.graph->fed_inputs());
-    std::vector<tools::TensorError> errors = tools::compare_models(float_model, quantized_model, *reader, a->threads);
+    std::unique_ptr<DataReader> reader = open_calib_data(data, float_model);
+    std::vector<tools::TensorError> errors =
+        tools::compare_models(float_model.ir(), quantized_model.ir(), *reader, a->threads);
     if (!a->json.empty()) ir::write_text_file(a->json, tools::comparison_json(errors).dump(2) + "\n");
     if (!a->csv.empty()) ir::write_text_file(a->csv, tools::comparison_csv(errors));
     std::cout << tools::format_comparison(errors, a->top);

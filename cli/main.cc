@@ -1,12 +1,13 @@
-// The `onnxptq` command. Exit codes: 0 success, 2 bad input or usage, 1 internal error (or, from
-// check-npu, violations found).
+// The `onnxptq` command. Exit codes: 0 success, 2 bad input or usage, 3 asked for something
+// onnxptq does not do (ErrorKind::unsupported), 1 internal error (or, from check-npu, violations
+// found; from quantize, an accuracy target not met).
 #include <malloc.h>
 
 #include <iostream>
 #include <new>
 
 #include "cli/commands.h"
-#include "onnxptq/error.h"
+#include "onnxptq/onnxptq.h"
 
 int main(int argc, char** argv) {
   // Activations of a few MB are freed and allocated again on every run: keep them on the heap
@@ -15,7 +16,7 @@ int main(int argc, char** argv) {
   mallopt(M_MMAP_THRESHOLD, 512 << 20);
   mallopt(M_TRIM_THRESHOLD, 1024 << 20);
   CLI::App app{"onnxptq: post-training quantization of ONNX models", "onnxptq"};
-  app.set_version_flag("--version", "onnxptq 0.1.0");
+  app.set_version_flag("--version", std::string("onnxptq ") + onnxptq::version());
   app.require_subcommand(1);
   app.fallthrough(false);
   onnxptq::cli::add_inspect_command(app);
@@ -47,8 +48,16 @@ int main(int argc, char** argv) {
     std::cerr << "error: " << e.what() << " (see onnxptq --help)\n";
     return 2;
   } catch (const onnxptq::Error& e) {
-    std::cerr << "error: " << e.what() << "\n";
-    return 2;
+    std::cerr << (e.kind() == onnxptq::ErrorKind::internal ? "internal error: " : "error: ") << e.what() << "\n";
+    switch (e.kind()) {
+      case onnxptq::ErrorKind::bad_input:
+        return 2;
+      case onnxptq::ErrorKind::unsupported:
+        return 3;
+      case onnxptq::ErrorKind::internal:
+        return 1;
+    }
+    return 1;
   } catch (const std::bad_alloc&) {
     std::cerr << "error: out of memory\n";
     return 1;

@@ -5,9 +5,6 @@
 
 #include "cli/commands.h"
 #include "onnxptq/error.h"
-#include "quant/overrides.h"
-#include "quant/presets.h"
-#include "quant/quantize.h"
 
 namespace onnxptq::cli {
 
@@ -82,68 +79,66 @@ void add_quant_options(CLI::App* cmd, QuantOptions& o) {
                 "optimize_model=False: quantize the model as given, without `onnxptq preprocess`'s passes");
 }
 
-quant::QuantConfig config_from(const QuantOptions& a) {
-  quant::QuantConfig c;
-  c.calib.workers = 0;  // the command's default: as many as the threads allow (CalibWorkerNum can set it)
-  if (quant::find_preset(a.config)) {
-    quant::apply_preset(c, a.config);  // a preset's name before a file of that name
+Config config_from(const QuantOptions& a) {
+  Config c;
+  c.calib_workers(0);  // the command's default: as many as the threads allow (CalibWorkerNum can set it)
+  if (Config::has_preset(a.config)) {
+    c.apply_preset(a.config);  // a preset's name before a file of that name
   } else if (!a.config.empty()) {
     std::ifstream in(a.config);
-    if (!in)
-      throw Error("--config '" + a.config +
-                  "' is neither a preset nor a readable file (presets: " + quant::preset_names() + ")");
-    nlohmann::json j = nlohmann::json::parse(in, nullptr, false);
-    if (j.is_discarded()) throw Error("config file '" + a.config + "' is not valid JSON");
+    if (!in) {
+      std::string names;
+      for (const PresetInfo& p : Config::presets()) names += (names.empty() ? "" : ", ") + p.name;
+      throw Error("--config '" + a.config + "' is neither a preset nor a readable file (presets: " + names + ")");
+    }
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (nlohmann::json::parse(text, nullptr, false).is_discarded())
+      throw Error("config file '" + a.config + "' is not valid JSON");
     try {
-      quant::apply_config_json(c, j);
+      c.apply_json(text);
     } catch (const Error& e) {
-      throw Error("config file '" + a.config + "': " + e.what());
+      throw Error("config file '" + a.config + "': " + e.what(), e.kind());
     }
   }
-  if (a.quant_format) c.format = quant::parse_quant_format(*a.quant_format);
-  if (a.calibrate_method) c.calibrate_method = calib::parse_method(*a.calibrate_method);
-  if (a.activation_type) c.activation_type = quant::parse_quant_type(*a.activation_type);
-  if (a.weight_type) c.weight_type = quant::parse_quant_type(*a.weight_type);
-  c.per_channel = c.per_channel || a.per_channel;
-  c.reduce_range = c.reduce_range || a.reduce_range;
-  auto add = [](std::vector<std::string>& to, const std::vector<std::string>& from) {
-    to.insert(to.end(), from.begin(), from.end());
-  };
-  add(c.op_types_to_quantize, a.op_types);
-  add(c.nodes_to_quantize, a.nodes_to_quantize);
-  add(c.nodes_to_exclude, a.nodes_to_exclude);
-  add(c.input_nodes, a.input_nodes);
-  add(c.output_nodes, a.output_nodes);
+  auto text = [](const std::string& s) { return nlohmann::json(s).dump(); };
+  if (a.quant_format) c.set("quant_format", text(*a.quant_format));
+  if (a.calibrate_method) c.set("calibrate_method", text(*a.calibrate_method));
+  if (a.activation_type) c.set("activation_type", text(*a.activation_type));
+  if (a.weight_type) c.set("weight_type", text(*a.weight_type));
+  if (a.per_channel) c.set("per_channel", "true");
+  if (a.reduce_range) c.set("reduce_range", "true");
+  c.append("op_types_to_quantize", a.op_types);
+  c.append("nodes_to_quantize", a.nodes_to_quantize);
+  c.append("nodes_to_exclude", a.nodes_to_exclude);
+  c.append("input_nodes", a.input_nodes);
+  c.append("output_nodes", a.output_nodes);
   for (const std::string& e : a.extra_options) {
     auto [key, value] = parse_extra_option(e);
-    quant::apply_extra_option(c, key, value);
+    c.set_extra_option(key, value.dump());
   }
   for (const std::string& e : a.node_precision) {
     size_t eq = e.rfind('=');
     if (eq == std::string::npos || eq == 0)
       throw Error("--node-precision '" + e + "': expected NODE=TYPE or NODE=ACTIVATION,WEIGHT");
     try {
-      c.node_precision[e.substr(0, eq)] = quant::parse_node_precision(e.substr(eq + 1));
+      c.set_extra_option("NodePrecision", nlohmann::json{{e.substr(0, eq), e.substr(eq + 1)}}.dump());
     } catch (const Error& err) {
-      throw Error("--node-precision '" + e + "': " + err.what());
+      throw Error("--node-precision '" + e + "': " + err.what(), err.kind());
     }
   }
-  c.calib.max_samples = a.data.calib_size;
-  c.calib.threads = a.threads;
-  if (a.workers) c.calib.workers = *a.workers;
-  c.calib.strict = a.strict;
-  if (a.no_optimize_model) c.optimize_model = false;
-  if (a.include_cle) c.include_cle = true;
-  if (a.convert_fp16_to_fp32) c.convert_fp16_to_fp32 = true;
-  if (a.convert_nchw_to_nhwc) c.convert_nchw_to_nhwc = true;
-  if (a.no_include_cle) c.include_cle = false;  // Quark's presets turn it on
-  if (a.include_fast_ft) c.include_fast_ft = true;
-  if (a.no_include_fast_ft) {
-    c.include_fast_ft = false;
-    c.fast_finetune = {};
-  }
-  if (a.enable_dpu) c.enable_dpu = true;
-  if (a.enable_npu_transformer) c.enable_npu_transformer = true;
+  c.calib_size(a.data.calib_size);
+  c.threads(a.threads);
+  if (a.workers) c.calib_workers(*a.workers);
+  c.strict(a.strict);
+  if (a.no_optimize_model) c.set("optimize_model", "false");
+  if (a.include_cle) c.set("include_cle", "true");
+  if (a.convert_fp16_to_fp32) c.set("convert_fp16_to_fp32", "true");
+  if (a.convert_nchw_to_nhwc) c.set("convert_nchw_to_nhwc", "true");
+  if (a.no_include_cle) c.set("include_cle", "false");  // Quark's presets turn it on
+  if (a.include_fast_ft) c.set("include_fast_ft", "true");
+  if (a.no_include_fast_ft) c.disable_fast_finetune();
+  if (a.enable_dpu) c.set("enable_dpu", "true");
+  if (a.enable_npu_transformer) c.set("enable_npu_transformer", "true");
   return c;
 }
 

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "cli/calib_data.h"
-#include "quant/config.h"
+#include "onnxptq/config.h"
 
 namespace onnxptq::cli {
 
@@ -35,6 +35,6 @@ void add_quant_options(CLI::App* cmd, QuantOptions& options);
 
 // The configuration the options ask for: the preset or file of --config, then the others over
 // it. Error naming a config that is neither a preset nor a readable JSON file, or a bad value.
-quant::QuantConfig config_from(const QuantOptions& options);
+Config config_from(const QuantOptions& options);
 
 }  // namespace onnxptq::cli

@@ -1,5 +1,5 @@
 // `onnxptq quantize`: quantize_static of the seeds on the command line.
-#include "quant/quantize.h"
+#include "onnxptq/quantize.h"
 
 #include <unistd.h>
 
@@ -9,16 +9,11 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "accuracy/auto_mixprecision.h"
 #include "accuracy/evaluate_command.h"
-#include "accuracy/target_search.h"
 #include "cli/commands.h"
 #include "cli/quant_options.h"
-#include "finetune/fast_finetune.h"
 #include "ir/file_io.h"
-#include "ir/model.h"
 #include "onnxptq/error.h"
-#include "quant/presets.h"
 
 namespace onnxptq::cli {
 namespace {
@@ -48,98 +43,64 @@ struct QuantizeArgs {
 };
 
 // --evaluate-command as a metric function (--evaluate-timeout per run).
-accuracy::EvaluateFunction evaluate_function(const QuantizeArgs& a) {
+EvaluateFunction evaluate_function(const QuantizeArgs& a) {
   return [command = a.evaluate_command, timeout = a.evaluate_timeout](const std::filesystem::path& model,
-                                                                       const std::string& trial) {
+                                                                      const std::string& trial) {
     return accuracy::run_evaluate_command(command, model, timeout, trial).value;
   };
 }
 
-accuracy::SearchOptions search_options(const QuantizeArgs& a) {
-  accuracy::SearchOptions o;
-  if (a.fallback_type) o.fallback_type = accuracy::parse_fallback_type(*a.fallback_type);
-  if (!a.evaluate_command.empty()) {
-    o.target.evaluate = evaluate_function(a);
-  } else if (a.lower_is_better) {
-    throw Error("--lower-is-better is about --evaluate-command's metric; the built-in one (--min-sqnr) is higher-is-better");
-  }
-  o.target.lower_is_better = a.lower_is_better;
-  o.fallback_order = accuracy::parse_fallback_order(a.fallback_order);
-  o.target.max_loss = a.max_loss;
-  o.target.max_relative_loss = a.max_relative_loss;
-  o.target.min_sqnr = a.min_sqnr;
-  o.max_trials = a.max_trials;
-  o.time_limit = a.time_limit;
-  o.stop_at_first_pass = a.stop_at_first_pass;
-  o.finetune_recipe = !a.no_finetune_recipe;
-  o.held_out = a.held_out;
-  o.output_index = a.output_index;
-  o.threads = a.q.threads;
-  o.float_model_path = a.model;
-  return o;
+AccuracyTarget accuracy_target(const QuantizeArgs& a) {
+  if (a.evaluate_command.empty() && a.lower_is_better)
+    throw Error(
+        "--lower-is-better is about --evaluate-command's metric; the built-in one (--min-sqnr) is higher-is-better");
+  AccuracyTarget t;
+  t.lower_is_better = a.lower_is_better;
+  t.max_loss = a.max_loss;
+  t.max_relative_loss = a.max_relative_loss;
+  t.min_sqnr = a.min_sqnr;
+  if (a.fallback_type) t.fallback_type = *a.fallback_type;
+  t.fallback_order = a.fallback_order;
+  t.max_trials = a.max_trials;
+  t.time_limit = a.time_limit;
+  t.stop_at_first_pass = a.stop_at_first_pass;
+  t.finetune_recipe = !a.no_finetune_recipe;
+  t.held_out = a.held_out;
+  t.output_index = a.output_index;
+  t.threads = a.q.threads;
+  return t;
 }
 
 void quantize_command(QuantizeArgs a) {
-  quant::QuantConfig config = config_from(a.q);
-  quant::check_config(config);  // before reading any data
-  if (config.include_auto_mp && a.searches())
-    throw Error("include_auto_mp and an accuracy target are two searches: choose one");
-  // Quark's AutoMixprecision scores with the command when Top1AccTarget is set.
-  bool auto_mp_evaluates = config.include_auto_mp && config.auto_mp.top1_acc_target;
-  if (!a.evaluate_command.empty() && !a.searches() && !auto_mp_evaluates)
-    throw Error("--evaluate-command belongs to the accuracy target search (give --max-loss, --max-relative-loss or "
-                "--min-sqnr) or to include_auto_mp with AutoMixprecision.Top1AccTarget");
+  Config config = config_from(a.q);
+  config.check();  // before reading any data
   ir::check_output_path(a.model, a.output, "--output");
   if (!a.report.empty()) ir::check_output_path(a.model, a.report, "--report");
   if (!a.dump_plan.empty()) ir::check_output_path(a.model, a.dump_plan, "--dump-plan");
-  ir::Model model = ir::load_model(a.model);
+  QuantizeOptions options;
+  if (a.searches()) options.target = accuracy_target(a);
+  if (!a.evaluate_command.empty()) options.evaluate = evaluate_function(a);
+  options.model_path = a.model;
+  Model model = Model::load(a.model);
   if (a.q.data.calib_data.empty() && !a.q.data.random) {
     a.q.data.random = 1;  // the seeds' RandomDataReader
-    if (!a.quiet) std::cerr << "warning: " << quant::kNoCalibrationData << "\n";
+    if (!a.quiet) std::cerr << "warning: " << kNoCalibrationData << "\n";
   }
-  std::unique_ptr<calib::DataReader> reader = open_calib_data(a.q.data, model.graph->fed_inputs());
+  std::unique_ptr<DataReader> reader = open_calib_data(a.q.data, model);
 
   bool terminal = !a.quiet && isatty(STDERR_FILENO);
-  std::function<void(const std::string&)> log;
-  if (!a.quiet) log = [terminal](const std::string& m) { std::cerr << (terminal ? "onnxptq: " : "") << m << "\n"; };
-  quant::QuantizeResult result;
-  nlohmann::json search_json, auto_mp_json;
-  std::string search_line;
-  if (config.include_auto_mp) {
-    ir::TemporaryFolder trials("onnxptq-trials");
-    accuracy::EvaluateFunction evaluate;
-    if (!a.evaluate_command.empty()) evaluate = evaluate_function(a);
-    accuracy::AutoMixResult mixed = accuracy::auto_mixprecision(model, *reader, config, evaluate, trials.path(), log);
-    auto_mp_json = accuracy::auto_mixprecision_report(mixed);
-    result = std::move(mixed.result);
-  } else if (a.searches()) {
-    accuracy::SearchOptions options = search_options(a);
-    ir::TemporaryFolder trials("onnxptq-trials");
-    options.work_dir = trials.path();
-    accuracy::SearchResult search = accuracy::search_accuracy_target(model, *reader, config, options, log);
-    search_json = accuracy::search_report(search);
-    search_line = accuracy::search_summary(search) + "\n";
-    if (!search.met) {
-      command_status() = 1;  // the model is written, but it is not what was asked for
-      if (a.quiet) std::cerr << "warning: " << search_line;
-    }
-    result = std::move(search.best);
-  } else {
-    result = quant::quantize_static(model, *reader, config, log, finetune::fast_finetune_refiner(config, log));
-  }
-
-  ir::SaveOptions save;
-  if (a.external_data) save.external_data = ir::SaveOptions::ExternalData::Always;
-  if (!a.dump_plan.empty()) ir::write_text_file(a.dump_plan, result.plan.to_json().dump(2) + "\n");
-  if (!a.report.empty()) {
-    nlohmann::json report = quant::report(model, result);
-    if (!search_json.is_null()) report["accuracy_target"] = search_json;
-    if (!auto_mp_json.is_null()) report["auto_mixprecision"] = auto_mp_json;
-    ir::write_text_file(a.report, report.dump(2) + "\n");
-  }
-  ir::save_model(result.model, a.output, save);
   if (!a.quiet)
-    std::cerr << quant::summary(model, result) << search_line << "quantized model written to " << a.output << "\n";
+    options.log = [terminal](const std::string& m) { std::cerr << (terminal ? "onnxptq: " : "") << m << "\n"; };
+  QuantizeOutcome result = quantize(model, *reader, config, options);
+  std::string search_line = result.search_summary.empty() ? "" : result.search_summary + "\n";
+  if (!result.target_met) {
+    command_status() = 1;  // the model is written, but it is not what was asked for
+    if (a.quiet) std::cerr << "warning: " << search_line;
+  }
+  if (!a.dump_plan.empty()) ir::write_text_file(a.dump_plan, result.plan_json + "\n");
+  if (!a.report.empty()) ir::write_text_file(a.report, result.report_json + "\n");
+  result.model.save(a.output, a.external_data);
+  if (!a.quiet) std::cerr << result.summary << search_line << "quantized model written to " << a.output << "\n";
 }
 
 }  // namespace
@@ -163,15 +124,14 @@ void add_quantize_command(CLI::App& app) {
       ->group(target);
   cmd->add_flag("--lower-is-better", a->lower_is_better, "The evaluate command's metric is an error (CER, loss)")
       ->group(target);
-  CLI::Option* max_loss =
-      cmd->add_option("--max-loss", a->max_loss, "Search for the cheapest model whose metric is at most this much "
-                                                 "worse than the float model's (needs --evaluate-command)")
-          ->group(target);
-  CLI::Option* max_relative_loss =
-      cmd->add_option("--max-relative-loss", a->max_relative_loss,
-                      "The same as a fraction of the float model's metric (0.01: 1 %)")
-          ->group(target)
-          ->excludes(max_loss);
+  CLI::Option* max_loss = cmd->add_option("--max-loss", a->max_loss,
+                                          "Search for the cheapest model whose metric is at most this much "
+                                          "worse than the float model's (needs --evaluate-command)")
+                              ->group(target);
+  CLI::Option* max_relative_loss = cmd->add_option("--max-relative-loss", a->max_relative_loss,
+                                                   "The same as a fraction of the float model's metric (0.01: 1 %)")
+                                       ->group(target)
+                                       ->excludes(max_loss);
   cmd->add_option("--min-sqnr", a->min_sqnr,
                   "Search with the built-in metric: the output's SQNR (dB) on calibration samples held out")
       ->group(target)
@@ -208,11 +168,12 @@ void add_quantize_command(CLI::App& app) {
       ->group(target)
       ->check(non_negative());
   cmd->callback([a, cmd] {
-    for (const char* option : {"--lower-is-better", "--fallback-type", "--fallback-order", "--max-trials",
-                               "--time-limit", "--evaluate-timeout", "--stop-at-first-pass", "--no-finetune-recipe", "--held-out",
-                               "--output-index"})
+    for (const char* option :
+         {"--lower-is-better", "--fallback-type", "--fallback-order", "--max-trials", "--time-limit",
+          "--evaluate-timeout", "--stop-at-first-pass", "--no-finetune-recipe", "--held-out", "--output-index"})
       if (cmd->count(option) && !a->searches())
-        throw Error(std::string(option) + " belongs to the accuracy target search: give --max-loss, "
+        throw Error(std::string(option) +
+                    " belongs to the accuracy target search: give --max-loss, "
                     "--max-relative-loss or --min-sqnr");
     quantize_command(*a);
   });

@@ -37,18 +37,20 @@ std::string db(const std::optional<accuracy::OutputMetrics>& m) {
 }
 
 void sensitivity_command(SensitivityArgs a) {
-  quant::QuantConfig config = config_from(a.q);
-  quant::check_config(config);
+  Config public_config = config_from(a.q);
+  public_config.check();
+  const quant::QuantConfig& config = public_config.quant();
   for (const auto& [path, option] : {std::pair{a.json, "--json"}, {a.csv, "--csv"}, {a.html, "--html"}})
     if (!path.empty()) ir::check_output_path(a.model, path, option);
   if (a.samples == 0) throw Error("--samples must be at least 1");
-  ir::Model model = ir::load_model(a.model);
+  Model source = Model::load(a.model);
+  const ir::Model& model = source.ir();
   CalibDataArgs data = a.q.data;
   if (data.calib_data.empty() && !data.random) {
     data.random = 1;
     if (!a.quiet) std::cerr << "warning: " << quant::kNoCalibrationData << "\n";
   }
-  std::unique_ptr<calib::DataReader> reader = open_calib_data(data, model.graph->fed_inputs());
+  std::unique_ptr<DataReader> reader = open_calib_data(data, source);
   std::function<void(const std::string&)> log;
   if (!a.quiet) log = [](const std::string& m) { std::cerr << m << "\n"; };
 

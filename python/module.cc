@@ -12,16 +12,10 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "accuracy/auto_mixprecision.h"
 #include "accuracy/sensitivity.h"
-#include "accuracy/target_search.h"
-#include "calib/data_reader.h"
-#include "finetune/fast_finetune.h"
 #include "ir/file_io.h"
 #include "ir/model.h"
-#include "onnxptq/error.h"
-#include "quant/presets.h"
-#include "quant/quantize.h"
+#include "onnxptq/onnxptq.h"
 #include "tools/evaluate.h"
 
 namespace py = pybind11;
@@ -271,7 +265,7 @@ std::map<std::string, std::pair<double, double>> random_ranges(const py::object&
 }
 
 // A Python metric (model path -> number), called with the GIL; none: no function.
-accuracy::EvaluateFunction metric_function(const py::object& f, const std::string& what) {
+EvaluateFunction metric_function(const py::object& f, const std::string& what) {
   if (f.is_none()) return {};
   if (!PyCallable_Check(f.ptr())) throw Error(what + " must be callable");
   auto function = std::make_shared<py::object>(f);
@@ -287,16 +281,15 @@ accuracy::EvaluateFunction metric_function(const py::object& f, const std::strin
   };
 }
 
-// The accuracy_target dict of quantize_static (docs/python.md): the search's options, with
+// The accuracy_target dict of quantize_static (docs/python.md): the search's target, and its
 // evaluate_function(model_path) -> float called under the GIL.
-accuracy::SearchOptions search_options(const py::dict& target, const std::string& model_input) {
-  static const std::set<std::string> keys = {"evaluate_function", "lower_is_better", "max_loss",
-                                             "max_relative_loss", "min_sqnr", "max_trials", "time_limit",
-                                             "stop_at_first_pass", "held_out", "output_index", "fallback_order",
-                                             "fallback_type", "finetune_recipe"};
+std::pair<AccuracyTarget, EvaluateFunction> accuracy_target(const py::dict& target) {
+  static const std::set<std::string> keys = {
+      "evaluate_function", "lower_is_better", "max_loss",           "max_relative_loss", "min_sqnr",
+      "max_trials",        "time_limit",      "stop_at_first_pass", "held_out",          "output_index",
+      "fallback_order",    "fallback_type",   "finetune_recipe"};
   for (auto [key, value] : target)
-    if (!keys.count(py::str(key)))
-      throw Error("accuracy_target: unknown key '" + std::string(py::str(key)) + "'");
+    if (!keys.count(py::str(key))) throw Error("accuracy_target: unknown key '" + std::string(py::str(key)) + "'");
   auto get = [&](const char* key) -> py::object {
     if (!target.contains(key)) return py::none();
     return target[key];
@@ -306,22 +299,20 @@ accuracy::SearchOptions search_options(const py::dict& target, const std::string
     if (v.is_none()) return std::nullopt;
     return v.cast<double>();
   };
-  accuracy::SearchOptions o;
-  o.target.evaluate = metric_function(get("evaluate_function"), "evaluate_function");
-  o.target.lower_is_better = !get("lower_is_better").is_none() && get("lower_is_better").cast<bool>();
-  o.target.max_loss = number("max_loss");
-  o.target.max_relative_loss = number("max_relative_loss");
-  o.target.min_sqnr = number("min_sqnr");
-  if (auto v = number("max_trials")) o.max_trials = static_cast<size_t>(*v);
-  if (auto v = number("time_limit")) o.time_limit = *v;
-  o.stop_at_first_pass = !get("stop_at_first_pass").is_none() && get("stop_at_first_pass").cast<bool>();
-  o.finetune_recipe = get("finetune_recipe").is_none() || get("finetune_recipe").cast<bool>();
-  if (auto v = number("held_out")) o.held_out = static_cast<size_t>(*v);
-  if (auto v = number("output_index")) o.output_index = static_cast<size_t>(*v);
-  if (py::object v = get("fallback_order"); !v.is_none()) o.fallback_order = accuracy::parse_fallback_order(py::str(v));
-  if (py::object v = get("fallback_type"); !v.is_none()) o.fallback_type = accuracy::parse_fallback_type(py::str(v));
-  o.float_model_path = model_input;
-  return o;
+  AccuracyTarget t;
+  t.lower_is_better = !get("lower_is_better").is_none() && get("lower_is_better").cast<bool>();
+  t.max_loss = number("max_loss");
+  t.max_relative_loss = number("max_relative_loss");
+  t.min_sqnr = number("min_sqnr");
+  if (auto v = number("max_trials")) t.max_trials = static_cast<size_t>(*v);
+  if (auto v = number("time_limit")) t.time_limit = *v;
+  t.stop_at_first_pass = !get("stop_at_first_pass").is_none() && get("stop_at_first_pass").cast<bool>();
+  t.finetune_recipe = get("finetune_recipe").is_none() || get("finetune_recipe").cast<bool>();
+  if (auto v = number("held_out")) t.held_out = static_cast<size_t>(*v);
+  if (auto v = number("output_index")) t.output_index = static_cast<size_t>(*v);
+  if (py::object v = get("fallback_order"); !v.is_none()) t.fallback_order = py::str(v);
+  if (py::object v = get("fallback_type"); !v.is_none()) t.fallback_type = py::str(v);
+  return {t, metric_function(get("evaluate_function"), "evaluate_function")};
 }
 
 // quantize_static of the core with a config in the JSON form of `onnxptq quantize --config`;
@@ -330,114 +321,87 @@ accuracy::SearchOptions search_options(const py::dict& target, const std::string
 py::dict quantize_static(const std::string& model_input, const std::string& model_output, py::object reader,
                          const std::string& config_json, py::object shapes, py::object ranges, bool external_data,
                          bool log_progress, size_t calib_size, py::object target, py::object auto_mp_evaluate) {
-  std::optional<accuracy::SearchOptions> search;
+  QuantizeOptions options;
   if (!target.is_none()) {
     if (!py::isinstance<py::dict>(target)) throw Error("accuracy_target: expected a dict");
-    search = search_options(target.cast<py::dict>(), model_input);
+    std::tie(options.target, options.evaluate) = accuracy_target(target.cast<py::dict>());
+  } else {
+    options.evaluate = metric_function(auto_mp_evaluate, "AutoMixprecision's EvaluateFunction");
   }
-  quant::QuantConfig config;
-  nlohmann::json j = nlohmann::json::parse(config_json);
-  quant::apply_config_json(config, j);
-  config.calib.max_samples = calib_size;  // Quark's CalibDataSize (0: every sample)
-  quant::check_config(config);            // before reading any data
-  if (config.include_auto_mp && search) throw Error("include_auto_mp and accuracy_target are two searches: choose one");
-  accuracy::EvaluateFunction auto_mp_metric =
-      metric_function(auto_mp_evaluate, "AutoMixprecision's EvaluateFunction");
+  options.model_path = model_input;
+  Config config = Config::from_json(config_json);
+  config.calib_size(calib_size);  // Quark's CalibDataSize (0: every sample)
+  config.check();                 // before reading any data
   ir::check_output_path(model_input, model_output, "model_output");
-  ir::Model model;
+  std::optional<Model> model;
   {
     py::gil_scoped_release nogil;
-    model = ir::load_model(model_input);
+    model = Model::load(model_input);
   }
-  std::vector<const ir::Value*> inputs = model.graph->fed_inputs();
   std::vector<std::string> warnings;
   std::unique_ptr<DataReader> data;
   if (reader.is_none()) {
-    warnings.push_back(quant::kNoCalibrationData);
-    calib::RandomReaderOptions r;  // the seeds' RandomDataReader: one sample (seed 0 here)
+    warnings.push_back(kNoCalibrationData);
+    RandomData r;  // the seeds' RandomDataReader: one sample (seed 0 here)
+    std::vector<const ir::Value*> inputs = model->ir().graph->fed_inputs();
     r.shapes = random_shapes(shapes, inputs);
     r.ranges = random_ranges(ranges);
-    data = calib::make_random_reader(inputs, r);
+    data = random_reader(*model, r);
   } else {
     if (!shapes.is_none() && !(is_sequence(shapes) && py::len(shapes) == 0) &&
         !(py::isinstance<py::dict>(shapes) && py::len(shapes) == 0))
       throw Error("random_data_reader_input_shape is for the random data reader (calibration_data_reader=None)");
     if (!ranges.is_none())
       throw Error("RandomDataReaderInputDataRange is for the random data reader (calibration_data_reader=None)");
-    data = std::make_unique<PythonReader>(reader, inputs);
+    data = std::make_unique<PythonReader>(reader, model->ir().graph->fed_inputs());
   }
 
   std::mutex log_mutex;
-  auto log = [&](const std::string& line) {
+  options.log = [&](const std::string& line) {
     std::lock_guard<std::mutex> lock(log_mutex);
     if (line.rfind("warning: ", 0) == 0) warnings.push_back(line.substr(9));
     if (log_progress) std::cerr << "onnxptq: " << line << std::endl;
   };
-  std::string summary;
-  nlohmann::json report;
+  std::string summary, report;
   {
     py::gil_scoped_release nogil;
-    quant::QuantizeResult result;
-    nlohmann::json search_report, auto_mp_report;
-    if (config.include_auto_mp) {
-      ir::TemporaryFolder trials("onnxptq-trials");
-      accuracy::AutoMixResult mixed =
-          accuracy::auto_mixprecision(model, *data, config, auto_mp_metric, trials.path(), log);
-      auto_mp_report = accuracy::auto_mixprecision_report(mixed);
-      result = std::move(mixed.result);
-    } else if (search) {
-      ir::TemporaryFolder trials("onnxptq-trials");
-      search->work_dir = trials.path();
-      accuracy::SearchResult found = accuracy::search_accuracy_target(model, *data, config, *search, log);
-      search_report = accuracy::search_report(found);
-      result = std::move(found.best);
-      log((found.met ? "" : "warning: ") + accuracy::search_summary(found));
-    } else {
-      result = quant::quantize_static(model, *data, config, log, finetune::fast_finetune_refiner(config, log));
-    }
-    ir::SaveOptions save;
-    if (external_data) save.external_data = ir::SaveOptions::ExternalData::Always;
-    ir::save_model(result.model, model_output, save);
-    summary = quant::summary(model, result);
-    report = quant::report(model, result);
-    if (!search_report.is_null()) report["accuracy_target"] = search_report;
-    if (!auto_mp_report.is_null()) report["auto_mixprecision"] = auto_mp_report;
+    QuantizeOutcome result = quantize(*model, *data, config, options);
+    if (!result.search_summary.empty()) options.log((result.target_met ? "" : "warning: ") + result.search_summary);
+    result.model.save(model_output, external_data);
+    summary = result.summary;
+    report = result.report_json;
   }
   py::dict out;
   out["summary"] = summary;
   out["warnings"] = warnings;
-  out["report"] = py::module_::import("json").attr("loads")(report.dump());
+  out["report"] = py::module_::import("json").attr("loads")(report);
   return out;
 }
 
 // The sensitivity analysis (accuracy/sensitivity.h) of the model file with `config`: a preset's
 // name, or quantize_static's arguments in the JSON form of `onnxptq quantize --config`. Returns
 // the JSON form of `onnxptq sensitivity --json`; `html_path`, when not empty, gets the page.
-py::object sensitivity(const std::string& model_input, py::object reader, const std::string& config,
-                       size_t samples, size_t output_index, bool split, bool left_float,
-                       const std::string& html_path) {
-  quant::QuantConfig c;
-  if (quant::find_preset(config))
-    quant::apply_preset(c, config);
-  else
-    quant::apply_config_json(c, nlohmann::json::parse(config));
-  quant::check_config(c);
+py::object sensitivity(const std::string& model_input, py::object reader, const std::string& config, size_t samples,
+                       size_t output_index, bool split, bool left_float, const std::string& html_path) {
+  Config c = Config::has_preset(config) ? Config::preset(config) : Config::from_json(config);
+  c.check();
   if (!html_path.empty()) ir::check_output_path(model_input, html_path, "html_path");
-  ir::Model model;
+  std::optional<Model> model;
   {
     py::gil_scoped_release nogil;
-    model = ir::load_model(model_input);
+    model = Model::load(model_input);
   }
   std::unique_ptr<DataReader> data;
   if (reader.is_none())
-    data = calib::make_random_reader(model.graph->fed_inputs(), {});
+    data = random_reader(*model);
   else
-    data = std::make_unique<PythonReader>(reader, model.graph->fed_inputs());
+    data = std::make_unique<PythonReader>(reader, model->ir().graph->fed_inputs());
   nlohmann::json j;
   {
     py::gil_scoped_release nogil;
     accuracy::SensitivityReport report = accuracy::analyze_sensitivity(
-        model, *data, c, {.samples = samples, .output_index = output_index, .split = split, .left_float = left_float});
+        model->ir(), *data, c.quant(),
+        {.samples = samples, .output_index = output_index, .split = split, .left_float = left_float});
     j = accuracy::sensitivity_json(report);
     if (!html_path.empty()) ir::write_text_file(html_path, accuracy::sensitivity_html(report, model_input));
   }
@@ -445,20 +409,16 @@ py::object sensitivity(const std::string& model_input, py::object reader, const 
 }
 
 // The checks quantize_static makes on its arguments before reading anything (for presets).
-void check_config(const std::string& config_json) {
-  quant::QuantConfig config;
-  quant::apply_config_json(config, nlohmann::json::parse(config_json));
-  quant::check_config(config);
-}
+void check_config(const std::string& config_json) { Config::from_json(config_json).check(); }
 
-// The preset table (src/quant/presets.h): [{"name", "description", "config": JSON text}, ...].
+// The preset table: [{"name", "description", "config": JSON text}, ...].
 py::list presets() {
   py::list out;
-  for (const quant::Preset& p : quant::presets()) {
+  for (const PresetInfo& p : Config::presets()) {
     py::dict d;
     d["name"] = p.name;
     d["description"] = p.description;
-    d["config"] = p.config.dump();
+    d["config"] = p.config_json;
     out.append(d);
   }
   return out;
@@ -480,7 +440,28 @@ py::dict evaluate(const std::string& baseline, const std::string& quantized) {
 
 PYBIND11_MODULE(_core, m) {
   m.doc() = "onnxptq's C++ core: quantize_static and the evaluate tool (use the onnxptq package)";
-  py::register_exception<onnxptq::Error>(m, "Error", PyExc_ValueError);
+  // onnxptq.Error (a ValueError) for bad input; UnsupportedError (also a NotImplementedError)
+  // and InternalError (also a RuntimeError) are kinds of it, as ErrorKind says.
+  static PyObject* error = PyErr_NewException("onnxptq._core.Error", PyExc_ValueError, nullptr);
+  static PyObject* unsupported = PyErr_NewException(
+      "onnxptq._core.UnsupportedError",
+      py::make_tuple(py::handle(error), py::handle(PyExc_NotImplementedError)).release().ptr(), nullptr);
+  static PyObject* internal =
+      PyErr_NewException("onnxptq._core.InternalError",
+                         py::make_tuple(py::handle(error), py::handle(PyExc_RuntimeError)).release().ptr(), nullptr);
+  m.attr("Error") = py::handle(error);
+  m.attr("UnsupportedError") = py::handle(unsupported);
+  m.attr("InternalError") = py::handle(internal);
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const onnxptq::Error& e) {
+      PyObject* type = e.kind() == onnxptq::ErrorKind::unsupported ? unsupported
+                       : e.kind() == onnxptq::ErrorKind::internal  ? internal
+                                                                   : error;
+      PyErr_SetString(type, e.what());
+    }
+  });
   m.def("quantize_static", &onnxptq::python::quantize_static, py::arg("model_input"), py::arg("model_output"),
         py::arg("reader"), py::arg("config_json"), py::arg("random_shapes"), py::arg("random_ranges"),
         py::arg("external_data"), py::arg("log_progress"), py::arg("calib_size"), py::arg("target") = py::none(),

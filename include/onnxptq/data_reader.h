@@ -8,7 +8,7 @@
 #include <optional>
 #include <string>
 
-#include "onnxptq/types.h"
+#include "onnxptq/tensor.h"
 
 namespace onnxptq {
 

@@ -17,8 +17,13 @@ from . import _core
 
 __version__ = "0.1.0"
 
-# Errors of the core (bad model, option, data) arrive as this, with the core's message.
+# Errors of the core arrive as these, with the core's message: Error (a ValueError) for bad
+# input (a model, an option, data); UnsupportedError (also a NotImplementedError) for what
+# onnxptq does not do, such as an option refused by name; InternalError (also a RuntimeError)
+# for a defect of onnxptq. Both are kinds of Error.
 Error = _core.Error
+UnsupportedError = _core.UnsupportedError
+InternalError = _core.InternalError
 
 
 class QuantFormat(enum.Enum):
@@ -141,7 +146,7 @@ def _json_value(value):
 
 
 def _unbuilt(option, part):
-    return Error(f"{option}: {part} is not built in onnxptq yet")
+    return UnsupportedError(f"{option}: {part} is not built in onnxptq yet")
 
 
 def _run(model_input, model_output, reader, config, extra_options, random_shape, use_external_data_format,
@@ -273,6 +278,7 @@ def sensitivity(model_input, calibration_data_reader=None, config=None, *, extra
 
 
 __all__ = [
-    "CalibrationDataReader", "CalibrationMethod", "Error", "PowerOfTwoMethod", "QuantFormat", "QuantType",
+    "CalibrationDataReader", "CalibrationMethod", "Error", "InternalError", "PowerOfTwoMethod", "QuantFormat",
+    "QuantType", "UnsupportedError",
     "VitisQuantFormat", "VitisQuantType", "quantize_static", "sensitivity",
 ]

@@ -137,8 +137,8 @@ void GraphExecutor::add_node(const ir::Node& node, const SessionOptions& options
   const KernelFactory* factory = registry.find(node.domain, node.op_type, opset);
   if (!factory) {
     if (registry.knows(node.domain, node.op_type))
-      throw Error(where(node, opset) + ": this opset of the op is not supported");
-    throw Error(where(node, opset) + ": no kernel for this op");
+      throw unsupported(where(node, opset) + ": this opset of the op is not supported");
+    throw unsupported(where(node, opset) + ": no kernel for this op");
   }
 
   KernelInfo info{node, opset, {}, {}, {}, {}};

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-namespace onnxptq::ir {
+namespace onnxptq {
 
 Bytes Bytes::zeros(size_t size) {
   Bytes b;
@@ -53,4 +53,4 @@ std::byte* Bytes::mutable_data() {
   return const_cast<std::byte*>(data_);
 }
 
-}  // namespace onnxptq::ir
+}  // namespace onnxptq

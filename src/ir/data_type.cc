@@ -2,7 +2,7 @@
 
 #include <array>
 
-namespace onnxptq::ir {
+namespace onnxptq {
 namespace {
 
 struct TypeInfo {
@@ -39,4 +39,4 @@ size_t data_type_bytes(DataType type, int64_t count) {
   return (static_cast<size_t>(count) * data_type_bits(type) + 7) / 8;
 }
 
-}  // namespace onnxptq::ir
+}  // namespace onnxptq

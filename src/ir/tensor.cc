@@ -2,7 +2,7 @@
 
 #include "onnxptq/error.h"
 
-namespace onnxptq::ir {
+namespace onnxptq {
 
 int64_t checked_element_count(const std::vector<int64_t>& dims, std::string_view what) {
   int64_t n = 1;
@@ -59,4 +59,4 @@ void Tensor::check_element_width(size_t width) const {
                 " read as elements of " + std::to_string(width) + " bytes");
 }
 
-}  // namespace onnxptq::ir
+}  // namespace onnxptq

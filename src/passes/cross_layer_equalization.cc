@@ -322,7 +322,7 @@ void check_options(const CleOptions& options) {
   if (options.steps < -1)
     throw Error("CLESteps must be -1 (adaptive) or a number of sweeps >= 0, got " + std::to_string(options.steps));
   if (options.balance_method != "max")
-    throw Error("CLEBalanceMethod '" + options.balance_method + "' is not supported: the only method is 'max'");
+    throw unsupported("CLEBalanceMethod '" + options.balance_method + "' is not supported: the only method is 'max'");
   if (!(options.total_layer_diff_threshold >= 0))
     throw Error("CLETotalLayerDiffThreshold must be >= 0, got " + std::to_string(options.total_layer_diff_threshold));
   if (!(options.weight_threshold >= 0))

@@ -67,7 +67,7 @@ ir::DataType parse_quant_type(const std::string& name) {
     if (bare == text) return type;
   // Quark's types of features nobody has built: named, not unknown.
   if (bare == "QBFP" || bare == "QMX" || bare == "QInt4" || bare == "QUInt4")
-    throw Error("quant type '" + name + "': Quark's " +
+    throw unsupported("quant type '" + name + "': Quark's " +
                 (bare == "QBFP"  ? std::string("BFP (block floating point) data types")
                  : bare == "QMX" ? std::string("MX (microscaling) data types")
                                  : std::string("4-bit types")) +
@@ -147,8 +147,8 @@ void check_config(const QuantConfig& c) {
           "enable_dpu: the NPU takes power-of-two scales: calibrate_method must be PowerOfTwoMethod "
           "NonOverflow or MinMSE (vai_q_onnx hands other methods to ONNX Runtime and ignores enable_dpu)");
     if (c.per_channel)
-      throw Error("enable_dpu: per_channel is not supported by the dpu quantizer (one position per tensor)");
-    if (c.reduce_range) throw Error("enable_dpu: reduce_range is not supported by the dpu quantizer");
+      throw unsupported("enable_dpu: per_channel is not supported by the dpu quantizer (one position per tensor)");
+    if (c.reduce_range) throw unsupported("enable_dpu: reduce_range is not supported by the dpu quantizer");
     if (c.weight_type != ir::DataType::Int8)
       throw Error(std::string("enable_dpu: weight_type must be QInt8, got ") + quant_type_name(c.weight_type));
     if (c.activation_type != ir::DataType::Int8 && c.activation_type != ir::DataType::UInt8)

@@ -39,7 +39,7 @@ std::string text(const std::string& key, const nlohmann::json& v) {
 
 // A switch whose `true` belongs to a part not built: false is the only value that works.
 void only_false(const std::string& key, const nlohmann::json& v, const std::string& feature) {
-  if (boolean(key, v)) throw Error("FastFinetune " + key + " true: " + feature + " is not built yet");
+  if (boolean(key, v)) throw unsupported("FastFinetune " + key + " true: " + feature + " is not built yet");
 }
 
 }  // namespace
@@ -124,7 +124,7 @@ void apply_fast_finetune(FastFinetune& f, const nlohmann::json& value) {
       f.select_max_mem_layer = boolean(key, v);
     } else if (key == "PinMemory" || key == "UseGDS") {
       if (boolean(key, v))
-        throw Error("FastFinetune " + key + " true: a CUDA data path, and onnxptq trains on the CPU (OptimDevice cpu)");
+        throw unsupported("FastFinetune " + key + " true: a CUDA data path, and onnxptq trains on the CPU (OptimDevice cpu)");
     } else if (key == "OutputIndex") {
       f.output_index = static_cast<size_t>(whole(key, v, 0));
     } else if (key == "NumWorkers") {

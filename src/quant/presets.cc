@@ -283,7 +283,7 @@ std::vector<PresetRefusal> apply_preset_settings(QuantConfig& config, const Pres
     try {
       set();
     } catch (const Error& e) {
-      refused.push_back({key, e.what()});
+      refused.push_back({key, e.what(), e.kind()});
     }
   };
   std::vector<std::string> keys(std::begin(kKeyOrder), std::end(kKeyOrder));
@@ -304,7 +304,7 @@ std::vector<PresetRefusal> check_preset(const Preset& preset) {
     try {
       check_config(config);
     } catch (const Error& e) {
-      refused.push_back({"check_config", e.what()});
+      refused.push_back({"check_config", e.what(), e.kind()});
     }
   }
   return refused;
@@ -316,8 +316,13 @@ void apply_preset(QuantConfig& config, const std::string& name) {
   std::vector<PresetRefusal> refused = apply_preset_settings(config, *preset);
   if (refused.empty()) return;
   std::string message = "preset " + name + ": ";
-  for (size_t i = 0; i < refused.size(); ++i) message += (i ? "; " : "") + refused[i].error;
-  throw Error(message);
+  // Unsupported when every refusal is (a feature not built), else bad input.
+  ErrorKind kind = ErrorKind::unsupported;
+  for (size_t i = 0; i < refused.size(); ++i) {
+    message += (i ? "; " : "") + refused[i].error;
+    if (refused[i].kind != ErrorKind::unsupported) kind = ErrorKind::bad_input;
+  }
+  throw Error(message, kind);
 }
 
 }  // namespace onnxptq::quant

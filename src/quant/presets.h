@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "onnxptq/error.h"
 #include "quant/config.h"
 
 namespace onnxptq::quant {
@@ -38,6 +39,7 @@ std::string preset_names();
 struct PresetRefusal {
   std::string key;
   std::string error;
+  ErrorKind kind = ErrorKind::bad_input;
 };
 
 // Applies every setting of `preset` to `config`, each on its own, and returns the ones the core

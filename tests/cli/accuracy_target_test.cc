@@ -106,7 +106,7 @@ TEST_F(AccuracyTargetCli, AFailingEvaluateCommandNamesTheTrial) {
 
 TEST_F(AccuracyTargetCli, OptionsThatCannotWorkAreRefusedByName) {
   expect_one_line_error(quantize("--max-trials 3"), "--max-trials belongs to the accuracy target search");
-  expect_one_line_error(quantize("--evaluate-command 'echo 1'"), "--evaluate-command belongs to the accuracy target search");
+  expect_one_line_error(quantize("--evaluate-command 'echo 1'"), "an evaluate function belongs to an accuracy target");
   expect_one_line_error(quantize("--max-loss 0.1"), "max_loss and max_relative_loss need an evaluate command");
   expect_one_line_error(quantize("--min-sqnr 20 --fallback-type int8"), "fallback type 'int8': expected float, int16 or bfloat16");
   expect_one_line_error(quantize("--min-sqnr 20 --fallback-type bfloat16"),

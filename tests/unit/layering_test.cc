@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 const std::map<std::string, int>& layers() {
   static const std::map<std::string, int> kLayers = {
       {"ir", 0},       {"qmath", 1},    {"engine", 2}, {"passes", 3}, {"calib", 3},  {"quant", 4},
-      {"finetune", 5}, {"accuracy", 6}, {"tools", 7},  {"cli", 8},    {"python", 8},
+      {"finetune", 5}, {"accuracy", 6}, {"tools", 7},  {"api", 8},    {"cli", 9},   {"python", 9},
   };
   return kLayers;
 }

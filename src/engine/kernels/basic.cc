@@ -24,7 +24,7 @@ class ConstantKernel : public Kernel {
     else if (a.name == "value_ints") value_ = Tensor::from_values<int64_t>({static_cast<int64_t>(a.ints.size())}, a.ints);
     else if (a.name == "value_string") value_ = Tensor::from_strings({}, {a.s});
     else if (a.name == "value_strings") value_ = Tensor::from_strings({static_cast<int64_t>(a.strings.size())}, a.strings);
-    else throw Error("Constant attribute '" + a.name + "' is not supported");
+    else throw unsupported("Constant attribute '" + a.name + "' is not supported");
     value_.name.clear();
   }
   void run(const RunContext&, std::span<const Tensor* const>, std::span<Tensor> out) const override { out[0] = value_; }

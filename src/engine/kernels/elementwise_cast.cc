@@ -25,7 +25,7 @@ bool castable(DataType t) {
 }
 
 void check_castable(DataType t, const char* role) {
-  if (!castable(t)) throw Error(std::string("Cast ") + role + " type " + type_name(t) + " is not supported");
+  if (!castable(t)) throw unsupported(std::string("Cast ") + role + " type " + type_name(t) + " is not supported");
 }
 
 // One element from S to D: to bool is "not zero" (NaN is true); floating to integer saturates

@@ -111,7 +111,7 @@ class WhereKernel : public Kernel {
       case 16: select<uint16_t>(ctx, p, cs, x, y, result); break;
       case 32: select<uint32_t>(ctx, p, cs, x, y, result); break;
       case 64: select<uint64_t>(ctx, p, cs, x, y, result); break;
-      default: throw Error("Where does not support element type " + type_name(x.dtype()));
+      default: throw unsupported("Where does not support element type " + type_name(x.dtype()));
     }
     out[0] = std::move(result);
   }

@@ -244,7 +244,7 @@ class GroupNormKernel : public Kernel {
         per_channel_affine_(info.opset >= 21) {
     if (groups_ < 1) throw Error("num_groups must be 1 or more, got " + std::to_string(groups_));
     const int64_t stash = info.node.attr_int("stash_type", 1);
-    if (stash != 1) throw Error("stash_type " + std::to_string(stash) + " is not supported (only 1, float32)");
+    if (stash != 1) throw unsupported("stash_type " + std::to_string(stash) + " is not supported (only 1, float32)");
   }
 
   void run(const RunContext& ctx, std::span<const Tensor* const> in, std::span<Tensor> out) const override {

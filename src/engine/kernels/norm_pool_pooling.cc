@@ -54,7 +54,7 @@ struct PoolAttributes {
     kernel = node.attr_ints("kernel_shape", {});
     const size_t k = kernel.size();
     if (k == 0) throw Error(op_type + " needs the kernel_shape attribute");
-    if (k > 3) throw Error(op_type + " over " + std::to_string(k) + " spatial axes is not supported (at most 3)");
+    if (k > 3) throw unsupported(op_type + " over " + std::to_string(k) + " spatial axes is not supported (at most 3)");
     strides = node.attr_ints("strides", std::vector<int64_t>(k, 1));
     pads = node.attr_ints("pads", std::vector<int64_t>(2 * k, 0));
     dilations = node.attr_ints("dilations", std::vector<int64_t>(k, 1));

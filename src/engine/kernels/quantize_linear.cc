@@ -207,7 +207,7 @@ class QuantizeLinearKernel : public Kernel {
 
  private:
   static void check_output_type(DataType type) {
-    if (is_float8(type)) throw Error("quantization to " + std::string(ir::data_type_name(type)) + " is not supported");
+    if (is_float8(type)) throw unsupported("quantization to " + std::string(ir::data_type_name(type)) + " is not supported");
     if (type != DataType::Int8 && type != DataType::UInt8 && type != DataType::Int16 && type != DataType::UInt16 &&
         !is_4bit(type))
       throw Error("cannot quantize to " + std::string(ir::data_type_name(type)) +
@@ -235,7 +235,7 @@ class DequantizeLinearKernel : public Kernel {
     const Tensor& scale_t = required_input(in, 1, "x_scale");
     const Tensor* zp = optional_input(in, 2);
     if (is_float8(x.dtype()))
-      throw Error("dequantization of " + std::string(ir::data_type_name(x.dtype())) + " is not supported");
+      throw unsupported("dequantization of " + std::string(ir::data_type_name(x.dtype())) + " is not supported");
     if (zp && zp->dtype() != x.dtype())
       throw Error("the zero point has type " + std::string(ir::data_type_name(zp->dtype())) + ", the input " +
                   std::string(ir::data_type_name(x.dtype())));

@@ -72,7 +72,7 @@ class RangeKernel : public Kernel {
       case DataType::Int16: out[0] = range_of<int16_t>(*in[0], *in[1], *in[2]); break;
       case DataType::Int32: out[0] = range_of<int32_t>(*in[0], *in[1], *in[2]); break;
       case DataType::Int64: out[0] = range_of<int64_t>(*in[0], *in[1], *in[2]); break;
-      default: throw Error("Range does not support " + std::string(ir::data_type_name(in[0]->dtype())));
+      default: throw unsupported("Range does not support " + std::string(ir::data_type_name(in[0]->dtype())));
     }
   }
 };

@@ -143,7 +143,7 @@ class ResizeKernel : public Kernel {
     else if (mode == "linear" || (upsample && mode == "bilinear")) mode_ = Mode::Linear;
     else if (mode == "cubic" && !upsample && opset_ >= 11) mode_ = Mode::Cubic;
     else
-      throw Error("mode '" + mode + "' is not supported (nearest, linear" + (upsample || opset_ < 11 ? "" : ", cubic") +
+      throw unsupported("mode '" + mode + "' is not supported (nearest, linear" + (upsample || opset_ < 11 ? "" : ", cubic") +
                   ")");
 
     bool legacy = upsample || opset_ < 11;  // asymmetric coordinates and the Simple nearest rule only
@@ -205,7 +205,7 @@ class ResizeKernel : public Kernel {
     if (s == "asymmetric") return Coord::Asymmetric;
     if (s == "tf_half_pixel_for_nn") return Coord::TfHalfPixelForNN;
     if (s == "tf_crop_and_resize") return Coord::TfCropAndResize;
-    throw Error("coordinate_transformation_mode '" + s + "' is not supported");
+    throw unsupported("coordinate_transformation_mode '" + s + "' is not supported");
   }
 
   static NearestMode nearest_of(const std::string& s) {

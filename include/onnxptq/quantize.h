@@ -1,0 +1,68 @@
+// quantize_static: a float model and calibration data in, a quantized model out, with the
+// summary and the report; optionally searching for the cheapest model that meets an accuracy
+// target (docs/accuracy.md). The command line and the Python module both call this.
+#pragma once
+
+#include <filesystem>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "onnxptq/config.h"
+#include "onnxptq/data_reader.h"
+#include "onnxptq/model.h"
+
+namespace onnxptq {
+
+// Scores a candidate model file (`trial` names it in messages): higher is better unless the
+// target says lower_is_better.
+using EvaluateFunction = std::function<double(const std::filesystem::path& model, const std::string& trial)>;
+
+// The accuracy target of the search (docs/accuracy.md): one of max_loss, max_relative_loss
+// (scored by QuantizeOptions::evaluate) or min_sqnr (the output's SQNR on held-out calibration
+// samples).
+struct AccuracyTarget {
+  bool lower_is_better = false;  // the evaluate function's metric is an error (CER, loss)
+  std::optional<double> max_loss, max_relative_loss, min_sqnr;
+  std::string fallback_type;                  // "float", "int16", "bfloat16"; "": by the config
+  std::string fallback_order = "left-float";  // or "alone"
+  size_t max_trials = 100;                    // 0: no limit
+  double time_limit = 0;                      // seconds; 0: no limit
+  bool stop_at_first_pass = false;
+  bool finetune_recipe = true;  // AdaRound fast finetune as the last recipe
+  size_t held_out = 0;          // min_sqnr: samples held out (0: a quarter, 1 to 32)
+  size_t output_index = 0;
+  int threads = 0;
+};
+
+struct QuantizeOptions {
+  // Progress lines ("calibrating 287 tensors ...", one per finetuned layer, ...); warnings start
+  // with "warning: ". May be called from several threads, one call at a time.
+  std::function<void(const std::string&)> log;
+  std::optional<AccuracyTarget> target;
+  // The metric of a candidate model, for the accuracy target or for AutoMixprecision's
+  // Top1AccTarget (higher is better there); Error when neither asks for it.
+  EvaluateFunction evaluate;
+  // The float model's path, when it has one: the accuracy search scores it from there.
+  std::filesystem::path model_path;
+};
+
+struct QuantizeOutcome {
+  Model model;                 // the quantized model
+  std::string summary;         // quantized nodes by op type, nodes left float and why, time per phase
+  std::string report_json;     // --report's JSON (with "accuracy_target" / "auto_mixprecision")
+  std::string plan_json;       // --dump-plan's JSON: every tensor's type, scale and zero point
+  bool target_met = true;      // false when a target search ended without meeting it
+  std::string search_summary;  // the search's last line, after a search
+};
+
+// Quantizes `model` with `config` on the samples of `reader` (include_auto_mp, an accuracy
+// target or neither). Error before any data is read for a config that does not hold together.
+QuantizeOutcome quantize(const Model& model, DataReader& reader, const Config& config,
+                         const QuantizeOptions& options = {});
+
+// The seeds' message when no calibration data is given and one random sample stands in.
+extern const char* const kNoCalibrationData;
+
+}  // namespace onnxptq

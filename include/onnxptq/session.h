@@ -1,0 +1,42 @@
+// Running a model on onnxptq's CPU engine (ONNX Runtime's numbers for the ops it has, oneDNN
+// underneath).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "onnxptq/data_reader.h"
+#include "onnxptq/model.h"
+#include "onnxptq/tensor.h"
+
+namespace onnxptq {
+
+namespace engine {
+class Session;  // the engine's, not part of the API
+}
+
+struct SessionOptions {
+  int threads = 0;  // 0: every hardware thread
+};
+
+class Session {
+ public:
+  // Error naming the node, op type and opset when a node has no kernel or bad attributes.
+  explicit Session(const Model& model, const SessionOptions& options = {});
+  ~Session();
+  Session(Session&&) noexcept;
+  Session& operator=(Session&&) noexcept;
+
+  std::vector<std::string> input_names() const;
+  std::vector<std::string> output_names() const;
+
+  // The outputs in order. Thread-safe: several runs may go at once. Error for a missing or
+  // unknown input, or one whose type or shape contradicts the model.
+  std::vector<Tensor> run(const Feed& feeds) const;
+
+ private:
+  std::unique_ptr<engine::Session> session_;
+};
+
+}  // namespace onnxptq

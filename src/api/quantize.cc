@@ -1,0 +1,91 @@
+// The one load-quantize path: quantize_static, Quark's automatic mixed precision or the
+// accuracy-target search, then the summary, the report and the plan, for the command line, the
+// Python module and C++ callers alike.
+#include "onnxptq/quantize.h"
+
+#include <nlohmann/json.hpp>
+
+#include "accuracy/auto_mixprecision.h"
+#include "accuracy/target_search.h"
+#include "finetune/fast_finetune.h"
+#include "ir/file_io.h"
+#include "ir/model.h"
+#include "quant/quantize.h"
+
+namespace onnxptq {
+
+const char* const kNoCalibrationData = quant::kNoCalibrationData;
+
+namespace {
+
+accuracy::SearchOptions search_options(const AccuracyTarget& t, const EvaluateFunction& evaluate,
+                                       const std::filesystem::path& model_path) {
+  if (!evaluate && t.lower_is_better)
+    throw Error(
+        "lower_is_better is about the evaluate function's metric; the built-in one (min_sqnr) is "
+        "higher-is-better");
+  accuracy::SearchOptions o;
+  o.target.evaluate = evaluate;
+  o.target.lower_is_better = t.lower_is_better;
+  o.target.max_loss = t.max_loss;
+  o.target.max_relative_loss = t.max_relative_loss;
+  o.target.min_sqnr = t.min_sqnr;
+  if (!t.fallback_type.empty()) o.fallback_type = accuracy::parse_fallback_type(t.fallback_type);
+  o.fallback_order = accuracy::parse_fallback_order(t.fallback_order);
+  o.max_trials = t.max_trials;
+  o.time_limit = t.time_limit;
+  o.stop_at_first_pass = t.stop_at_first_pass;
+  o.finetune_recipe = t.finetune_recipe;
+  o.held_out = t.held_out;
+  o.output_index = t.output_index;
+  o.threads = t.threads;
+  o.float_model_path = model_path;
+  return o;
+}
+
+}  // namespace
+
+QuantizeOutcome quantize(const Model& model, DataReader& reader, const Config& config, const QuantizeOptions& o) {
+  const quant::QuantConfig& c = config.quant();
+  quant::check_config(c);  // before reading any data
+  if (c.include_auto_mp && o.target) throw Error("include_auto_mp and an accuracy target are two searches: choose one");
+  if (o.evaluate && !o.target && !(c.include_auto_mp && c.auto_mp.top1_acc_target))
+    throw Error(
+        "an evaluate function belongs to an accuracy target (max loss or max relative loss) or to "
+        "include_auto_mp with AutoMixprecision.Top1AccTarget");
+  const ir::Model& m = model.ir();
+  quant::QuantizeResult result;
+  nlohmann::json search_json, auto_mp_json;
+  std::string search_line;
+  bool met = true;
+  if (c.include_auto_mp) {
+    ir::TemporaryFolder trials("onnxptq-trials");
+    accuracy::AutoMixResult mixed = accuracy::auto_mixprecision(m, reader, c, o.evaluate, trials.path(), o.log);
+    auto_mp_json = accuracy::auto_mixprecision_report(mixed);
+    result = std::move(mixed.result);
+  } else if (o.target) {
+    accuracy::SearchOptions options = search_options(*o.target, o.evaluate, o.model_path);
+    ir::TemporaryFolder trials("onnxptq-trials");
+    options.work_dir = trials.path();
+    accuracy::SearchResult search = accuracy::search_accuracy_target(m, reader, c, options, o.log);
+    search_json = accuracy::search_report(search);
+    search_line = accuracy::search_summary(search);
+    met = search.met;
+    result = std::move(search.best);
+  } else {
+    result = quant::quantize_static(m, reader, c, o.log, finetune::fast_finetune_refiner(c, o.log));
+  }
+  nlohmann::json report = quant::report(m, result);
+  if (!search_json.is_null()) report["accuracy_target"] = search_json;
+  if (!auto_mp_json.is_null()) report["auto_mixprecision"] = auto_mp_json;
+  std::string summary = quant::summary(m, result);
+  std::string plan = result.plan.to_json().dump(2);
+  return QuantizeOutcome{Model(std::make_shared<const ir::Model>(std::move(result.model))),
+                         std::move(summary),
+                         report.dump(2),
+                         std::move(plan),
+                         met,
+                         std::move(search_line)};
+}
+
+}  // namespace onnxptq
