@@ -11,6 +11,7 @@
 
 #include "accuracy/evaluate_command.h"
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "cli/quant_options.h"
 #include "ir/file_io.h"
 #include "onnxptq/error.h"
@@ -88,10 +89,14 @@ void quantize_command(QuantizeArgs a) {
   }
   std::unique_ptr<DataReader> reader = open_calib_data(a.q.data, model);
 
-  bool terminal = !a.quiet && isatty(STDERR_FILENO);
-  if (!a.quiet)
-    options.log = [terminal](const std::string& m) { std::cerr << (terminal ? "onnxptq: " : "") << m << "\n"; };
-  QuantizeOutcome result = quantize(model, *reader, config, options);
+  QuantizeOutcome result = [&] {
+    ProgressDisplay display(a.quiet, isatty(STDERR_FILENO));
+    if (!a.quiet) {
+      options.log = [&display](const std::string& m) { display.line(m); };
+      options.progress = [&display](const Progress& p) { display.update(p); };
+    }
+    return quantize(model, *reader, config, options);
+  }();
   std::string search_line = result.search_summary.empty() ? "" : result.search_summary + "\n";
   if (!result.target_met) {
     command_status() = 1;  // the model is written, but it is not what was asked for

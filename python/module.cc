@@ -320,8 +320,17 @@ std::pair<AccuracyTarget, EvaluateFunction> accuracy_target(const py::dict& targ
 // "warnings": [...], "report": {...}} (the report with "accuracy_target" after a search).
 py::dict quantize_static(const std::string& model_input, const std::string& model_output, py::object reader,
                          const std::string& config_json, py::object shapes, py::object ranges, bool external_data,
-                         bool log_progress, size_t calib_size, py::object target, py::object auto_mp_evaluate) {
+                         bool log_progress, size_t calib_size, py::object target, py::object auto_mp_evaluate,
+                         py::object progress) {
   QuantizeOptions options;
+  if (!progress.is_none()) {
+    // progress(phase, unit, done, total), called with the GIL taken.
+    auto function = std::make_shared<py::object>(progress);
+    options.progress = [function](const Progress& p) {
+      py::gil_scoped_acquire gil;
+      (*function)(std::string(p.phase), std::string(p.unit), p.done, p.total);
+    };
+  }
   if (!target.is_none()) {
     if (!py::isinstance<py::dict>(target)) throw Error("accuracy_target: expected a dict");
     std::tie(options.target, options.evaluate) = accuracy_target(target.cast<py::dict>());
@@ -465,7 +474,7 @@ PYBIND11_MODULE(_core, m) {
   m.def("quantize_static", &onnxptq::python::quantize_static, py::arg("model_input"), py::arg("model_output"),
         py::arg("reader"), py::arg("config_json"), py::arg("random_shapes"), py::arg("random_ranges"),
         py::arg("external_data"), py::arg("log_progress"), py::arg("calib_size"), py::arg("target") = py::none(),
-        py::arg("auto_mp_evaluate") = py::none());
+        py::arg("auto_mp_evaluate") = py::none(), py::arg("progress") = py::none());
   m.def("sensitivity", &onnxptq::python::sensitivity, py::arg("model_input"), py::arg("reader"), py::arg("config"),
         py::arg("samples"), py::arg("output_index"), py::arg("split"), py::arg("left_float"), py::arg("html_path"));
   m.def("check_config", &onnxptq::python::check_config, py::arg("config_json"));

@@ -12,6 +12,7 @@
 #include "onnxptq/config.h"
 #include "onnxptq/data_reader.h"
 #include "onnxptq/model.h"
+#include "onnxptq/progress.h"
 
 namespace onnxptq {
 
@@ -40,6 +41,8 @@ struct QuantizeOptions {
   // Progress lines ("calibrating 287 tensors ...", one per finetuned layer, ...); warnings start
   // with "warning: ". May be called from several threads, one call at a time.
   std::function<void(const std::string&)> log;
+  // Items done of the long phases: calibration samples, finetuned layers, search trials.
+  ProgressFunction progress;
   std::optional<AccuracyTarget> target;
   // The metric of a candidate model, for the accuracy target or for AutoMixprecision's
   // Top1AccTarget (higher is better there); Error when neither asks for it.

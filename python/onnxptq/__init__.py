@@ -9,6 +9,7 @@ CalibrationDataReader. The Quark names are in onnxptq.quark; the evaluate tool i
 import abc
 import enum
 import json
+import logging
 import os
 import sys
 import warnings
@@ -149,8 +150,21 @@ def _unbuilt(option, part):
     return UnsupportedError(f"{option}: {part} is not built in onnxptq yet")
 
 
+# Progress of the long phases goes to the standard logging module (logger "onnxptq", level
+# DEBUG) and to the progress_callback a caller gives.
+_logger = logging.getLogger("onnxptq")
+
+
+def _progress_function(callback):
+    def report(phase, unit, done, total):
+        _logger.debug("%s: %d of %s %s", phase, done, total or "?", unit)
+        if callback is not None:
+            callback(phase, done, total, unit)
+    return report
+
+
 def _run(model_input, model_output, reader, config, extra_options, random_shape, use_external_data_format,
-         print_summary, log_progress, calib_size=0, target=None):
+         print_summary, log_progress, calib_size=0, target=None, progress_callback=None):
     """Calls the core; `config` holds the arguments in the JSON form of `onnxptq quantize --config`."""
     if not isinstance(model_input, (str, os.PathLike)):
         raise TypeError(f"model_input: expected a file path, got {type(model_input).__name__}")
@@ -168,7 +182,7 @@ def _run(model_input, model_output, reader, config, extra_options, random_shape,
     text = json.dumps(config, default=_json_value, allow_nan=False)
     result = _core.quantize_static(os.fspath(model_input), os.fspath(model_output), reader, text, random_shape,
                                    ranges, bool(use_external_data_format), bool(log_progress), int(calib_size),
-                                   target, auto_mp_evaluate)
+                                   target, auto_mp_evaluate, _progress_function(progress_callback))
     for warning in result["warnings"]:
         warnings.warn(warning, stacklevel=3)
     if print_summary:
@@ -205,7 +219,8 @@ def quantize_static(model_input,
                     fp16_fp32_convert=None,
                     debug_mode=False,
                     print_summary=True,
-                    accuracy_target=None):
+                    accuracy_target=None,
+                    progress_callback=None):
     """vai_q_onnx.quantize_static: quantizes the model file `model_input` with samples from
     `calibration_data_reader` (None: one random sample) and writes `model_output`.
 
@@ -224,6 +239,11 @@ def quantize_static(model_input,
     `stop_at_first_pass`, `held_out`, `output_index`, `fallback_order` ("left-float", "alone"),
     `fallback_type` ("float", "int16", "bfloat16"; default int16 with enable_dpu, else float).
     The report then has "accuracy_target".
+
+    `progress_callback(phase, done, total, unit)` (beyond vai_q_onnx) is called as the long phases
+    go: ("calibration data", 3, 100, "samples"), ("fast finetune", 12, 53, "layers"),
+    ("accuracy search", 4, 100, "trials"); total 0 when not known. The same goes to the logging
+    module's "onnxptq" logger at DEBUG level.
     """
     if inclue_cle is not None:
         include_cle = include_cle or inclue_cle
@@ -250,7 +270,7 @@ def quantize_static(model_input,
     }
     return _run(model_input, model_output, calibration_data_reader, config, extra_options,
                 random_data_reader_input_shape, use_external_data_format, print_summary, debug_mode,
-                target=accuracy_target)
+                target=accuracy_target, progress_callback=progress_callback)
 
 
 def sensitivity(model_input, calibration_data_reader=None, config=None, *, extra_options=None, samples=8,

@@ -105,7 +105,7 @@ def test_quantize_static_has_the_seed_signature():
     keyword_only = {p.name: p.default for p in params if p.kind == inspect.Parameter.KEYWORD_ONLY}
     # vai_q_onnx 1.16's own names and switches (its quantize_static, vai_q_onnx/quantize.py).
     assert keyword_only == {"inclue_cle": None, "fp16_fp32_convert": None, "debug_mode": False,
-                            "print_summary": True, "accuracy_target": None}
+                            "print_summary": True, "accuracy_target": None, "progress_callback": None}
 
 
 def test_enums_have_the_spec_values():
@@ -150,6 +150,38 @@ def test_unsupported_execution_provider_is_the_cores_message(tiny_model, tmp_pat
     with pytest.raises(onnxptq.Error, match="CUDAExecutionProvider"):
         vai_q_onnx.quantize_static(tiny_model, str(tmp_path / "q.onnx"), None,
                                    execution_providers=["CUDAExecutionProvider"])
+
+
+def test_error_kinds_are_python_exception_classes(tiny_model, tmp_path):
+    # A feature onnxptq does not have is an UnsupportedError (also a NotImplementedError and an
+    # onnxptq.Error); a bad value stays a plain onnxptq.Error (a ValueError).
+    with pytest.raises(onnxptq.UnsupportedError, match="QBFP") as unsupported:
+        vai_q_onnx.quantize_static(tiny_model, str(tmp_path / "q.onnx"), None, activation_type="QBFP")
+    assert isinstance(unsupported.value, NotImplementedError) and isinstance(unsupported.value, onnxptq.Error)
+    with pytest.raises(onnxptq.Error) as bad:
+        vai_q_onnx.quantize_static(tiny_model, str(tmp_path / "q.onnx"), None, extra_options={"CLESteps": 1.5})
+    assert not isinstance(bad.value, onnxptq.UnsupportedError) and isinstance(bad.value, ValueError)
+
+
+def test_progress_reaches_a_callback_and_the_logging_module(tiny_model, tmp_path, caplog):
+    write_samples(tmp_path / "calib", (1, 3, 8, 8), 5, seed=2)
+
+    class Folder(vai_q_onnx.CalibrationDataReader):
+        def __init__(self):
+            self.files = sorted((tmp_path / "calib").iterdir())
+
+        def get_next(self):
+            return {"x": np.load(self.files.pop(0))} if self.files else None
+
+    calls = []
+    with caplog.at_level("DEBUG", logger="onnxptq"):
+        vai_q_onnx.quantize_static(tiny_model, str(tmp_path / "q.onnx"), Folder(), print_summary=False,
+                                   calibrate_method=vai_q_onnx.CalibrationMethod.MinMax,
+                                   progress_callback=lambda *a: calls.append(a))
+    samples = [c for c in calls if c[0] == "calibration data"]
+    # The last pass over the data (an earlier one may read a sample to learn the shapes).
+    assert [c[1] for c in samples][-5:] == [1, 2, 3, 4, 5] and all(c[3] == "samples" for c in samples)
+    assert any("calibration data: 5 of" in r.getMessage() for r in caplog.records)
 
 
 def test_enable_dpu_reaches_the_core(tiny_model, tmp_path):

@@ -251,6 +251,7 @@ class Search {
       has_best_ = true;
     }
     r_.trials.push_back(t);
+    if (base_.calib.progress) base_.calib.progress({"accuracy search", "trials", r_.trials.size(), o_.max_trials});
     return t;
   }
 

@@ -7,6 +7,7 @@
 
 #include "accuracy/auto_mixprecision.h"
 #include "accuracy/target_search.h"
+#include "calib/progress_reader.h"
 #include "finetune/fast_finetune.h"
 #include "ir/file_io.h"
 #include "ir/model.h"
@@ -46,7 +47,8 @@ accuracy::SearchOptions search_options(const AccuracyTarget& t, const EvaluateFu
 }  // namespace
 
 QuantizeOutcome quantize(const Model& model, DataReader& reader, const Config& config, const QuantizeOptions& o) {
-  const quant::QuantConfig& c = config.quant();
+  quant::QuantConfig c = config.quant();
+  c.calib.progress = o.progress;
   quant::check_config(c);  // before reading any data
   if (c.include_auto_mp && o.target) throw Error("include_auto_mp and an accuracy target are two searches: choose one");
   if (o.evaluate && !o.target && !(c.include_auto_mp && c.auto_mp.top1_acc_target))
@@ -54,26 +56,29 @@ QuantizeOutcome quantize(const Model& model, DataReader& reader, const Config& c
         "an evaluate function belongs to an accuracy target (max loss or max relative loss) or to "
         "include_auto_mp with AutoMixprecision.Top1AccTarget");
   const ir::Model& m = model.ir();
+  std::unique_ptr<DataReader> counted;
+  if (o.progress) counted = calib::make_progress_reader(reader, o.progress, c.calib.max_samples);
+  DataReader& data = counted ? *counted : reader;
   quant::QuantizeResult result;
   nlohmann::json search_json, auto_mp_json;
   std::string search_line;
   bool met = true;
   if (c.include_auto_mp) {
     ir::TemporaryFolder trials("onnxptq-trials");
-    accuracy::AutoMixResult mixed = accuracy::auto_mixprecision(m, reader, c, o.evaluate, trials.path(), o.log);
+    accuracy::AutoMixResult mixed = accuracy::auto_mixprecision(m, data, c, o.evaluate, trials.path(), o.log);
     auto_mp_json = accuracy::auto_mixprecision_report(mixed);
     result = std::move(mixed.result);
   } else if (o.target) {
     accuracy::SearchOptions options = search_options(*o.target, o.evaluate, o.model_path);
     ir::TemporaryFolder trials("onnxptq-trials");
     options.work_dir = trials.path();
-    accuracy::SearchResult search = accuracy::search_accuracy_target(m, reader, c, options, o.log);
+    accuracy::SearchResult search = accuracy::search_accuracy_target(m, data, c, options, o.log);
     search_json = accuracy::search_report(search);
     search_line = accuracy::search_summary(search);
     met = search.met;
     result = std::move(search.best);
   } else {
-    result = quant::quantize_static(m, reader, c, o.log, finetune::fast_finetune_refiner(c, o.log));
+    result = quant::quantize_static(m, data, c, o.log, finetune::fast_finetune_refiner(c, o.log));
   }
   nlohmann::json report = quant::report(m, result);
   if (!search_json.is_null()) report["accuracy_target"] = search_json;

@@ -14,6 +14,7 @@
 
 #include "calib/data_reader.h"
 #include "ir/model.h"
+#include "onnxptq/progress.h"
 
 namespace onnxptq::calib {
 
@@ -64,6 +65,9 @@ struct CalibOptions {
   bool strict = false;  // a sample with NaN or Inf fails the run instead of being skipped
   // Progress and warnings (a pass starting, a sample skipped); default: nothing.
   std::function<void(const std::string&)> log;
+  // Items done of the long phases (samples here; layers and trials above, which get it with the
+  // rest of these options); default: nothing.
+  ProgressFunction progress;
 };
 
 // The histogram bins `options` asks for, its method's default when num_bins is 0.

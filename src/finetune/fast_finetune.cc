@@ -297,6 +297,8 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
     }
   }
   const auto begin = std::chrono::steady_clock::now();
+  const ProgressFunction& progress = config.calib.progress;
+  if (progress) progress({"fast finetune", "layers", 0, targets.size()});
   std::vector<quant::FinetunedLayer> reports;
   std::set<std::string> trained_weights;
   for (const ir::Node* node : targets) {
@@ -309,6 +311,7 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
         log("finetune " + std::to_string(reports.size() + 1) + "/" + std::to_string(targets.size()) + " " + node->name +
             " (" + node->op_type + "): skipped, " + why);
       reports.push_back(std::move(report));
+      if (progress) progress({"fast finetune", "layers", reports.size(), targets.size()});
     };
     const ir::Value* w = node->input(1);
     quant::TensorPlan* wp = w ? plan.find(w->name()) : nullptr;
@@ -446,6 +449,7 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
       log(line);
     }
     reports.push_back(std::move(report));
+    if (progress) progress({"fast finetune", "layers", reports.size(), targets.size()});
   }
   return reports;
 }

