@@ -290,13 +290,12 @@ accuracy::EvaluateFunction metric_function(const py::object& f, const std::strin
 // The accuracy_target dict of quantize_static (docs/python.md): the search's options, with
 // evaluate_function(model_path) -> float called under the GIL.
 accuracy::SearchOptions search_options(const py::dict& target, const std::string& model_input) {
-  static const std::set<std::string> keys = {"evaluate_function", "lower_is_better", "max_loss",
-                                             "max_relative_loss", "min_sqnr", "max_trials", "time_limit",
-                                             "stop_at_first_pass", "held_out", "output_index", "fallback_order",
-                                             "fallback_type", "finetune_recipe"};
+  static const std::set<std::string> keys = {
+      "evaluate_function", "lower_is_better", "max_loss",           "max_relative_loss", "min_sqnr",
+      "max_trials",        "time_limit",      "stop_at_first_pass", "held_out",          "output_index",
+      "fallback_order",    "fallback_type",   "finetune_recipe"};
   for (auto [key, value] : target)
-    if (!keys.count(py::str(key)))
-      throw Error("accuracy_target: unknown key '" + std::string(py::str(key)) + "'");
+    if (!keys.count(py::str(key))) throw Error("accuracy_target: unknown key '" + std::string(py::str(key)) + "'");
   auto get = [&](const char* key) -> py::object {
     if (!target.contains(key)) return py::none();
     return target[key];
@@ -341,8 +340,7 @@ py::dict quantize_static(const std::string& model_input, const std::string& mode
   config.calib.max_samples = calib_size;  // Quark's CalibDataSize (0: every sample)
   quant::check_config(config);            // before reading any data
   if (config.include_auto_mp && search) throw Error("include_auto_mp and accuracy_target are two searches: choose one");
-  accuracy::EvaluateFunction auto_mp_metric =
-      metric_function(auto_mp_evaluate, "AutoMixprecision's EvaluateFunction");
+  accuracy::EvaluateFunction auto_mp_metric = metric_function(auto_mp_evaluate, "AutoMixprecision's EvaluateFunction");
   ir::check_output_path(model_input, model_output, "model_output");
   ir::Model model;
   {
@@ -413,9 +411,8 @@ py::dict quantize_static(const std::string& model_input, const std::string& mode
 // The sensitivity analysis (accuracy/sensitivity.h) of the model file with `config`: a preset's
 // name, or quantize_static's arguments in the JSON form of `onnxptq quantize --config`. Returns
 // the JSON form of `onnxptq sensitivity --json`; `html_path`, when not empty, gets the page.
-py::object sensitivity(const std::string& model_input, py::object reader, const std::string& config,
-                       size_t samples, size_t output_index, bool split, bool left_float,
-                       const std::string& html_path) {
+py::object sensitivity(const std::string& model_input, py::object reader, const std::string& config, size_t samples,
+                       size_t output_index, bool split, bool left_float, const std::string& html_path) {
   quant::QuantConfig c;
   if (quant::find_preset(config))
     quant::apply_preset(c, config);

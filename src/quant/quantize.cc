@@ -9,13 +9,13 @@
 #include "calib/adapt_reader.h"
 #include "engine/parallel.h"
 #include "engine/session.h"
-#include "passes/cle.h"
-#include "passes/model_format.h"
-#include "passes/dpu.h"
-#include "passes/pipeline.h"
 #include "onnxptq/error.h"
-#include "quant/dpu_plan.h"
+#include "passes/cle.h"
+#include "passes/dpu.h"
+#include "passes/model_format.h"
+#include "passes/pipeline.h"
 #include "quant/align_float.h"
+#include "quant/dpu_plan.h"
 #include "quant/export.h"
 #include "quant/ipu_limitation.h"
 #include "quant/overrides.h"
@@ -80,8 +80,10 @@ calib::CalibrationResult calibrate_missing(const ir::Model& model, const std::ve
   r.passes = missing.empty() ? 0 : known.passes;
   for (const std::string& t : tensors) {
     auto it = known.ranges.find(t);
-    if (it != known.ranges.end()) r.ranges.insert(*it);
-    else r.non_finite.push_back(t);
+    if (it != known.ranges.end())
+      r.ranges.insert(*it);
+    else
+      r.non_finite.push_back(t);
   }
   return r;
 }
@@ -231,8 +233,9 @@ void apply_extra_option(QuantConfig& c, const std::string& key, const nlohmann::
   else if (key == "UseQDQVitisCustomOps") {
     // True (vai_q_onnx's default) is what VitisQuantFormat.QDQ writes: the com.vai.quantize ops.
     if (!json_bool(key, v))
-      throw Error("UseQDQVitisCustomOps false (vai_q_onnx's ai.onnx.contrib int8 QuantizeLinear/DequantizeLinear) "
-                  "is not written by onnxptq: VitisQuantFormat.QDQ writes VitisQuantizeLinear/VitisDequantizeLinear");
+      throw Error(
+          "UseQDQVitisCustomOps false (vai_q_onnx's ai.onnx.contrib int8 QuantizeLinear/DequantizeLinear) "
+          "is not written by onnxptq: VitisQuantFormat.QDQ writes VitisQuantizeLinear/VitisDequantizeLinear");
   } else if (key == "QDQKeepRemovableActivations")
     c.keep_removable_activations = json_bool(key, v);
   else if (key == "OpTypesToExcludeOutputQuantization") {
@@ -323,9 +326,8 @@ void apply_extra_option(QuantConfig& c, const std::string& key, const nlohmann::
   } else if (key == "MaxLoopNum") {  // Quark: sweeps of the IPU check
     if (!v.is_number_integer()) throw Error("extra option " + key + ": expected an integer, got " + v.dump());
     c.ipu.max_loops = v.get<int>();
-  } else if (key.rfind("Convert", 0) == 0 ||
-             key.rfind("Adjust", 0) == 0 || key.rfind("Align", 0) == 0 || key == "UsePowerOf2Scale" ||
-             key == "Int16Scale") {
+  } else if (key.rfind("Convert", 0) == 0 || key.rfind("Adjust", 0) == 0 || key.rfind("Align", 0) == 0 ||
+             key == "UsePowerOf2Scale" || key == "Int16Scale") {
     throw Error("extra option " + key + " belongs to the NPU path (enable_dpu, power-of-two XINT8), not built yet");
   } else if (key == "ReplaceClip6Relu") {
     c.cle.replace_clip6_relu = json_bool(key, v);
@@ -614,7 +616,8 @@ std::map<std::string, int> quantized_by_op_type(const ir::Model& model, const Pl
 std::string summary(const ir::Model& float_model, const QuantizeResult& r) {
   std::ostringstream out;
   out << "quantized nodes by op type:";
-  for (const auto& [op, n] : quantized_by_op_type(r.prepared ? *r.prepared : float_model, r.plan)) out << " " << op << " " << n << ",";
+  for (const auto& [op, n] : quantized_by_op_type(r.prepared ? *r.prepared : float_model, r.plan))
+    out << " " << op << " " << n << ",";
   out.seekp(-1, std::ios_base::cur);
   out << "\n";
   std::map<std::string, int> reasons;
