@@ -107,7 +107,8 @@ void apply_extra_option(QuantConfig& config, const std::string& key, const nlohm
 // Error naming an unknown key.
 void apply_config_json(QuantConfig& config, const nlohmann::json& json);
 
-// A summary for people (nodes quantized by op type, nodes left float and why, time per phase).
+// The report of a quantization (report.cc): a summary for people (nodes quantized by op type,
+// nodes left float and why, time per phase).
 std::string summary(const ir::Model& float_model, const QuantizeResult& result);
 // The same for machines: {"quantized_nodes_by_op_type", "float_nodes", "seconds", "calibration", "warnings"},
 // and "fast_finetune" (each target node: "node", "op_type", then "skipped", or "activation",
