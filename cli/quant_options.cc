@@ -5,9 +5,9 @@
 
 #include "cli/commands.h"
 #include "onnxptq/error.h"
+#include "quant/config_keys.h"
 #include "quant/overrides.h"
 #include "quant/presets.h"
-#include "quant/quantize.h"
 
 namespace onnxptq::cli {
 

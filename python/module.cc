@@ -20,6 +20,7 @@
 #include "ir/file_io.h"
 #include "ir/model.h"
 #include "onnxptq/error.h"
+#include "quant/config_keys.h"
 #include "quant/presets.h"
 #include "quant/quantize.h"
 #include "tools/evaluate.h"

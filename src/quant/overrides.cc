@@ -158,7 +158,9 @@ TensorOverride parse_tensor_override(const std::string& tensor, const nlohmann::
   return o;
 }
 
-void parse_auto_mixprecision(AutoMixprecision& a, const nlohmann::json& j) {
+}  // namespace
+
+void apply_auto_mixprecision(AutoMixprecision& a, const nlohmann::json& j) {
   const std::string where = "AutoMixprecision";
   if (!j.is_object()) throw Error(where + ": expected an object of Quark's keys, got " + j.dump());
   a.given = true;
@@ -228,8 +230,6 @@ void parse_auto_mixprecision(AutoMixprecision& a, const nlohmann::json& j) {
     throw Error(where + ".BiasTargetQuantType: only QInt32 is built (biases of other types are not)");
 }
 
-}  // namespace
-
 std::optional<DataType> parse_precision(const std::string& name) {
   if (name == "float" || name == "float32") return std::nullopt;
   for (const auto& [type, text] : kPrecisions)
@@ -289,33 +289,27 @@ NodePrecision parse_node_precision(const nlohmann::json& value, const std::strin
   return p;
 }
 
-bool apply_mixed_precision_option(QuantConfig& c, const std::string& key, const nlohmann::json& v) {
-  if (key == "NodePrecision") {
-    if (!v.is_object()) throw Error("extra option NodePrecision: expected {node name: precision}, got " + v.dump());
-    for (const auto& [node, p] : v.items()) c.node_precision[node] = parse_node_precision(p, node);
-  } else if (key == "TensorQuantOverrides") {
-    if (!v.is_object())
-      throw Error("extra option TensorQuantOverrides: expected {tensor name: [...]}, got " + v.dump());
-    for (const auto& [tensor, list] : v.items()) c.tensor_overrides[tensor] = parse_tensor_override(tensor, list);
-  } else if (key == "MixedPrecisionTensor") {
-    if (!v.is_object())
-      throw Error("extra option MixedPrecisionTensor: expected {type: [tensor names]}, got " + v.dump());
-    for (const auto& [type, names] : v.items()) {
-      DataType t = json_quant_type("MixedPrecisionTensor", type);
-      if (!names.is_array()) throw Error("MixedPrecisionTensor['" + type + "']: expected a list of tensor names");
-      for (const auto& n : names) {
-        if (!n.is_string()) throw Error("MixedPrecisionTensor['" + type + "']: expected a list of tensor names");
-        c.mixed_precision_tensor[n.get<std::string>()] = t;
-      }
+void apply_node_precision(QuantConfig& c, const nlohmann::json& v) {
+  if (!v.is_object()) throw Error("extra option NodePrecision: expected {node name: precision}, got " + v.dump());
+  for (const auto& [node, p] : v.items()) c.node_precision[node] = parse_node_precision(p, node);
+}
+
+void apply_tensor_quant_overrides(QuantConfig& c, const nlohmann::json& v) {
+  if (!v.is_object()) throw Error("extra option TensorQuantOverrides: expected {tensor name: [...]}, got " + v.dump());
+  for (const auto& [tensor, list] : v.items()) c.tensor_overrides[tensor] = parse_tensor_override(tensor, list);
+}
+
+void apply_mixed_precision_tensor(QuantConfig& c, const nlohmann::json& v) {
+  if (!v.is_object())
+    throw Error("extra option MixedPrecisionTensor: expected {type: [tensor names]}, got " + v.dump());
+  for (const auto& [type, names] : v.items()) {
+    DataType t = json_quant_type("MixedPrecisionTensor", type);
+    if (!names.is_array()) throw Error("MixedPrecisionTensor['" + type + "']: expected a list of tensor names");
+    for (const auto& n : names) {
+      if (!n.is_string()) throw Error("MixedPrecisionTensor['" + type + "']: expected a list of tensor names");
+      c.mixed_precision_tensor[n.get<std::string>()] = t;
     }
-  } else if (key == "AutoMixprecision") {
-    parse_auto_mixprecision(c.auto_mp, v);
-  } else if (key == "EnableDualQuantNodePairs") {
-    c.dual_quant_nodes = json_bool("extra option EnableDualQuantNodePairs", v);
-  } else {
-    return false;
   }
-  return true;
 }
 
 bool has_mixed_precision(const QuantConfig& c) {
