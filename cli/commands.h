@@ -14,6 +14,7 @@ void add_evaluate_command(CLI::App& app);
 void add_compare_command(CLI::App& app);
 void add_check_npu_command(CLI::App& app);
 void add_presets_command(CLI::App& app);
+void add_options_command(CLI::App& app);
 void add_sensitivity_command(CLI::App& app);
 
 // The check of every count, size and thread number on the command line: digits only (CLI11 would

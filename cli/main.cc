@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
   onnxptq::cli::add_compare_command(app);
   onnxptq::cli::add_check_npu_command(app);
   onnxptq::cli::add_presets_command(app);
+  onnxptq::cli::add_options_command(app);
   onnxptq::cli::add_sensitivity_command(app);
 
   // CLI11 reports an unknown subcommand as a missing one; name it instead.

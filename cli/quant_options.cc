@@ -23,6 +23,9 @@ std::pair<std::string, nlohmann::json> parse_extra_option(const std::string& tex
 }  // namespace
 
 void add_quant_options(CLI::App* cmd, QuantOptions& o) {
+  cmd->footer(
+      "Config keys (--config FILE) and extra options (--extra-option), with their types, defaults and status: "
+      "onnxptq options [KEY]");
   add_calib_data_options(cmd, o.data);
   cmd->add_option("--config", o.config,
                   "A preset (`onnxptq presets`) or a JSON file with quantize_static's arguments and extra_options; "

@@ -98,7 +98,8 @@ def test_presets_needing_unbuilt_parts_raise_at_quantize_model(tiny_model, tmp_p
     assert not (tmp_path / "q.onnx").exists()
     # The command refuses the same preset, naming the same part.
     proc = run_cli("quantize", tiny_model, "-o", tmp_path / "cli.onnx", "--config", preset, check=False)
-    assert proc.returncode == 2 and proc.stderr.startswith(f"error: preset {preset}: ")
+    # Exit 3: what onnxptq does not do (ErrorKind unsupported).
+    assert proc.returncode == 3 and proc.stderr.startswith(f"error: preset {preset}: ")
     assert missing in proc.stderr and "not built" in proc.stderr
     assert not (tmp_path / "cli.onnx").exists()
 
@@ -161,8 +162,13 @@ def test_each_preset_in_python_is_the_clis(tiny_model, tmp_path, cli_presets, pr
     quantizer = quark.ModelQuantizer(quark.Config(global_quant_config=config))
     if not cli_presets[preset]["ready"]:
         # A setting refused names the preset; a combination refused (check_config) names the settings.
-        assert cli.returncode == 2 and (f"preset {preset}: " in cli.stderr or "not built" in cli.stderr)
-        with pytest.raises(onnxptq.Error, match="not built|given on the command line"):
+        # Only features not built: unsupported (exit 3, UnsupportedError); a setting given on the
+        # command line in this version too: bad input (exit 2).
+        unsupported = "given on the command line" not in cli.stderr
+        assert cli.returncode == (3 if unsupported else 2)
+        assert f"preset {preset}: " in cli.stderr or "not built" in cli.stderr
+        with pytest.raises(onnxptq.UnsupportedError if unsupported else onnxptq.Error,
+                           match="not built|given on the command line"):
             quantizer.quantize_model(tiny_model, str(tmp_path / "py.onnx"), FolderReader(tmp_path / "calib", "x"))
         return
     assert cli.returncode == 0, cli.stderr

@@ -6,6 +6,7 @@
 
 #include "quant/config.h"
 #include "quant/presets.h"
+#include "quant/config_keys.h"
 #include "quant/quantize.h"
 
 namespace onnxptq {

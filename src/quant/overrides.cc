@@ -58,7 +58,8 @@ DataType json_quant_type(const std::string& what, const nlohmann::json& v) {
   } catch (const Error& e) {
     throw Error(what + ": " + e.what());
   }
-  if (!t) throw Error(what + ": 'float' is not a quant type (leave the node float with NodePrecision or nodes_to_exclude)");
+  if (!t)
+    throw Error(what + ": 'float' is not a quant type (leave the node float with NodePrecision or nodes_to_exclude)");
   return *t;
 }
 
@@ -92,7 +93,8 @@ TensorOverride::Convert parse_convert(const std::string& where, const nlohmann::
   }
   if (c.rmin.has_value() != c.rmax.has_value()) throw Error(where + ": rmin and rmax go together");
   if (c.scale.has_value() != c.zero_point.has_value()) throw Error(where + ": scale and zero_point go together");
-  if (c.scale && (c.rmin || c.symmetric)) throw Error(where + ": scale and zero_point exclude rmin, rmax and symmetric");
+  if (c.scale && (c.rmin || c.symmetric))
+    throw Error(where + ": scale and zero_point exclude rmin, rmax and symmetric");
   return c;
 }
 
@@ -100,7 +102,8 @@ TensorOverride::Convert parse_convert(const std::string& where, const nlohmann::
 // which may differ only in their scale and zero point.
 TensorOverride parse_tensor_override(const std::string& tensor, const nlohmann::json& list) {
   const std::string where = "TensorQuantOverrides['" + tensor + "']";
-  if (!list.is_array() || list.empty()) throw Error(where + ": expected a list of override objects, got " + list.dump());
+  if (!list.is_array() || list.empty())
+    throw Error(where + ": expected a list of override objects, got " + list.dump());
   TensorOverride o;
   for (size_t i = 0; i < list.size(); ++i) {
     const nlohmann::json& d = list[i];
@@ -108,8 +111,10 @@ TensorOverride parse_tensor_override(const std::string& tensor, const nlohmann::
     if (!d.is_object()) throw Error(at + ": expected an object, got " + d.dump());
     if (i > 0) {  // the channels after the first: scale and zero point only
       for (const auto& [key, v] : d.items()) {
-        if (key == "scale") o.scale.push_back(json_number(at + ".scale", v));
-        else if (key == "zero_point") o.zero_point.push_back(json_integer(at + ".zero_point", v));
+        if (key == "scale")
+          o.scale.push_back(json_number(at + ".scale", v));
+        else if (key == "zero_point")
+          o.zero_point.push_back(json_integer(at + ".zero_point", v));
         else if (!list[0].contains(key) || list[0][key] != v)
           throw Error(at + "." + key + ": per-channel entries may differ only in scale and zero_point");
       }
@@ -117,16 +122,26 @@ TensorOverride parse_tensor_override(const std::string& tensor, const nlohmann::
     }
     for (const auto& [key, v] : d.items()) {
       const std::string what = at + "." + key;
-      if (key == "quant_type") o.quant_type = json_quant_type(what, v);
-      else if (key == "symmetric") o.symmetric = json_bool(what, v);
-      else if (key == "reduce_range") o.reduce_range = json_bool(what, v);
-      else if (key == "axis") o.axis = json_integer(what, v);
-      else if (key == "rmin") o.rmin = json_number(what, v);
-      else if (key == "rmax") o.rmax = json_number(what, v);
-      else if (key == "scale") o.scale.push_back(json_number(what, v));
-      else if (key == "zero_point") o.zero_point.push_back(json_integer(what, v));
-      else if (key == "convert") o.convert = parse_convert(what, v);
-      else throw Error(at + ": unknown key '" + key + "'");
+      if (key == "quant_type")
+        o.quant_type = json_quant_type(what, v);
+      else if (key == "symmetric")
+        o.symmetric = json_bool(what, v);
+      else if (key == "reduce_range")
+        o.reduce_range = json_bool(what, v);
+      else if (key == "axis")
+        o.axis = json_integer(what, v);
+      else if (key == "rmin")
+        o.rmin = json_number(what, v);
+      else if (key == "rmax")
+        o.rmax = json_number(what, v);
+      else if (key == "scale")
+        o.scale.push_back(json_number(what, v));
+      else if (key == "zero_point")
+        o.zero_point.push_back(json_integer(what, v));
+      else if (key == "convert")
+        o.convert = parse_convert(what, v);
+      else
+        throw Error(at + ": unknown key '" + key + "'");
     }
   }
   if (o.rmin.has_value() != o.rmax.has_value()) throw Error(where + ": rmin and rmax go together");
@@ -135,14 +150,17 @@ TensorOverride parse_tensor_override(const std::string& tensor, const nlohmann::
   if (!o.scale.empty() && (o.rmin || o.symmetric || o.reduce_range))
     throw Error(where + ": scale and zero_point exclude rmin, rmax, symmetric and reduce_range");
   if (list.size() > 1 && o.scale.size() != list.size())
-    throw Error(where + ": " + std::to_string(list.size()) +
-                " per-channel entries need a scale and zero_point each (other per-channel keys apply to every channel)");
+    throw Error(
+        where + ": " + std::to_string(list.size()) +
+        " per-channel entries need a scale and zero_point each (other per-channel keys apply to every channel)");
   for (double s : o.scale)
     if (!(s > 0) || !std::isfinite(s)) throw Error(where + ": scale must be positive and finite");
   return o;
 }
 
-void parse_auto_mixprecision(AutoMixprecision& a, const nlohmann::json& j) {
+}  // namespace
+
+void apply_auto_mixprecision(AutoMixprecision& a, const nlohmann::json& j) {
   const std::string where = "AutoMixprecision";
   if (!j.is_object()) throw Error(where + ": expected an object of Quark's keys, got " + j.dump());
   a.given = true;
@@ -168,24 +186,41 @@ void parse_auto_mixprecision(AutoMixprecision& a, const nlohmann::json& j) {
   };
   for (const auto& [key, v] : j.items()) {
     const std::string what = where + "." + key;
-    if (key == "DataSize") a.data_size = count(what, v);
-    else if (key == "TargetOpType") a.target_op_types = strings(what, v);
-    else if (key == "TargetQuantType") a.activation_target = a.weight_target = json_quant_type(what, v);
-    else if (key == "ActTargetQuantType") a.activation_target = json_quant_type(what, v);
-    else if (key == "WeightTargetQuantType") a.weight_target = json_quant_type(what, v);
-    else if (key == "BiasTargetQuantType") a.bias_target = json_quant_type(what, v);
-    else if (key == "DualQuantNodes") a.dual_quant_nodes = json_bool(what, v);
-    else if (key == "OutputIndex") a.output_index = count(what, v);
-    else if (key == "L2Target") a.l2_target = json_number(what, v);
-    else if (key == "Top1AccTarget") a.top1_acc_target = json_number(what, v);
-    else if (key == "NumTarget") a.num_target = count(what, v);
-    else if (key == "TargetTensors") a.target_tensors = strings(what, v);
-    else if (key == "TargetIndices") a.target_indices = integers(what, v);
-    else if (key == "ExcludeIndices") a.exclude_indices = integers(what, v);
-    else if (key == "NoInputQDQShared") a.no_input_qdq_shared = json_bool(what, v);
-    else if (key == "AutoMixUseFastFT") a.use_fast_ft = json_bool(what, v);
+    if (key == "DataSize")
+      a.data_size = count(what, v);
+    else if (key == "TargetOpType")
+      a.target_op_types = strings(what, v);
+    else if (key == "TargetQuantType")
+      a.activation_target = a.weight_target = json_quant_type(what, v);
+    else if (key == "ActTargetQuantType")
+      a.activation_target = json_quant_type(what, v);
+    else if (key == "WeightTargetQuantType")
+      a.weight_target = json_quant_type(what, v);
+    else if (key == "BiasTargetQuantType")
+      a.bias_target = json_quant_type(what, v);
+    else if (key == "DualQuantNodes")
+      a.dual_quant_nodes = json_bool(what, v);
+    else if (key == "OutputIndex")
+      a.output_index = count(what, v);
+    else if (key == "L2Target")
+      a.l2_target = json_number(what, v);
+    else if (key == "Top1AccTarget")
+      a.top1_acc_target = json_number(what, v);
+    else if (key == "NumTarget")
+      a.num_target = count(what, v);
+    else if (key == "TargetTensors")
+      a.target_tensors = strings(what, v);
+    else if (key == "TargetIndices")
+      a.target_indices = integers(what, v);
+    else if (key == "ExcludeIndices")
+      a.exclude_indices = integers(what, v);
+    else if (key == "NoInputQDQShared")
+      a.no_input_qdq_shared = json_bool(what, v);
+    else if (key == "AutoMixUseFastFT")
+      a.use_fast_ft = json_bool(what, v);
     else if (key == "EvaluateFunction") {
-      throw Error(what + ": a Python function, given in onnxptq's Python module; on the command line, "
+      throw Error(what +
+                  ": a Python function, given in onnxptq's Python module; on the command line, "
                   "--evaluate-command");
     } else {
       throw Error(where + ": unknown key '" + key + "'");
@@ -194,8 +229,6 @@ void parse_auto_mixprecision(AutoMixprecision& a, const nlohmann::json& j) {
   if (a.bias_target && *a.bias_target != DataType::Int32)
     throw Error(where + ".BiasTargetQuantType: only QInt32 is built (biases of other types are not)");
 }
-
-}  // namespace
 
 std::optional<DataType> parse_precision(const std::string& name) {
   if (name == "float" || name == "float32") return std::nullopt;
@@ -256,31 +289,27 @@ NodePrecision parse_node_precision(const nlohmann::json& value, const std::strin
   return p;
 }
 
-bool apply_mixed_precision_option(QuantConfig& c, const std::string& key, const nlohmann::json& v) {
-  if (key == "NodePrecision") {
-    if (!v.is_object()) throw Error("extra option NodePrecision: expected {node name: precision}, got " + v.dump());
-    for (const auto& [node, p] : v.items()) c.node_precision[node] = parse_node_precision(p, node);
-  } else if (key == "TensorQuantOverrides") {
-    if (!v.is_object()) throw Error("extra option TensorQuantOverrides: expected {tensor name: [...]}, got " + v.dump());
-    for (const auto& [tensor, list] : v.items()) c.tensor_overrides[tensor] = parse_tensor_override(tensor, list);
-  } else if (key == "MixedPrecisionTensor") {
-    if (!v.is_object()) throw Error("extra option MixedPrecisionTensor: expected {type: [tensor names]}, got " + v.dump());
-    for (const auto& [type, names] : v.items()) {
-      DataType t = json_quant_type("MixedPrecisionTensor", type);
-      if (!names.is_array()) throw Error("MixedPrecisionTensor['" + type + "']: expected a list of tensor names");
-      for (const auto& n : names) {
-        if (!n.is_string()) throw Error("MixedPrecisionTensor['" + type + "']: expected a list of tensor names");
-        c.mixed_precision_tensor[n.get<std::string>()] = t;
-      }
+void apply_node_precision(QuantConfig& c, const nlohmann::json& v) {
+  if (!v.is_object()) throw Error("extra option NodePrecision: expected {node name: precision}, got " + v.dump());
+  for (const auto& [node, p] : v.items()) c.node_precision[node] = parse_node_precision(p, node);
+}
+
+void apply_tensor_quant_overrides(QuantConfig& c, const nlohmann::json& v) {
+  if (!v.is_object()) throw Error("extra option TensorQuantOverrides: expected {tensor name: [...]}, got " + v.dump());
+  for (const auto& [tensor, list] : v.items()) c.tensor_overrides[tensor] = parse_tensor_override(tensor, list);
+}
+
+void apply_mixed_precision_tensor(QuantConfig& c, const nlohmann::json& v) {
+  if (!v.is_object())
+    throw Error("extra option MixedPrecisionTensor: expected {type: [tensor names]}, got " + v.dump());
+  for (const auto& [type, names] : v.items()) {
+    DataType t = json_quant_type("MixedPrecisionTensor", type);
+    if (!names.is_array()) throw Error("MixedPrecisionTensor['" + type + "']: expected a list of tensor names");
+    for (const auto& n : names) {
+      if (!n.is_string()) throw Error("MixedPrecisionTensor['" + type + "']: expected a list of tensor names");
+      c.mixed_precision_tensor[n.get<std::string>()] = t;
     }
-  } else if (key == "AutoMixprecision") {
-    parse_auto_mixprecision(c.auto_mp, v);
-  } else if (key == "EnableDualQuantNodePairs") {
-    c.dual_quant_nodes = json_bool("extra option EnableDualQuantNodePairs", v);
-  } else {
-    return false;
   }
-  return true;
 }
 
 bool has_mixed_precision(const QuantConfig& c) {
@@ -294,20 +323,23 @@ void check_mixed_precision(const QuantConfig& c) {
   if (c.auto_mp.given && !c.include_auto_mp)
     throw Error("extra option AutoMixprecision takes effect only with include_auto_mp true");
   if (c.include_auto_mp && !c.auto_mp.activation_target && !c.auto_mp.weight_target)
-    throw Error("include_auto_mp needs AutoMixprecision's ActTargetQuantType or WeightTargetQuantType (the precision "
-                "nodes are converted to)");
+    throw Error(
+        "include_auto_mp needs AutoMixprecision's ActTargetQuantType or WeightTargetQuantType (the precision "
+        "nodes are converted to)");
   if (!has_mixed_precision(c)) return;
   auto check = [&](const std::string& where, DataType t, bool weight) {
     const std::string type = precision_name(t);
     if (c.format == QuantFormat::QOperator)
-      throw Error(where + ": QuantFormat.QOperator writes one precision (QLinear ops); mixed precision needs a QDQ format");
+      throw Error(where +
+                  ": QuantFormat.QOperator writes one precision (QLinear ops); mixed precision needs a QDQ format");
     if (c.format == QuantFormat::FixNeuron && where.find(".convert") != std::string::npos)
       throw Error(where + ": VitisQuantFormat.FixNeuron writes one FixNeuron per tensor, no conversions");
     if (c.format == QuantFormat::FixNeuron && t != DataType::Int8)
       throw Error(where + ": " + type + ": VitisQuantFormat.FixNeuron quantizes to int8 only");
     if (c.format == QuantFormat::QDQ && (quant_type_is_float(t) || ir::data_type_bits(t) == 32))
-      throw Error(where + ": " + type +
-                  " needs ExtendedQuantFormat.QDQ or VitisQuantFormat.QDQ (QuantFormat.QDQ takes 8- and 16-bit integers)");
+      throw Error(
+          where + ": " + type +
+          " needs ExtendedQuantFormat.QDQ or VitisQuantFormat.QDQ (QuantFormat.QDQ takes 8- and 16-bit integers)");
     if (c.power_of_two() && quant_type_is_float(t))
       throw Error(where + ": " + type + " has no power-of-two scale; use a float-scale calibrate_method");
     if (c.enable_dpu && weight && t != DataType::Int8)

@@ -27,11 +27,15 @@ const char* precision_name(ir::DataType type);  // "int8", "uint16", "bfloat16",
 NodePrecision parse_node_precision(const std::string& text);
 NodePrecision parse_node_precision(const nlohmann::json& value, const std::string& node);
 
-// The extra options of mixed precision: NodePrecision ({node: precision}), TensorQuantOverrides
-// ({tensor: [{quant_type, symmetric, reduce_range, axis, rmin, rmax, scale, zero_point,
-// convert: {quant_type, symmetric, rmin, rmax, scale, zero_point, recv_nodes}}]}),
-// MixedPrecisionTensor ({type: [tensor names]}) and EnableDualQuantNodePairs. False for another key.
-bool apply_mixed_precision_option(QuantConfig& config, const std::string& key, const nlohmann::json& value);
+// The extra options of mixed precision, each into `config` (error naming the entry that is wrong):
+// NodePrecision ({node: precision}), TensorQuantOverrides ({tensor: [{quant_type, symmetric,
+// reduce_range, axis, rmin, rmax, scale, zero_point, convert: {quant_type, symmetric, rmin, rmax,
+// scale, zero_point, recv_nodes}}]}), MixedPrecisionTensor ({type: [tensor names]}).
+void apply_node_precision(QuantConfig& config, const nlohmann::json& value);
+void apply_tensor_quant_overrides(QuantConfig& config, const nlohmann::json& value);
+void apply_mixed_precision_tensor(QuantConfig& config, const nlohmann::json& value);
+// AutoMixprecision: Quark's keys of include_auto_mp, checked one by one.
+void apply_auto_mixprecision(AutoMixprecision& auto_mp, const nlohmann::json& value);
 
 // Whether the config asks for any per-node or per-tensor precision.
 bool has_mixed_precision(const QuantConfig& config);

@@ -4,7 +4,7 @@
 #include <algorithm>
 
 #include "onnxptq/error.h"
-#include "quant/quantize.h"
+#include "quant/config_keys.h"
 
 namespace onnxptq::quant {
 

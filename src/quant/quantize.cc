@@ -1,24 +1,20 @@
 #include "quant/quantize.h"
 
 #include <chrono>
-#include <iomanip>
-#include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
 #include "calib/adapt_reader.h"
 #include "engine/parallel.h"
 #include "engine/session.h"
-#include "passes/cle.h"
-#include "passes/model_format.h"
-#include "passes/dpu.h"
-#include "passes/pipeline.h"
 #include "onnxptq/error.h"
-#include "quant/dpu_plan.h"
+#include "passes/cle.h"
+#include "passes/dpu.h"
+#include "passes/model_format.h"
+#include "passes/pipeline.h"
 #include "quant/align_float.h"
+#include "quant/dpu_plan.h"
 #include "quant/export.h"
 #include "quant/ipu_limitation.h"
-#include "quant/overrides.h"
 
 namespace onnxptq::quant {
 
@@ -80,8 +76,10 @@ calib::CalibrationResult calibrate_missing(const ir::Model& model, const std::ve
   r.passes = missing.empty() ? 0 : known.passes;
   for (const std::string& t : tensors) {
     auto it = known.ranges.find(t);
-    if (it != known.ranges.end()) r.ranges.insert(*it);
-    else r.non_finite.push_back(t);
+    if (it != known.ranges.end())
+      r.ranges.insert(*it);
+    else
+      r.non_finite.push_back(t);
   }
   return r;
 }
@@ -158,259 +156,7 @@ const std::vector<passes::PassInfo>& npu_transformer_passes() {
   return list;
 }
 
-bool is_dpu_pass_option(const std::string& key) {
-  for (const passes::DpuPassOption& o : passes::dpu_pass_options())
-    if (key == o.option) return true;
-  return false;
-}
-
-bool json_bool(const std::string& key, const nlohmann::json& v) {
-  if (!v.is_boolean()) throw Error("extra option " + key + ": expected true or false, got " + v.dump());
-  return v.get<bool>();
-}
-
-double json_number(const std::string& key, const nlohmann::json& v) {
-  if (!v.is_number()) throw Error("extra option " + key + ": expected a number, got " + v.dump());
-  return v.get<double>();
-}
-
-std::string json_string(const std::string& key, const nlohmann::json& v) {
-  if (!v.is_string()) throw Error("option " + key + ": expected a string, got " + v.dump());
-  return v.get<std::string>();
-}
-
-std::vector<std::string> json_strings(const std::string& key, const nlohmann::json& v) {
-  if (!v.is_array()) throw Error("option " + key + ": expected a list of strings, got " + v.dump());
-  std::vector<std::string> out;
-  for (const auto& e : v) out.push_back(json_string(key, e));
-  return out;
-}
-
-// Quark's extra options (quark_onnx.md §2.4) of features nobody has built: the feature.
-const char* unbuilt_quark_option(const std::string& key) {
-  static const std::map<std::string, const char*> features = {
-      {"BFPAttributes", "Quark's BFP data types (QBFP)"},
-      {"MXAttributes", "Quark's MX data types (QMX)"},
-      {"UseMatMulNBits", "MatMulNBits weight-only quantization"},
-      {"MatMulNBitsParams", "MatMulNBits weight-only quantization"},
-      {"DedicateDQNode", "one DequantizeLinear per consumer (DedicateDQNode)"},
-      {"WeightsOnly", "weight-only quantization (WeightsOnly)"},
-      {"RemoveQDQConvClip", "Quark's QDQ removal switches (RemoveQDQConvClip)"},
-      {"RemoveQDQConvRelu", "Quark's QDQ removal switches (RemoveQDQConvRelu)"},
-  };
-  auto it = features.find(key);
-  return it == features.end() ? nullptr : it->second;
-}
-
-// Switches of QuantizationConfig (quark_onnx.md §1.2) whose feature nobody has built: the feature.
-const char* unbuilt_switch(const std::string& key) {
-  if (key == "use_dynamic_quant") return "dynamic quantization (quantize_dynamic)";
-  return nullptr;
-}
-
 }  // namespace
-
-void apply_extra_option(QuantConfig& c, const std::string& key, const nlohmann::json& v) {
-  if (apply_mixed_precision_option(c, key, v)) return;
-  if (key == "ActivationSymmetric")
-    c.activation_symmetric = json_bool(key, v);
-  else if (key == "WeightSymmetric")
-    c.weight_symmetric = json_bool(key, v);
-  else if (key == "UseUnsignedReLU")
-    c.use_unsigned_relu = json_bool(key, v);
-  else if (key == "QuantizeBias")
-    c.quantize_bias = json_bool(key, v);
-  else if (key == "AddQDQPairToWeight")
-    c.add_qdq_pair_to_weight = json_bool(key, v);
-  else if (key == "DedicatedQDQPair")
-    c.dedicated_qdq_pair = json_bool(key, v);
-  else if (key == "ForceQuantizeNoInputCheck")
-    c.force_quantize_no_input_check = json_bool(key, v);
-  else if (key == "MatMulConstBOnly")
-    c.matmul_const_b_only = json_bool(key, v);
-  else if (key == "UseQDQVitisCustomOps") {
-    // True (vai_q_onnx's default) is what VitisQuantFormat.QDQ writes: the com.vai.quantize ops.
-    if (!json_bool(key, v))
-      throw Error("UseQDQVitisCustomOps false (vai_q_onnx's ai.onnx.contrib int8 QuantizeLinear/DequantizeLinear) "
-                  "is not written by onnxptq: VitisQuantFormat.QDQ writes VitisQuantizeLinear/VitisDequantizeLinear");
-  } else if (key == "QDQKeepRemovableActivations")
-    c.keep_removable_activations = json_bool(key, v);
-  else if (key == "OpTypesToExcludeOutputQuantization") {
-    std::vector<std::string> ops = json_strings(key, v);
-    c.op_types_to_exclude_output_quantization = std::set<std::string>(ops.begin(), ops.end());
-  } else if (key == "QDQOpTypePerChannelSupportToAxis") {
-    if (!v.is_object()) throw Error("extra option " + key + ": expected {op type: axis}, got " + v.dump());
-    for (const auto& [op, axis] : v.items()) {
-      if (!axis.is_number_integer()) throw Error("extra option " + key + ": axis of " + op + " must be an integer");
-      c.per_channel_axis[op] = axis.get<int64_t>();
-    }
-  } else if (key == "CalibTensorRangeSymmetric")
-    c.calib.symmetric = json_bool(key, v);
-  else if (key == "CalibMovingAverage")
-    c.calib.moving_average = json_bool(key, v);
-  else if (key == "CalibMovingAverageConstant")
-    c.calib.averaging_constant = json_number(key, v);
-  else if (key == "CalibPercentile")
-    c.calib.percentile = json_number(key, v);
-  else if (key == "CalibNumBins")
-    c.calib.num_bins = static_cast<size_t>(json_number(key, v));
-  else if (key == "CalibNumQuantizedBins")
-    c.calib.num_quantized_bins = static_cast<size_t>(json_number(key, v));
-  else if (key == "CalibWorkerNum")
-    c.calib.workers = static_cast<int>(json_number(key, v));
-  else if (key == "MinMSEMode")
-    c.calib.minmse_mode = json_string(key, v);
-  else if (key == "LWPMetric")
-    c.calib.lwp_metric = json_string(key, v);
-  else if (key == "PercentileCandidates") {
-    if (!v.is_array()) throw Error("extra option " + key + ": expected a list of numbers");
-    c.calib.percentile_candidates.clear();
-    for (const auto& p : v) c.calib.percentile_candidates.push_back(json_number(key, p));
-  } else if (key == "RemoveInputInit") {
-    c.remove_input_init = json_bool(key, v);
-  } else if (key == "ConvertFP16ToFP32") {  // Quark's extra_options for the two arguments (quark_onnx.md §1.2)
-    c.convert_fp16_to_fp32 = json_bool(key, v);
-  } else if (key == "ConvertNCHWToNHWC") {
-    c.convert_nchw_to_nhwc = json_bool(key, v);
-  } else if (key == "FoldRelu") {  // Quark's ExtendedQuantFormat.QDQ options (quark_onnx.md §2.4, §7.3 b, §9.8)
-    c.fold_relu = json_bool(key, v);
-  } else if (key == "AlignEltwiseQuantType") {
-    c.align_eltwise_quant_type = json_bool(key, v);
-  } else if (key == "AlignConcat") {
-    c.align_concat = json_bool(key, v);
-  } else if (key == "AlignPool") {
-    c.align_pool = json_bool(key, v);
-  } else if (key == "AlignPad") {
-    c.align_pad = json_bool(key, v);
-  } else if (key == "AlignSlice") {
-    c.align_slice = json_bool(key, v);
-  } else if (key == "AlignTranspose") {
-    c.align_transpose = json_bool(key, v);
-  } else if (key == "AlignReshape") {
-    c.align_reshape = json_bool(key, v);
-  } else if (key == "AdjustBiasScale") {
-    c.adjust_bias_scale = json_bool(key, v);
-  } else if (key == "Int32Bias") {
-    c.int32_bias = json_bool(key, v);
-  } else if (key == "Int16Bias") {
-    if (json_bool(key, v)) throw Error("extra option Int16Bias true: int16 biases are not built yet");
-  } else if (key == "QuantizeAllOpTypes") {
-    c.quantize_all_op_types = json_bool(key, v);
-  } else if (key == "RandomDataReaderInputDataRange" || key == "UseRandomData") {
-    throw Error("extra option " + key + " is given on the command line (--random, --random-range) in this version");
-  } else if (is_dpu_pass_option(key)) {  // enable_dpu's rewrites (passes/dpu.h)
-    c.dpu_pass_switches[key] = json_bool(key, v);
-  } else if (key == "SimulateDPU") {
-    c.simulate_dpu = json_bool(key, v);
-  } else if (key == "RemoveQDQConvLeakyRelu") {
-    c.remove_qdq_conv_leaky_relu = json_bool(key, v);
-  } else if (key == "RemoveQDQConvPRelu") {
-    c.remove_qdq_conv_prelu = json_bool(key, v);
-  } else if (key == "IPULimitationCheck" || key == "NPULimitationCheck") {  // vai §9; Quark's name
-    c.ipu.enabled = json_bool(key, v);
-  } else if (key == "AdjustShiftCut") {
-    c.ipu.adjust_shift_cut = json_bool(key, v);
-  } else if (key == "AdjustShiftBias") {
-    c.ipu.adjust_shift_bias = json_bool(key, v);
-  } else if (key == "AdjustShiftRead") {
-    c.ipu.adjust_shift_read = json_bool(key, v);
-  } else if (key == "AdjustShiftWrite") {
-    c.ipu.adjust_shift_write = json_bool(key, v);
-  } else if (key == "AdjustHardSigmoid") {
-    c.ipu.adjust_hard_sigmoid = json_bool(key, v);
-  } else if (key == "AdjustShiftSwish") {
-    c.ipu.adjust_shift_swish = json_bool(key, v);
-  } else if (key == "MaxLoopNum") {  // Quark: sweeps of the IPU check
-    if (!v.is_number_integer()) throw Error("extra option " + key + ": expected an integer, got " + v.dump());
-    c.ipu.max_loops = v.get<int>();
-  } else if (key.rfind("Convert", 0) == 0 ||
-             key.rfind("Adjust", 0) == 0 || key.rfind("Align", 0) == 0 || key == "UsePowerOf2Scale" ||
-             key == "Int16Scale") {
-    throw Error("extra option " + key + " belongs to the NPU path (enable_dpu, power-of-two XINT8), not built yet");
-  } else if (key == "ReplaceClip6Relu") {
-    c.cle.replace_clip6_relu = json_bool(key, v);
-  } else if (key == "CLESteps") {
-    if (!v.is_number_integer()) throw Error("extra option " + key + ": expected an integer, got " + v.dump());
-    c.cle.steps = v.get<int64_t>();
-  } else if (key == "CLETotalLayerDiffThreshold") {
-    c.cle.total_layer_diff_threshold = json_number(key, v);
-  } else if (key == "CLEScaleAppendBias") {
-    c.cle.scale_append_bias = json_bool(key, v);
-  } else if (key == "CLEScaleUseThreshold") {
-    c.cle.scale_use_threshold = json_bool(key, v);
-  } else if (key == "CLEWeightThreshold") {
-    c.cle.weight_threshold = json_number(key, v);
-  } else if (key == "CLEBalanceMethod") {
-    c.cle.balance_method = json_string(key, v);
-  } else if (key == "FastFinetune") {
-    apply_fast_finetune(c.fast_finetune, v);
-  } else if (const char* feature = unbuilt_quark_option(key)) {
-    throw Error("extra option " + key + " belongs to " + feature + ", not built yet");
-  } else if (key == "CalibDataSize") {
-    throw Error("extra option CalibDataSize is given on the command line (--calib-size) in this version");
-  } else {
-    throw Error("unknown extra option '" + key + "'");
-  }
-}
-
-void apply_config_json(QuantConfig& c, const nlohmann::json& j) {
-  if (!j.is_object()) throw Error("the config must be a JSON object");
-  for (const auto& [key, v] : j.items()) {
-    if (key == "quant_format")
-      c.format = parse_quant_format(json_string(key, v));
-    else if (key == "calibrate_method")
-      c.calibrate_method = calib::parse_method(json_string(key, v));
-    else if (key == "activation_type")
-      c.activation_type = parse_quant_type(json_string(key, v));
-    else if (key == "weight_type")
-      c.weight_type = parse_quant_type(json_string(key, v));
-    else if (key == "per_channel")
-      c.per_channel = json_bool(key, v);
-    else if (key == "reduce_range")
-      c.reduce_range = json_bool(key, v);
-    else if (key == "optimize_model")
-      c.optimize_model = json_bool(key, v);
-    else if (key == "include_cle")
-      c.include_cle = json_bool(key, v);
-    else if (key == "include_auto_mp")
-      c.include_auto_mp = json_bool(key, v);
-    else if (key == "include_fast_ft")
-      c.include_fast_ft = json_bool(key, v);
-    else if (key == "specific_tensor_precision")
-      c.specific_tensor_precision = json_bool(key, v);
-    else if (key == "convert_fp16_to_fp32" || key == "fp16_fp32_convert")
-      c.convert_fp16_to_fp32 = json_bool(key, v);
-    else if (key == "convert_nchw_to_nhwc")
-      c.convert_nchw_to_nhwc = json_bool(key, v);
-    else if (key == "enable_dpu")
-      c.enable_dpu = json_bool(key, v);
-    else if (key == "enable_npu_transformer")
-      c.enable_npu_transformer = json_bool(key, v);
-    else if (key == "op_types_to_quantize")
-      c.op_types_to_quantize = json_strings(key, v);
-    else if (key == "nodes_to_quantize")
-      c.nodes_to_quantize = json_strings(key, v);
-    else if (key == "nodes_to_exclude")
-      c.nodes_to_exclude = json_strings(key, v);
-    else if (key == "input_nodes")
-      c.input_nodes = json_strings(key, v);
-    else if (key == "output_nodes")
-      c.output_nodes = json_strings(key, v);
-    else if (key == "execution_providers") {
-      for (const std::string& p : json_strings(key, v))
-        if (p != "CPUExecutionProvider")
-          throw Error("execution provider '" + p +
-                      "' is not available: onnxptq runs on its own CPU engine (CPUExecutionProvider)");
-    } else if (const char* feature = unbuilt_switch(key)) {
-      if (json_bool(key, v)) throw Error(key + " true: " + feature + " is not built yet");
-    } else if (key == "extra_options") {
-      if (!v.is_object()) throw Error("extra_options must be a JSON object");
-      for (const auto& [k, value] : v.items()) apply_extra_option(c, k, value);
-    } else {
-      throw Error("unknown config key '" + key + "'");
-    }
-  }
-}
 
 std::unique_ptr<calib::DataReader> adapted_reader(calib::DataReader& reader, const ir::Model& model,
                                                   const QuantConfig& config) {
@@ -597,76 +343,6 @@ void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::D
   start = std::chrono::steady_clock::now();
   r.model = export_model(model, r.plan, config);
   r.seconds["export"] = seconds_since(start);
-}
-
-namespace {
-
-std::map<std::string, int> quantized_by_op_type(const ir::Model& model, const Plan& plan) {
-  std::set<std::string> quantized(plan.quantized_nodes.begin(), plan.quantized_nodes.end());
-  std::map<std::string, int> counts;
-  for (const auto& node : model.graph->nodes())
-    if (quantized.count(node->name)) ++counts[node->op_type];
-  return counts;
-}
-
-}  // namespace
-
-std::string summary(const ir::Model& float_model, const QuantizeResult& r) {
-  std::ostringstream out;
-  out << "quantized nodes by op type:";
-  for (const auto& [op, n] : quantized_by_op_type(r.prepared ? *r.prepared : float_model, r.plan)) out << " " << op << " " << n << ",";
-  out.seekp(-1, std::ios_base::cur);
-  out << "\n";
-  std::map<std::string, int> reasons;
-  for (const auto& [node, why] : r.plan.float_nodes) ++reasons[why];
-  if (!reasons.empty()) {
-    out << "nodes left in float:";
-    for (const auto& [why, n] : reasons) out << " " << n << " (" << why << ")";
-    out << "\n";
-  }
-  out << "time:";
-  for (const char* phase : {"prepare", "cle", "dpu", "plan", "calibrate", "parameters", "finetune", "export"})
-    if (r.seconds.count(phase))
-      out << " " << phase << " " << std::fixed << std::setprecision(2) << r.seconds.at(phase) << " s";
-  out << "\n";
-  return out.str();
-}
-
-nlohmann::json report(const ir::Model& float_model, const QuantizeResult& r) {
-  nlohmann::json j;
-  j["quantized_nodes_by_op_type"] = quantized_by_op_type(r.prepared ? *r.prepared : float_model, r.plan);
-  j["float_nodes"] = r.plan.float_nodes;
-  j["removed_activations"] = r.plan.removed_activations;
-  if (!r.plan.fused_activations.empty()) j["fused_activations"] = r.plan.fused_activations;  // enable_dpu §7.2
-  j["seconds"] = r.seconds;
-  j["calibration"] = {{"samples", r.calibration.samples},
-                      {"skipped_samples", r.calibration.skipped},
-                      {"passes", r.calibration.passes},
-                      {"tensors", r.calibration.ranges.size()}};
-  j["warnings"] = r.plan.warnings;
-  if (!r.finetuned.empty()) {
-    nlohmann::json layers = nlohmann::json::array();
-    for (const FinetunedLayer& l : r.finetuned) {
-      nlohmann::json e = {{"node", l.node}, {"op_type", l.op_type}};
-      if (!l.skipped.empty()) {
-        e["skipped"] = l.skipped;
-      } else {
-        e["activation"] = l.activation;
-        e["loss_before"] = l.loss_before;
-        e["loss_after"] = l.loss_after;
-        e["iterations"] = l.iterations;
-        e["kept"] = l.kept;
-        e["seconds"] = l.seconds;
-        if (l.output_distance) {
-          e["output_distance_before"] = l.output_distance->first;
-          e["output_distance_after"] = l.output_distance->second;
-        }
-      }
-      layers.push_back(std::move(e));
-    }
-    j["fast_finetune"] = std::move(layers);
-  }
-  return j;
 }
 
 }  // namespace onnxptq::quant

@@ -13,6 +13,7 @@
 #include "calib/calibrate.h"
 #include "ir/model.h"
 #include "quant/config.h"
+#include "quant/config_keys.h"  // the config parser callers of quantize_static use
 #include "quant/plan.h"
 
 namespace onnxptq::quant {
@@ -96,18 +97,8 @@ std::unique_ptr<calib::DataReader> adapted_reader(calib::DataReader& reader, con
 // calibration must observe (`onnxptq calibrate` uses it too).
 Plan plan_quantization(const ir::Model& model, calib::DataReader& reader, const QuantConfig& config);
 
-// Sets one extra_options key (the seeds' names, shared/spec/vai_q_onnx.md §1.6) from a JSON
-// value. Error for an unknown key, a value of the wrong kind, and for keys of features that live
-// elsewhere, naming where (enable_dpu transforms, CLE, fast finetune: not part of this call).
-void apply_extra_option(QuantConfig& config, const std::string& key, const nlohmann::json& value);
-
-// Reads a JSON config: {"quant_format", "calibrate_method", "activation_type", "weight_type",
-// "per_channel", "reduce_range", "op_types_to_quantize", "nodes_to_quantize",
-// "nodes_to_exclude", "input_nodes", "output_nodes", "execution_providers", "extra_options": {...}}.
-// Error naming an unknown key.
-void apply_config_json(QuantConfig& config, const nlohmann::json& json);
-
-// A summary for people (nodes quantized by op type, nodes left float and why, time per phase).
+// The report of a quantization (report.cc): a summary for people (nodes quantized by op type,
+// nodes left float and why, time per phase).
 std::string summary(const ir::Model& float_model, const QuantizeResult& result);
 // The same for machines: {"quantized_nodes_by_op_type", "float_nodes", "seconds", "calibration", "warnings"},
 // and "fast_finetune" (each target node: "node", "op_type", then "skipped", or "activation",

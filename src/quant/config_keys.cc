@@ -1,0 +1,504 @@
+#include "quant/config_keys.h"
+
+#include <nlohmann/json.hpp>
+
+#include "onnxptq/error.h"
+#include "passes/dpu.h"
+#include "quant/overrides.h"
+
+namespace onnxptq::quant {
+
+namespace {
+
+using json = nlohmann::json;
+
+bool json_bool(const std::string& key, const json& v) {
+  if (!v.is_boolean()) throw Error("extra option " + key + ": expected true or false, got " + v.dump());
+  return v.get<bool>();
+}
+
+double json_number(const std::string& key, const json& v) {
+  if (!v.is_number()) throw Error("extra option " + key + ": expected a number, got " + v.dump());
+  return v.get<double>();
+}
+
+int64_t json_integer(const std::string& key, const json& v) {
+  if (!v.is_number_integer()) throw Error("extra option " + key + ": expected an integer, got " + v.dump());
+  return v.get<int64_t>();
+}
+
+std::string json_string(const std::string& key, const json& v) {
+  if (!v.is_string()) throw Error("option " + key + ": expected a string, got " + v.dump());
+  return v.get<std::string>();
+}
+
+std::vector<std::string> json_strings(const std::string& key, const json& v) {
+  if (!v.is_array()) throw Error("option " + key + ": expected a list of strings, got " + v.dump());
+  std::vector<std::string> out;
+  for (const auto& e : v) out.push_back(json_string(key, e));
+  return out;
+}
+
+ConfigKey works(KeyScope scope, std::string name, std::string type, std::string default_value, std::string owner,
+                ApplyKey apply, std::string note = "") {
+  return {std::move(name),  scope,           std::move(type),  std::move(default_value),
+          KeyStatus::Works, std::move(note), std::move(owner), apply};
+}
+
+ConfigKey limited(KeyScope scope, std::string name, std::string type, std::string default_value, std::string owner,
+                  std::string note, ApplyKey apply) {
+  return {std::move(name),    scope,           std::move(type),  std::move(default_value),
+          KeyStatus::Limited, std::move(note), std::move(owner), apply};
+}
+
+// vai_q_onnx's and Quark's keys whose part onnxptq takes from its command line.
+ConfigKey command_line(std::string name, std::string type, std::string flags) {
+  return {std::move(name),        KeyScope::ExtraOption, std::move(type), "-",
+          KeyStatus::CommandLine, std::move(flags),      "cli",           nullptr};
+}
+
+// A key of vai_q_onnx's or Quark's whose feature nobody has built: the feature.
+ConfigKey refused(std::string name, std::string type, std::string feature) {
+  return {std::move(name), KeyScope::ExtraOption, std::move(type), "-", KeyStatus::Refused, std::move(feature), "-",
+          nullptr};
+}
+
+constexpr KeyScope kConfig = KeyScope::Config;
+constexpr KeyScope kExtra = KeyScope::ExtraOption;
+constexpr const char* kNpuPath = "the NPU path (enable_dpu, power-of-two XINT8)";
+
+// quantize_static's arguments (vai_q_onnx 1.16's names and defaults) and the switches of Quark for
+// ONNX's QuantizationConfig.
+void add_config_keys(std::vector<ConfigKey>& keys) {
+  auto add = [&](ConfigKey key) { keys.push_back(std::move(key)); };
+  add(works(kConfig, "quant_format", "string", "\"QDQ\"", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) {
+              c.format = parse_quant_format(json_string(k.name, v));
+            }));
+  add(works(kConfig, "calibrate_method", "string", "\"MinMSE\"", "calib",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) {
+              c.calibrate_method = calib::parse_method(json_string(k.name, v));
+            }));
+  add(works(kConfig, "activation_type", "string", "\"QInt8\"", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) {
+              c.activation_type = parse_quant_type(json_string(k.name, v));
+            }));
+  add(works(kConfig, "weight_type", "string", "\"QInt8\"", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) {
+              c.weight_type = parse_quant_type(json_string(k.name, v));
+            }));
+  add(works(kConfig, "per_channel", "bool", "false", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.per_channel = json_bool(k.name, v); }));
+  add(works(kConfig, "reduce_range", "bool", "false", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.reduce_range = json_bool(k.name, v); }));
+  add(works(
+      kConfig, "op_types_to_quantize", "list of strings", "[]", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.op_types_to_quantize = json_strings(k.name, v); }));
+  add(works(kConfig, "nodes_to_quantize", "list of strings", "[]", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.nodes_to_quantize = json_strings(k.name, v); }));
+  add(works(kConfig, "nodes_to_exclude", "list of strings", "[]", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.nodes_to_exclude = json_strings(k.name, v); }));
+  add(works(kConfig, "input_nodes", "list of strings", "[]", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.input_nodes = json_strings(k.name, v); }));
+  add(works(kConfig, "output_nodes", "list of strings", "[]", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.output_nodes = json_strings(k.name, v); }));
+  add(works(kConfig, "optimize_model", "bool", "true", "passes",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.optimize_model = json_bool(k.name, v); }));
+  add(works(kConfig, "include_cle", "bool", "false", "passes",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.include_cle = json_bool(k.name, v); }));
+  add(works(
+      kConfig, "include_auto_mp", "bool", "false", "accuracy",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.include_auto_mp = json_bool(k.name, v); },
+      "with AutoMixprecision"));
+  add(works(
+      kConfig, "include_fast_ft", "bool", "false", "finetune",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.include_fast_ft = json_bool(k.name, v); },
+      "with FastFinetune"));
+  add(works(
+      kConfig, "specific_tensor_precision", "bool", "false", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.specific_tensor_precision = json_bool(k.name, v); },
+      "with MixedPrecisionTensor"));
+  add(works(kConfig, "convert_fp16_to_fp32", "bool", "false", "passes",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.convert_fp16_to_fp32 = json_bool(k.name, v); }));
+  add(works(
+      kConfig, "fp16_fp32_convert", "bool", "false", "passes",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.convert_fp16_to_fp32 = json_bool(k.name, v); },
+      "vai_q_onnx's name of convert_fp16_to_fp32"));
+  add(works(kConfig, "convert_nchw_to_nhwc", "bool", "false", "passes",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.convert_nchw_to_nhwc = json_bool(k.name, v); }));
+  add(works(kConfig, "enable_dpu", "bool", "false", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.enable_dpu = json_bool(k.name, v); }));
+  add(works(
+      kConfig, "enable_npu_transformer", "bool", "false", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.enable_npu_transformer = json_bool(k.name, v); }));
+  add(limited(kConfig, "execution_providers", "list of strings", "[\"CPUExecutionProvider\"]", "engine",
+              "CPUExecutionProvider only: onnxptq runs on its own CPU engine",
+              [](QuantConfig&, const ConfigKey& k, const json& v) {
+                for (const std::string& p : json_strings(k.name, v))
+                  if (p != "CPUExecutionProvider")
+                    throw unsupported("execution provider '" + p +
+                                "' is not available: onnxptq runs on its own CPU engine (CPUExecutionProvider)");
+              }));
+  add(limited(kConfig, "use_dynamic_quant", "bool", "false", "-",
+              "true: dynamic quantization (quantize_dynamic) is not built yet",
+              [](QuantConfig&, const ConfigKey& k, const json& v) {
+                if (json_bool(k.name, v)) throw unsupported(k.name + " " + k.note);
+              }));
+  add(works(kConfig, "extra_options", "object", "{}", "quant", [](QuantConfig& c, const ConfigKey&, const json& v) {
+    if (!v.is_object()) throw Error("extra_options must be a JSON object");
+    for (const auto& [key, value] : v.items()) apply_extra_option(c, key, value);
+  }));
+}
+
+// vai_q_onnx's, ONNX Runtime's and Quark's extra_options that onnxptq acts on.
+void add_quantizer_options(std::vector<ConfigKey>& keys) {
+  auto add = [&](ConfigKey key) { keys.push_back(std::move(key)); };
+  add(works(kExtra, "ActivationSymmetric", "bool", "false", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.activation_symmetric = json_bool(k.name, v); }));
+  add(works(kExtra, "WeightSymmetric", "bool", "by weight_type", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.weight_symmetric = json_bool(k.name, v); }));
+  add(works(
+      kExtra, "UseUnsignedReLU", "bool", "false", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.use_unsigned_relu = json_bool(k.name, v); },
+      "with a power-of-two method"));
+  add(works(kExtra, "QuantizeBias", "bool", "true", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.quantize_bias = json_bool(k.name, v); }));
+  add(works(
+      kExtra, "AddQDQPairToWeight", "bool", "false", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.add_qdq_pair_to_weight = json_bool(k.name, v); }));
+  add(works(kExtra, "DedicatedQDQPair", "bool", "false", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.dedicated_qdq_pair = json_bool(k.name, v); }));
+  add(works(kExtra, "OpTypesToExcludeOutputQuantization", "list of strings", "[]", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) {
+              std::vector<std::string> ops = json_strings(k.name, v);
+              c.op_types_to_exclude_output_quantization = std::set<std::string>(ops.begin(), ops.end());
+            }));
+  add(works(kExtra, "QDQOpTypePerChannelSupportToAxis", "object", "{}", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) {
+              if (!v.is_object()) throw Error("extra option " + k.name + ": expected {op type: axis}, got " + v.dump());
+              for (const auto& [op, axis] : v.items()) {
+                if (!axis.is_number_integer())
+                  throw Error("extra option " + k.name + ": axis of " + op + " must be an integer");
+                c.per_channel_axis[op] = axis.get<int64_t>();
+              }
+            }));
+  add(works(kExtra, "TensorQuantOverrides", "object", "{}", "quant",
+            [](QuantConfig& c, const ConfigKey&, const json& v) { apply_tensor_quant_overrides(c, v); }));
+  add(works(
+      kExtra, "MixedPrecisionTensor", "object", "{}", "quant",
+      [](QuantConfig& c, const ConfigKey&, const json& v) { apply_mixed_precision_tensor(c, v); },
+      "with specific_tensor_precision"));
+  add(works(
+      kExtra, "AutoMixprecision", "object", "unset", "accuracy",
+      [](QuantConfig& c, const ConfigKey&, const json& v) { apply_auto_mixprecision(c.auto_mp, v); },
+      "with include_auto_mp"));
+  add(works(
+      kExtra, "FastFinetune", "object", "unset", "finetune",
+      [](QuantConfig& c, const ConfigKey&, const json& v) { apply_fast_finetune(c.fast_finetune, v); },
+      "with include_fast_ft"));
+  add(works(kExtra, "Int32Bias", "bool", "by path", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.int32_bias = json_bool(k.name, v); }));
+  add(works(kExtra, "NodePrecision", "object", "{}", "quant",
+            [](QuantConfig& c, const ConfigKey&, const json& v) { apply_node_precision(c, v); }));
+  add(works(kExtra, "EnableDualQuantNodePairs", "bool", "false", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.dual_quant_nodes = json_bool(k.name, v); }));
+  add(works(kExtra, "ForceQuantizeNoInputCheck", "bool", "false", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) {
+              c.force_quantize_no_input_check = json_bool(k.name, v);
+            }));
+  add(works(kExtra, "MatMulConstBOnly", "bool", "= enable_npu_transformer", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.matmul_const_b_only = json_bool(k.name, v); }));
+  add(works(kExtra, "QuantizeAllOpTypes", "bool", "false", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.quantize_all_op_types = json_bool(k.name, v); }));
+  add(works(
+      kExtra, "QDQKeepRemovableActivations", "bool", "false", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.keep_removable_activations = json_bool(k.name, v); }));
+  // True (vai_q_onnx's default) is what VitisQuantFormat.QDQ writes: the com.vai.quantize ops.
+  add(limited(kExtra, "UseQDQVitisCustomOps", "bool", "true", "quant",
+              "false (vai_q_onnx's ai.onnx.contrib int8 QuantizeLinear/DequantizeLinear) is not written by onnxptq: "
+              "VitisQuantFormat.QDQ writes VitisQuantizeLinear/VitisDequantizeLinear",
+              [](QuantConfig&, const ConfigKey& k, const json& v) {
+                if (!json_bool(k.name, v)) throw unsupported(k.name + " " + k.note);
+              }));
+}
+
+// The calibration keys (calib::CalibOptions).
+void add_calibration_options(std::vector<ConfigKey>& keys) {
+  auto add = [&](ConfigKey key) { keys.push_back(std::move(key)); };
+  add(works(kExtra, "CalibTensorRangeSymmetric", "bool", "by method", "calib",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.calib.symmetric = json_bool(k.name, v); }));
+  add(works(
+      kExtra, "CalibMovingAverage", "bool", "false", "calib",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.calib.moving_average = json_bool(k.name, v); },
+      "with MinMax or NonOverflow"));
+  add(works(
+      kExtra, "CalibMovingAverageConstant", "number", "0.01", "calib",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.calib.averaging_constant = json_number(k.name, v); }));
+  add(works(kExtra, "CalibPercentile", "number", "99.999", "calib",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.calib.percentile = json_number(k.name, v); }));
+  add(works(kExtra, "MinMSEMode", "string", "\"All\"", "calib",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.calib.minmse_mode = json_string(k.name, v); }));
+  add(works(kExtra, "CalibWorkerNum", "integer", "1 (command line: 0)", "calib",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) {
+              c.calib.workers = static_cast<int>(json_number(k.name, v));
+            }));
+  add(works(kExtra, "LWPMetric", "string", "\"mae\"", "calib",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.calib.lwp_metric = json_string(k.name, v); }));
+  add(works(kExtra, "PercentileCandidates", "list of numbers", "[99.99, 99.999, 99.99999]", "calib",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) {
+              if (!v.is_array()) throw Error("extra option " + k.name + ": expected a list of numbers");
+              c.calib.percentile_candidates.clear();
+              for (const auto& p : v) c.calib.percentile_candidates.push_back(json_number(k.name, p));
+            }));
+  add(works(kExtra, "CalibNumBins", "integer", "by method", "calib",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) {
+              c.calib.num_bins = static_cast<size_t>(json_number(k.name, v));
+            }));
+  add(works(kExtra, "CalibNumQuantizedBins", "integer", "128", "calib",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) {
+              c.calib.num_quantized_bins = static_cast<size_t>(json_number(k.name, v));
+            }));
+}
+
+// The preparation of the float model: CLE (passes/cle.h), RemoveInputInit, the format conversions.
+void add_preparation_options(std::vector<ConfigKey>& keys) {
+  auto add = [&](ConfigKey key) { keys.push_back(std::move(key)); };
+  add(works(
+      kExtra, "ReplaceClip6Relu", "bool", "false", "passes",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.cle.replace_clip6_relu = json_bool(k.name, v); }));
+  add(works(
+      kExtra, "CLESteps", "integer", "1", "passes",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.cle.steps = json_integer(k.name, v); },
+      "with include_cle"));
+  add(works(
+      kExtra, "CLETotalLayerDiffThreshold", "number", "2e-7", "passes",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) {
+        c.cle.total_layer_diff_threshold = json_number(k.name, v);
+      },
+      "with include_cle"));
+  add(works(
+      kExtra, "CLEScaleAppendBias", "bool", "true", "passes",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.cle.scale_append_bias = json_bool(k.name, v); },
+      "with include_cle"));
+  add(works(
+      kExtra, "CLEScaleUseThreshold", "bool", "true", "passes",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.cle.scale_use_threshold = json_bool(k.name, v); },
+      "with include_cle"));
+  add(works(
+      kExtra, "CLEWeightThreshold", "number", "0.5", "passes",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.cle.weight_threshold = json_number(k.name, v); },
+      "with include_cle"));
+  add(works(
+      kExtra, "CLEBalanceMethod", "string", "\"max\"", "passes",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.cle.balance_method = json_string(k.name, v); },
+      "with include_cle"));
+  add(works(kExtra, "RemoveInputInit", "bool", "true", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.remove_input_init = json_bool(k.name, v); }));
+  // Quark's extra_options of the two arguments.
+  add(works(
+      kExtra, "ConvertFP16ToFP32", "bool", "false", "passes",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.convert_fp16_to_fp32 = json_bool(k.name, v); },
+      "Quark's name of convert_fp16_to_fp32"));
+  add(works(
+      kExtra, "ConvertNCHWToNHWC", "bool", "false", "passes",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.convert_nchw_to_nhwc = json_bool(k.name, v); },
+      "Quark's name of convert_nchw_to_nhwc"));
+}
+
+// Quark's ExtendedQuantFormat.QDQ options and the keys of its alignment loop (align_quantize_info),
+// whose Align* keys are also the IPU limitation check's position rules.
+void add_alignment_options(std::vector<ConfigKey>& keys) {
+  auto add = [&](ConfigKey key) { keys.push_back(std::move(key)); };
+  add(works(kExtra, "FoldRelu", "bool", "false", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.fold_relu = json_bool(k.name, v); }));
+  add(works(
+      kExtra, "AlignEltwiseQuantType", "bool", "false", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.align_eltwise_quant_type = json_bool(k.name, v); }));
+  add(works(kExtra, "AlignConcat", "bool", "by path", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.align_concat = json_bool(k.name, v); }));
+  add(works(kExtra, "AlignPool", "bool", "by path", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.align_pool = json_bool(k.name, v); }));
+  add(works(kExtra, "AlignPad", "bool", "false", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.align_pad = json_bool(k.name, v); }));
+  add(works(kExtra, "AlignSlice", "bool", "false", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.align_slice = json_bool(k.name, v); }));
+  add(works(kExtra, "AlignTranspose", "bool", "false", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.align_transpose = json_bool(k.name, v); }));
+  add(works(kExtra, "AlignReshape", "bool", "false", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.align_reshape = json_bool(k.name, v); }));
+  add(works(kExtra, "AdjustBiasScale", "bool", "true", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.adjust_bias_scale = json_bool(k.name, v); }));
+  add(limited(kExtra, "Int16Bias", "bool", "false", "-", "true: int16 biases are not built yet",
+              [](QuantConfig&, const ConfigKey& k, const json& v) {
+                if (json_bool(k.name, v)) throw unsupported("extra option " + k.name + " " + k.note);
+              }));
+}
+
+// vai_q_onnx 1.16's IPU limitation check (its refine.py; Quark's NPULimitationCheck and MaxLoopNum).
+void add_ipu_check_options(std::vector<ConfigKey>& keys) {
+  auto add = [&](ConfigKey key) { keys.push_back(std::move(key)); };
+  const char* with_check = "with enable_dpu and a power-of-two method";
+  add(works(
+      kExtra, "IPULimitationCheck", "bool", "true", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.ipu.enabled = json_bool(k.name, v); }, with_check));
+  add(works(
+      kExtra, "NPULimitationCheck", "bool", "true", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.ipu.enabled = json_bool(k.name, v); },
+      "Quark's name of IPULimitationCheck"));
+  add(works(
+      kExtra, "AdjustShiftCut", "bool", "true", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.ipu.adjust_shift_cut = json_bool(k.name, v); },
+      with_check));
+  add(works(
+      kExtra, "AdjustShiftBias", "bool", "true", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.ipu.adjust_shift_bias = json_bool(k.name, v); },
+      with_check));
+  add(works(
+      kExtra, "AdjustShiftRead", "bool", "true", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.ipu.adjust_shift_read = json_bool(k.name, v); },
+      with_check));
+  add(works(
+      kExtra, "AdjustShiftWrite", "bool", "true", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.ipu.adjust_shift_write = json_bool(k.name, v); },
+      with_check));
+  add(works(
+      kExtra, "AdjustHardSigmoid", "bool", "true", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.ipu.adjust_hard_sigmoid = json_bool(k.name, v); },
+      with_check));
+  add(works(
+      kExtra, "AdjustShiftSwish", "bool", "true", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.ipu.adjust_shift_swish = json_bool(k.name, v); },
+      with_check));
+  add(works(
+      kExtra, "MaxLoopNum", "integer", "2", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) {
+        c.ipu.max_loops = static_cast<int>(json_integer(k.name, v));
+      },
+      with_check));
+}
+
+// enable_dpu's rewrites (passes/dpu.h), each behind its key, and its QDQ removal switches.
+void add_dpu_options(std::vector<ConfigKey>& keys) {
+  for (const passes::DpuPassOption& o : passes::dpu_pass_options())
+    keys.push_back(works(
+        kExtra, o.option, "bool", o.default_value ? "true" : "false", "passes",
+        [](QuantConfig& c, const ConfigKey& k, const json& v) { c.dpu_pass_switches[k.name] = json_bool(k.name, v); },
+        is_npu_transformer_pass_option(o.option) ? "with enable_dpu or enable_npu_transformer" : "with enable_dpu"));
+  keys.push_back(works(
+      kExtra, "SimulateDPU", "bool", "true", "passes",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.simulate_dpu = json_bool(k.name, v); },
+      "with enable_dpu"));
+  keys.push_back(works(
+      kExtra, "RemoveQDQConvLeakyRelu", "bool", "false", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.remove_qdq_conv_leaky_relu = json_bool(k.name, v); },
+      "with enable_dpu"));
+  keys.push_back(works(
+      kExtra, "RemoveQDQConvPRelu", "bool", "false", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.remove_qdq_conv_prelu = json_bool(k.name, v); },
+      "with enable_dpu"));
+}
+
+// Keys onnxptq refuses: those given on its command line, and those of features not built.
+void add_refused_options(std::vector<ConfigKey>& keys) {
+  keys.push_back(command_line("RandomDataReaderInputDataRange", "object", "--random, --random-range"));
+  keys.push_back(command_line("UseRandomData", "bool", "--random, --random-range"));
+  keys.push_back(command_line("CalibDataSize", "integer", "--calib-size"));
+  keys.push_back(refused("UsePowerOf2Scale", "bool", kNpuPath));
+  keys.push_back(refused("Int16Scale", "bool", kNpuPath));
+  keys.push_back(refused("ConvertClipToDPUVersion", "bool", kNpuPath));
+  keys.push_back(refused("ConvertInstanceNormToDPUVersion", "bool", kNpuPath));
+  keys.push_back(refused("ConvertOpsetVersion", "integer", kNpuPath));
+  keys.push_back(refused("BFPAttributes", "object", "Quark's BFP data types (QBFP)"));
+  keys.push_back(refused("MXAttributes", "object", "Quark's MX data types (QMX)"));
+  keys.push_back(refused("UseMatMulNBits", "bool", "MatMulNBits weight-only quantization"));
+  keys.push_back(refused("MatMulNBitsParams", "object", "MatMulNBits weight-only quantization"));
+  keys.push_back(refused("DedicateDQNode", "bool", "one DequantizeLinear per consumer (DedicateDQNode)"));
+  keys.push_back(refused("WeightsOnly", "bool", "weight-only quantization (WeightsOnly)"));
+  keys.push_back(refused("RemoveQDQConvClip", "bool", "Quark's QDQ removal switches (RemoveQDQConvClip)"));
+  keys.push_back(refused("RemoveQDQConvRelu", "bool", "Quark's QDQ removal switches (RemoveQDQConvRelu)"));
+  // The other keys of the NPU path's families, which vai_q_onnx and Quark keep adding.
+  keys.push_back(refused("Convert*", "-", kNpuPath));
+  keys.push_back(refused("Adjust*", "-", kNpuPath));
+  keys.push_back(refused("Align*", "-", kNpuPath));
+}
+
+bool is_family(const ConfigKey& key) { return !key.name.empty() && key.name.back() == '*'; }
+
+void apply_key(QuantConfig& config, const ConfigKey& entry, const std::string& key, const json& value) {
+  const std::string prefix = entry.scope == KeyScope::ExtraOption ? "extra option " : "";
+  switch (entry.status) {
+    case KeyStatus::Works:
+    case KeyStatus::Limited:
+      entry.apply(config, entry, value);
+      return;
+    case KeyStatus::CommandLine:
+      throw Error(prefix + key + " is given on the command line (" + entry.note + ") in this version");
+    case KeyStatus::Refused:
+      throw unsupported(prefix + key + " belongs to " + entry.note + ", not built yet");
+  }
+}
+
+}  // namespace
+
+const std::vector<ConfigKey>& config_keys() {
+  static const std::vector<ConfigKey> keys = [] {
+    std::vector<ConfigKey> out;
+    add_config_keys(out);
+    add_quantizer_options(out);
+    add_calibration_options(out);
+    add_preparation_options(out);
+    add_alignment_options(out);
+    add_ipu_check_options(out);
+    add_dpu_options(out);
+    add_refused_options(out);
+    return out;
+  }();
+  return keys;
+}
+
+const ConfigKey* find_config_key(KeyScope scope, const std::string& name) {
+  for (const ConfigKey& k : config_keys())
+    if (k.scope == scope && k.name == name && !is_family(k)) return &k;
+  for (const ConfigKey& k : config_keys())
+    if (k.scope == scope && is_family(k) && name.rfind(k.name.substr(0, k.name.size() - 1), 0) == 0) return &k;
+  return nullptr;
+}
+
+const char* key_scope_name(KeyScope scope) { return scope == KeyScope::Config ? "config" : "extra_options"; }
+
+const char* key_status_name(KeyStatus status) {
+  switch (status) {
+    case KeyStatus::Works:
+      return "works";
+    case KeyStatus::Limited:
+      return "limited";
+    case KeyStatus::CommandLine:
+      return "command line";
+    case KeyStatus::Refused:
+      return "refused";
+  }
+  return "?";
+}
+
+std::string key_status_text(const ConfigKey& key) {
+  std::string text = key_status_name(key.status);
+  if (key.status == KeyStatus::Refused) return text + ": " + key.note + ", not built yet";
+  return key.note.empty() ? text : text + ": " + key.note;
+}
+
+void apply_extra_option(QuantConfig& c, const std::string& key, const json& v) {
+  const ConfigKey* entry = find_config_key(KeyScope::ExtraOption, key);
+  if (!entry) throw Error("unknown extra option '" + key + "'");
+  apply_key(c, *entry, key, v);
+}
+
+void apply_config_json(QuantConfig& c, const json& j) {
+  if (!j.is_object()) throw Error("the config must be a JSON object");
+  for (const auto& [key, v] : j.items()) {
+    const ConfigKey* entry = find_config_key(KeyScope::Config, key);
+    if (!entry) throw Error("unknown config key '" + key + "'");
+    apply_key(c, *entry, key, v);
+  }
+}
+
+}  // namespace onnxptq::quant
