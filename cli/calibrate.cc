@@ -1,16 +1,21 @@
 // `onnxptq calibrate`: the range of every tensor the quantizer would calibrate, as JSON.
+#include "calib/calibrate.h"
+
+#include <unistd.h>
+
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "calib/calibrate.h"
+#include "calib/progress_reader.h"
 #include "cli/calib_data.h"
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "engine/session.h"
 #include "ir/file_io.h"
 #include "ir/model.h"
-#include "quant/quantize.h"
 #include "onnxptq/error.h"
+#include "quant/quantize.h"
 
 namespace onnxptq::cli {
 namespace {
@@ -72,9 +77,12 @@ nlohmann::ordered_json ranges_json(const calib::CalibrationResult& r, const cali
 void calibrate_command(const CalibrateArgs& a) {
   calib::CalibOptions o;
   o.method = calib::parse_method(a.method);
-  if (a.symmetric == "true") o.symmetric = true;
-  else if (a.symmetric == "false") o.symmetric = false;
-  else if (!a.symmetric.empty()) throw Error("--symmetric must be true or false, got '" + a.symmetric + "'");
+  if (a.symmetric == "true")
+    o.symmetric = true;
+  else if (a.symmetric == "false")
+    o.symmetric = false;
+  else if (!a.symmetric.empty())
+    throw Error("--symmetric must be true or false, got '" + a.symmetric + "'");
   o.moving_average = a.moving_average;
   o.averaging_constant = a.averaging_constant;
   o.num_bins = a.num_bins;
@@ -89,7 +97,8 @@ void calibrate_command(const CalibrateArgs& a) {
   o.threads = a.threads;
   o.workers = a.workers;
   o.strict = a.strict;
-  if (!a.quiet) o.log = [](const std::string& m) { std::cerr << m << "\n"; };
+  ProgressDisplay display(a.quiet, isatty(STDERR_FILENO));
+  if (!a.quiet) o.log = [&display](const std::string& m) { display.line(m); };
 
   // Exactly the tensors `onnxptq quantize` would calibrate with the same method, type, symmetry
   // and op types: the plan's on the prepared model (a Relu's input takes the Relu's range, weights
@@ -105,7 +114,9 @@ void calibrate_command(const CalibrateArgs& a) {
 
   Model source = Model::load(a.model);
   const ir::Model& loaded = source.ir();
-  std::unique_ptr<DataReader> reader = open_calib_data(a.data, source);
+  std::unique_ptr<DataReader> data = open_calib_data(a.data, source);
+  std::unique_ptr<DataReader> reader = calib::make_progress_reader(
+      *data, [&display](const Progress& p) { display.update(p); }, o.max_samples);
   std::optional<ir::Model> prepared = quant::prepare_float_model(loaded, *reader, config);
   const ir::Model& model = prepared ? *prepared : loaded;
   std::vector<std::string> tensors = quant::plan_quantization(model, *reader, config).tensors_to_calibrate();
@@ -126,18 +137,25 @@ void calibrate_command(const CalibrateArgs& a) {
 
 void add_calibrate_command(CLI::App& app) {
   auto a = std::make_shared<CalibrateArgs>();
-  CLI::App* cmd = app.add_subcommand("calibrate", "Run the float model over calibration data and write each tensor's range as JSON");
+  CLI::App* cmd = app.add_subcommand("calibrate",
+                                     "Run the float model over calibration data and write each tensor's range as JSON");
   cmd->add_option("MODEL", a->model, "ONNX model file")->required();
   add_calib_data_options(cmd, a->data);
   cmd->add_option(
       "--method", a->method,
       "MinMax (default), Entropy, Percentile, Distribution, LayerWisePercentile, NonOverflow or MinMSE (power-of-two)");
   cmd->add_option("--symmetric", a->symmetric,
-                  "true or false: symmetric ranges (CalibTensorRangeSymmetric; default true for Percentile and the power-of-two methods)");
-  cmd->add_flag("--moving-average", a->moving_average, "Moving average of the per-sample extrema (CalibMovingAverage; MinMax, NonOverflow)");
+                  "true or false: symmetric ranges (CalibTensorRangeSymmetric; default true for Percentile and the "
+                  "power-of-two methods)");
+  cmd->add_flag("--moving-average", a->moving_average,
+                "Moving average of the per-sample extrema (CalibMovingAverage; MinMax, NonOverflow)");
   cmd->add_option("--averaging-constant", a->averaging_constant, "CalibMovingAverageConstant (default 0.01)");
-  cmd->add_option("--num-bins", a->num_bins, "Histogram bins of Entropy, Percentile and Distribution (default: 128 for Entropy, 2048 for the others, as in ORT and Quark)")->check(non_negative());
-  cmd->add_option("--num-quantized-bins", a->num_quantized_bins, "Quantized bins of Entropy (default 128)")->check(non_negative());
+  cmd->add_option("--num-bins", a->num_bins,
+                  "Histogram bins of Entropy, Percentile and Distribution (default: 128 for Entropy, 2048 for the "
+                  "others, as in ORT and Quark)")
+      ->check(non_negative());
+  cmd->add_option("--num-quantized-bins", a->num_quantized_bins, "Quantized bins of Entropy (default 128)")
+      ->check(non_negative());
   cmd->add_option("--percentile", a->percentile, "CalibPercentile (default 99.999)");
   cmd->add_option("--percentile-candidates", a->percentile_candidates,
                   "LayerWisePercentile: the percentiles tried per tensor (default 99.99 99.999 99.99999)");
@@ -145,13 +163,16 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_option("--scenario", a->scenario, "Distribution: same (default) or p3");
   cmd->add_option("--minmse-mode", a->minmse_mode, "MinMSE: All (default) or MostCommon");
   cmd->add_option("--activation-type", a->activation_type,
-                  "int8 (default), uint8, int16 or uint16: the activation type the ranges are for (power-of-two positions, LayerWisePercentile's errors, which Relu/Clip ranges are kept)");
-  cmd->add_option("--op-types", a->op_types, "Quantize these op types only (op_types_to_quantize; default: the quantizer's set)")
+                  "int8 (default), uint8, int16 or uint16: the activation type the ranges are for (power-of-two "
+                  "positions, LayerWisePercentile's errors, which Relu/Clip ranges are kept)");
+  cmd->add_option("--op-types", a->op_types,
+                  "Quantize these op types only (op_types_to_quantize; default: the quantizer's set)")
       ->delimiter(',');
   cmd->add_option("--output,-o", a->output, "JSON file to write (default: standard output)");
   cmd->add_option("--threads", a->threads, "Threads in all (default: every hardware thread)")->check(non_negative());
   cmd->add_option("--workers", a->workers,
-                  "Samples run at once, sharing the threads (CalibWorkerNum; default 0: one a thread, up to 4)")->check(non_negative());
+                  "Samples run at once, sharing the threads (CalibWorkerNum; default 0: one a thread, up to 4)")
+      ->check(non_negative());
   cmd->add_flag("--no-optimize-model", a->no_optimize_model,
                 "Calibrate the model as given, without the preparation passes `quantize` runs first (tensor names "
                 "then are the model's own)");

@@ -81,8 +81,9 @@ void ProgressDisplay::update(const Progress& p) {
     std::cerr << std::flush;
     return;
   }
-  // Plain lines: each tenth once, and the end.
-  if (p.total == 0 || p.done == 0) return;
+  // Plain lines: each tenth once, and the end, once the phase has run a second (a short one
+  // leaves the log as it was).
+  if (p.total == 0 || p.done == 0 || elapsed < 1.0) return;
   const size_t tenth = p.done * 10 / p.total;
   if (tenth > tenths_) {
     tenths_ = tenth;

@@ -1,7 +1,7 @@
 // What a long command shows while it works: on a terminal, a progress bar redrawn in place on
 // standard error (items done of how many, the rate, the time left), with the log lines printed
-// above it; otherwise the log lines and, for each phase, a plain line at every tenth done;
-// nothing at all when quiet.
+// above it; otherwise the log lines and, for each phase that runs over a second, a plain line at
+// every tenth done; nothing at all when quiet.
 #pragma once
 
 #include <chrono>
