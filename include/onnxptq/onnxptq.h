@@ -13,6 +13,7 @@
 #include "onnxptq/data_reader.h"
 #include "onnxptq/data_type.h"
 #include "onnxptq/error.h"
+#include "onnxptq/files.h"
 #include "onnxptq/model.h"
 #include "onnxptq/quantize.h"
 #include "onnxptq/readers.h"

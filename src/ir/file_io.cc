@@ -86,23 +86,6 @@ void AtomicFile::commit() {
   committed_ = true;
 }
 
-void check_output_path(const std::filesystem::path& input, const std::filesystem::path& output,
-                       const std::string& option) {
-  std::error_code ec;
-  if (std::filesystem::equivalent(input, output, ec))
-    throw Error(option + " '" + output.string() + "' is the input model " + input.string() +
-                ", which is never modified");
-  auto status = std::filesystem::status(output, ec);
-  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
-    throw Error(option + " '" + output.string() + "' exists and is not a regular file");
-}
-
-void write_text_file(const std::filesystem::path& path, const std::string& text) {
-  AtomicFile file(path);
-  file.write(text.data(), text.size());
-  file.commit();
-}
-
 TemporaryFolder::TemporaryFolder(const std::string& prefix) {
   std::string pattern = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
   if (!mkdtemp(pattern.data())) throw Error("cannot make a temporary folder " + pattern + ": " + errno_text());
@@ -115,3 +98,24 @@ TemporaryFolder::~TemporaryFolder() {
 }
 
 }  // namespace onnxptq::ir
+
+namespace onnxptq {
+
+void check_output_path(const std::filesystem::path& input, const std::filesystem::path& output,
+                       const std::string& option) {
+  std::error_code ec;
+  if (std::filesystem::equivalent(input, output, ec))
+    throw Error(option + " '" + output.string() + "' is the input model " + input.string() +
+                ", which is never modified");
+  auto status = std::filesystem::status(output, ec);
+  if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
+    throw Error(option + " '" + output.string() + "' exists and is not a regular file");
+}
+
+void write_text_file(const std::filesystem::path& path, const std::string& text) {
+  ir::AtomicFile file(path);
+  file.write(text.data(), text.size());
+  file.commit();
+}
+
+}  // namespace onnxptq

@@ -7,6 +7,8 @@
 #include <memory>
 #include <string>
 
+#include "onnxptq/files.h"
+
 namespace onnxptq::ir {
 
 class MappedFile {
@@ -46,14 +48,9 @@ class AtomicFile {
   bool committed_ = false;
 };
 
-// Writes `text` to `path` through an AtomicFile: all of it, or nothing.
-void write_text_file(const std::filesystem::path& path, const std::string& text);
-
-// Error when `output` is the file `input` names (compared as files, after links and "./"): no
-// output replaces the model it was made from; or when it exists and is no regular file (a device,
-// a pipe), which AtomicFile would replace. Called before any work, so that nothing is lost.
-void check_output_path(const std::filesystem::path& input, const std::filesystem::path& output,
-                       const std::string& option);
+// write_text_file and check_output_path (onnxptq/files.h) belong here too.
+using onnxptq::check_output_path;
+using onnxptq::write_text_file;
 
 // A new folder under the system's temporary folder, removed with all it holds when this goes.
 class TemporaryFolder {
