@@ -1,5 +1,5 @@
 // `onnxptq calibrate`: the range of every tensor the quantizer would calibrate, as JSON.
-#include "calib/calibrate.h"
+#include "onnxptq/calibrate.h"
 
 #include <unistd.h>
 
@@ -7,15 +7,11 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "calib/progress_reader.h"
 #include "cli/calib_data.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
-#include "engine/session.h"
-#include "ir/file_io.h"
-#include "ir/model.h"
 #include "onnxptq/error.h"
-#include "quant/quantize.h"
+#include "onnxptq/files.h"
 
 namespace onnxptq::cli {
 namespace {
@@ -44,93 +40,61 @@ struct CalibrateArgs {
   bool no_optimize_model = false;
 };
 
-ir::DataType parse_activation_type(const std::string& t) {
-  if (t == "int8") return ir::DataType::Int8;
-  if (t == "uint8") return ir::DataType::UInt8;
-  if (t == "int16") return ir::DataType::Int16;
-  if (t == "uint16") return ir::DataType::UInt16;
+// --activation-type's names for the config's QuantType names.
+const char* activation_type_key(const std::string& t) {
+  if (t == "int8") return "QInt8";
+  if (t == "uint8") return "QUInt8";
+  if (t == "int16") return "QInt16";
+  if (t == "uint16") return "QUInt16";
   throw Error("--activation-type must be int8, uint8, int16 or uint16, got '" + t + "'");
 }
 
-nlohmann::ordered_json ranges_json(const calib::CalibrationResult& r, const calib::CalibOptions& o) {
-  nlohmann::ordered_json j;
-  j["method"] = calib::method_name(o.method);
-  j["samples"] = r.samples;
-  j["skipped_samples"] = r.skipped;
-  j["passes"] = r.passes;
-  nlohmann::ordered_json tensors = nlohmann::ordered_json::object();
-  for (const auto& [name, t] : r.ranges) {
-    nlohmann::ordered_json e;
-    e["min"] = t.lo;
-    e["max"] = t.hi;
-    if (t.pos) e["pos"] = *t.pos;
-    if (o.method == calib::Method::Distribution) {
-      e["mean"] = t.mean;
-      e["std"] = t.std;
-    }
-    tensors[name] = e;
-  }
-  j["tensors"] = tensors;
-  return j;
-}
+std::string json_text(const nlohmann::json& value) { return value.dump(); }
 
 void calibrate_command(const CalibrateArgs& a) {
-  calib::CalibOptions o;
-  o.method = calib::parse_method(a.method);
-  if (a.symmetric == "true")
-    o.symmetric = true;
-  else if (a.symmetric == "false")
-    o.symmetric = false;
-  else if (!a.symmetric.empty())
+  Config config;
+  config.set("calibrate_method", json_text(a.method));
+  if (a.symmetric == "true" || a.symmetric == "false") {
+    config.set_extra_option("CalibTensorRangeSymmetric", a.symmetric);
+    config.set_extra_option("ActivationSymmetric", a.symmetric);
+  } else if (!a.symmetric.empty()) {
     throw Error("--symmetric must be true or false, got '" + a.symmetric + "'");
-  o.moving_average = a.moving_average;
-  o.averaging_constant = a.averaging_constant;
-  o.num_bins = a.num_bins;
-  o.num_quantized_bins = a.num_quantized_bins;
-  o.percentile = a.percentile;
-  o.percentile_candidates = a.percentile_candidates;
-  o.lwp_metric = a.lwp_metric;
-  o.scenario = a.scenario;
-  o.minmse_mode = a.minmse_mode;
-  o.activation_type = parse_activation_type(a.activation_type);
-  o.max_samples = a.data.calib_size;
-  o.threads = a.threads;
-  o.workers = a.workers;
-  o.strict = a.strict;
-  ProgressDisplay display(a.quiet, isatty(STDERR_FILENO));
-  if (!a.quiet) o.log = [&display](const std::string& m) { display.line(m); };
-
+  }
+  config.set_extra_option("CalibMovingAverage", json_text(a.moving_average));
+  config.set_extra_option("CalibMovingAverageConstant", json_text(a.averaging_constant));
+  if (a.num_bins > 0) config.set_extra_option("CalibNumBins", json_text(a.num_bins));
+  config.set_extra_option("CalibNumQuantizedBins", json_text(a.num_quantized_bins));
+  config.set_extra_option("CalibPercentile", json_text(a.percentile));
+  config.set_extra_option("PercentileCandidates", json_text(a.percentile_candidates));
+  config.set_extra_option("LWPMetric", json_text(a.lwp_metric));
+  config.set_extra_option("MinMSEMode", json_text(a.minmse_mode));
+  config.set("activation_type", json_text(activation_type_key(a.activation_type)));
   // Exactly the tensors `onnxptq quantize` would calibrate with the same method, type, symmetry
   // and op types: the plan's on the prepared model (a Relu's input takes the Relu's range, weights
   // are not calibrated).
-  quant::QuantConfig config;
-  config.calibrate_method = o.method;
-  config.activation_type = o.activation_type;
-  config.activation_symmetric = o.symmetric.value_or(false);
-  config.op_types_to_quantize = a.op_types;
-  config.calib = o;
+  config.set("op_types_to_quantize", json_text(a.op_types));
+  config.set("optimize_model", json_text(!a.no_optimize_model));
+  config.calib_size(a.data.calib_size).threads(a.threads).calib_workers(a.workers).strict(a.strict);
 
-  config.optimize_model = !a.no_optimize_model;
+  ProgressDisplay display(a.quiet, isatty(STDERR_FILENO));
+  CalibrateOptions options;
+  options.distribution_scenario = a.scenario;
+  if (!a.quiet) options.log = [&display](const std::string& m) { display.line(m); };
+  options.progress = [&display](const Progress& p) { display.update(p); };
 
-  Model source = Model::load(a.model);
-  const ir::Model& loaded = source.ir();
-  std::unique_ptr<DataReader> data = open_calib_data(a.data, source);
-  std::unique_ptr<DataReader> reader = calib::make_progress_reader(
-      *data, [&display](const Progress& p) { display.update(p); }, o.max_samples);
-  std::optional<ir::Model> prepared = quant::prepare_float_model(loaded, *reader, config);
-  const ir::Model& model = prepared ? *prepared : loaded;
-  std::vector<std::string> tensors = quant::plan_quantization(model, *reader, config).tensors_to_calibrate();
-  calib::CalibrationResult result = calib::calibrate(model, tensors, *reader, o);
+  Model model = Model::load(a.model);
+  std::unique_ptr<DataReader> data = open_calib_data(a.data, model);
+  Calibration result = calibrate(model, *data, config, options);
 
-  std::string text = ranges_json(result, o).dump(2) + "\n";
+  std::string text = result.to_json() + "\n";
   if (a.output.empty() || a.output == "-") {
     std::cout << text;
     return;
   }
-  ir::write_text_file(a.output, text);
+  write_text_file(a.output, text);
   if (!a.quiet)
-    std::cerr << "ranges of " << result.ranges.size() << " tensors from " << result.samples - result.skipped.size()
-              << " samples written to " << a.output << "\n";
+    std::cerr << "ranges of " << result.tensors.size() << " tensors from "
+              << result.samples - result.skipped_samples.size() << " samples written to " << a.output << "\n";
 }
 
 }  // namespace

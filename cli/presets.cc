@@ -1,17 +1,16 @@
 // `onnxptq presets [NAME] [--json]`: the named configurations `quantize --config NAME` takes.
-#include "quant/presets.h"
-
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
+#include "onnxptq/config.h"
 #include "onnxptq/error.h"
 
 namespace onnxptq::cli {
 namespace {
 
-nlohmann::json refusals_json(const std::vector<quant::PresetRefusal>& refused) {
+nlohmann::json refusals_json(const std::vector<PresetRefusal>& refused) {
   nlohmann::json out = nlohmann::json::array();
   for (const auto& r : refused) out.push_back({{"key", r.key}, {"error", r.error}});
   return out;
@@ -20,19 +19,17 @@ nlohmann::json refusals_json(const std::vector<quant::PresetRefusal>& refused) {
 void list_presets(bool json) {
   if (json) {
     nlohmann::json out = nlohmann::json::array();
-    for (const quant::Preset& p : quant::presets()) {
-      std::vector<quant::PresetRefusal> refused = quant::check_preset(p);
+    for (const PresetInfo& p : Config::presets())
       out.push_back({{"name", p.name},
                      {"description", p.description},
-                     {"ready", refused.empty()},
-                     {"refused", refusals_json(refused)},
-                     {"config", p.config}});
-    }
+                     {"ready", p.ready},
+                     {"refused", refusals_json(p.refused)},
+                     {"config", nlohmann::json::parse(p.config_json)}});
     std::cout << out.dump(2) << "\n";
     return;
   }
-  for (const quant::Preset& p : quant::presets()) {
-    const char* status = quant::check_preset(p).empty() ? "ready" : "not yet";
+  for (const PresetInfo& p : Config::presets()) {
+    const char* status = p.ready ? "ready" : "not yet";
     std::printf("%-27s %-8s %s\n", p.name.c_str(), status, p.description.c_str());
   }
   std::printf(
@@ -41,20 +38,19 @@ void list_presets(bool json) {
 }
 
 void show_preset(const std::string& name, bool json) {
-  const quant::Preset* p = quant::find_preset(name);
-  if (!p) throw Error("unknown preset '" + name + "' (presets: " + quant::preset_names() + ")");
+  const PresetInfo p = Config::preset_info(name);
+  const std::string config = nlohmann::json::parse(p.config_json).dump(2);
   if (json) {  // exactly what `quantize --config FILE` reads
-    std::cout << p->config.dump(2) << "\n";
+    std::cout << config << "\n";
     return;
   }
-  std::cout << p->name << ": " << p->description << "\n" << p->config.dump(2) << "\n";
-  std::vector<quant::PresetRefusal> refused = quant::check_preset(*p);
-  if (refused.empty()) {
-    std::cout << "status: ready (onnxptq quantize MODEL -o OUT --config " << p->name << ")\n";
+  std::cout << p.name << ": " << p.description << "\n" << config << "\n";
+  if (p.ready) {
+    std::cout << "status: ready (onnxptq quantize MODEL -o OUT --config " << p.name << ")\n";
     return;
   }
   std::cout << "status: not yet; onnxptq refuses:\n";
-  for (const auto& r : refused) std::cout << "  " << r.key << ": " << r.error << "\n";
+  for (const auto& r : p.refused) std::cout << "  " << r.key << ": " << r.error << "\n";
 }
 
 }  // namespace

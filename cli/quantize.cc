@@ -9,12 +9,11 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "accuracy/evaluate_command.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "cli/quant_options.h"
-#include "ir/file_io.h"
 #include "onnxptq/error.h"
+#include "onnxptq/files.h"
 
 namespace onnxptq::cli {
 namespace {
@@ -43,14 +42,6 @@ struct QuantizeArgs {
   bool searches() const { return max_loss || max_relative_loss || min_sqnr; }
 };
 
-// --evaluate-command as a metric function (--evaluate-timeout per run).
-EvaluateFunction evaluate_function(const QuantizeArgs& a) {
-  return [command = a.evaluate_command, timeout = a.evaluate_timeout](const std::filesystem::path& model,
-                                                                      const std::string& trial) {
-    return accuracy::run_evaluate_command(command, model, timeout, trial).value;
-  };
-}
-
 AccuracyTarget accuracy_target(const QuantizeArgs& a) {
   if (a.evaluate_command.empty() && a.lower_is_better)
     throw Error(
@@ -75,12 +66,12 @@ AccuracyTarget accuracy_target(const QuantizeArgs& a) {
 void quantize_command(QuantizeArgs a) {
   Config config = config_from(a.q);
   config.check();  // before reading any data
-  ir::check_output_path(a.model, a.output, "--output");
-  if (!a.report.empty()) ir::check_output_path(a.model, a.report, "--report");
-  if (!a.dump_plan.empty()) ir::check_output_path(a.model, a.dump_plan, "--dump-plan");
+  check_output_path(a.model, a.output, "--output");
+  if (!a.report.empty()) check_output_path(a.model, a.report, "--report");
+  if (!a.dump_plan.empty()) check_output_path(a.model, a.dump_plan, "--dump-plan");
   QuantizeOptions options;
   if (a.searches()) options.target = accuracy_target(a);
-  if (!a.evaluate_command.empty()) options.evaluate = evaluate_function(a);
+  if (!a.evaluate_command.empty()) options.evaluate = command_evaluator(a.evaluate_command, a.evaluate_timeout);
   options.model_path = a.model;
   Model model = Model::load(a.model);
   if (a.q.data.calib_data.empty() && !a.q.data.random) {
@@ -102,8 +93,8 @@ void quantize_command(QuantizeArgs a) {
     command_status() = 1;  // the model is written, but it is not what was asked for
     if (a.quiet) std::cerr << "warning: " << search_line;
   }
-  if (!a.dump_plan.empty()) ir::write_text_file(a.dump_plan, result.plan_json + "\n");
-  if (!a.report.empty()) ir::write_text_file(a.report, result.report_json + "\n");
+  if (!a.dump_plan.empty()) write_text_file(a.dump_plan, result.plan_json + "\n");
+  if (!a.report.empty()) write_text_file(a.report, result.report_json + "\n");
   result.model.save(a.output, a.external_data);
   if (!a.quiet) std::cerr << result.summary << search_line << "quantized model written to " << a.output << "\n";
 }

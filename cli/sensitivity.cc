@@ -1,5 +1,5 @@
-// `onnxptq sensitivity`: how much each quantized node costs the model's output (accuracy/sensitivity.h).
-#include "accuracy/sensitivity.h"
+// `onnxptq sensitivity`: how much each quantized node costs the model's output (onnxptq/sensitivity.h).
+#include "onnxptq/sensitivity.h"
 
 #include <algorithm>
 #include <iomanip>
@@ -9,10 +9,9 @@
 
 #include "cli/commands.h"
 #include "cli/quant_options.h"
-#include "ir/file_io.h"
-#include "ir/model.h"
 #include "onnxptq/error.h"
-#include "quant/quantize.h"
+#include "onnxptq/files.h"
+#include "onnxptq/quantize.h"
 
 namespace onnxptq::cli {
 namespace {
@@ -29,7 +28,7 @@ struct SensitivityArgs {
   bool quiet = false;
 };
 
-std::string db(const std::optional<accuracy::OutputMetrics>& m) {
+std::string db(const std::optional<OutputMetrics>& m) {
   if (!m) return "";
   std::ostringstream out;
   out << std::fixed << std::setprecision(2) << m->sqnr_db;
@@ -37,31 +36,33 @@ std::string db(const std::optional<accuracy::OutputMetrics>& m) {
 }
 
 void sensitivity_command(SensitivityArgs a) {
-  Config public_config = config_from(a.q);
-  public_config.check();
-  const quant::QuantConfig& config = public_config.quant();
+  Config config = config_from(a.q);
+  config.check();
   for (const auto& [path, option] : {std::pair{a.json, "--json"}, {a.csv, "--csv"}, {a.html, "--html"}})
-    if (!path.empty()) ir::check_output_path(a.model, path, option);
+    if (!path.empty()) check_output_path(a.model, path, option);
   if (a.samples == 0) throw Error("--samples must be at least 1");
-  Model source = Model::load(a.model);
-  const ir::Model& model = source.ir();
+  Model model = Model::load(a.model);
   CalibDataArgs data = a.q.data;
   if (data.calib_data.empty() && !data.random) {
     data.random = 1;
-    if (!a.quiet) std::cerr << "warning: " << quant::kNoCalibrationData << "\n";
+    if (!a.quiet) std::cerr << "warning: " << kNoCalibrationData << "\n";
   }
-  std::unique_ptr<DataReader> reader = open_calib_data(data, source);
+  std::unique_ptr<DataReader> reader = open_calib_data(data, model);
   std::function<void(const std::string&)> log;
   if (!a.quiet) log = [](const std::string& m) { std::cerr << m << "\n"; };
 
-  accuracy::SensitivityReport report = accuracy::analyze_sensitivity(
-      model, *reader, config,
-      {.samples = a.samples, .output_index = a.output_index, .split = a.split, .left_float = a.left_float, .threads = a.q.threads}, log);
-  const std::vector<accuracy::NodeSensitivity>& nodes = report.nodes;
-  if (!a.json.empty()) ir::write_text_file(a.json, accuracy::sensitivity_json(report).dump(2) + "\n");
-  if (!a.csv.empty()) ir::write_text_file(a.csv, accuracy::sensitivity_csv(nodes));
+  SensitivityReport report = analyze_sensitivity(model, *reader, config,
+                                                 {.samples = a.samples,
+                                                  .output_index = a.output_index,
+                                                  .split = a.split,
+                                                  .left_float = a.left_float,
+                                                  .threads = a.q.threads},
+                                                 log);
+  const std::vector<NodeSensitivity>& nodes = report.nodes;
+  if (!a.json.empty()) write_text_file(a.json, report.to_json() + "\n");
+  if (!a.csv.empty()) write_text_file(a.csv, report.to_csv());
   if (!a.html.empty())
-    ir::write_text_file(a.html, accuracy::sensitivity_html(report, a.model + " (" + (a.q.config.empty() ? "options" : a.q.config) + ")"));
+    write_text_file(a.html, report.to_html(a.model + " (" + (a.q.config.empty() ? "options" : a.q.config) + ")"));
   if (a.quiet) return;
   size_t shown = a.top == 0 ? nodes.size() : std::min(a.top, nodes.size());
   size_t width = 4, op_width = 2;
@@ -70,14 +71,15 @@ void sensitivity_command(SensitivityArgs a) {
     op_width = std::max(op_width, nodes[i].op_type.size());
   }
   std::cout << "whole model quantized: output SQNR " << db(report.whole_model) << " dB\n";
-  std::cout << std::left << std::setw(static_cast<int>(width + 2)) << "node"
-            << std::setw(static_cast<int>(op_width)) << "op" << "  alone dB" << (a.split ? "  weight dB  activ. dB" : "")
-            << (a.left_float ? "  all-but dB" : "") << "\n";
+  std::cout << std::left << std::setw(static_cast<int>(width + 2)) << "node" << std::setw(static_cast<int>(op_width))
+            << "op"
+            << "  alone dB" << (a.split ? "  weight dB  activ. dB" : "") << (a.left_float ? "  all-but dB" : "")
+            << "\n";
   for (size_t i = 0; i < shown; ++i) {
-    const accuracy::NodeSensitivity& s = nodes[i];
+    const NodeSensitivity& s = nodes[i];
     std::ostringstream line;
-    line << std::left << std::setw(static_cast<int>(width + 2)) << s.node << std::setw(static_cast<int>(op_width)) << s.op_type
-         << std::right << std::setw(10) << db(s.alone);
+    line << std::left << std::setw(static_cast<int>(width + 2)) << s.node << std::setw(static_cast<int>(op_width))
+         << s.op_type << std::right << std::setw(10) << db(s.alone);
     if (a.split) line << std::setw(11) << db(s.weight) << std::setw(11) << db(s.activations);
     if (a.left_float) line << std::setw(12) << db(s.left_float);
     std::cout << line.str() << "\n";
@@ -88,15 +90,18 @@ void sensitivity_command(SensitivityArgs a) {
 
 void add_sensitivity_command(CLI::App& app) {
   auto a = std::make_shared<SensitivityArgs>();
-  CLI::App* cmd = app.add_subcommand(
-      "sensitivity", "How much each quantized node costs the model's output: each node alone quantized, and on request its weight and activations apart or the model with it left float");
+  CLI::App* cmd =
+      app.add_subcommand("sensitivity",
+                         "How much each quantized node costs the model's output: each node alone quantized, and on "
+                         "request its weight and activations apart or the model with it left float");
   cmd->add_option("MODEL", a->model, "Float ONNX model file")->required();
   add_quant_options(cmd, a->q);
   cmd->add_option("--samples", a->samples, "Calibration samples the output error is measured on (default 8)")
       ->check(non_negative());
   cmd->add_option("--output-index", a->output_index, "The model output compared (default 0)")->check(non_negative());
-  cmd->add_flag("--split", a->split,
-                "Also measure each node's weight alone and its activations alone (two more plans for each node with a weight)");
+  cmd->add_flag(
+      "--split", a->split,
+      "Also measure each node's weight alone and its activations alone (two more plans for each node with a weight)");
   cmd->add_flag("--left-float", a->left_float,
                 "Also measure the whole model with each node left in float (one plan per node)");
   cmd->add_option("--json", a->json, "Write every measure as JSON");

@@ -12,9 +12,6 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "accuracy/sensitivity.h"
-#include "ir/file_io.h"
-#include "ir/model.h"
 #include "onnxptq/onnxptq.h"
 #include "tools/evaluate.h"
 
@@ -34,27 +31,27 @@ std::shared_ptr<const void> hold(py::object object) {
 }
 
 // The element type of a numpy dtype; Undefined for types ONNX has no name for here.
-ir::DataType data_type_of(const py::dtype& dtype) {
+DataType data_type_of(const py::dtype& dtype) {
   char kind = dtype.kind();
   size_t size = static_cast<size_t>(dtype.itemsize());
   if (kind == 'f') {
-    if (size == 2) return ir::DataType::Float16;
-    if (size == 4) return ir::DataType::Float;
-    if (size == 8) return ir::DataType::Double;
+    if (size == 2) return DataType::Float16;
+    if (size == 4) return DataType::Float;
+    if (size == 8) return DataType::Double;
   } else if (kind == 'i') {
-    if (size == 1) return ir::DataType::Int8;
-    if (size == 2) return ir::DataType::Int16;
-    if (size == 4) return ir::DataType::Int32;
-    if (size == 8) return ir::DataType::Int64;
+    if (size == 1) return DataType::Int8;
+    if (size == 2) return DataType::Int16;
+    if (size == 4) return DataType::Int32;
+    if (size == 8) return DataType::Int64;
   } else if (kind == 'u') {
-    if (size == 1) return ir::DataType::UInt8;
-    if (size == 2) return ir::DataType::UInt16;
-    if (size == 4) return ir::DataType::UInt32;
-    if (size == 8) return ir::DataType::UInt64;
+    if (size == 1) return DataType::UInt8;
+    if (size == 2) return DataType::UInt16;
+    if (size == 4) return DataType::UInt32;
+    if (size == 8) return DataType::UInt64;
   } else if (kind == 'b') {
-    return ir::DataType::Bool;
+    return DataType::Bool;
   }
-  return ir::DataType::Undefined;
+  return DataType::Undefined;
 }
 
 void warn(const std::string& message) {
@@ -67,8 +64,8 @@ void warn(const std::string& message) {
 // arrays themselves, not copies) are replayed for the quantizer's later passes.
 class PythonReader final : public DataReader {
  public:
-  PythonReader(py::object reader, const std::vector<const ir::Value*>& inputs) : reader_(std::move(reader)) {
-    for (const ir::Value* v : inputs) inputs_[v->name()] = v->type.elem_type;
+  PythonReader(py::object reader, const std::vector<ValueInfo>& inputs) : reader_(std::move(reader)) {
+    for (const ValueInfo& v : inputs) inputs_[v.name] = v.dtype;
     name_ = py::str(py::type::of(reader_).attr("__name__"));
     if (!py::hasattr(reader_, "get_next"))
       throw Error("calibration_data_reader: a " + name_ + " has no get_next() method");
@@ -140,15 +137,15 @@ class PythonReader final : public DataReader {
     return feed;
   }
 
-  ir::Tensor to_tensor(const std::string& name, ir::DataType expected, py::object value, py::module_& numpy,
+  Tensor to_tensor(const std::string& name, DataType expected, py::object value, py::module_& numpy,
                        const std::string& where) {
     py::array array = numpy.attr("asarray")(value);
-    ir::DataType got = data_type_of(array.dtype());
+    DataType got = data_type_of(array.dtype());
     if (got != expected) {
-      bool widened = got == ir::DataType::Double && expected == ir::DataType::Float;
+      bool widened = got == DataType::Double && expected == DataType::Float;
       if (!widened)
         throw Error(where + ", input '" + name + "': array of " + std::string(py::str(array.dtype())) +
-                    ", the model wants " + std::string(ir::data_type_name(expected)));
+                    ", the model wants " + std::string(data_type_name(expected)));
       if (!warned_double_) {
         warn(where + ", input '" + name + "': float64 array converted to float32 (the model input's type)");
         warned_double_ = true;
@@ -175,7 +172,7 @@ class PythonReader final : public DataReader {
         throw Error(where + ", input '" + name + "': the same array as sample " + std::to_string(it->second) +
                     "; a reader without rewind() must return a new array for each sample");
     }
-    return ir::Tensor(expected, std::move(dims), ir::Bytes::view(hold(array), data, bytes));
+    return Tensor(expected, std::move(dims), Bytes::view(hold(array), data, bytes));
   }
 
   std::string known_inputs() const {
@@ -186,7 +183,7 @@ class PythonReader final : public DataReader {
 
   py::object reader_;
   std::string name_;
-  std::map<std::string, ir::DataType> inputs_;
+  std::map<std::string, DataType> inputs_;
   std::string rewind_method_;
   std::optional<size_t> size_;
   std::vector<Feed> cache_;
@@ -220,7 +217,7 @@ bool is_sequence(const py::handle& h) { return py::isinstance<py::list>(h) || py
 // random_data_reader_input_shape: one shape for every input, a list of shapes by input
 // position, or a dict of input name to shape.
 std::map<std::string, std::vector<int64_t>> random_shapes(const py::object& spec,
-                                                          const std::vector<const ir::Value*>& inputs) {
+                                                          const std::vector<ValueInfo>& inputs) {
   const std::string what = "random_data_reader_input_shape";
   std::map<std::string, std::vector<int64_t>> shapes;
   if (spec.is_none()) return shapes;
@@ -228,7 +225,7 @@ std::map<std::string, std::vector<int64_t>> random_shapes(const py::object& spec
     for (auto [key, shape] : spec.cast<py::dict>()) {
       std::string name = py::str(key);
       bool known = false;
-      for (const ir::Value* v : inputs) known = known || v->name() == name;
+      for (const ValueInfo& v : inputs) known = known || v.name == name;
       if (!known) throw Error(what + ": '" + name + "' is not an input of the model");
       shapes[name] = shape_of(shape, what + "['" + name + "']");
     }
@@ -242,9 +239,9 @@ std::map<std::string, std::vector<int64_t>> random_shapes(const py::object& spec
       throw Error(what + ": " + std::to_string(py::len(seq)) + " shapes for " + std::to_string(inputs.size()) +
                   " model inputs");
     for (size_t i = 0; i < inputs.size(); ++i)
-      shapes[inputs[i]->name()] = shape_of(seq[i], what + "[" + std::to_string(i) + "]");
+      shapes[inputs[i].name] = shape_of(seq[i], what + "[" + std::to_string(i) + "]");
   } else {
-    for (const ir::Value* v : inputs) shapes[v->name()] = shape_of(seq, what);
+    for (const ValueInfo& v : inputs) shapes[v.name] = shape_of(seq, what);
   }
   return shapes;
 }
@@ -341,7 +338,7 @@ py::dict quantize_static(const std::string& model_input, const std::string& mode
   Config config = Config::from_json(config_json);
   config.calib_size(calib_size);  // Quark's CalibDataSize (0: every sample)
   config.check();                 // before reading any data
-  ir::check_output_path(model_input, model_output, "model_output");
+  check_output_path(model_input, model_output, "model_output");
   std::optional<Model> model;
   {
     py::gil_scoped_release nogil;
@@ -352,7 +349,7 @@ py::dict quantize_static(const std::string& model_input, const std::string& mode
   if (reader.is_none()) {
     warnings.push_back(kNoCalibrationData);
     RandomData r;  // the seeds' RandomDataReader: one sample (seed 0 here)
-    std::vector<const ir::Value*> inputs = model->ir().graph->fed_inputs();
+    std::vector<ValueInfo> inputs = model->inputs();
     r.shapes = random_shapes(shapes, inputs);
     r.ranges = random_ranges(ranges);
     data = random_reader(*model, r);
@@ -362,7 +359,7 @@ py::dict quantize_static(const std::string& model_input, const std::string& mode
       throw Error("random_data_reader_input_shape is for the random data reader (calibration_data_reader=None)");
     if (!ranges.is_none())
       throw Error("RandomDataReaderInputDataRange is for the random data reader (calibration_data_reader=None)");
-    data = std::make_unique<PythonReader>(reader, model->ir().graph->fed_inputs());
+    data = std::make_unique<PythonReader>(reader, model->inputs());
   }
 
   std::mutex log_mutex;
@@ -387,14 +384,14 @@ py::dict quantize_static(const std::string& model_input, const std::string& mode
   return out;
 }
 
-// The sensitivity analysis (accuracy/sensitivity.h) of the model file with `config`: a preset's
+// The sensitivity analysis (onnxptq/sensitivity.h) of the model file with `config`: a preset's
 // name, or quantize_static's arguments in the JSON form of `onnxptq quantize --config`. Returns
 // the JSON form of `onnxptq sensitivity --json`; `html_path`, when not empty, gets the page.
 py::object sensitivity(const std::string& model_input, py::object reader, const std::string& config, size_t samples,
                        size_t output_index, bool split, bool left_float, const std::string& html_path) {
   Config c = Config::has_preset(config) ? Config::preset(config) : Config::from_json(config);
-  c.check();
-  if (!html_path.empty()) ir::check_output_path(model_input, html_path, "html_path");
+  c.check();  // before the model is read
+  if (!html_path.empty()) check_output_path(model_input, html_path, "html_path");
   std::optional<Model> model;
   {
     py::gil_scoped_release nogil;
@@ -404,17 +401,20 @@ py::object sensitivity(const std::string& model_input, py::object reader, const 
   if (reader.is_none())
     data = random_reader(*model);
   else
-    data = std::make_unique<PythonReader>(reader, model->ir().graph->fed_inputs());
-  nlohmann::json j;
+    data = std::make_unique<PythonReader>(reader, model->inputs());
+  std::string json;
   {
     py::gil_scoped_release nogil;
-    accuracy::SensitivityReport report = accuracy::analyze_sensitivity(
-        model->ir(), *data, c.quant(),
-        {.samples = samples, .output_index = output_index, .split = split, .left_float = left_float});
-    j = accuracy::sensitivity_json(report);
-    if (!html_path.empty()) ir::write_text_file(html_path, accuracy::sensitivity_html(report, model_input));
+    SensitivityOptions options;
+    options.samples = samples;
+    options.output_index = output_index;
+    options.split = split;
+    options.left_float = left_float;
+    SensitivityReport report = analyze_sensitivity(*model, *data, c, options);
+    json = report.to_json();
+    if (!html_path.empty()) write_text_file(html_path, report.to_html(model_input));
   }
-  return py::module_::import("json").attr("loads")(j.dump());
+  return py::module_::import("json").attr("loads")(json);
 }
 
 // The checks quantize_static makes on its arguments before reading anything (for presets).

@@ -15,11 +15,30 @@ namespace quant {
 struct QuantConfig;  // the library's form, not part of the API
 }
 
+// A setting of a preset that onnxptq refuses, and why.
+struct PresetRefusal {
+  std::string key;
+  std::string error;
+};
+
 struct PresetInfo {
   std::string name;
   std::string description;
-  std::string config_json;  // its arguments and extra options, as a --config file holds them
-  bool ready = false;       // false: it needs a part onnxptq does not have (applying it says which)
+  std::string config_json;             // its arguments and extra options, as a --config file holds them
+  bool ready = false;                  // false: it needs a part onnxptq does not have
+  std::vector<PresetRefusal> refused;  // what it needs that onnxptq does not have
+};
+
+// One key of the configuration, as `onnxptq options` lists it and docs/options.md describes it.
+struct ConfigKeyInfo {
+  std::string name;           // a name ending in '*' stands for every other key starting so
+  std::string scope;          // "config" (quantize_static's arguments) or "extra_options"
+  std::string type;           // "bool", "number", "integer", "string", "list of strings", "object", ...
+  std::string default_value;  // JSON where it is a value (false, 0.01, "All", []); else words ("by method")
+  std::string status;         // "works", "limited", "command line", "refused"
+  std::string status_text;    // the status with its note: "refused: Quark's MX data types (QMX)"
+  std::string note;
+  std::string owner;  // the part of onnxptq that implements it (quant, calib, passes, finetune, ...)
 };
 
 class Config {
@@ -32,6 +51,15 @@ class Config {
   static Config preset(std::string_view name) { return Config().apply_preset(name); }
   static std::vector<PresetInfo> presets();
   static bool has_preset(std::string_view name);
+  // Error naming the presets there are for an unknown name.
+  static PresetInfo preset_info(std::string_view name);
+
+  // Every key set() and set_extra_option() take (and the ones they refuse by name): the config's,
+  // then extra_options', in docs/options.md's order.
+  static std::vector<ConfigKeyInfo> keys();
+  // The entry the parser uses for `name`: the config's, else extra_options' (a family's for a key
+  // it covers); Error (bad input) for a key neither has.
+  static ConfigKeyInfo key(std::string_view name);
   // A JSON object of quantize_static's arguments, with "extra_options" inside, set over what is
   // there.
   Config& apply_json(std::string_view json);

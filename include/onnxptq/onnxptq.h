@@ -9,6 +9,7 @@
 // Link with the CMake target onnxptq::onnxptq (find_package(onnxptq)) or pkg-config's onnxptq.
 #pragma once
 
+#include "onnxptq/calibrate.h"
 #include "onnxptq/config.h"
 #include "onnxptq/data_reader.h"
 #include "onnxptq/data_type.h"
@@ -17,6 +18,7 @@
 #include "onnxptq/model.h"
 #include "onnxptq/quantize.h"
 #include "onnxptq/readers.h"
+#include "onnxptq/sensitivity.h"
 #include "onnxptq/session.h"
 #include "onnxptq/tensor.h"
 

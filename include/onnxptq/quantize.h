@@ -20,6 +20,13 @@ namespace onnxptq {
 // target says lower_is_better.
 using EvaluateFunction = std::function<double(const std::filesystem::path& model, const std::string& trial)>;
 
+// A metric from a command of yours: `command` run through /bin/sh with every "{model}" replaced by
+// the model's path, shell-quoted (appended after a space when there is no "{model}"), for at most
+// `timeout_seconds` (0: no limit); the last non-empty line of its standard output is the score.
+// Error naming the trial and the end of the command's output when it fails, runs past the limit
+// (it is killed, with its children) or prints no number.
+EvaluateFunction command_evaluator(const std::string& command, double timeout_seconds = 0);
+
 // The accuracy target of the search (docs/accuracy.md): one of max_loss, max_relative_loss
 // (scored by QuantizeOptions::evaluate) or min_sqnr (the output's SQNR on held-out calibration
 // samples).

@@ -20,21 +20,18 @@
 #include "calib/calibrate.h"
 #include "calib/data_reader.h"
 #include "ir/model.h"
+#include "onnxptq/sensitivity.h"
 #include "quant/config.h"
 #include "quant/plan.h"
 #include "quant/quantize.h"
 
 namespace onnxptq::accuracy {
 
-// How far outputs are from references, over all samples: SQNR 10 log10(sum ref^2 / sum (ref - x)^2)
-// (infinity when equal, minus infinity with a NaN), cosine similarity, RMS error, and, when every
-// reference row (last axis) is a probability distribution, the mean KL divergence KL(ref || x).
-struct OutputMetrics {
-  double sqnr_db = std::numeric_limits<double>::infinity();
-  double cosine = 1;
-  double rmse = 0;
-  std::optional<double> kl;
-};
+// The measures and the report are the public API's (onnxptq/sensitivity.h).
+using onnxptq::NodeSensitivity;
+using onnxptq::OutputMetrics;
+using onnxptq::SensitivityOptions;
+using onnxptq::SensitivityReport;
 
 class OutputError {
  public:
@@ -60,15 +57,15 @@ struct ReferenceOutputs {
 
 // `model` run on every sample of `reader` (at most `max_samples`, 0: all). Error when the model
 // has no output `output_index` or a sample does not fit the model.
-ReferenceOutputs reference_outputs(const ir::Model& model, DataReader& reader, size_t output_index,
-                                   size_t max_samples, int threads);
+ReferenceOutputs reference_outputs(const ir::Model& model, DataReader& reader, size_t output_index, size_t max_samples,
+                                   int threads);
 
 // reference_outputs of `prepared`, the float model as quant::prepare_float_model made it for
 // `config`, on `reader`'s samples (rewound first), adapted to its inputs where a format conversion
 // changed them (quant::adapted_reader).
 ReferenceOutputs prepared_reference_outputs(const ir::Model& prepared, DataReader& reader,
-                                            const quant::QuantConfig& config, size_t output_index,
-                                            size_t max_samples, int threads);
+                                            const quant::QuantConfig& config, size_t output_index, size_t max_samples,
+                                            int threads);
 
 // The error of `run` (a model's outputs for a feed) against `reference`, over its samples;
 // shape errors name `what` and the sample.
@@ -89,16 +86,6 @@ quant::Plan plan_of_node(const quant::Plan& plan, const ir::Graph& graph, const 
 OutputMetrics simulated_error(const ir::Model& model, const quant::Plan& plan, const quant::QuantConfig& config,
                               const ReferenceOutputs& reference, int threads);
 
-struct NodeSensitivity {
-  std::string node;
-  std::string op_type;
-  OutputMetrics alone;  // only this node quantized
-  // With the split: only its weight and bias (nodes without: as if float), and only its inputs
-  // and outputs that are activations.
-  std::optional<OutputMetrics> weight, activations;
-  std::optional<OutputMetrics> left_float;  // every node quantized but this one
-};
-
 // The model and plan of the whole configuration with `node` left in float; nullopt when that
 // cannot be made (a node enable_dpu's passes made, which no option can name).
 using LeftFloatPlan = std::function<std::optional<std::pair<ir::Model, quant::Plan>>(const std::string& node)>;
@@ -108,13 +95,12 @@ using LeftFloatPlan = std::function<std::optional<std::pair<ir::Model, quant::Pl
 // nullopt for `float_model` itself), with the ranges of `ranges` (tensors it lacks calibrated on
 // `reader` and added). Every argument must outlive the result.
 LeftFloatPlan left_float_plans(const ir::Model& float_model, const std::optional<ir::Model>& prepared,
-                               DataReader& reader, const quant::QuantConfig& config,
-                               quant::RangeCache& ranges);
+                               DataReader& reader, const quant::QuantConfig& config, quant::RangeCache& ranges);
 
 // For every node of plan.quantized_nodes, the alone measure of `model` (the model the plan was
 // made for) on `reference`'s samples (fed as they are to `model`); with `split`, the weight and
-// activation measures (two more plans for each node with a weight); with `left_float`, the measure with the node left float (for nodes whose
-// alone error is not zero). Ordered worst alone first. The alone, weight and activation measures
+// activation measures (two more plans for each node with a weight); with `left_float`, the measure with the node left
+// float (for nodes whose alone error is not zero). Ordered worst alone first. The alone, weight and activation measures
 // are simulated_error's of plan_of_node's plans, computed by downstream_errors (downstream.h)
 // from the float values at each node's cut, not by whole-model runs; `log` gets one line on where
 // their time went. The left-float measures are whole-model simulations.
@@ -122,21 +108,6 @@ std::vector<NodeSensitivity> analyze_nodes(const ir::Model& model, const quant::
                                            const quant::QuantConfig& config, const ReferenceOutputs& reference,
                                            int threads, bool split, const LeftFloatPlan& left_float = {},
                                            const std::function<void(const std::string&)>& log = {});
-
-struct SensitivityOptions {
-  size_t samples = 8;  // the first calibration samples, measured on
-  size_t output_index = 0;
-  bool split = false;       // also each node's weight and activations alone (up to 3 plans a node)
-  bool left_float = false;  // also every node but each one (a plan per node)
-  int threads = 0;
-};
-
-struct SensitivityReport {
-  std::vector<NodeSensitivity> nodes;  // worst alone first
-  OutputMetrics whole_model;           // every node quantized
-  size_t samples = 0;
-  size_t output_index = 0;
-};
 
 // The whole analysis of `config` on `model` (not changed): prepare_float_model and the plan once,
 // calibration once, then analyze_nodes on the first `samples` samples of `reader` (rewound as
@@ -152,8 +123,8 @@ SensitivityReport analyze_sensitivity(const ir::Model& model, DataReader& reader
 nlohmann::json sensitivity_json(const SensitivityReport& report);
 std::string sensitivity_csv(const std::vector<NodeSensitivity>& nodes);
 // A page for people: the whole model's error, then one row per node with bars of its alone
-// error and, when measured, its weight and activation errors (inline SVG, no script, no network), worst first. `title` names the
-// model and configuration.
+// error and, when measured, its weight and activation errors (inline SVG, no script, no network), worst first. `title`
+// names the model and configuration.
 std::string sensitivity_html(const SensitivityReport& report, const std::string& title);
 
 }  // namespace onnxptq::accuracy

@@ -5,8 +5,8 @@
 #include <nlohmann/json.hpp>
 
 #include "quant/config.h"
-#include "quant/presets.h"
 #include "quant/config_keys.h"
+#include "quant/presets.h"
 #include "quant/quantize.h"
 
 namespace onnxptq {
@@ -29,11 +29,52 @@ Config& Config::apply_preset(std::string_view name) {
   return *this;
 }
 
+namespace {
+
+PresetInfo preset_info_of(const quant::Preset& p) {
+  PresetInfo info{p.name, p.description, p.config.dump(), true, {}};
+  for (const quant::PresetRefusal& r : quant::check_preset(p)) info.refused.push_back({r.key, r.error});
+  info.ready = info.refused.empty();
+  return info;
+}
+
+ConfigKeyInfo key_info_of(const quant::ConfigKey& k) {
+  return {k.name,
+          quant::key_scope_name(k.scope),
+          k.type,
+          k.default_value,
+          quant::key_status_name(k.status),
+          quant::key_status_text(k),
+          k.note,
+          k.owner};
+}
+
+}  // namespace
+
 std::vector<PresetInfo> Config::presets() {
   std::vector<PresetInfo> out;
-  for (const quant::Preset& p : quant::presets())
-    out.push_back({p.name, p.description, p.config.dump(), quant::check_preset(p).empty()});
+  for (const quant::Preset& p : quant::presets()) out.push_back(preset_info_of(p));
   return out;
+}
+
+PresetInfo Config::preset_info(std::string_view name) {
+  const quant::Preset* p = quant::find_preset(std::string(name));
+  if (!p) throw Error("unknown preset '" + std::string(name) + "' (presets: " + quant::preset_names() + ")");
+  return preset_info_of(*p);
+}
+
+std::vector<ConfigKeyInfo> Config::keys() {
+  std::vector<ConfigKeyInfo> out;
+  for (const quant::ConfigKey& k : quant::config_keys()) out.push_back(key_info_of(k));
+  return out;
+}
+
+ConfigKeyInfo Config::key(std::string_view name) {
+  const std::string n(name);
+  const quant::ConfigKey* k = quant::find_config_key(quant::KeyScope::Config, n);
+  if (!k) k = quant::find_config_key(quant::KeyScope::ExtraOption, n);
+  if (!k) throw Error("unknown config key or extra option '" + n + "' (`onnxptq options` lists them)");
+  return key_info_of(*k);
 }
 
 bool Config::has_preset(std::string_view name) { return quant::find_preset(std::string(name)) != nullptr; }

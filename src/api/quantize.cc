@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 
 #include "accuracy/auto_mixprecision.h"
+#include "accuracy/evaluate_command.h"
 #include "accuracy/target_search.h"
 #include "calib/progress_reader.h"
 #include "finetune/fast_finetune.h"
@@ -45,6 +46,12 @@ accuracy::SearchOptions search_options(const AccuracyTarget& t, const EvaluateFu
 }
 
 }  // namespace
+
+EvaluateFunction command_evaluator(const std::string& command, double timeout_seconds) {
+  return [command, timeout_seconds](const std::filesystem::path& model, const std::string& trial) {
+    return accuracy::run_evaluate_command(command, model, timeout_seconds, trial).value;
+  };
+}
 
 QuantizeOutcome quantize(const Model& model, DataReader& reader, const Config& config, const QuantizeOptions& o) {
   quant::QuantConfig c = config.quant();

@@ -1,0 +1,57 @@
+// Calibration on its own: the range of every tensor the quantizer would calibrate, with the
+// config's method and settings (calibrate_method, activation_type, ActivationSymmetric,
+// CalibTensorRangeSymmetric, CalibMovingAverage, CalibPercentile, ...; docs/options.md), on the
+// model as quantize() prepares it (unless optimize_model is false).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "onnxptq/config.h"
+#include "onnxptq/data_reader.h"
+#include "onnxptq/model.h"
+#include "onnxptq/progress.h"
+
+namespace onnxptq {
+
+struct TensorRange {
+  std::string tensor;
+  double min = 0;
+  double max = 0;
+  // Power-of-two methods: the position p of the scale 2^-p; [min, max] is then exactly what that
+  // scale and its zero point represent.
+  std::optional<int> pos;
+  // Distribution only: the mean and standard deviation.
+  std::optional<double> mean, std;
+};
+
+struct Calibration {
+  std::string method;                   // "MinMax", "Entropy", ...
+  size_t samples = 0;                   // samples read
+  std::vector<size_t> skipped_samples;  // indices of samples skipped for NaN or Inf
+  int passes = 0;                       // times the data was read
+  std::vector<TensorRange> tensors;     // by name
+  // {"method", "samples", "skipped_samples", "passes", "tensors": {name: {"min", "max"[, "pos"]
+  // [, "mean", "std"]}}}, indented by two spaces: what `onnxptq calibrate` writes.
+  std::string to_json() const;
+};
+
+struct CalibrateOptions {
+  // Progress lines and warnings (these start with "warning: ").
+  std::function<void(const std::string&)> log;
+  // Samples read of each pass over the data.
+  ProgressFunction progress;
+  // Distribution's scenario, "same" (default) or "p3" (vai_q_onnx's DistributionCalibrater; no
+  // extra option sets it).
+  std::string distribution_scenario = "same";
+};
+
+// Error (bad input) for a sample that does not fit the model (naming it) or no usable sample;
+// Error for a method that needs the data twice when the reader cannot start over.
+Calibration calibrate(const Model& model, DataReader& reader, const Config& config,
+                      const CalibrateOptions& options = {});
+
+}  // namespace onnxptq

@@ -1,0 +1,27 @@
+// The sensitivity analysis of accuracy/sensitivity.h over the public types.
+#include "onnxptq/sensitivity.h"
+
+#include <nlohmann/json.hpp>
+
+#include "accuracy/sensitivity.h"
+#include "ir/model.h"
+#include "quant/config.h"
+
+namespace onnxptq {
+
+std::string SensitivityReport::to_json() const { return accuracy::sensitivity_json(*this).dump(2); }
+
+std::string SensitivityReport::to_csv() const { return accuracy::sensitivity_csv(nodes); }
+
+std::string SensitivityReport::to_html(const std::string& title) const {
+  return accuracy::sensitivity_html(*this, title);
+}
+
+SensitivityReport analyze_sensitivity(const Model& model, DataReader& reader, const Config& config,
+                                      const SensitivityOptions& options,
+                                      const std::function<void(const std::string&)>& log) {
+  config.check();  // before any data is read
+  return accuracy::analyze_sensitivity(model.ir(), reader, config.quant(), options, log);
+}
+
+}  // namespace onnxptq
