@@ -41,9 +41,9 @@ struct Calibration {
 
 struct CalibrateOptions {
   // Progress lines and warnings (these start with "warning: ").
-  std::function<void(const std::string&)> log;
+  std::function<void(const std::string&)> log{};
   // Samples read of each pass over the data.
-  ProgressFunction progress;
+  ProgressFunction progress{};
   // Distribution's scenario, "same" (default) or "p3" (vai_q_onnx's DistributionCalibrater; no
   // extra option sets it).
   std::string distribution_scenario = "same";

@@ -32,8 +32,8 @@ EvaluateFunction command_evaluator(const std::string& command, double timeout_se
 // samples).
 struct AccuracyTarget {
   bool lower_is_better = false;  // the evaluate function's metric is an error (CER, loss)
-  std::optional<double> max_loss, max_relative_loss, min_sqnr;
-  std::string fallback_type;                  // "float", "int16", "bfloat16"; "": by the config
+  std::optional<double> max_loss{}, max_relative_loss{}, min_sqnr{};
+  std::string fallback_type{};                // "float", "int16", "bfloat16"; "": by the config
   std::string fallback_order = "left-float";  // or "alone"
   size_t max_trials = 100;                    // 0: no limit
   double time_limit = 0;                      // seconds; 0: no limit
@@ -47,15 +47,15 @@ struct AccuracyTarget {
 struct QuantizeOptions {
   // Progress lines ("calibrating 287 tensors ...", one per finetuned layer, ...); warnings start
   // with "warning: ". May be called from several threads, one call at a time.
-  std::function<void(const std::string&)> log;
+  std::function<void(const std::string&)> log{};
   // Items done of the long phases: calibration samples, finetuned layers, search trials.
-  ProgressFunction progress;
-  std::optional<AccuracyTarget> target;
+  ProgressFunction progress{};
+  std::optional<AccuracyTarget> target{};
   // The metric of a candidate model, for the accuracy target or for AutoMixprecision's
   // Top1AccTarget (higher is better there); Error when neither asks for it.
-  EvaluateFunction evaluate;
+  EvaluateFunction evaluate{};
   // The float model's path, when it has one: the accuracy search scores it from there.
-  std::filesystem::path model_path;
+  std::filesystem::path model_path{};
 };
 
 struct QuantizeOutcome {

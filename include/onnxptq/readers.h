@@ -32,8 +32,8 @@ std::unique_ptr<DataReader> image_folder_reader(const std::filesystem::path& fol
 struct RandomData {
   size_t count = 1;
   uint32_t seed = 0;
-  std::map<std::string, std::vector<int64_t>> shapes;
-  std::map<std::string, std::pair<double, double>> ranges;
+  std::map<std::string, std::vector<int64_t>> shapes{};
+  std::map<std::string, std::pair<double, double>> ranges{};
 };
 std::unique_ptr<DataReader> random_reader(const Model& model, const RandomData& data = {});
 

@@ -3,6 +3,8 @@
 // library's own parts.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -150,6 +152,122 @@ TEST(PublicApi, CommandExitCodesFollowTheKind) {
       cli_test::onnxptq("quantize " + saved.path.string() + " -o " + out + " --random 1 --activation-type QInt3").code,
       2);
   EXPECT_EQ(cli_test::onnxptq("--version").out, std::string("onnxptq ") + version() + "\n");
+}
+
+// calibrate() gives the extrema of the samples for MinMax, and the JSON holds the same numbers.
+TEST(PublicApi, CalibrateGivesTheExtremaOfTheSamples) {
+  SavedModel saved;
+  Model model = Model::load(saved.path);
+  std::vector<Feed> feeds;
+  float lo = 0, hi = 0;
+  for (int s = 0; s < 3; ++s) {
+    std::vector<float> x(72);
+    for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7 + s * 13) % 29) * 0.1f - 1.3f - s;
+    lo = std::min(lo, *std::min_element(x.begin(), x.end()));
+    hi = std::max(hi, *std::max_element(x.begin(), x.end()));
+    feeds.push_back(Feed{{"x", Tensor::from_values<float>({1, 2, 6, 6}, x)}});
+  }
+  size_t next = 0;
+  CallbackReader reader(
+      [&]() -> std::optional<Feed> {
+        if (next == feeds.size()) return std::nullopt;
+        return feeds[next++];
+      },
+      "three samples", [&] { next = 0; });
+  Config config;
+  config.set("calibrate_method", "\"MinMax\"").set("optimize_model", "false");
+  std::vector<Progress> progress;
+  CalibrateOptions options;
+  options.progress = [&](const Progress& p) { progress.push_back(p); };
+  Calibration c = calibrate(model, reader, config, options);
+  EXPECT_EQ(c.method, "MinMax");
+  EXPECT_EQ(c.samples, 3u);
+  auto x = std::find_if(c.tensors.begin(), c.tensors.end(), [](const TensorRange& t) { return t.tensor == "x"; });
+  ASSERT_NE(x, c.tensors.end());
+  EXPECT_EQ(x->min, lo);
+  EXPECT_EQ(x->max, hi);
+  EXPECT_FALSE(x->pos);
+  nlohmann::json j = nlohmann::json::parse(c.to_json());
+  EXPECT_EQ(j["tensors"].size(), c.tensors.size());
+  EXPECT_EQ(j["tensors"]["x"]["min"].get<double>(), lo);
+  ASSERT_FALSE(progress.empty());
+  EXPECT_EQ(progress.back().done, 3u);
+  // A power-of-two method gives positions; a bad method is named.
+  reader.rewind();
+  config.set("calibrate_method", "\"NonOverflow\"");
+  EXPECT_TRUE(calibrate(model, reader, config).tensors.front().pos);
+  EXPECT_THROW(config.set("calibrate_method", "\"KL\""), Error);
+}
+
+// The sensitivity report's whole-model error is the error of the model quantize() writes, run on
+// the same samples: the simulation and the exported QDQ model agree.
+TEST(PublicApi, SensitivityWholeModelErrorIsTheQuantizedModels) {
+  SavedModel saved;
+  Model model = Model::load(saved.path);
+  Config config = Config::preset("A8W8");
+  config.threads(1);
+  RandomData data;
+  data.count = 4;
+  auto reader = random_reader(model, data);
+  SensitivityOptions options;
+  options.samples = 4;
+  SensitivityReport report = analyze_sensitivity(model, *reader, config, options);
+  ASSERT_EQ(report.nodes.size(), 4u);  // the three Convs and the Tanh
+  for (size_t i = 1; i < report.nodes.size(); ++i)
+    EXPECT_LE(report.nodes[i - 1].alone.sqnr_db, report.nodes[i].alone.sqnr_db);  // worst first
+
+  reader = random_reader(model, data);
+  Model quantized = quantize(model, *reader, config).model;
+  reader = random_reader(model, data);
+  Session float_run(model), quantized_run(quantized);
+  double signal = 0, noise = 0;
+  while (auto feed = reader->next()) {
+    Tensor ref_tensor = float_run.run(*feed)[0], got_tensor = quantized_run.run(*feed)[0];
+    std::span<const float> ref = ref_tensor.values<float>(), got = got_tensor.values<float>();
+    ASSERT_EQ(ref.size(), got.size());
+    for (size_t i = 0; i < ref.size(); ++i) {
+      signal += double(ref[i]) * ref[i];
+      noise += (double(ref[i]) - got[i]) * (double(ref[i]) - got[i]);
+    }
+  }
+  EXPECT_NEAR(report.whole_model.sqnr_db, 10 * std::log10(signal / noise), 1e-4);
+
+  nlohmann::json j = nlohmann::json::parse(report.to_json());
+  EXPECT_EQ(j["nodes"].size(), 4u);
+  const std::string csv = report.to_csv();
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 5);
+  EXPECT_NE(report.to_html("outlier <model>").find("outlier &lt;model&gt;"), std::string::npos);
+}
+
+// The key table the parser reads: every key that works takes its documented default, and the
+// lookup finds a family's entry for a key it covers.
+TEST(PublicApi, EveryWorkingKeyTakesItsDefault) {
+  size_t tried = 0;
+  for (const ConfigKeyInfo& k : Config::keys()) {
+    EXPECT_EQ(Config::key(k.name).scope, k.scope) << k.name;
+    if (k.status != "works" || !nlohmann::json::accept(k.default_value)) continue;
+    Config c;
+    if (k.scope == "config")
+      EXPECT_NO_THROW(c.set(k.name, k.default_value)) << k.name;
+    else
+      EXPECT_NO_THROW(c.set_extra_option(k.name, k.default_value)) << k.name;
+    ++tried;
+  }
+  EXPECT_GT(tried, 50u);
+  EXPECT_THROW(Config::key("no_such_key"), Error);
+  PresetInfo xint8 = Config::preset_info("XINT8");
+  EXPECT_TRUE(xint8.ready);
+  EXPECT_TRUE(xint8.refused.empty());
+  for (const PresetInfo& p : Config::presets()) EXPECT_EQ(p.ready, p.refused.empty()) << p.name;
+}
+
+// A metric from a command: "{model}" becomes the path, the last line is the score.
+TEST(PublicApi, CommandEvaluatorReadsTheLastLine) {
+  EvaluateFunction metric =
+      command_evaluator("echo starting; case {model} in */m.onnx) echo 0.75;; *) echo 0;; esac", 10);
+  EXPECT_EQ(metric("/tmp/dir/m.onnx", "trial 1"), 0.75);
+  EXPECT_EQ(metric("/tmp/dir/other.onnx", "trial 2"), 0);
+  EXPECT_THROW(command_evaluator("echo 1; exit 3")("/tmp/m.onnx", "trial 3"), Error);
 }
 
 }  // namespace
