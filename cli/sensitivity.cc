@@ -1,6 +1,8 @@
 // `onnxptq sensitivity`: how much each quantized node costs the model's output (onnxptq/sensitivity.h).
 #include "onnxptq/sensitivity.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <iomanip>
 #include <iostream>
@@ -8,6 +10,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "cli/quant_options.h"
 #include "onnxptq/error.h"
 #include "onnxptq/files.h"
@@ -48,16 +51,20 @@ void sensitivity_command(SensitivityArgs a) {
     if (!a.quiet) std::cerr << "warning: " << kNoCalibrationData << "\n";
   }
   std::unique_ptr<DataReader> reader = open_calib_data(data, model);
-  std::function<void(const std::string&)> log;
-  if (!a.quiet) log = [](const std::string& m) { std::cerr << m << "\n"; };
-
-  SensitivityReport report = analyze_sensitivity(model, *reader, config,
-                                                 {.samples = a.samples,
-                                                  .output_index = a.output_index,
-                                                  .split = a.split,
-                                                  .left_float = a.left_float,
-                                                  .threads = a.q.threads},
-                                                 log);
+  SensitivityOptions options;
+  options.samples = a.samples;
+  options.output_index = a.output_index;
+  options.split = a.split;
+  options.left_float = a.left_float;
+  options.threads = a.q.threads;
+  SensitivityReport report;
+  {
+    ProgressDisplay display(a.quiet, isatty(STDERR_FILENO));  // done before the table is printed
+    std::function<void(const std::string&)> log;
+    if (!a.quiet) log = [&display](const std::string& m) { display.line(m); };
+    options.progress = [&display](const Progress& p) { display.update(p); };
+    report = analyze_sensitivity(model, *reader, config, options, log);
+  }
   const std::vector<NodeSensitivity>& nodes = report.nodes;
   if (!a.json.empty()) write_text_file(a.json, report.to_json() + "\n");
   if (!a.csv.empty()) write_text_file(a.csv, report.to_csv());

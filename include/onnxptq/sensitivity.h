@@ -15,6 +15,7 @@
 #include "onnxptq/config.h"
 #include "onnxptq/data_reader.h"
 #include "onnxptq/model.h"
+#include "onnxptq/progress.h"
 
 namespace onnxptq {
 
@@ -44,6 +45,8 @@ struct SensitivityOptions {
   bool split = false;       // also each node's weight and activations alone (up to 3 plans a node)
   bool left_float = false;  // also every node but each one (a plan per node)
   int threads = 0;
+  // Calibration samples read, then nodes measured.
+  ProgressFunction progress{};
 };
 
 struct SensitivityReport {

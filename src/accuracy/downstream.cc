@@ -23,9 +23,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point start) {
-  return std::chrono::duration<double>(Clock::now() - start).count();
-}
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
 
 // The main graph as the walks below see it: nodes in topological order, what each reads (its
 // inputs and the values its subgraphs read), who reads each value, and which values are
@@ -73,7 +71,8 @@ struct GraphFacts {
 // preparation merges identical initializers: a model whose convolutions all have zero biases has
 // one, read by all of them, which would otherwise put every convolution in every region.)
 bool stays_zero(const quant::TensorPlan& t, const ir::Value& v) {
-  if (t.role == quant::Role::Activation || !t.data || !v.has_initializer() || !quant::quant_type_is_integer(t.data->dtype()))
+  if (t.role == quant::Role::Activation || !t.data || !v.has_initializer() ||
+      !quant::quant_type_is_integer(t.data->dtype()))
     return false;
   if (v.initializer().dtype() != ir::DataType::Float) return false;
   for (const qmath::ScaleZeroPoint& p : t.params)
@@ -172,7 +171,7 @@ std::vector<std::vector<OutputMetrics>> downstream_errors(const ir::Model& model
                                                           const std::vector<std::vector<quant::Plan>>& groups,
                                                           const quant::QuantConfig& config,
                                                           const ReferenceOutputs& reference, int threads,
-                                                          DownstreamStats* stats) {
+                                                          DownstreamStats* stats, const ProgressFunction& progress) {
   const ir::Graph& g = *model.graph;
   if (reference.output_index >= g.outputs().size())
     throw Error("output index " + std::to_string(reference.output_index) + ": the model has " +
@@ -222,6 +221,7 @@ std::vector<std::vector<OutputMetrics>> downstream_errors(const ir::Model& model
 
   std::vector<std::vector<OutputMetrics>> results(groups.size());
   for (size_t k = 0; k < order.size(); ++k) {
+    if (progress) progress({"sensitivity", "nodes", k, order.size()});
     const size_t gi = order[k];
     const Region& region = regions[gi];
     const std::vector<quant::Plan>& plans = groups[gi];
@@ -344,6 +344,7 @@ std::vector<std::vector<OutputMetrics>> downstream_errors(const ir::Model& model
   }
   size_t runs_per_sample = samples ? st.region_runs / samples : 0;
   if (runs_per_sample) st.region_nodes /= static_cast<double>(runs_per_sample);
+  if (progress) progress({"sensitivity", "nodes", order.size(), order.size()});
   return results;
 }
 
@@ -351,8 +352,9 @@ std::string describe(const DownstreamStats& s) {
   std::ostringstream out;
   out << std::fixed << std::setprecision(1) << "float parts " << s.float_seconds << " s (" << s.float_runs
       << " runs), regions built " << s.build_seconds << " s, run " << s.run_seconds << " s (" << s.region_runs
-      << " runs, " << std::setprecision(0) << s.region_nodes * 100 << " % of the nodes each), float values held at most "
-      << std::setprecision(1) << static_cast<double>(s.peak_cached_bytes) / (1 << 20) << " MB";
+      << " runs, " << std::setprecision(0) << s.region_nodes * 100
+      << " % of the nodes each), float values held at most " << std::setprecision(1)
+      << static_cast<double>(s.peak_cached_bytes) / (1 << 20) << " MB";
   return out.str();
 }
 

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "accuracy/downstream.h"
+#include "calib/progress_reader.h"
 #include "engine/kernel.h"
 #include "engine/session.h"
 #include "finetune/fast_finetune.h"
@@ -76,8 +77,8 @@ OutputMetrics OutputError::metrics() const {
   return m;
 }
 
-ReferenceOutputs reference_outputs(const ir::Model& model, DataReader& reader, size_t output_index,
-                                   size_t max_samples, int threads) {
+ReferenceOutputs reference_outputs(const ir::Model& model, DataReader& reader, size_t output_index, size_t max_samples,
+                                   int threads) {
   size_t outputs = model.graph->outputs().size();
   if (output_index >= outputs)
     throw Error("output index " + std::to_string(output_index) + ": the model has " + std::to_string(outputs) +
@@ -102,8 +103,8 @@ ReferenceOutputs reference_outputs(const ir::Model& model, DataReader& reader, s
 }
 
 ReferenceOutputs prepared_reference_outputs(const ir::Model& prepared, DataReader& reader,
-                                            const quant::QuantConfig& config, size_t output_index,
-                                            size_t max_samples, int threads) {
+                                            const quant::QuantConfig& config, size_t output_index, size_t max_samples,
+                                            int threads) {
   reader.rewind();
   std::unique_ptr<DataReader> adapted = quant::adapted_reader(reader, prepared, config);
   return reference_outputs(prepared, adapted ? *adapted : reader, output_index, max_samples, threads);
@@ -119,8 +120,7 @@ OutputMetrics compare_to_reference(const ReferenceOutputs& reference,
   return error.metrics();
 }
 
-quant::Plan plan_of_node(const quant::Plan& plan, const ir::Graph& graph, const std::string& node_name,
-                         NodePart part) {
+quant::Plan plan_of_node(const quant::Plan& plan, const ir::Graph& graph, const std::string& node_name, NodePart part) {
   const ir::Node* node = nullptr;
   for (const auto& n : graph.nodes())
     if (n->name == node_name) node = n.get();
@@ -165,8 +165,7 @@ OutputMetrics simulated_error(const ir::Model& model, const quant::Plan& plan, c
 }
 
 LeftFloatPlan left_float_plans(const ir::Model& float_model, const std::optional<ir::Model>& prepared,
-                               DataReader& reader, const quant::QuantConfig& config,
-                               quant::RangeCache& ranges) {
+                               DataReader& reader, const quant::QuantConfig& config, quant::RangeCache& ranges) {
   auto nameable = std::make_shared<std::set<std::string>>();
   for (const auto& n : (prepared ? *prepared : float_model).graph->nodes()) nameable->insert(n->name);
   return [&float_model, &prepared, &reader, &config, &ranges,
@@ -186,7 +185,8 @@ LeftFloatPlan left_float_plans(const ir::Model& float_model, const std::optional
 std::vector<NodeSensitivity> analyze_nodes(const ir::Model& model, const quant::Plan& plan,
                                            const quant::QuantConfig& config, const ReferenceOutputs& reference,
                                            int threads, bool split, const LeftFloatPlan& left_float,
-                                           const std::function<void(const std::string&)>& log) {
+                                           const std::function<void(const std::string&)>& log,
+                                           const ProgressFunction& progress) {
   // Per node: the plan of the node alone, then (split, with a weight) of its activations and of
   // its weight. Without a weight, the activations are the whole error: no second plan for them.
   // A plan of the same tensors as one before (a Relu's output, which is also the activations of
@@ -222,7 +222,8 @@ std::vector<NodeSensitivity> analyze_nodes(const ir::Model& model, const quant::
   }
   auto start = std::chrono::steady_clock::now();
   DownstreamStats stats;
-  std::vector<std::vector<OutputMetrics>> measured = downstream_errors(model, groups, config, reference, threads, &stats);
+  std::vector<std::vector<OutputMetrics>> measured =
+      downstream_errors(model, groups, config, reference, threads, &stats, progress);
   if (log) {
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     std::ostringstream line;
@@ -233,6 +234,7 @@ std::vector<NodeSensitivity> analyze_nodes(const ir::Model& model, const quant::
   auto result = [&](size_t i, size_t part) { return measured[parts[i][part].first][parts[i][part].second]; };
   std::vector<NodeSensitivity> nodes;
   for (size_t i = 0; i < plan.quantized_nodes.size(); ++i) {
+    if (left_float && progress) progress({"sensitivity, left float", "nodes", i, plan.quantized_nodes.size()});
     NodeSensitivity s;
     s.node = plan.quantized_nodes[i];
     for (const auto& n : model.graph->nodes())
@@ -247,6 +249,8 @@ std::vector<NodeSensitivity> analyze_nodes(const ir::Model& model, const quant::
         s.left_float = simulated_error(without->first, without->second, config, reference, threads);
     nodes.push_back(std::move(s));
   }
+  if (left_float && progress)
+    progress({"sensitivity, left float", "nodes", plan.quantized_nodes.size(), plan.quantized_nodes.size()});
   std::stable_sort(nodes.begin(), nodes.end(), [](const NodeSensitivity& a, const NodeSensitivity& b) {
     return a.alone.sqnr_db < b.alone.sqnr_db;
   });
@@ -284,11 +288,20 @@ std::string html_escape(const std::string& s) {
   std::string out;
   for (char c : s) {
     switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
+      case '&':
+        out += "&amp;";
+        break;
+      case '<':
+        out += "&lt;";
+        break;
+      case '>':
+        out += "&gt;";
+        break;
+      case '"':
+        out += "&quot;";
+        break;
+      default:
+        out += c;
     }
   }
   return out;
@@ -304,7 +317,10 @@ SensitivityReport analyze_sensitivity(const ir::Model& model, DataReader& reader
   quant::QuantizeResult q;
   if (prepared) q.prepared = ir::clone_model(*prepared);
   reader.rewind();
-  quant::quantize_prepared(q, model, reader, config, log, &ranges, /*with_export=*/false,
+  // Progress counts the calibration's samples; the later reads (references, left-float plans) not.
+  std::unique_ptr<DataReader> counted;
+  if (o.progress) counted = calib::make_progress_reader(reader, o.progress, config.calib.max_samples);
+  quant::quantize_prepared(q, model, counted ? *counted : reader, config, log, &ranges, /*with_export=*/false,
                            finetune::fast_finetune_refiner(config, log));
   const ir::Model& float_prepared = prepared ? *prepared : model;
   ReferenceOutputs reference =
@@ -319,7 +335,7 @@ SensitivityReport analyze_sensitivity(const ir::Model& model, DataReader& reader
   if (log)
     log("measuring " + std::to_string(q.plan.quantized_nodes.size()) + " quantized nodes on " +
         std::to_string(r.samples) + " samples");
-  r.nodes = analyze_nodes(simulated, q.plan, config, reference, o.threads, o.split, left_float, log);
+  r.nodes = analyze_nodes(simulated, q.plan, config, reference, o.threads, o.split, left_float, log, o.progress);
   return r;
 }
 
@@ -404,14 +420,14 @@ std::string sensitivity_html(const SensitivityReport& report, const std::string&
       const char* color;
       const char* name;
     };
-    const Part parts[] = {{s.alone, "#c0392b", "alone"}, {s.weight, "#2e86c1", "weight"},
-                          {s.activations, "#27ae60", "activations"}};
+    const Part parts[] = {
+        {s.alone, "#c0392b", "alone"}, {s.weight, "#2e86c1", "weight"}, {s.activations, "#27ae60", "activations"}};
     for (size_t p = 0; p < 3; ++p) {
       if (!parts[p].metrics) continue;
       double sqnr = parts[p].metrics->sqnr_db;
-      svg << "<rect x=\"" << kLabel << "\" y=\"" << y + static_cast<int>(p) * kBar << "\" width=\""
-          << bar_length(sqnr) << "\" height=\"" << kBar - 1 << "\" fill=\"" << parts[p].color << "\"><title>"
-          << html_escape(s.node) << " " << parts[p].name << ": " << text(sqnr) << " dB</title></rect>\n";
+      svg << "<rect x=\"" << kLabel << "\" y=\"" << y + static_cast<int>(p) * kBar << "\" width=\"" << bar_length(sqnr)
+          << "\" height=\"" << kBar - 1 << "\" fill=\"" << parts[p].color << "\"><title>" << html_escape(s.node) << " "
+          << parts[p].name << ": " << text(sqnr) << " dB</title></rect>\n";
     }
     svg << "<text x=\"" << kLabel + bar_length(s.alone.sqnr_db) + 6 << "\" y=\"" << y + 10 << "\">"
         << text(s.alone.sqnr_db, 1) << " dB</text>\n";

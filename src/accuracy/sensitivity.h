@@ -103,11 +103,13 @@ LeftFloatPlan left_float_plans(const ir::Model& float_model, const std::optional
 // float (for nodes whose alone error is not zero). Ordered worst alone first. The alone, weight and activation measures
 // are simulated_error's of plan_of_node's plans, computed by downstream_errors (downstream.h)
 // from the float values at each node's cut, not by whole-model runs; `log` gets one line on where
-// their time went. The left-float measures are whole-model simulations.
+// their time went. The left-float measures are whole-model simulations. `progress` counts the
+// nodes measured, the alone (and split) measures first, then the left-float ones.
 std::vector<NodeSensitivity> analyze_nodes(const ir::Model& model, const quant::Plan& plan,
                                            const quant::QuantConfig& config, const ReferenceOutputs& reference,
                                            int threads, bool split, const LeftFloatPlan& left_float = {},
-                                           const std::function<void(const std::string&)>& log = {});
+                                           const std::function<void(const std::string&)>& log = {},
+                                           const ProgressFunction& progress = {});
 
 // The whole analysis of `config` on `model` (not changed): prepare_float_model and the plan once,
 // calibration once, then analyze_nodes on the first `samples` samples of `reader` (rewound as

@@ -21,7 +21,9 @@ SensitivityReport analyze_sensitivity(const Model& model, DataReader& reader, co
                                       const SensitivityOptions& options,
                                       const std::function<void(const std::string&)>& log) {
   config.check();  // before any data is read
-  return accuracy::analyze_sensitivity(model.ir(), reader, config.quant(), options, log);
+  quant::QuantConfig c = config.quant();
+  c.calib.progress = options.progress;  // fast finetune's layers
+  return accuracy::analyze_sensitivity(model.ir(), reader, c, options, log);
 }
 
 }  // namespace onnxptq

@@ -70,6 +70,14 @@ TEST(ProgressCli, ABarOnATerminalPlainLinesOnAPipeWithThePpOcrDetector) {
   for (size_t at = piped.err.find("samples"); at != std::string::npos; at = piped.err.find("samples", at + 1))
     lines += piped.err.compare(at - 3, 3, "/60") == 0;
   EXPECT_LE(lines, 10u) << piped.err;  // not one per sample
+  // Sensitivity counts the calibration's samples, then the nodes measured, and the left-float plans.
+  std::string nodes = run_in_terminal({ONNXPTQ_CLI, "sensitivity", model.string(), "--random", "4", "--samples", "2",
+                                       "--left-float", "--calibrate-method", "MinMax"});
+  EXPECT_NE(nodes.find("4/4 samples"), std::string::npos) << nodes;
+  EXPECT_NE(nodes.find("\r\033[Ksensitivity [#"), std::string::npos) << nodes;
+  EXPECT_NE(nodes.find("3/3 nodes"), std::string::npos) << nodes;
+  EXPECT_NE(nodes.find("sensitivity, left float [#"), std::string::npos) << nodes;
+  EXPECT_LT(nodes.find("3/3 nodes"), nodes.find("whole model quantized")) << nodes;  // the bar ends first
   cli_test::CliRun quiet = cli_test::onnxptq("quantize " + model.string() + " -o " + out + " --random 40 --quiet");
   EXPECT_EQ(quiet.code, 0);
   EXPECT_EQ(quiet.err, "");
