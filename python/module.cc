@@ -58,6 +58,16 @@ void warn(const std::string& message) {
   if (PyErr_WarnEx(PyExc_UserWarning, message.c_str(), 1) != 0) throw py::error_already_set();
 }
 
+// progress(phase, unit, done, total), called with the GIL taken; none for None.
+ProgressFunction progress_function(py::object progress) {
+  if (progress.is_none()) return {};
+  auto function = std::make_shared<py::object>(std::move(progress));
+  return [function](const Progress& p) {
+    py::gil_scoped_acquire gil;
+    (*function)(std::string(p.phase), std::string(p.unit), p.done, p.total);
+  };
+}
+
 // The seeds' calibration data reader protocol over any Python object with get_next() returning
 // a dict of input name to numpy array, or None (or an empty dict) at the end. A reader with
 // rewind() (or reset()) is asked to start over; any other is read once and its samples (the
@@ -138,7 +148,7 @@ class PythonReader final : public DataReader {
   }
 
   Tensor to_tensor(const std::string& name, DataType expected, py::object value, py::module_& numpy,
-                       const std::string& where) {
+                   const std::string& where) {
     py::array array = numpy.attr("asarray")(value);
     DataType got = data_type_of(array.dtype());
     if (got != expected) {
@@ -320,14 +330,7 @@ py::dict quantize_static(const std::string& model_input, const std::string& mode
                          bool log_progress, size_t calib_size, py::object target, py::object auto_mp_evaluate,
                          py::object progress) {
   QuantizeOptions options;
-  if (!progress.is_none()) {
-    // progress(phase, unit, done, total), called with the GIL taken.
-    auto function = std::make_shared<py::object>(progress);
-    options.progress = [function](const Progress& p) {
-      py::gil_scoped_acquire gil;
-      (*function)(std::string(p.phase), std::string(p.unit), p.done, p.total);
-    };
-  }
+  options.progress = progress_function(progress);
   if (!target.is_none()) {
     if (!py::isinstance<py::dict>(target)) throw Error("accuracy_target: expected a dict");
     std::tie(options.target, options.evaluate) = accuracy_target(target.cast<py::dict>());
@@ -388,7 +391,8 @@ py::dict quantize_static(const std::string& model_input, const std::string& mode
 // name, or quantize_static's arguments in the JSON form of `onnxptq quantize --config`. Returns
 // the JSON form of `onnxptq sensitivity --json`; `html_path`, when not empty, gets the page.
 py::object sensitivity(const std::string& model_input, py::object reader, const std::string& config, size_t samples,
-                       size_t output_index, bool split, bool left_float, const std::string& html_path) {
+                       size_t output_index, bool split, bool left_float, const std::string& html_path,
+                       py::object progress) {
   Config c = Config::has_preset(config) ? Config::preset(config) : Config::from_json(config);
   c.check();  // before the model is read
   if (!html_path.empty()) check_output_path(model_input, html_path, "html_path");
@@ -402,14 +406,15 @@ py::object sensitivity(const std::string& model_input, py::object reader, const 
     data = random_reader(*model);
   else
     data = std::make_unique<PythonReader>(reader, model->inputs());
+  SensitivityOptions options;
+  options.samples = samples;
+  options.output_index = output_index;
+  options.split = split;
+  options.left_float = left_float;
+  options.progress = progress_function(progress);  // under the GIL: it holds a Python object
   std::string json;
   {
     py::gil_scoped_release nogil;
-    SensitivityOptions options;
-    options.samples = samples;
-    options.output_index = output_index;
-    options.split = split;
-    options.left_float = left_float;
     SensitivityReport report = analyze_sensitivity(*model, *data, c, options);
     json = report.to_json();
     if (!html_path.empty()) write_text_file(html_path, report.to_html(model_input));
@@ -476,7 +481,8 @@ PYBIND11_MODULE(_core, m) {
         py::arg("external_data"), py::arg("log_progress"), py::arg("calib_size"), py::arg("target") = py::none(),
         py::arg("auto_mp_evaluate") = py::none(), py::arg("progress") = py::none());
   m.def("sensitivity", &onnxptq::python::sensitivity, py::arg("model_input"), py::arg("reader"), py::arg("config"),
-        py::arg("samples"), py::arg("output_index"), py::arg("split"), py::arg("left_float"), py::arg("html_path"));
+        py::arg("samples"), py::arg("output_index"), py::arg("split"), py::arg("left_float"), py::arg("html_path"),
+        py::arg("progress") = py::none());
   m.def("check_config", &onnxptq::python::check_config, py::arg("config_json"));
   m.def("presets", &onnxptq::python::presets);
   m.def("evaluate", &onnxptq::python::evaluate, py::arg("baseline"), py::arg("quantized"));

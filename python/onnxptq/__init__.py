@@ -274,14 +274,16 @@ def quantize_static(model_input,
 
 
 def sensitivity(model_input, calibration_data_reader=None, config=None, *, extra_options=None, samples=8,
-                output_index=0, split=False, left_float=False, html_path=None):
+                output_index=0, split=False, left_float=False, html_path=None, progress_callback=None):
     """How much each quantized node costs the model's output (`onnxptq sensitivity`; docs/cli.md):
     the model file quantized with `config` (a preset's name, or a dict of quantize_static's
     arguments by name, as a JSON config file of `onnxptq quantize --config`; `extra_options` added
     to it; None: quantize_static's defaults) and simulated with each node alone (with `split`,
     also its weight alone and its activations alone; with `left_float`, every node but it), on
-    the first `samples` samples of the reader (None: one random sample). Returns {"whole_model", "nodes": [...], ...}, worst node first; `html_path`
-    gets the page with the chart."""
+    the first `samples` samples of the reader (None: one random sample). Returns {"whole_model",
+    "nodes": [...], ...}, worst node first; `html_path` gets the page with the chart.
+    `progress_callback(phase, done, total, unit)` is called as calibration samples are read and
+    nodes measured, as quantize_static's is."""
     if not isinstance(model_input, (str, os.PathLike)):
         raise TypeError(f"model_input: expected a file path, got {type(model_input).__name__}")
     if isinstance(config, str) and extra_options is None:
@@ -294,7 +296,8 @@ def sensitivity(model_input, calibration_data_reader=None, config=None, *, extra
             config["extra_options"] = dict(config.get("extra_options", {}), **extra_options)
         text = json.dumps(config, default=_json_value, allow_nan=False)
     return _core.sensitivity(os.fspath(model_input), calibration_data_reader, text, int(samples), int(output_index),
-                             bool(split), bool(left_float), os.fspath(html_path) if html_path else "")
+                             bool(split), bool(left_float), os.fspath(html_path) if html_path else "",
+                             _progress_function(progress_callback))
 
 
 __all__ = [

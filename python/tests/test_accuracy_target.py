@@ -83,7 +83,12 @@ def test_sensitivity_ranks_every_quantized_node(tiny_model, tmp_path):
     assert alone == sorted(alone)  # worst first
     assert all(n["weight"] is None for n in nodes)  # parts with split=True only
     assert "<svg" in html.read_text()
-    split = onnxptq.sensitivity(tiny_model, Reader(samples), "A8W8", samples=2, split=True)
+    calls = []
+    split = onnxptq.sensitivity(tiny_model, Reader(samples), "A8W8", samples=2, split=True,
+                                progress_callback=lambda *a: calls.append(a))
+    measured = [c for c in calls if c[0] == "sensitivity"]
+    assert measured[-1][1:] == (len(split["nodes"]), len(split["nodes"]), "nodes")
+    assert [c[1] for c in calls if c[0] == "calibration data"][-4:] == [1, 2, 3, 4]
     conv = next(n for n in split["nodes"] if n["node"] == "conv")
     assert conv["weight"]["sqnr_db"] is not None and conv["activations"]["sqnr_db"] is not None
     by_dict = onnxptq.sensitivity(tiny_model, Reader(samples), {"calibrate_method": "MinMax"},
