@@ -63,13 +63,16 @@ class AutoMix {
     std::vector<std::string> candidates = candidates_of(base);
     say("AutoMixprecision: " + std::to_string(candidates.size()) + " candidate nodes, base " + r_.metric + " " +
         number(loss_of(base, config_, "the base model")));
+    const ProgressFunction& progress = config_.calib.progress;
     for (const std::string& node : candidates) {
+      if (progress) progress({"AutoMixprecision", "candidates", r_.candidates.size(), candidates.size()});
       quant::QuantConfig c = with_converted({node});
       // AutoMixUseFastFT: the node converted is finetuned before it is measured.
       std::set<std::string> finetuned;
       if (a_.use_fast_ft) finetuned.insert(node);
       r_.candidates.push_back({node, loss_of(quantize(c, false, finetuned), c, node + " alone"), false});
     }
+    if (progress) progress({"AutoMixprecision", "candidates", candidates.size(), candidates.size()});
     std::stable_sort(r_.candidates.begin(), r_.candidates.end(),
                      [](const auto& x, const auto& y) { return x.alone < y.alone; });
 
@@ -79,6 +82,7 @@ class AutoMix {
         r_.stop_reason = "NumTarget (" + std::to_string(a_.num_target) + ") nodes converted";
         break;
       }
+      if (progress) progress({"AutoMixprecision, converting", "nodes", converted.size(), candidates.size()});
       converted.push_back(candidate.node);
       quant::QuantConfig c = with_converted(converted);
       double loss = loss_of(quantize(c, false), c, std::to_string(converted.size()) + " nodes converted");

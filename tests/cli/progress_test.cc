@@ -78,6 +78,11 @@ TEST(ProgressCli, ABarOnATerminalPlainLinesOnAPipeWithThePpOcrDetector) {
   EXPECT_NE(nodes.find("3/3 nodes"), std::string::npos) << nodes;
   EXPECT_NE(nodes.find("sensitivity, left float [#"), std::string::npos) << nodes;
   EXPECT_LT(nodes.find("3/3 nodes"), nodes.find("whole model quantized")) << nodes;  // the bar ends first
+  // Quark's AutoMixprecision counts the candidates measured, then the nodes converted.
+  std::string mixed = run_in_terminal({ONNXPTQ_CLI, "quantize", model.string(), "-o", out, "--random", "2", "--config",
+                                       "S16S16_MIXED_S8S8"});
+  EXPECT_NE(mixed.find("\r\033[KAutoMixprecision [#"), std::string::npos) << mixed;
+  EXPECT_NE(mixed.find("AutoMixprecision, converting ["), std::string::npos) << mixed;
   cli_test::CliRun quiet = cli_test::onnxptq("quantize " + model.string() + " -o " + out + " --random 40 --quiet");
   EXPECT_EQ(quiet.code, 0);
   EXPECT_EQ(quiet.err, "");
