@@ -110,19 +110,6 @@ std::optional<OutputQuant> output_quant(const quant::Plan& plan, const std::stri
                      static_cast<float>(range.min), static_cast<float>(range.max)};
 }
 
-// "3 min 20 s", "42 s", "1 h 05 min": a duration for a progress line.
-std::string duration(double seconds) {
-  const long s = std::lround(seconds);
-  std::ostringstream out;
-  if (s >= 3600)
-    out << s / 3600 << " h " << std::setw(2) << std::setfill('0') << (s % 3600) / 60 << " min";
-  else if (s >= 60)
-    out << s / 60 << " min " << s % 60 << " s";
-  else
-    out << s << " s";
-  return out.str();
-}
-
 // SelectiveUpdate's measure: the mean over the samples of the L2 norm of output `index` of the
 // model simulated with a plan, minus the float model's.
 class OutputDistance {
@@ -296,7 +283,6 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
       targets = {largest};
     }
   }
-  const auto begin = std::chrono::steady_clock::now();
   const ProgressFunction& progress = config.calib.progress;
   if (progress) progress({"fast finetune", "layers", 0, targets.size()});
   std::vector<quant::FinetunedLayer> reports;
@@ -434,7 +420,6 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (log) {
       const size_t done = reports.size() + 1;
-      const double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count();
       std::string line = "finetune " + std::to_string(done) + "/" + std::to_string(targets.size()) + " " + node->name +
                          " (" + node->op_type + (act_node ? " + " + act_node->op_type : "") + "): loss " +
                          rounded(r.loss_before, 4) + " -> " + rounded(r.loss_after, 4);
@@ -442,10 +427,7 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
         line += ", output distance " + rounded(report.output_distance->first, 4) + " -> " +
                 rounded(report.output_distance->second, 4);
       line += std::string(report.kept ? "" : " (not kept)") + ", " + std::to_string(r.iterations_run) +
-              " iterations, " + rounded(report.seconds, 3) + " s";
-      if (done < targets.size())
-        line += ", about " +
-                duration(elapsed / static_cast<double>(done) * static_cast<double>(targets.size() - done)) + " left";
+              " iterations, " + rounded(report.seconds, 3) + " s";  // the time left is the progress bar's
       log(line);
     }
     reports.push_back(std::move(report));
