@@ -20,7 +20,7 @@ done
 
 cmake -S "$source/examples" -B "$work/with-cmake" -G Ninja -DCMAKE_PREFIX_PATH="$prefix" >/dev/null
 cmake --build "$work/with-cmake" >/dev/null
-PKG_CONFIG_PATH=$(dirname "$pc") g++ -std=c++20 "$source/examples/quantize.cpp" -o "$work/with-pkg-config" \
+PKG_CONFIG_PATH=$(dirname "$pc") g++ "$source/examples/quantize.cpp" -o "$work/with-pkg-config" \
   $(PKG_CONFIG_PATH=$(dirname "$pc") pkg-config --cflags --libs onnxptq) -Wl,-rpath,"$libdir"
 
 "$work/with-cmake/quantize_example" "$model" "$work/cmake.onnx" A8W8 2>/dev/null | tee "$work/cmake.txt"
