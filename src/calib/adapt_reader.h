@@ -1,4 +1,4 @@
-// Samples made to fit a model converted before quantization (shared/spec/quark_onnx.md §4 step 14,
+// Samples made to fit a model converted before quantization (as does Quark's
 // CachedDataReader): float16 arrays widened for inputs the model now takes as float
 // (convert_fp16_to_fp32), 4-D NCHW arrays transposed for inputs it now takes NHWC (convert_nchw_to_nhwc).
 #pragma once

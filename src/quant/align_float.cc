@@ -1,4 +1,4 @@
-// Quark's float-scale alignment loop (quark_onnx.md §7.3 b, postprocess/refinement align_quantize_info).
+// Quark's float-scale alignment loop (postprocess/refinement/refine.py align_quantize_info).
 #include "quant/align_float.h"
 
 #include <set>

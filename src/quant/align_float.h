@@ -1,4 +1,4 @@
-// Quark's align_quantize_info (shared/spec/quark_onnx.md §7.3 b): scale alignment on a plan whose
+// Quark's align_quantize_info (quark/onnx/postprocess/refinement/refine.py): scale alignment on a plan whose
 // parameters are assigned, for float scales (and power-of-two ones outside the NPU path, as Quark's
 // ExtendedQDQQuantizer does): Concat, Pad, Transpose and Reshape inputs take their output's
 // parameters, pool and Slice outputs their input's, and AdjustBiasScale requantizes int32 biases

@@ -135,10 +135,10 @@ void check_config(const QuantConfig& c) {
   }
   if (c.use_unsigned_relu && !c.power_of_two())
     throw Error("UseUnsignedReLU applies to power-of-two quantization (calibrate_method NonOverflow or MinMSE)");
-  // Quark applies AlignEltwiseQuantType only without the NPU flags (quark_onnx.md §2.4, §9.8).
+  // Quark applies AlignEltwiseQuantType only without the NPU flags (its extra_options documentation).
   if (c.align_eltwise_quant_type.value_or(false) && c.enable_dpu)
     throw Error("AlignEltwiseQuantType does not apply with enable_dpu (Quark uses it without the NPU flags only)");
-  if (c.enable_dpu) {  // the dpu quantizer (vai §4.1; Quark's XINT8 quantizer rejects the same, quark §7.1)
+  if (c.enable_dpu) {  // vai_q_onnx's dpu quantizer (Quark's XINT8 quantizer rejects the same)
     if (c.format != QuantFormat::QDQ)
       throw Error(std::string("enable_dpu: the dpu quantizer writes QuantFormat.QDQ, not ") +
                   quant_format_name(c.format));
@@ -161,7 +161,7 @@ void check_config(const QuantConfig& c) {
           "enable_dpu: ActivationSymmetric must be True (vai_q_onnx forces it, Quark's XINT8 quantizer "
           "rejects False): set extra option ActivationSymmetric");
   } else {
-    // enable_npu_transformer takes four of the rewrites' keys (Quark §4 step 13).
+    // enable_npu_transformer takes four of the rewrites' keys (as in Quark's quantize_static).
     std::string pass_key;
     for (const auto& [key, on] : c.dpu_pass_switches)
       if (pass_key.empty() && !(c.enable_npu_transformer && is_npu_transformer_pass_option(key))) pass_key = key;

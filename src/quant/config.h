@@ -1,5 +1,5 @@
 // What the user asks of the quantizer: the arguments and extra_options of the seeds'
-// quantize_static (shared/seeds, shared/spec/vai_q_onnx.md §1), as one struct.
+// quantize_static (vai_q_onnx 1.16's user guide and quantize.py, Quark's quantize_static), as one struct.
 #pragma once
 
 #include <cstdint>
@@ -23,7 +23,7 @@ enum class QuantFormat {
   FixNeuron,  // VitisQuantFormat.FixNeuron: one FixNeuron node per quantized tensor
   // Quark's ExtendedQuantFormat.QDQ: com.amd.quark ExtendedQuantizeLinear / ExtendedDequantizeLinear,
   // the 8/16-bit ones (and int32 DequantizeLinear with zero point 0) then written as com.microsoft
-  // QuantizeLinear / DequantizeLinear (quark_onnx.md §3.3, §7.1)
+  // QuantizeLinear / DequantizeLinear (as Quark's quantizer does)
   ExtendedQDQ,
 };
 
@@ -46,7 +46,7 @@ struct NodePrecision {
   bool keep_float = false;
 };
 
-// One tensor's entry of ORT's TensorQuantOverrides (ort_quantization.md §4.10): its type,
+// One tensor's entry of ORT's TensorQuantOverrides (tensor_quant_overrides.py): its type,
 // symmetry, range or fixed parameters (one per channel for a per-channel weight), and a
 // "convert": the consumers in recv_nodes (all when empty) read it requantized to another type.
 struct TensorOverride {
@@ -127,7 +127,7 @@ struct QuantConfig {
   std::vector<std::string> op_types_to_quantize;  // empty: the default set (plan.h)
   std::vector<std::string> nodes_to_quantize;     // empty: every node of those types
   std::vector<std::string> nodes_to_exclude;
-  std::vector<std::string> input_nodes, output_nodes;  // vai §4.7: become exclusions
+  std::vector<std::string> input_nodes, output_nodes;  // vai_q_onnx's get_exclude_nodes: become exclusions
 
   // extra_options
   bool activation_symmetric = false;           // ActivationSymmetric
@@ -171,17 +171,17 @@ struct QuantConfig {
 
   calib::CalibOptions calib;  // the Calib* extra_options, threads, workers, ...
 
-  // enable_dpu (vai_q_onnx) / enable_npu_cnn (Quark): the NPU path of shared/spec/vai_q_onnx.md
-  // §6-§9: the graph rewrites of passes/dpu.h (switched by their own extra_options keys), the QDQ
+  // enable_dpu (vai_q_onnx) / enable_npu_cnn (Quark): the NPU path of vai_q_onnx
+  // 1.16: the graph rewrites of passes/dpu.h (switched by their own extra_options keys), the QDQ
   // removal around annotated activations, SimulateDPU, and the IPU limitation check on the plan.
   bool enable_dpu = false;
   std::map<std::string, bool> dpu_pass_switches;  // extra_options key -> on/off, over dpu_pass_options()
-  bool simulate_dpu = true;                       // SimulateDPU (master switch of §8)
+  bool simulate_dpu = true;                       // SimulateDPU (master switch of the simulate_dpu.py transforms)
   bool remove_qdq_conv_leaky_relu = false;        // RemoveQDQConvLeakyRelu
   bool remove_qdq_conv_prelu = false;             // RemoveQDQConvPRelu
-  // IPULimitationCheck and its Adjust* sub-options (vai §9; Quark MaxLoopNum). The Align* keys
-  // below are shared: on power-of-two plans they are §9's position rules, on float scales Quark's
-  // align_quantize_info (quark_onnx.md §7.3 b).
+  // IPULimitationCheck and its Adjust* sub-options (vai_q_onnx; Quark MaxLoopNum). The Align* keys
+  // below are shared: on power-of-two plans they are IPULimitationCheck's position rules, on float scales Quark's
+  // align_quantize_info.
   struct IpuCheck {
     bool enabled = true;  // IPULimitationCheck (only with enable_dpu)
     bool adjust_shift_cut = true, adjust_shift_bias = true, adjust_shift_read = true, adjust_shift_write = true,
@@ -193,12 +193,12 @@ struct QuantConfig {
   std::optional<bool> align_eltwise_quant_type;  // AlignEltwiseQuantType
   bool adjust_bias_scale = true;                 // AdjustBiasScale
   bool fold_relu = false;                        // FoldRelu (Quark)
-  // QuantizeAllOpTypes (Quark, quark_onnx.md §4 step 10): every op type of the graph (standard
+  // QuantizeAllOpTypes (Quark's get_static_op_types): every op type of the graph (standard
   // domain) is quantized too; ops without a rule of their own go through the generic one (float
   // inputs and outputs quantized, integer tensors never).
   bool quantize_all_op_types = false;
 
-  // enable_npu_transformer (Quark's TransformerQDQQuantizer, quark_onnx.md §4 steps 9, 10, 13):
+  // enable_npu_transformer (Quark's TransformerQDQQuantizer):
   // the op types default to Quark's NPUTransformerRegistry (Gemm, MatMul), MatMulConstBOnly
   // defaults to true, and ConvertBNToConv, ConvertReduceMeanToGlobalAvgPool, SplitLargeKernelPool
   // and ConvertSplitToSlice (dpu_pass_switches) run before calibration, on the nodes quantized.
@@ -227,8 +227,8 @@ void check_config(const QuantConfig& config);
 // disk cache, SelectiveUpdate, OutputQDQ, RefModelPath, a device other than the CPU).
 void apply_fast_finetune(FastFinetune& fast_finetune, const nlohmann::json& value);
 
-// The dpu_pass_switches keys enable_npu_transformer takes (Quark turns them on for it, quark_onnx.md
-// §4 step 13): ConvertBNToConv, ConvertReduceMeanToGlobalAvgPool, SplitLargeKernelPool, ConvertSplitToSlice.
+// The dpu_pass_switches keys enable_npu_transformer takes (Quark turns them on for it in
+// its quantize_static): ConvertBNToConv, ConvertReduceMeanToGlobalAvgPool, SplitLargeKernelPool, ConvertSplitToSlice.
 bool is_npu_transformer_pass_option(const std::string& key);
 
 }  // namespace onnxptq::quant

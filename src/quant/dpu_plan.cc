@@ -1,4 +1,4 @@
-// enable_dpu on the plan: the rewrites' node filter and the QDQ removal of vai_q_onnx §7.2.
+// enable_dpu on the plan: the rewrites' node filter and vai_q_onnx's QDQ removal (VitisQDQDPUQuantizer).
 #include "quant/dpu_plan.h"
 
 #include <cmath>

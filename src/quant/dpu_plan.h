@@ -1,5 +1,5 @@
 // enable_dpu on the quantizer's side: the node filter the DPU rewrites use, and the QDQ removal
-// between annotated producers and their activations (shared/spec/vai_q_onnx.md §7.2) on the plan.
+// between annotated producers and their activations (vai_q_onnx's VitisQDQDPUQuantizer) on the plan.
 #pragma once
 
 #include <cstddef>
@@ -13,10 +13,10 @@ namespace onnxptq::quant {
 
 // A PassContext whose should_quantize is vai_q_onnx's should_quantize_node for `config`: the op
 // types quantized_op_types gives for `model`, nodes_to_quantize and nodes_to_exclude (with the nodes that
-// input_nodes / output_nodes exclude in `model`, vai §4.7).
+// input_nodes / output_nodes exclude in `model`, vai_q_onnx's get_exclude_nodes).
 passes::PassContext dpu_pass_context(const ir::Model& model, const QuantConfig& config);
 
-// §7.2 on a plan made for `model`: every tensor that is output 0 of a Conv, Add, MaxPool,
+// That QDQ removal on a plan made for `model`: every tensor that is output 0 of a Conv, Add, MaxPool,
 // AveragePool, GlobalAveragePool, MatMul or Gemm and input 0 of an activation the NPU fuses (Relu,
 // Clip with constant bounds 0 and 6, LeakyRelu with RemoveQDQConvLeakyRelu, PRelu with
 // RemoveQDQConvPRelu), and every Pad output read by an average pool, leaves the plan (no Q/DQ; the

@@ -16,7 +16,7 @@ namespace onnxptq::quant {
 // (per-channel parameters need opset 13).
 ir::Model export_model(const ir::Model& model, const Plan& plan, const QuantConfig& config);
 
-// QuantFormat.QDQ (ORT's layout and names, shared/spec/ort_quantization.md §4.4-4.8, 4.12):
+// QuantFormat.QDQ (ORT's layout and names, its qdq_quantizer.py):
 // weights stored quantized with a DequantizeLinear (or float with a Q/DQ pair under
 // AddQDQPairToWeight), int32 biases with a DequantizeLinear writing the bias's name, and a
 // QuantizeLinear/DequantizeLinear pair after every quantized activation (one per consumer under
@@ -34,18 +34,18 @@ struct QdqStyle {
 };
 ir::Model export_qdq_styled(const ir::Model& model, const Plan& plan, const QuantConfig& config, const QdqStyle& style);
 
-// VitisQuantFormat.QDQ (vai_q_onnx.md §4.1, §5.1-5.2): the QDQ layout with VitisQuantizeLinear /
+// VitisQuantFormat.QDQ (vai_q_onnx's VitisExtendedQuantizer): the QDQ layout with VitisQuantizeLinear /
 // VitisDequantizeLinear (com.vai.quantize v1, no attributes) for every type; weights always float
 // with a pair (vai_q_onnx forces AddQDQPairToWeight), int32 biases stored with a
 // VitisDequantizeLinear writing the bias's name.
 ir::Model export_vitis_qdq(const ir::Model& model, const Plan& plan, const QuantConfig& config);
 
-// VitisQuantFormat.FixNeuron (vai_q_onnx.md §4.1, §5.3): one FixNeuron (ai.onnx.contrib v1) per
+// VitisQuantFormat.FixNeuron (vai_q_onnx's VitisExtendedQuantizer): one FixNeuron (ai.onnx.contrib v1) per
 // quantized tensor and weight, named <t>_DequantizeLinear, string attributes bit_width ("8"; "32"
 // for an int32 bias) and pos (rint(-log2(scale))).
 ir::Model export_fix_neuron(const ir::Model& model, const Plan& plan, const QuantConfig& config);
 
-// ExtendedQuantFormat.QDQ (quark_onnx.md §3.2-3.3, §7.1): the QDQ layout with com.amd.quark
+// ExtendedQuantFormat.QDQ (Quark's custom-op format): the QDQ layout with com.amd.quark
 // ExtendedQuantizeLinear / ExtendedDequantizeLinear (v1; `axis` per channel), integer weights stored
 // quantized (float16/bfloat16 ones float with a pair); then every custom Q/DQ with an 8/16-bit zero
 // point, and every int32 DequantizeLinear with zero points 0, becomes com.microsoft's
@@ -53,7 +53,7 @@ ir::Model export_fix_neuron(const ir::Model& model, const Plan& plan, const Quan
 // com.amd.quark 1.
 ir::Model export_extended_qdq(const ir::Model& model, const Plan& plan, const QuantConfig& config);
 
-// QuantFormat.QOperator (ort_quantization.md §5): QLinearConv, QLinearMatMul and com.microsoft's
+// QuantFormat.QOperator (ORT's ONNXQuantizer, QLinearOps): QLinearConv, QLinearMatMul and com.microsoft's
 // QLinearAdd, QLinearMul, QLinearConcat, QLinearSigmoid, QLinearLeakyRelu,
 // QLinearGlobalAveragePool, QLinearAveragePool where a quantized node has every tensor
 // quantized; data movement ops (MaxPool, Reshape, Transpose, Squeeze, Unsqueeze, Split, Slice,
@@ -61,7 +61,7 @@ ir::Model export_extended_qdq(const ir::Model& model, const Plan& plan, const Qu
 // DequantizeLinear and QuantizeLinear, so the model computes what the QDQ export of the plan does.
 ir::Model export_qoperator(const ir::Model& model, const Plan& plan, const QuantConfig& config);
 
-// The Relu/Clip nodes the plan removed (ORT §4.9): each goes, and its producer writes its output.
+// The Relu/Clip nodes the plan removed (ORT's QDQRemovableActivation): each goes, and its producer writes its output.
 void remove_planned_activations(ir::Graph& graph, const Plan& plan);
 // Sets beta to 1 on a Gemm whose bias the plan quantizes as int32: that bias's scale holds beta.
 void drop_gemm_beta_held_by_bias(ir::Node& node, const Plan& plan);

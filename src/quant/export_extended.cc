@@ -1,4 +1,4 @@
-// ExtendedQuantFormat.QDQ: Quark's custom-op format (shared/spec/quark_onnx.md §3.2, §3.3, §7.1),
+// ExtendedQuantFormat.QDQ: Quark's custom-op format (its com.amd.quark ops),
 // written by the QDQ writer with com.amd.quark ExtendedQuantizeLinear / ExtendedDequantizeLinear,
 // then Quark's post-pass (_convert_qdq_nodes) turns every one it can into com.microsoft
 // QuantizeLinear / DequantizeLinear: only 32-bit quantize ops, uint32, float16 and bfloat16 stay custom.
@@ -54,7 +54,7 @@ ir::Model export_extended_qdq(const ir::Model& model, const Plan& plan, const Qu
     node->op_type = node->op_type == "ExtendedQuantizeLinear" ? "QuantizeLinear" : "DequantizeLinear";
     node->domain = "com.microsoft";
   }
-  // Quark imports both domains before quantizing, whichever ops remain (quark §7.1).
+  // Quark imports both domains before quantizing, whichever ops remain.
   out.set_opset("com.microsoft", 1);
   out.set_opset("com.amd.quark", 1);
   return out;

@@ -1,5 +1,5 @@
 // QuantFormat.QDQ: QuantizeLinear/DequantizeLinear pairs around the float graph, with ORT's
-// names (shared/spec/ort_quantization.md §4.4-4.8, §4.12). The same writer, given another
+// names (ONNX Runtime's qdq_quantizer.py). The same writer, given another
 // QdqStyle, writes the Vitis formats (export_vitis.cc).
 #include <algorithm>
 #include <cmath>
@@ -23,7 +23,7 @@ class QdqExporter {
       : model_(ir::clone_model(model)), g_(*model_.graph), plan_(plan), config_(config), style_(std::move(style)) {}
 
   ir::Model run() {
-    if (style_.domain.empty()) {  // the standard ops: their opset rules (ort §4.8)
+    if (style_.domain.empty()) {  // the standard ops: their opset rules (as ORT's QDQQuantizer)
       int64_t opset = model_.opset("");
       if (opset < 10) throw Error("QDQ needs opset 10 or later; the model has opset " + std::to_string(opset));
       bool wide = false, per_channel = false;
@@ -83,7 +83,7 @@ class QdqExporter {
       return vector ? std::vector<int64_t>{static_cast<int64_t>(scales.size())} : std::vector<int64_t>{};
     };
     ir::Value* s = new_initializer(scale_name, ir::Tensor::from_values<float>(dims(scale_vector), scales));
-    // FixNeuron takes an int8 zero point whatever its bit width (vai §5.3).
+    // FixNeuron takes an int8 zero point whatever its bit width (vai_q_onnx's FixNeuron op).
     DataType zp_type = style_.fix_neuron ? DataType::Int8 : type;
     ir::Value* z = new_initializer(zp_name, zero_point_tensor(zp_type, dims(zp_vector), params));
     return {s, z};
@@ -142,7 +142,7 @@ class QdqExporter {
     if (w->uses().empty() && !g_.is_input(w) && !g_.is_output(w)) g_.remove_value(w);
   }
 
-  // The int32 bias: a DequantizeLinear writes the bias's own name (ORT §4.7).
+  // The int32 bias: a DequantizeLinear writes the bias's own name (as ORT's QDQQuantizer).
   void bias(const TensorPlan& t) {
     ir::Value* b = g_.find_value(t.name);
     if (!b || !t.data) throw Error("QDQ export: bias '" + t.name + "' has no quantized values");
@@ -261,7 +261,7 @@ void drop_gemm_beta_held_by_bias(ir::Node& node, const Plan& plan) {
 ir::Tensor zero_point_tensor(DataType type, std::vector<int64_t> dims,
                              const std::vector<qmath::ScaleZeroPoint>& params) {
   ir::Tensor t(type, std::move(dims));
-  if (type == DataType::Float16 || type == DataType::BFloat16) {  // a value of that type (vai §3.2)
+  if (type == DataType::Float16 || type == DataType::BFloat16) {  // a value of that type (vai_q_onnx)
     std::span<uint16_t> out = t.mutable_values<uint16_t>();
     for (size_t i = 0; i < params.size(); ++i) {
       auto z = static_cast<float>(params[i].float_zero_point);

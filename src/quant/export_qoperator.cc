@@ -1,6 +1,6 @@
 // QuantFormat.QOperator: quantized nodes become ONNX Runtime's QLinear ops on 8-bit tensors,
 // data movement ops run on the quantized tensors, and every other node stays float between a
-// DequantizeLinear and a QuantizeLinear (shared/spec/ort_quantization.md §5). Each planned tensor
+// DequantizeLinear and a QuantizeLinear (ORT's ONNXQuantizer). Each planned tensor
 // is quantized once, and every reader sees its quantized value, as in the QDQ export of the same
 // plan: the two differ only by the QLinear kernels' own rounding.
 //
@@ -383,7 +383,7 @@ class QOperatorExporter {
 
   // The int32 bias of a QLinearConv, in units of its s_x * s_w. A bias initializer several Convs
   // share (identical zero biases merged, say) is planned for the first one's scales: the others
-  // get a copy quantized for theirs, as ORT duplicates a shared bias (ort §4.7).
+  // get a copy quantized for theirs, as ORT's quantize_bias_tensor duplicates a shared bias.
   ir::Value* conv_bias(const ir::Node& n) {
     const std::string& name = n.input(2)->name();
     const TensorPlan& b = *plan_.find(name);

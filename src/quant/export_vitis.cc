@@ -1,5 +1,5 @@
 // VitisQuantFormat.QDQ and VitisQuantFormat.FixNeuron: vai_q_onnx's custom-op formats, written by
-// the QDQ writer with the node family of each (shared/spec/vai_q_onnx.md §4.1, §5.1-5.3).
+// the QDQ writer with the node family of each (vai_q_onnx's VitisExtendedQuantizer).
 #include "quant/export.h"
 
 namespace onnxptq::quant {
@@ -9,7 +9,7 @@ ir::Model export_vitis_qdq(const ir::Model& model, const Plan& plan, const Quant
   style.domain = "com.vai.quantize";
   style.quantize_op = "VitisQuantizeLinear";
   style.dequantize_op = "VitisDequantizeLinear";
-  style.weights_as_pair = true;  // VitisExtendedQuantizer sets add_qdq_pair_to_weight (vai §4.4)
+  style.weights_as_pair = true;  // VitisExtendedQuantizer sets add_qdq_pair_to_weight
   return export_qdq_styled(model, plan, config, style);
 }
 

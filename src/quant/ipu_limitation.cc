@@ -1,4 +1,4 @@
-// IPULimitationCheck on a power-of-two plan: §9.2's rules (ipu_rules.h) swept in §9.3's order over
+// IPULimitationCheck on a power-of-two plan: the rules of ipu_rules.h swept in adjust_quantize_info's order over
 // the plan's positions, changed through their parameter providers.
 #include "quant/ipu_limitation.h"
 
@@ -14,7 +14,7 @@ namespace onnxptq::quant {
 namespace {
 
 // The plan's positions, found where vai_q_onnx finds them on the QDQ graph: a tensor's slot is the
-// provider of its parameters (Q/DQ pairs that share scale initializers, §9.1).
+// provider of its parameters (Q/DQ pairs that share scale initializers).
 class PlanPositions : public PositionView {
  public:
   explicit PlanPositions(const Plan& plan) : plan_(plan), fused_(plan.removed_activations) {
@@ -28,7 +28,7 @@ class PlanPositions : public PositionView {
     return t->pos;
   }
   // A Relu/Clip the plan removed (its producer writes its output), or one whose input lost its
-  // Q/DQ to enable_dpu's fusion (vai §7.2): the activation's output position is the producer's.
+  // Q/DQ to enable_dpu's fusion (dpu_plan.h): the activation's output position is the producer's.
   bool fused_activation(const ir::Node& consumer) const override {
     return consumer.output(0) && fused_.count(consumer.output(0)->name());
   }
@@ -52,7 +52,7 @@ const ir::Tensor& float_values(const ir::Model& model, const std::string& name) 
 // A slot's new position, in its provider and every tensor sharing its parameters. The zero point
 // stays, as vai_q_onnx's set_pos writes only the scale. A weight or bias is quantized again from
 // its float values: vai_q_onnx rewrites only the scale initializer and keeps the stored integers,
-// which multiplies the dequantized weight by 2^(old - new) (vai §14.4, a bug not copied here).
+// which multiplies the dequantized weight by 2^(old - new) (a vai_q_onnx 1.16 bug not copied here).
 void set_position(Plan& plan, const ir::Model& model, const std::string& slot, int pos) {
   TensorPlan& t = *plan.find(slot);
   t.pos = pos;
@@ -110,7 +110,7 @@ std::vector<IpuRule> enabled_rules(const QuantConfig& config) {
         on = c.adjust_shift_swish;
         break;
       case IpuRule::AlignConcat:
-        on = config.align_concat.value_or(true);  // on by default for power-of-two scales (vai §1.6)
+        on = config.align_concat.value_or(true);  // on by default for power-of-two scales (vai_q_onnx's AlignConcat)
         break;
       case IpuRule::AlignPool:
         on = config.align_pool.value_or(true);
@@ -179,7 +179,7 @@ void check_ipu_config(const QuantConfig& config) {
       c.adjust_shift_write != defaults.adjust_shift_write || c.adjust_hard_sigmoid != defaults.adjust_hard_sigmoid ||
       c.adjust_shift_swish != defaults.adjust_shift_swish || c.max_loops != defaults.max_loops;
   if (c.max_loops < 0) throw Error("MaxLoopNum: " + std::to_string(c.max_loops) + " sweeps; expected 0 or more");
-  // Quark aligns Transpose and Reshape for float scales only (quark_onnx.md §7.3): no position rule.
+  // Quark aligns Transpose and Reshape for float scales only (its align_quantize_info): no position rule.
   if (config.enable_dpu && config.power_of_two())
     for (auto [key, value] :
          {std::pair{"AlignTranspose", config.align_transpose}, std::pair{"AlignReshape", config.align_reshape}})

@@ -1,4 +1,4 @@
-// IPULimitationCheck: the NPU's shift constraints on a power-of-two plan (shared/spec/vai_q_onnx.md §9).
+// IPULimitationCheck: the NPU's shift constraints on a power-of-two plan (vai_q_onnx's refine.py adjust_quantize_info).
 #pragma once
 
 #include <string>
@@ -18,8 +18,8 @@ struct IpuAdjustment {
   int from = 0, to = 0;
 };
 
-// Changes the power-of-two positions of `plan` (after assign_parameters) so that §9.2's
-// constraints hold on `model`, in §9.3's order, sweeping config.ipu.max_loops times (or until
+// Changes the power-of-two positions of `plan` (after assign_parameters) so that the
+// constraints of ipu_rules.h hold on `model`, in refine.py's order, sweeping config.ipu.max_loops times (or until
 // nothing changes), with the sub-options of config.ipu and config.align_*. Weights and biases
 // whose position changes are quantized again from their float values (vai_q_onnx does not: a
 // documented bug). Returns every change made, in order.

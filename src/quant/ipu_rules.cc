@@ -1,4 +1,4 @@
-// §9.2's constraints and corrections on one node, with §9.1's position lookups.
+// vai_q_onnx's IPULimitationCheck constraints and corrections on one node (refine.py), with its position lookups.
 #include "quant/ipu_rules.h"
 
 #include <algorithm>
@@ -42,7 +42,7 @@ namespace {
 
 bool is_avg_pool(const ir::Node& n) { return n.op_type == "AveragePool" || n.op_type == "GlobalAveragePool"; }
 
-// The producers whose output Q/DQ vai_q_onnx removes before an annotated activation (§7.2).
+// The producers whose output Q/DQ vai_q_onnx removes before an annotated activation (VitisQDQDPUQuantizer).
 bool is_annotate_op(const ir::Node& n) {
   static const char* const ops[] = {"Conv", "Add", "MaxPool", "AveragePool", "GlobalAveragePool", "MatMul", "Gemm"};
   return std::any_of(std::begin(ops), std::end(ops), [&](const char* op) { return n.op_type == op; });
@@ -62,7 +62,7 @@ std::optional<double> scalar_constant(const ir::Value* v) {
   return t->values<float>()[0];
 }
 
-// §7.2's "needs annotation": Relu, Clip(0, 6) (constants within 1e-5), LeakyRelu and PRelu when asked.
+// vai_q_onnx's "needs annotation": Relu, Clip(0, 6) (constants within 1e-5), LeakyRelu and PRelu when asked.
 bool needs_annotation(const ir::Node& n, const IpuAnnotation& a) {
   if (n.op_type == "Relu") return true;
   if (n.op_type == "LeakyRelu") return a.leaky_relu;
@@ -73,7 +73,7 @@ bool needs_annotation(const ir::Node& n, const IpuAnnotation& a) {
 }
 
 // ipos_k: the slot `node` reads input k with; ipos (look_through) lets an AveragePool or
-// GlobalAveragePool with none look one producer further back (through an unquantized Pad, §9.1).
+// GlobalAveragePool with none look one producer further back (through an unquantized Pad, as vai_q_onnx does).
 std::string input_slot(const ir::Node& node, size_t k, const PositionView& view, bool look_through = false) {
   const ir::Value* v = node.input(k);
   if (!v || v->name().empty()) return "";
@@ -222,7 +222,7 @@ std::optional<IpuRuleCheck> shift_bias(const ir::Node& node, const PositionView&
   return r;
 }
 
-// vai_q_onnx checks shift_sigmoid >= 0 (its docstring; §9.2 writes (0, 31]): its correction sets
+// vai_q_onnx checks shift_sigmoid >= 0 (adjust_hard_sigmoid's docstring; its code tests > 0): its correction sets
 // opos := 14 + ipos when shift_sigmoid <= 0, which gives 0. The upper bound cannot be passed once
 // ipos <= 15 and opos >= 7.
 std::optional<IpuRuleCheck> hard_sigmoid(const ir::Node& node, const PositionView& view, const IpuAnnotation& a) {

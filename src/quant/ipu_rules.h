@@ -1,4 +1,4 @@
-// The NPU's shift constraints of shared/spec/vai_q_onnx.md §9.2 on one node, over any graph that can
+// The NPU's shift constraints of vai_q_onnx's IPULimitationCheck (refine.py) on one node, over any graph that can
 // say where power-of-two positions are: the plan (ipu_limitation.cc) or an exported model (tools/check_npu.cc).
 #pragma once
 
@@ -22,12 +22,12 @@ class PositionView {
   virtual std::string write_slot(const ir::Value* value) const = 0;
   // The position of a slot, if it has one (per-channel or float parameters have none).
   virtual std::optional<int> pos(const std::string& slot) const = 0;
-  // Whether `consumer` is an activation fused into its producer beyond §9.1's annotation rule
+  // Whether `consumer` is an activation fused into its producer beyond vai_q_onnx's annotation rule
   // (the plan: a Relu/Clip it removed).
   virtual bool fused_activation(const ir::Node& consumer) const { return false; }
 };
 
-// §9.3's order.
+// The order of vai_q_onnx's adjust_quantize_info (refine.py).
 enum class IpuRule {
   AdjustShiftRead,
   AdjustShiftWrite,
@@ -37,13 +37,13 @@ enum class IpuRule {
   AdjustShiftSwish,
   AlignConcat,
   AlignPool,
-  AlignPad,    // Quark's power-of-two refinement only (quark_onnx.md §7.3 a): Pad like the pools
+  AlignPad,    // Quark's power-of-two refinement only (its adjust_quantize_info): Pad like the pools
   AlignSlice,  // likewise Slice
 };
 inline constexpr IpuRule kIpuRules[] = {IpuRule::AdjustShiftRead, IpuRule::AdjustShiftWrite,  IpuRule::AdjustShiftCut,
                                         IpuRule::AdjustShiftBias, IpuRule::AdjustHardSigmoid, IpuRule::AdjustShiftSwish,
                                         IpuRule::AlignConcat,     IpuRule::AlignPool};
-// Quark's alignments that vai §9 does not have, after its rules; no NPU constraint, so the
+// Quark's alignments that vai_q_onnx's IPULimitationCheck does not have, after its rules; no NPU constraint, so the
 // checker (tools/check_npu.cc) does not look for them.
 inline constexpr IpuRule kQuarkAlignRules[] = {IpuRule::AlignPad, IpuRule::AlignSlice};
 const char* ipu_rule_name(IpuRule rule);
@@ -64,14 +64,14 @@ struct IpuPositionChange {
   int from = 0, to = 0;
 };
 
-// A rule evaluated on a node: its constraints, and the changes §9.2's correction makes (in order;
+// A rule evaluated on a node: its constraints, and the changes vai_q_onnx's correction makes (in order;
 // none when every constraint holds).
 struct IpuRuleCheck {
   std::vector<IpuConstraint> constraints;
   std::vector<IpuPositionChange> changes;
 };
 
-// Which activations count as fused into a Conv/Add/... that writes them (§7.2's "needs annotation":
+// Which activations count as fused into a Conv/Add/... that writes them (vai_q_onnx's "needs annotation":
 // Relu and Clip(0, 6) always, LeakyRelu and PRelu with RemoveQDQConvLeakyRelu / RemoveQDQConvPRelu).
 struct IpuAnnotation {
   bool leaky_relu = false;
@@ -83,8 +83,8 @@ struct IpuAnnotation {
 std::optional<IpuRuleCheck> ipu_check_node(IpuRule rule, const ir::Node& node, const PositionView& view,
                                            const IpuAnnotation& annotation);
 
-// HardSigmoid(alpha = 1/6, beta = 0.5), the DPU's hard sigmoid (vai §8.3: |delta| < 1e-6, beta may
-// be absent); any op type (the swish test looks only at the attributes, §9.2).
+// HardSigmoid(alpha = 1/6, beta = 0.5), the DPU's hard sigmoid (vai_q_onnx's ConvertHardSigmoidToDPUVersion:
+// |delta| < 1e-6, beta may be absent); any op type (AdjustShiftSwish's test looks only at the attributes).
 bool is_dpu_hard_sigmoid(const ir::Node& node);
 
 }  // namespace onnxptq::quant

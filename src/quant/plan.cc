@@ -60,7 +60,7 @@ std::set<std::string> quantized_op_types(const QuantConfig& config) {
   } else if (ops.empty()) {
     ops = default_op_types();
     if (config.enable_dpu) ops.insert(dpu_op_types().begin(), dpu_op_types().end());
-    // Quark's ExtendedQDQQuantizer adds its NPU CNN registry (quark_onnx.md §4 step 10, §7.1).
+    // Quark's ExtendedQDQQuantizer adds its NPU CNN registry (its get_static_op_types).
     if (config.format == QuantFormat::ExtendedQDQ) {
       ops.insert(dpu_op_types().begin(), dpu_op_types().end());
       ops.insert("Min");

@@ -1,7 +1,7 @@
 // The quantization plan: for every tensor the quantizer will quantize, its role, type,
 // symmetry, axis and (once assigned) its scales and zero points; which nodes are quantized and
 // why the others stay float. One plan drives calibration (which tensors), simulation and every
-// exporter (shared/DESIGN.md: decide on a plan, simulate from it, export from it).
+// exporter (docs/ARCHITECTURE.md: decide on a plan, simulate from it, export from it).
 #pragma once
 
 #include <cstdint>
@@ -77,10 +77,10 @@ struct Plan {
   std::map<std::string, size_t> index;
   std::vector<std::string> quantized_nodes;
   std::map<std::string, std::string> float_nodes;  // node name -> why it stays float
-  // Outputs of the Relu/Clip nodes removed (asymmetric activations, ORT §4.9): the node goes,
+  // Outputs of the Relu/Clip nodes removed (asymmetric activations, ORT's QDQRemovableActivation): the node goes,
   // and its producer writes this tensor, whose range clips.
   std::set<std::string> removed_activations;
-  // enable_dpu (vai §7.2): tensors between an annotated producer (Conv, Add, MaxPool, the average
+  // enable_dpu (vai_q_onnx's dpu quantizer): tensors between an annotated producer (Conv, Add, MaxPool, the average
   // pools, MatMul, Gemm; or a Pad before an average pool) and the activation (Relu, Clip(0, 6),
   // LeakyRelu/PRelu by option) or pool reading it, which get no Q/DQ: the NPU runs the pair as one.
   // Each maps to the consumer's output, whose Q/DQ stands for both; the consumer node stays.
@@ -97,9 +97,9 @@ struct Plan {
   nlohmann::json to_json() const;
 };
 
-// The op types quantized when op_types_to_quantize is empty (vai §4.2 without the DPU registry).
+// The op types quantized when op_types_to_quantize is empty (vai_q_onnx 1.16's registries without the DPU one).
 const std::set<std::string>& default_op_types();
-// With enable_dpu, vai §4.2's DPU registry adds these (HardSigmoid, LayerNormalization, Div, ...).
+// With enable_dpu, vai_q_onnx's DPU registry adds these (HardSigmoid, LayerNormalization, Div, ...).
 const std::set<std::string>& dpu_op_types();
 // Quark's NPUTransformerRegistry (quark/onnx registry.py): the op types enable_npu_transformer
 // quantizes when op_types_to_quantize is empty: Gemm and MatMul.
@@ -114,14 +114,14 @@ std::set<std::string> quantized_op_types(const QuantConfig& config, const ir::Gr
 
 // The plan for `model`: nodes selected by the config (op types, nodes_to_quantize,
 // nodes_to_exclude, input_nodes/output_nodes), visited in topological order, each marking its
-// tensors by the per-op rules of ORT's QDQ quantizer (shared/spec/ort_quantization.md §4.2) and
-// vai_q_onnx (vai_q_onnx.md §4.2). `types` gives each value's element type where the model does
+// tensors by the per-op rules of ORT's QDQ quantizer (its registry.py) and
+// vai_q_onnx (its registry.py). `types` gives each value's element type where the model does
 // not (from a run of the float model). Error for a node name in nodes_to_exclude or
 // nodes_to_quantize that the model does not have; one in input_nodes or output_nodes is a
 // warning in plan.warnings (as vai_q_onnx).
 Plan make_plan(const ir::Model& model, const QuantConfig& config, const std::map<std::string, ir::DataType>& types);
 
-// nodes_to_exclude and the nodes that input_nodes / output_nodes exclude in `model` (vai §4.7).
+// nodes_to_exclude and the nodes that input_nodes / output_nodes exclude in `model` (vai_q_onnx's get_exclude_nodes).
 std::set<std::string> excluded_nodes(const ir::Model& model, const QuantConfig& config);
 
 // Scales and zero points: activations from the calibrated ranges, weights from their values,

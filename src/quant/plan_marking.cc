@@ -1,5 +1,5 @@
 // Marking: which tensors each selected node quantizes, by the per-op rules of ORT's QDQ
-// quantizer (shared/spec/ort_quantization.md §4.2-4.9) and vai_q_onnx (vai_q_onnx.md §4.2-4.7).
+// quantizer (registry.py, qdq_quantizer.py) and vai_q_onnx (its registry.py, qdq_quantizer.py).
 #include <cmath>
 #include <string>
 
@@ -80,7 +80,7 @@ class Planner {
   }
 
  private:
-  // vai §4.7: nodes before an input node, and after an output node, in topological order.
+  // vai_q_onnx's get_exclude_nodes: nodes before an input node, and after an output node, in topological order.
   void exclude_outside_input_output_nodes(const std::vector<ir::Node*>& order, std::set<std::string>& excluded) {
     auto positions = [&](const std::string& name, const char* what) {
       std::vector<size_t> at;
@@ -157,7 +157,7 @@ class Planner {
     TensorPlan& t = add(v, is_constant(v) ? Role::Weight : Role::Activation);
     t.type = activation_type();
     t.symmetric = config_.activation_symmetric;
-    if (config_.enable_dpu && t.role == Role::Weight) {  // vai §4.4: the dpu quantizer's initializers are weights
+    if (config_.enable_dpu && t.role == Role::Weight) {  // vai_q_onnx: the dpu quantizer's initializers are weights
       t.type = weight_type();
       t.symmetric = weights_symmetric();
     }
@@ -166,7 +166,7 @@ class Planner {
 
   // Quark's ExtendedQDQQuantizer quantizes every initializer with the weight type and symmetry;
   // AlignEltwiseQuantType gives the initializer inputs of Mul, Div, Add, Sub, Min and Max the
-  // activation type instead (quark_onnx.md §9.8; its get_eltwise_op override, symmetry still the weights').
+  // activation type instead (its get_eltwise_op override, symmetry still the weights').
   void extended_initializer(const ir::Value* v, TensorPlan& t) const {
     t.type = weight_type();
     t.symmetric = weights_symmetric();
@@ -193,7 +193,7 @@ class Planner {
     if (!planned(input) || !planned(w)) return;
     DataType wt = plan_.find(w->name())->type, it = plan_.provider(input->name()).type;
     if (config_.enable_dpu && config_.power_of_two()) {
-      // The dpu quantizer's bias is an ordinary weight (vai §4.5): weight_type, its own power-of-two
+      // The dpu quantizer's bias is an ordinary weight (vai_q_onnx): weight_type, its own power-of-two
       // position from its values (WeightSymmetric, calibrate_method), later held by AdjustShiftBias.
       TensorPlan& t = add(b, Role::Weight);
       t.type = weight_type();
@@ -203,7 +203,7 @@ class Planner {
     if (quant_type_is_float(wt) || ir::data_type_bits(wt) == 32 || ir::data_type_bits(it) == 32 ||
         !config_.int32_bias.value_or(true)) {
       // An int32 bias with scale s_in * s_w cannot hold float16/bfloat16 or 32-bit products: the
-      // bias is quantized like a weight, as vai_q_onnx does for its Vitis formats (vai §4.5), and
+      // bias is quantized like a weight, as vai_q_onnx does for its Vitis formats, and
       // as Quark does with Int32Bias false.
       TensorPlan& t = add(b, Role::Weight);
       t.type = wt;
@@ -243,7 +243,7 @@ class Planner {
     int64_t since_opset = 0;  // of the default domain: older models keep the op float
   };
 
-  // The rules of ORT's QDQ registry (§4.2) by op type; an op type not here is marked by
+  // The rules of ORT's QDQRegistry (registry.py) by op type; an op type not here is marked by
   // mark_generic (every float input and output its own parameters).
   static const std::map<std::string, OpRule>& op_rules() {
     static const std::map<std::string, OpRule> rules = {
@@ -274,7 +274,7 @@ class Planner {
     return rules;
   }
 
-  // With enable_dpu, vai §4.2's DPU registry, which takes precedence: QDQHardSigmoid (only the
+  // With enable_dpu, vai_q_onnx's DPU registry, which takes precedence: QDQHardSigmoid (only the
   // DPU's 1/6 slope), QDQLayerNorm (the bias a plain weight), QDQPRelu (the slope a weight), and
   // Slice as a generic op (ORT's registry of vai_q_onnx 1.16 has no Slice, so the DPU registry's
   // QDQOperatorBase gives it its own range).
@@ -458,8 +458,8 @@ class Planner {
     return v == 0;
   }
 
-  // Softmax outputs lie in [0, 1]: ORT sets that range (§3.7); vai_q_onnx fixes the parameters
-  // for power-of-two scales (vai §4.2 QDQSoftmax).
+  // Softmax outputs lie in [0, 1]: ORT sets that range (adjust_tensor_ranges); vai_q_onnx fixes the parameters
+  // for power-of-two scales (its QDQSoftmax).
   void softmax_output(const ir::Node& n) {
     TensorPlan* t = plan_.find(n.output(0) ? n.output(0)->name() : "");
     if (!t || t->role != Role::Activation || !t->shared_from.empty()) return;
@@ -468,7 +468,7 @@ class Planner {
 
   static qmath::ScaleZeroPoint softmax_params(DataType type, bool symmetric, bool power_of_two) {
     if (power_of_two) {
-      // vai §4.2: symmetric 2^-(b-1) with the midpoint (unsigned) or 0; asymmetric 2^-b.
+      // vai_q_onnx's QDQSoftmax: symmetric 2^-(b-1) with the midpoint (unsigned) or 0; asymmetric 2^-b.
       int bits = ir::data_type_bits(type);
       bool is_signed = type == DataType::Int8 || type == DataType::Int16 || type == DataType::Int32;
       double half = std::ldexp(1.0, bits - 1);
@@ -480,9 +480,9 @@ class Planner {
     return compute_scale_zp(0.0, 1.0, type, o);  // ORT: the range [0, 1]
   }
 
-  // Relu and Clip (ORT §4.9): only after a quantized tensor. With asymmetric activations the node
+  // Relu and Clip (ORT's QDQRemovableActivation): only after a quantized tensor. With asymmetric activations the node
   // goes away and its producer writes its output, whose range clips; otherwise both are
-  // quantized and the input takes the output's range (§3.7).
+  // quantized and the input takes the output's range (ORT's adjust_tensor_ranges).
   std::string removable_activation(const ir::Node& n) {
     ir::Value* in = n.input(0);
     const ir::Value* out = n.output(0);
@@ -490,10 +490,10 @@ class Planner {
     bool single_use = in->uses().size() == 1 && in->producer() && !graph_.is_input(in) && !graph_.is_output(in);
     TensorPlan* in_plan = plan_.find(in->name());
     bool own_input = in_plan->role == Role::Activation && in_plan->shared_from.empty();
-    // vai_q_onnx's VitisExtendedQuantizer never removes them (vai §4.2).
+    // vai_q_onnx's VitisExtendedQuantizer never removes them.
     bool vitis = config_.format == QuantFormat::VitisQDQ || config_.format == QuantFormat::FixNeuron;
     // Quark's ExtendedQDQQuantizer removes them only with FoldRelu (its try_replacing_upstream_output),
-    // under ORT's conditions (quark_onnx.md §9.8, ort §4.9): never with symmetric activations.
+    // under ORT's conditions (QDQRemovableActivation): never with symmetric activations.
     bool extended_keeps = config_.format == QuantFormat::ExtendedQDQ && !config_.fold_relu;
     if (config_.format == QuantFormat::ExtendedQDQ && config_.fold_relu && config_.activation_symmetric && single_use &&
         own_input)

@@ -1,4 +1,4 @@
-// The preset table: shared/seeds/000 "Recommended Configurations" and quark_onnx.md §2.1-§2.2.
+// The preset table: the vai_q_onnx user guide's "Recommended Configurations" and Quark's custom_config.py.
 #include "quant/presets.h"
 
 #include <algorithm>
@@ -27,7 +27,7 @@ json vai(const char* method, const char* act, const char* wgt, json extra = json
   return c;
 }
 
-// A Quark QuantizationConfig: its class defaults (§1.2: include_cle True) for what it does not set.
+// A Quark QuantizationConfig: its class defaults (include_cle True) for what it does not set.
 json quark(const char* format, const char* method, const char* act, const char* wgt, json extra, json fields = {}) {
   json quark_fields = {{"include_cle", true}};
   if (fields.is_object()) quark_fields.update(fields);
@@ -47,7 +47,7 @@ constexpr const char* kBF16 = "ExtendedQuantType.QBFloat16";
 constexpr const char* kBFP = "ExtendedQuantType.QBFP";
 constexpr const char* kMX = "ExtendedQuantType.QMX";
 
-// §2.1's shared parameter blocks.
+// custom_config.py's shared parameter blocks (DEFAULT_ADAROUND_PARAMS, ...).
 json adaround_params() {
   return {{"DataSize", 1000},      {"FixedSeed", 1705472343}, {"BatchSize", 2},
           {"NumIterations", 1000}, {"LearningRate", 0.1},     {"OptimAlgorithm", "adaround"},
@@ -103,7 +103,7 @@ std::vector<Preset> make_presets() {
     if (adaquant) t.push_back(finetuned(base, true));
   };
 
-  // shared/seeds/000, "Recommended Configurations" and "Quantizing Using Cross Layer Equalization".
+  // The vai_q_onnx user guide, "Recommended Configurations" and "Quantizing Using Cross Layer Equalization".
   add("VAI_CNN_NPU",
       "vai_q_onnx's CNNs on NPU: power-of-two MinMSE, uint8 symmetric activations, int8 weights, enable_dpu",
       vai("MinMSE", "QUInt8", "QInt8", {{"ActivationSymmetric", true}}, {{"enable_dpu", true}}));

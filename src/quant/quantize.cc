@@ -175,7 +175,7 @@ std::optional<ir::Model> prepare_float_model(const ir::Model& model, calib::Data
   };
   std::optional<ir::Model> prepared;
   auto start = std::chrono::steady_clock::now();
-  if (config.convert_fp16_to_fp32 || config.convert_nchw_to_nhwc) {  // first, as vai §2 steps 3 and 9
+  if (config.convert_fp16_to_fp32 || config.convert_nchw_to_nhwc) {  // first, as vai_q_onnx's quantize_static
     prepared = ir::clone_model(model);
     passes::PassContext context;
     if (config.convert_fp16_to_fp32) passes::convert_fp16_to_fp32(*prepared, context);
@@ -201,7 +201,7 @@ std::optional<ir::Model> prepare_float_model(const ir::Model& model, calib::Data
     equalize(*prepared, config, say);
     if (seconds) (*seconds)["cle"] = seconds_since(start);
   }
-  if (config.enable_dpu) {  // vai §2 step 16: §6's rewrites, on the nodes the quantizer may quantize
+  if (config.enable_dpu) {  // as vai_q_onnx: its optimize.py rewrites, on the nodes the quantizer may quantize
     start = std::chrono::steady_clock::now();
     if (!prepared) prepared = ir::clone_model(model);
     passes::PassContext context = dpu_pass_context(*prepared, config);
@@ -209,7 +209,7 @@ std::optional<ir::Model> prepare_float_model(const ir::Model& model, calib::Data
     for (const std::string& line : context.log) say(line);
     if (seconds) (*seconds)["dpu"] = seconds_since(start);
   }
-  if (config.enable_npu_transformer) {  // Quark §4 steps 13, 15c: four of the rewrites, on by default
+  if (config.enable_npu_transformer) {  // as Quark's quantize_static: four of the rewrites, on by default
     start = std::chrono::steady_clock::now();
     if (!prepared) prepared = ir::clone_model(model);
     passes::PassContext context = dpu_pass_context(*prepared, config);
@@ -301,7 +301,7 @@ void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::D
   }
   r.seconds["calibrate"] = seconds_since(start);
 
-  if (config.enable_dpu) {  // vai §2 step 18 and §7-§8, on a copy; r.prepared (so `model`) becomes it
+  if (config.enable_dpu) {  // after calibration, as vai_q_onnx, on a copy; r.prepared (so `model`) becomes it
     start = std::chrono::steady_clock::now();
     ir::Model dpu = ir::clone_model(model);
     passes::PassContext context = dpu_pass_context(dpu, config);
@@ -321,14 +321,14 @@ void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::D
   start = std::chrono::steady_clock::now();
   assign_parameters(r.plan, model, config, r.calibration);
   say_warnings(r.plan);
-  // Quark's align_quantize_info (quark §7.3 b); power-of-two plans on the NPU path get the IPU check's rules.
+  // Quark's align_quantize_info (refine.py); power-of-two plans on the NPU path get the IPU check's rules.
   if (!(config.enable_dpu && config.power_of_two())) {
     std::map<std::string, int> aligned;
     for (const AlignChange& c : align_float_scales(r.plan, model, config)) ++aligned[c.rule];
     for (const auto& [rule, n] : aligned) say(rule + ": " + std::to_string(n) + " parameters changed");
     say_warnings(r.plan);
   }
-  if (config.enable_dpu && config.ipu.enabled && config.power_of_two())  // vai §9, after SimulateDPU
+  if (config.enable_dpu && config.ipu.enabled && config.power_of_two())  // as vai_q_onnx: after SimulateDPU
     for (const std::string& line : ipu_limitation_log(apply_ipu_limitations(r.plan, model, config), config)) say(line);
   r.seconds["parameters"] = seconds_since(start);
 

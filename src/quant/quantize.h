@@ -1,4 +1,4 @@
-// quantize_static: plan, calibrate, assign parameters, export (shared/DESIGN.md data flow).
+// quantize_static: plan, calibrate, assign parameters, export (docs/ARCHITECTURE.md).
 #pragma once
 
 #include <functional>

@@ -1,4 +1,4 @@
-// Simulation: the float model run with the plan applied as fake quantization (shared/DESIGN.md:
+// Simulation: the float model run with the plan applied as fake quantization (docs/ARCHITECTURE.md:
 // decide on a plan, simulate from it, export from it). Weights and biases are the plan's
 // quantized values dequantized; every quantized activation is quantized and dequantized right
 // after it is produced, with its provider's parameters. The exported QDQ model run by the engine

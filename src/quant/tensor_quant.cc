@@ -100,7 +100,7 @@ int64_t rne(double v) { return static_cast<int64_t>(std::nearbyint(v)); }
 double smallest_normal(DataType t) { return t == DataType::Float16 ? std::ldexp(1.0, -14) : FLT_MIN; }
 
 // [rmin, rmax] widened to hold 0, infinities handled, rounded to the scale type, the minimum real
-// range applied and symmetrised (ort §3.1 steps 2-4, vai §3.2, quark §5.2 steps 1-2).
+// range applied and symmetrised (compute_scale_zp of ORT and Quark, vai's compute_scale_zp_pof2s).
 std::pair<double, double> prepare_range(double rmin, double rmax, const ScaleOptions& o) {
   if (std::isnan(rmin) || std::isnan(rmax)) throw Error("the range " + range_text(rmin, rmax) + " has a NaN bound");
   rmin = std::min(rmin, 0.0);
@@ -124,7 +124,7 @@ std::pair<double, double> prepare_range(double rmin, double rmax, const ScaleOpt
   return {lo, hi};
 }
 
-// compute_scale_zp_fp (vai §3.2 "Float targets", quark §3.6).
+// compute_scale_zp_fp of vai_q_onnx and Quark (quant_utils.py).
 qmath::ScaleZeroPoint float_target_scale_zp(double rmin, double rmax, DataType type, const ScaleOptions& o) {
   auto [lo, hi] = prepare_range(rmin, rmax, o);
   FloatRange r = float_quant_range(type, o.float_scaled);

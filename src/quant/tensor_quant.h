@@ -1,8 +1,9 @@
 // Quantization arithmetic on tensors: the scale and zero point of a range for every quant type,
 // quantize / dequantize / fake quantize per tensor or per channel, weights (MinMax, power of two,
 // MinMSE) and int32 biases. Where ONNX Runtime, vai_q_onnx and Quark differ, an option selects
-// the rule and `*_of(Tool)` gives each tool's choice. Sections cited are those of
-// shared/spec/ort_quantization.md (ort), vai_q_onnx.md (vai) and quark_onnx.md (quark).
+// the rule and `*_of(Tool)` gives each tool's choice. Functions named are in each tool's
+// quant_utils.py unless said: ONNX Runtime's onnxruntime/python/tools/quantization (ORT),
+// vai_q_onnx 1.16 (vai) and Quark for ONNX's quark/onnx/quantization (Quark).
 #pragma once
 
 #include <cstddef>
@@ -20,10 +21,10 @@ enum class Tool { ort, vai, quark };
 
 // int8, uint8, int16, uint16, int32, uint32.
 bool quant_type_is_integer(ir::DataType type);
-// float16 and bfloat16: a cast, scaled or not (vai §3.2 compute_scale_zp_fp, quark §3.6).
+// float16 and bfloat16: a cast, scaled or not (compute_scale_zp_fp of vai and Quark).
 bool quant_type_is_float(ir::DataType type);
 
-// The "range" Quark's compute_scale_zp_fp maps a float16/bfloat16 range onto (quark §5.1):
+// The "range" Quark's compute_scale_zp_fp maps a float16/bfloat16 range onto (its get_qmin_qmax_for_qType):
 // float16 [-65504, 65504]; bfloat16 [-3.38953139e38, 3.38953139e38], or [-2, 2] when `scaled`.
 struct FloatRange {
   double min = 0;
@@ -36,30 +37,30 @@ FloatRange float_quant_range(ir::DataType type, bool scaled);
 
 enum class ScaleKind {
   float_scale,   // (rmax - rmin) / (qmax - qmin)
-  power_of_two,  // 2^-pos (vai §3.2, quark §5.3)
-  int16_scale,   // M / 2^N, M 16-bit, N in [0, 16] (vai §3.7, quark §5.4; Int16Scale)
+  power_of_two,  // 2^-pos (vai compute_scale_zp_pof2s; Quark's PowerOfTwoMethod)
+  int16_scale,   // M / 2^N, M 16-bit, N in [0, 16] (extra option Int16Scale of vai and Quark)
 };
 
 // How a power-of-two position is chosen from the float scale.
 enum class Pof2Position {
-  nearest,       // rint(-log2(s)): vai 1.16 and Quark; may clip max|x| by up to sqrt(2) (vai §3.2)
+  nearest,       // rint(-log2(s)): vai 1.16 and Quark; may clip max|x| by up to sqrt(2) (vai compute_scale_zp_pof2s)
   non_overflow,  // the finest position whose range holds [rmin, rmax] (vai 1.14; onnxptq's calibration)
 };
 
 // The zero point of a symmetric range.
 enum class SymmetricZeroPoint {
-  formula,   // rne(qmin - rmin / scale), as for asymmetric ranges (vai §3.2, quark §5.2)
-  midpoint,  // rne((qmin + qmax) / 2), independent of the scale (ort §3.1 step 7, §3.3)
+  formula,   // rne(qmin - rmin / scale), as for asymmetric ranges (vai compute_scale_zp_pof2s, Quark compute_scale_zp)
+  midpoint,  // rne((qmin + qmax) / 2), independent of the scale (ORT compute_scale_zp)
 };
 
 // What an infinite bound (or, when clamping, any |r| > FLT_MAX / 2) does. vai_q_onnx replaces it
 // by DBL_MAX / 2, whose scale is infinite in float32, and ORT does nothing (an infinite scale):
-// onnxptq refuses both. Quark clamps to FLT_MAX / 2 (quark §5.2 step 1).
+// onnxptq refuses both. Quark clamps to FLT_MAX / 2 (its compute_scale_zp).
 enum class InfiniteRange { error, clamp_float_max_half };
 
 // The zero point of an asymmetric float16/bfloat16 target.
 enum class FloatZeroPoint {
-  vai_midpoint,  // -(rmin + rmax) / 2 / scale (vai §3.2, "Float targets")
+  vai_midpoint,  // -(rmin + rmax) / 2 / scale (vai compute_scale_zp_fp)
   quark_offset,  // rne(qmin - rmin / scale), qmin of float_quant_range (Quark's compute_scale_zp_fp)
 };
 
@@ -70,16 +71,16 @@ struct ScaleOptions {
   ScaleKind kind = ScaleKind::float_scale;
   Pof2Position pof2_position = Pof2Position::nearest;
   SymmetricZeroPoint symmetric_zero_point = SymmetricZeroPoint::formula;
-  // A symmetric uint8 zero point of 127 becomes 128 (vai §3.2 for power-of-two scales only; Quark
-  // for float scales of ORT methods, power-of-two and Int16 scales, quark §5.2 step 5).
+  // A symmetric uint8 zero point of 127 becomes 128 (vai compute_scale_zp_pof2s, for power-of-two scales
+  // only; Quark compute_scale_zp, for float scales of ORT methods, power-of-two and Int16 scales).
   bool uint8_symmetric_zp_128 = false;
-  // ORT's MinimumRealRange (ort §3.1 step 3): rmax >= rmin + min_real_range, before symmetrising. 0: off.
+  // ORT's MinimumRealRange (compute_scale_zp): rmax >= rmin + min_real_range, before symmetrising. 0: off.
   double min_real_range = 0;
   InfiniteRange infinite_range = InfiniteRange::error;
   // The type scales are stored in: Float, or Float16 for ORT on float16 models, whose ranges and
-  // scales are float16 and whose tiny-scale threshold is 6.1e-5 (ort §3.1 steps 6-7).
+  // scales are float16 and whose tiny-scale threshold is 6.1e-5 (ORT compute_scale_zp).
   ir::DataType scale_type = ir::DataType::Float;
-  // float16/bfloat16 targets: Quark's ActivationScaled/WeightScaled (quark §3.6), and the zero point.
+  // float16/bfloat16 targets: Quark's extra options ActivationScaled/WeightScaled, and the zero point.
   bool float_scaled = false;
   FloatZeroPoint float_zero_point_rule = FloatZeroPoint::vai_midpoint;
 };
@@ -90,7 +91,7 @@ struct ScaleOptions {
 // Quark's float zero point.
 ScaleOptions scale_options_of(Tool tool, ScaleKind kind = ScaleKind::float_scale);
 
-// The scale and zero point of [rmin, rmax] for `type` (ort §3.1, vai §3.2, quark §5.2-5.4): the
+// The scale and zero point of [rmin, rmax] for `type` (compute_scale_zp; vai: compute_scale_zp_pof2s): the
 // range widened to hold 0, rounded to the scale type, symmetrised when asked; the width rmax - rmin
 // in the scale type (as the seeds subtract float32 ranges), the scale in double, rounded to the
 // scale type when returned; a scale below the scale type's smallest normal gives (1, 0). Power of
@@ -98,18 +99,18 @@ ScaleOptions scale_options_of(Tool tool, ScaleKind kind = ScaleKind::float_scale
 // float16/bfloat16: compute_scale_zp_fp (scale 1 unless float_scaled; zero point 0 when symmetric).
 // Error for NaN, an infinite range (unless clamped), a non-quant type.
 qmath::ScaleZeroPoint compute_scale_zp(double rmin, double rmax, ir::DataType type, const ScaleOptions& o);
-// The same with the integer range given (ort §3.1's test vectors give qmin and qmax directly).
+// The same with the integer range given (ORT's test_quant_util.py vectors give qmin and qmax directly).
 qmath::ScaleZeroPoint compute_scale_zp(double rmin, double rmax, qmath::QRange q, ir::DataType type,
                                        const ScaleOptions& o);
 
-// The M / 2^N nearest to `scale` (vai §3.7 find_int16_scale): for N = 0..16, m = scale 2^N within
+// The M / 2^N nearest to `scale` (find_int16_scale of vai and Quark): for N = 0..16, m = scale 2^N within
 // [-32768, 32767], floor(m) then ceil(m); the first strictly nearer wins. scale 0 gives (0, 0).
 struct Int16Scale {
   int64_t m = 0;
   int n = 0;
 };
 Int16Scale int16_scale_find(double scale);
-// M / 2^N, or 2^-14 when that is below FLT_MIN (vai §3.7).
+// M / 2^N, or 2^-14 when that is below FLT_MIN (vai compute_scale_zp_pof2s, Int16Method).
 double int16_scale_value(double scale);
 
 // ---------------------------------------------------------------------------------------------
@@ -117,17 +118,17 @@ double int16_scale_value(double scale);
 
 // Where integer values saturate.
 enum class Saturation {
-  // The type's range: QuantizeLinear and the custom ops at run time, ORT's quantize_nparray (ort §3.4).
+  // The type's range: QuantizeLinear and the custom ops at run time, ORT's quantize_nparray.
   full,
-  // Signed types to +-(2^(b-1) - 1), unsigned ones full: vai/Quark quantize_nparray (vai §3.3, quark §5.2 step 6).
+  // Signed types to +-(2^(b-1) - 1), unsigned ones full: vai/Quark quantize_nparray.
   symmetric,
 };
 
 // How float16/bfloat16 "quantize": bfloat16 is always bf16(x / s + zp) and (float(q) - zp) s.
 enum class FloatCast {
-  quantizer,  // float16 the same (vai §3.3 quantize_nparray, dequantize_data); overflow gives inf
-  vitis_op,   // VitisQuantizeLinear: float16(clip(x, +-65504)), scale and zero point ignored both ways (vai §5.1-5.2)
-  quark_op,   // ExtendedQuantizeLinear: float16(x / s), dequantized float(q) s; zero point ignored (quark §3.3)
+  quantizer,  // float16 the same (vai quantize_nparray, dequantize_data); overflow gives inf
+  vitis_op,   // VitisQuantizeLinear: float16(clip(x, +-65504)), scale and zero point ignored both ways (vai C++ op)
+  quark_op,   // ExtendedQuantizeLinear: float16(x / s), dequantized float(q) s; zero point ignored (Quark custom op)
 };
 
 struct QuantizeOptions {
@@ -157,13 +158,13 @@ void fake_quantize_values(const float* x, size_t n, ir::DataType type, const qma
 
 enum class WeightMethod {
   min_max,        // [min, max] of the values through compute_scale_zp (NonOverflow with power_of_two)
-  pof2_min_mse,   // vai §3.5 quantize_data_pof2s MinMSE: positions p0-1 .. p0+3 around the nearest p0
+  pof2_min_mse,   // vai quantize_data_pof2s MinMSE: positions p0-1 .. p0+3 around the nearest p0
                   // (whatever pof2_position says), zero point kept; least squared error, coarsest on ties
-  float_min_mse,  // quark §5.5 (WeightCalibrateMethod MinMSE): float-scale candidates (a repeated scale skipped,
-                  // no 127 -> 128), the first least mean squared error
+  float_min_mse,  // Quark compute_minmse (WeightCalibrateMethod MinMSE): float-scale candidates (a repeated
+                  // scale skipped, no 127 -> 128), the first least mean squared error
 };
 
-// Quark's MinMSEModeFloatScale (quark §5.5).
+// Quark's extra option MinMSEModeFloatScale (compute_minmse's minmse_mode).
 enum class FloatMinMseMode {
   percentile,   // ranges of the two-sided percentiles 99.9, 99.99, 99.999, 99.9999 (numpy's linear percentile)
   hist_center,  // a min(2048, n)-bin histogram; windows of bin centres from 50 % to 100 % of the bins; MSE of the
@@ -176,7 +177,7 @@ struct WeightOptions {
   QuantizeOptions quantize;
   WeightMethod method = WeightMethod::min_max;
   FloatMinMseMode min_mse_mode = FloatMinMseMode::percentile;
-  std::optional<int64_t> axis;  // per channel along this axis (ort §4.5, vai §4.4)
+  std::optional<int64_t> axis;  // per channel along this axis (quantize_static's per_channel)
 };
 
 // Each tool's weight options for a kind of scale: scale_options_of(tool, kind) and its array
@@ -190,7 +191,7 @@ struct QuantizedTensor {
 };
 
 // The parameters of a weight (float, float16 or bfloat16), per tensor or per channel, by
-// `o.method`; an empty tensor or channel gets (1, 0) (vai §3.5). Errors name the tensor.
+// `o.method`; an empty tensor or channel gets (1, 0) (vai quantize_data_pof2s). Errors name the tensor.
 std::vector<qmath::ScaleZeroPoint> weight_params(const ir::Tensor& w, ir::DataType type, const WeightOptions& o);
 // weight_params, then quantize_tensor with `o.quantize`.
 QuantizedTensor quantize_weight(const ir::Tensor& w, ir::DataType type, const WeightOptions& o);
@@ -200,7 +201,7 @@ QuantizedTensor quantize_weight(const ir::Tensor& w, ir::DataType type, const We
 
 struct BiasOptions {
   double beta = 1;  // Gemm's beta
-  // q = rne(b / s_b) in double (current ORT, ort §4.7), or in float32 as the float32 arrays of
+  // q = rne(b / s_b) in double (current ORT, base_quantizer.py), or in float32 as the float32 arrays of
   // vai_q_onnx (ORT 1.16's quantize_bias_static) divide.
   bool divide_in_double = true;
   // Values beyond int32 are clipped (ORT, with a warning; Quark, whose own tests expect saturated
@@ -219,11 +220,11 @@ struct QuantizedBias {
 };
 
 // The int32 bias of a node whose input has scale `input_scale` and whose weight has `weight`
-// parameters (one: per tensor; one per bias value: per channel) (ort §4.7, vai §4.5, quark §5.6).
+// parameters (one: per tensor; one per bias value: per channel), as ORT's quantize_bias_static_impl.
 QuantizedBias quantize_bias(const ir::Tensor& bias, double input_scale, std::span<const qmath::ScaleZeroPoint> weight,
                             const BiasOptions& o = {});
 
-// ORT's int32 guard (ort §4.7, PR #22020), run before the weight is quantized: for an int8 or
+// ORT's int32 guard (onnxruntime PR #22020), run before the weight is quantized: for an int8 or
 // int16 weight whose zero points are all 0, a weight scale whose s_in s_w is below
 // 1.0001 * 2a / (2^32 - 2) (a = max|b| per tensor, |b_i| per channel) is raised to just that, so
 // the bias fits int32. Other weights are left as they are. The scales come back in `scale_type`.

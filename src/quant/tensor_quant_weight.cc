@@ -81,7 +81,7 @@ void histogram_numpy(const std::vector<float>& x, size_t bins, std::vector<float
   for (size_t i = 0; i < bins; ++i) centers[i] = (edges[i] + edges[i + 1]) / 2.0f;
 }
 
-// Quark's compute_minmse (quark §5.5) on one slice: candidate ranges, float scales (no uint8
+// Quark's compute_minmse (quant_utils.py) on one slice: candidate ranges, float scales (no uint8
 // 127 -> 128, as for its ExtendedCalibrationMethod), duplicates of a scale skipped, the first
 // least mean squared error wins.
 qmath::ScaleZeroPoint float_min_mse(const std::vector<float>& x, DataType type, const WeightOptions& o) {
@@ -130,7 +130,7 @@ qmath::ScaleZeroPoint float_min_mse(const std::vector<float>& x, DataType type, 
   return best;
 }
 
-// vai's quantize_data_pof2s MinMSE (vai §3.5) on one slice.
+// vai_q_onnx's quantize_data_pof2s MinMSE on one slice.
 qmath::ScaleZeroPoint pof2_min_mse(const std::vector<float>& x, double rmin, double rmax, DataType type,
                                    const WeightOptions& o) {
   ScaleOptions so = o.scale;

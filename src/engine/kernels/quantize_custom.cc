@@ -1,8 +1,8 @@
 // The custom quantize and dequantize ops that vai_q_onnx and Quark write into their models:
 //
-//   com.vai.quantize v1  VitisQuantizeLinear, VitisDequantizeLinear       vai_q_onnx spec §5.1, §5.2
-//   com.amd.quark v1     ExtendedQuantizeLinear, ExtendedDequantizeLinear  quark spec §3.3
-//   ai.onnx.contrib v1   FixNeuron, QuantizeLinear, DequantizeLinear       vai_q_onnx spec §5.3, §5.4
+//   com.vai.quantize v1  VitisQuantizeLinear, VitisDequantizeLinear       vai_q_onnx 1.16's C++ custom ops
+//   com.amd.quark v1     ExtendedQuantizeLinear, ExtendedDequantizeLinear  Quark for ONNX's custom ops
+//   ai.onnx.contrib v1   FixNeuron, QuantizeLinear, DequantizeLinear       vai_q_onnx's onnxruntime-extensions ops
 //
 // The Vitis and Extended ops take exactly three inputs (x, scale, zero point); the zero point's
 // type is the quantized type: uint8, int8, uint16, int16, uint32, int32, float16 or bfloat16.
@@ -84,7 +84,7 @@ struct AxisLayout {
 
 // A scalar or 1-element scale is per tensor; a 1-D scale of dim[axis] values is per axis. The
 // original VitisQuantizeLinear treats every 1-D scale as per tensor and uses its first value
-// (vai_q_onnx spec §14.12, a bug): here a 1-D scale of more than one value is really per axis.
+// (a bug of vai_q_onnx 1.16): here a 1-D scale of more than one value is really per axis.
 // The Extended ops get the same rule (their optional `axis` is for per-channel quantization).
 AxisLayout axis_layout(const std::vector<int64_t>& x_dims, const Tensor& scale, const Tensor& zp, int64_t axis,
                        const std::string& scale_name, const std::string& zp_name) {
