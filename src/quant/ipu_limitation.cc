@@ -186,7 +186,7 @@ void check_ipu_config(const QuantConfig& config) {
       if (value.value_or(false))
         throw Error(std::string(key) +
                     " true with enable_dpu: the IPU limitation check aligns power-of-two positions around Concat, "
-                    "the pools, Pad and Slice only (vai_q_onnx §9, quark_onnx.md §7.3)");
+                    "the pools, Pad and Slice only (vai_q_onnx's IPULimitationCheck, Quark's adjust_quantize_info)");
   if (changed && !(config.enable_dpu && config.power_of_two()))
     throw Error(
         "IPULimitationCheck, AdjustShift*/AdjustHardSigmoid and MaxLoopNum set the NPU limitation check, which runs "
