@@ -1,7 +1,10 @@
 #include "cli/calib_data.h"
 
+#include <iostream>
+
 #include "cli/commands.h"
 #include "onnxptq/error.h"
+#include "onnxptq/quantize.h"
 #include "tools/random_inputs.h"
 
 namespace onnxptq::cli {
@@ -66,6 +69,19 @@ std::unique_ptr<DataReader> open_calib_data(const CalibDataArgs& a, const Model&
   }
   if (!a.input_spec.empty()) return image_folder_reader(a.calib_data, model, a.input_spec);
   return npy_folder_reader(a.calib_data, model);
+}
+
+std::unique_ptr<DataReader> open_quantize_data(CalibDataArgs args, const Model& model, const Config& config,
+                                               bool quiet) {
+  const bool given = !args.calib_data.empty() || args.random;
+  if (!given) {
+    args.random = 1;
+    if (!quiet && !config.uses_random_data()) std::cerr << "warning: " << kNoCalibrationData << "\n";
+  } else if (!quiet && config.uses_random_data()) {
+    std::cerr << "warning: UseRandomData: calibrating on its random sample; "
+              << (args.calib_data.empty() ? "--random" : "--calib-data") << " is not read\n";
+  }
+  return open_calib_data(args, model);
 }
 
 }  // namespace onnxptq::cli

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "onnxptq/config.h"
 #include "onnxptq/model.h"
 #include "onnxptq/readers.h"
 
@@ -27,5 +28,11 @@ void add_calib_data_options(CLI::App* cmd, CalibDataArgs& args);
 
 // Error when no source or two sources are given, or an option does not go with the source.
 std::unique_ptr<DataReader> open_calib_data(const CalibDataArgs& args, const Model& model);
+
+// The data `quantize` and `sensitivity` read: without a source, one random sample (the seeds'
+// RandomDataReader) with the seeds' warning, unless the config's UseRandomData asks for random
+// data itself; with a source and UseRandomData, a warning that the source is not read.
+std::unique_ptr<DataReader> open_quantize_data(CalibDataArgs args, const Model& model, const Config& config,
+                                               bool quiet);
 
 }  // namespace onnxptq::cli

@@ -74,11 +74,7 @@ void quantize_command(QuantizeArgs a) {
   if (!a.evaluate_command.empty()) options.evaluate = command_evaluator(a.evaluate_command, a.evaluate_timeout);
   options.model_path = a.model;
   Model model = Model::load(a.model);
-  if (a.q.data.calib_data.empty() && !a.q.data.random) {
-    a.q.data.random = 1;  // the seeds' RandomDataReader
-    if (!a.quiet) std::cerr << "warning: " << kNoCalibrationData << "\n";
-  }
-  std::unique_ptr<DataReader> reader = open_calib_data(a.q.data, model);
+  std::unique_ptr<DataReader> reader = open_quantize_data(a.q.data, model, config, a.quiet);
 
   QuantizeOutcome result = [&] {
     ProgressDisplay display(a.quiet, isatty(STDERR_FILENO));

@@ -45,12 +45,7 @@ void sensitivity_command(SensitivityArgs a) {
     if (!path.empty()) check_output_path(a.model, path, option);
   if (a.samples == 0) throw Error("--samples must be at least 1");
   Model model = Model::load(a.model);
-  CalibDataArgs data = a.q.data;
-  if (data.calib_data.empty() && !data.random) {
-    data.random = 1;
-    if (!a.quiet) std::cerr << "warning: " << kNoCalibrationData << "\n";
-  }
-  std::unique_ptr<DataReader> reader = open_calib_data(data, model);
+  std::unique_ptr<DataReader> reader = open_quantize_data(a.q.data, model, config, a.quiet);
   SensitivityOptions options;
   options.samples = a.samples;
   options.output_index = a.output_index;

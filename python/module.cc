@@ -327,7 +327,7 @@ std::pair<AccuracyTarget, EvaluateFunction> accuracy_target(const py::dict& targ
 // "warnings": [...], "report": {...}} (the report with "accuracy_target" after a search).
 py::dict quantize_static(const std::string& model_input, const std::string& model_output, py::object reader,
                          const std::string& config_json, py::object shapes, py::object ranges, bool external_data,
-                         bool log_progress, size_t calib_size, py::object target, py::object auto_mp_evaluate,
+                         bool log_progress, py::object target, py::object auto_mp_evaluate,
                          py::object progress) {
   QuantizeOptions options;
   options.progress = progress_function(progress);
@@ -339,7 +339,6 @@ py::dict quantize_static(const std::string& model_input, const std::string& mode
   }
   options.model_path = model_input;
   Config config = Config::from_json(config_json);
-  config.calib_size(calib_size);  // Quark's CalibDataSize (0: every sample)
   config.check();                 // before reading any data
   check_output_path(model_input, model_output, "model_output");
   std::optional<Model> model;
@@ -356,12 +355,15 @@ py::dict quantize_static(const std::string& model_input, const std::string& mode
     r.shapes = random_shapes(shapes, inputs);
     r.ranges = random_ranges(ranges);
     data = random_reader(*model, r);
-  } else {
+  } else if (!config.uses_random_data()) {
     if (!shapes.is_none() && !(is_sequence(shapes) && py::len(shapes) == 0) &&
         !(py::isinstance<py::dict>(shapes) && py::len(shapes) == 0))
       throw Error("random_data_reader_input_shape is for the random data reader (calibration_data_reader=None)");
     if (!ranges.is_none())
       throw Error("RandomDataReaderInputDataRange is for the random data reader (calibration_data_reader=None)");
+    data = std::make_unique<PythonReader>(reader, model->inputs());
+  } else {  // UseRandomData: the core calibrates on its random sample
+    warnings.push_back("UseRandomData: calibrating on its random sample; the calibration_data_reader is not read");
     data = std::make_unique<PythonReader>(reader, model->inputs());
   }
 
@@ -478,7 +480,7 @@ PYBIND11_MODULE(_core, m) {
   });
   m.def("quantize_static", &onnxptq::python::quantize_static, py::arg("model_input"), py::arg("model_output"),
         py::arg("reader"), py::arg("config_json"), py::arg("random_shapes"), py::arg("random_ranges"),
-        py::arg("external_data"), py::arg("log_progress"), py::arg("calib_size"), py::arg("target") = py::none(),
+        py::arg("external_data"), py::arg("log_progress"), py::arg("target") = py::none(),
         py::arg("auto_mp_evaluate") = py::none(), py::arg("progress") = py::none());
   m.def("sensitivity", &onnxptq::python::sensitivity, py::arg("model_input"), py::arg("reader"), py::arg("config"),
         py::arg("samples"), py::arg("output_index"), py::arg("split"), py::arg("left_float"), py::arg("html_path"),

@@ -83,6 +83,10 @@ class Config {
   Config& calib_size(size_t n);  // the first n samples only (CalibDataSize); 0: all
   Config& strict(bool on);       // a sample with NaN or Inf is an error instead of skipped
 
+  // UseRandomData: quantize(), calibrate() and analyze_sensitivity() calibrate on seeded random
+  // samples (RandomDataReaderInputShape, RandomDataReaderInputDataRange) instead of the reader's.
+  bool uses_random_data() const;
+
   // The checks made before any data is read: Error for settings that do not go together.
   void check() const;
 

@@ -164,15 +164,16 @@ def _progress_function(callback):
 
 
 def _run(model_input, model_output, reader, config, extra_options, random_shape, use_external_data_format,
-         print_summary, log_progress, calib_size=0, target=None, progress_callback=None):
+         print_summary, log_progress, target=None, progress_callback=None):
     """Calls the core; `config` holds the arguments in the JSON form of `onnxptq quantize --config`."""
     if not isinstance(model_input, (str, os.PathLike)):
         raise TypeError(f"model_input: expected a file path, got {type(model_input).__name__}")
     if not isinstance(model_output, (str, os.PathLike)):
         raise TypeError(f"model_output: expected a file path, got {type(model_output).__name__}")
     extra = dict(extra_options or {})
-    # The random reader's value ranges are an argument of the reader, not of the core's config.
-    ranges = extra.pop("RandomDataReaderInputDataRange", None)
+    # The value ranges of the random reader calibration_data_reader=None stands for (the core reads
+    # them too, for UseRandomData).
+    ranges = extra.get("RandomDataReaderInputDataRange")
     # AutoMixprecision's EvaluateFunction is a Python function: passed beside the JSON config.
     auto_mp_evaluate = None
     if isinstance(extra.get("AutoMixprecision"), dict) and "EvaluateFunction" in extra["AutoMixprecision"]:
@@ -181,7 +182,7 @@ def _run(model_input, model_output, reader, config, extra_options, random_shape,
     config = dict(config, extra_options=extra)
     text = json.dumps(config, default=_json_value, allow_nan=False)
     result = _core.quantize_static(os.fspath(model_input), os.fspath(model_output), reader, text, random_shape,
-                                   ranges, bool(use_external_data_format), bool(log_progress), int(calib_size),
+                                   ranges, bool(use_external_data_format), bool(log_progress),
                                    target, auto_mp_evaluate, _progress_function(progress_callback))
     for warning in result["warnings"]:
         warnings.warn(warning, stacklevel=3)

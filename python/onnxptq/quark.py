@@ -108,7 +108,6 @@ _RENAMED_OPTIONS = {
 
 # Quark's extra_options the core does not know (the core itself names the features it lacks).
 _UNBUILT_OPTIONS = {
-    "UseRandomData": "the UseRandomData switch (pass no calibration_data_reader instead)",
     "CalibPassthroughOpTypes": "calibration passthrough op types",
 }
 
@@ -132,8 +131,6 @@ def _check(config, what):
 def _core_config(config):
     extra = {}
     for key, value in config.extra_options.items():
-        if key in ("CalibDataSize", "RandomDataReaderInputShape"):
-            continue  # arguments of the readers, not extra options of the core
         extra[_RENAMED_OPTIONS.get(key, key)] = value
     return {
         "quant_format": _format_name(config.quant_format),
@@ -230,14 +227,13 @@ class ModelQuantizer:
             raise _unbuilt("calibration_data_path", "Quark's folder layout of .npy files (use onnxptq quantize "
                            "--calib-data, or a reader)")
         config, extra = _core_config(q)
-        calib_size = int(q.extra_options.get("CalibDataSize", 0))
         verbose = q.debug_mode or q.log_severity_level <= 0
         with warnings.catch_warnings():
             if q.ignore_warnings:
                 warnings.simplefilter("ignore")
             return _run(model_input, model_output, calibration_data_reader, config, extra,
                         q.extra_options.get("RandomDataReaderInputShape"), q.use_external_data_format,
-                        q.print_summary, verbose, calib_size)
+                        q.print_summary, verbose)
 
 
 __all__ = [

@@ -150,6 +150,23 @@ def test_calib_data_size_is_the_clis_calib_size(tiny_model, tmp_path):
     assert (tmp_path / "all.onnx").read_bytes() != (tmp_path / "cli.onnx").read_bytes()
 
 
+def test_use_random_data_calibrates_on_the_random_sample_and_says_the_reader_is_unread(tiny_model, tmp_path):
+    write_samples(tmp_path / "calib", (1, 3, 8, 8), 3)
+    from test_vai import FolderReader
+    extra = {"UseRandomData": True, "RandomDataReaderInputDataRange": {"x": [-1.0, 1.0]}}
+    q = quark.QuantizationConfig(print_summary=False, ignore_warnings=False,
+                                 calibrate_method=onnxptq.CalibrationMethod.MinMax, extra_options=extra)
+    quantizer = quark.ModelQuantizer(quark.Config(global_quant_config=q))
+    with pytest.warns(UserWarning, match="UseRandomData: .* calibration_data_reader is not read"):
+        quantizer.quantize_model(tiny_model, str(tmp_path / "reader.onnx"), FolderReader(tmp_path / "calib", "x"))
+    quantizer.quantize_model(tiny_model, str(tmp_path / "none.onnx"))
+    assert (tmp_path / "reader.onnx").read_bytes() == (tmp_path / "none.onnx").read_bytes()
+    # The CLI's random sample with the same range: the same model.
+    run_cli("quantize", tiny_model, "-o", tmp_path / "cli.onnx", "--random", "1", "--random-range", "x=-1:1",
+            "--calibrate-method", "MinMax", "--include-cle", "--quiet")
+    assert (tmp_path / "cli.onnx").read_bytes() == (tmp_path / "none.onnx").read_bytes()
+
+
 def test_mixed_precision_from_quark_and_the_cli_write_the_same_bytes(tiny_model, tmp_path):
     # Quark's MixedPrecisionTensor (with specific_tensor_precision) and TensorQuantOverrides, with
     # QuantType members as values, against the CLI's --node-precision and --extra-option.

@@ -94,7 +94,7 @@ ReferenceOutputs reference_outputs(const ir::Model& model, DataReader& reader, s
     try {
       r.outputs.push_back(std::move(session.run(*feed).at(output_index)));
     } catch (const Error& e) {
-      throw Error("sample " + std::to_string(r.feeds.size()) + " of " + reader.describe() + ": " + e.what());
+      throw Error("sample " + std::to_string(r.feeds.size()) + " of " + reader.describe() + ": " + e.what(), e.kind());
     }
     r.feeds.push_back(std::move(*feed));
   }

@@ -235,7 +235,7 @@ class Search {
       quant::quantize_prepared(q, model_, data, config, {}, &recipe.ranges, true,
                                finetune::fast_finetune_refiner(config));
     } catch (const Error& e) {
-      throw Error(name + " (" + change + "): " + e.what());
+      throw Error(name + " (" + change + "): " + e.what(), e.kind());
     }
     t.metric = score(q, name);
     t.meets = meets(t.metric);

@@ -49,9 +49,11 @@ Calibration calibrate(const Model& model, DataReader& reader, const Config& conf
   o.scenario = options.distribution_scenario;
   o.log = options.log;
 
+  std::unique_ptr<DataReader> random = quant::random_data_reader(model.ir(), c);  // UseRandomData
   std::unique_ptr<DataReader> counted;
-  if (options.progress) counted = calib::make_progress_reader(reader, options.progress, o.max_samples);
-  DataReader& data = counted ? *counted : reader;
+  if (options.progress)
+    counted = calib::make_progress_reader(random ? *random : reader, options.progress, o.max_samples);
+  DataReader& data = counted ? *counted : random ? *random : reader;
   std::optional<ir::Model> prepared = quant::prepare_float_model(model.ir(), data, c);
   const ir::Model& m = prepared ? *prepared : model.ir();
   std::unique_ptr<DataReader> adapted = quant::adapted_reader(data, m, c);

@@ -51,6 +51,8 @@ ConfigKeyInfo key_info_of(const quant::ConfigKey& k) {
 
 }  // namespace
 
+bool Config::uses_random_data() const { return config_->use_random_data; }
+
 std::vector<PresetInfo> Config::presets() {
   std::vector<PresetInfo> out;
   for (const quant::Preset& p : quant::presets()) out.push_back(preset_info_of(p));

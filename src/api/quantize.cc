@@ -63,9 +63,10 @@ QuantizeOutcome quantize(const Model& model, DataReader& reader, const Config& c
         "an evaluate function belongs to an accuracy target (max loss or max relative loss) or to "
         "include_auto_mp with AutoMixprecision.Top1AccTarget");
   const ir::Model& m = model.ir();
+  std::unique_ptr<DataReader> random = quant::random_data_reader(m, c);  // UseRandomData
   std::unique_ptr<DataReader> counted;
-  if (o.progress) counted = calib::make_progress_reader(reader, o.progress, c.calib.max_samples);
-  DataReader& data = counted ? *counted : reader;
+  if (o.progress) counted = calib::make_progress_reader(random ? *random : reader, o.progress, c.calib.max_samples);
+  DataReader& data = counted ? *counted : random ? *random : reader;
   quant::QuantizeResult result;
   nlohmann::json search_json, auto_mp_json;
   std::string search_line;

@@ -6,6 +6,7 @@
 #include "accuracy/sensitivity.h"
 #include "ir/model.h"
 #include "quant/config.h"
+#include "quant/quantize.h"
 
 namespace onnxptq {
 
@@ -22,8 +23,9 @@ SensitivityReport analyze_sensitivity(const Model& model, DataReader& reader, co
                                       const std::function<void(const std::string&)>& log) {
   config.check();  // before any data is read
   quant::QuantConfig c = config.quant();
-  c.calib.progress = options.progress;  // fast finetune's layers
-  return accuracy::analyze_sensitivity(model.ir(), reader, c, options, log);
+  c.calib.progress = options.progress;                                            // fast finetune's layers
+  std::unique_ptr<DataReader> random = quant::random_data_reader(model.ir(), c);  // UseRandomData
+  return accuracy::analyze_sensitivity(model.ir(), random ? *random : reader, c, options, log);
 }
 
 }  // namespace onnxptq

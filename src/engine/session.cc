@@ -23,7 +23,7 @@ auto with_node_context(const ir::Node& node, int64_t opset, F&& fn) {
   try {
     return fn();
   } catch (const Error& e) {
-    throw Error(where(node, opset) + ": " + e.what());
+    throw Error(where(node, opset) + ": " + e.what(), e.kind());
   } catch (const std::bad_alloc&) {
     throw;
   } catch (const std::exception& e) {
@@ -75,7 +75,7 @@ class GraphExecutor : public GraphRunner {
   std::vector<int> input_slots_;
   std::vector<int> output_slots_;
   std::vector<Step> steps_;
-  std::vector<std::vector<std::string>> hook_names_;  // per slot: the names hooks see it as
+  std::vector<std::vector<std::string>> hook_names_;     // per slot: the names hooks see it as
   std::vector<std::vector<std::string>> extrema_names_;  // per slot: those of them that are visible
 };
 
@@ -128,7 +128,8 @@ GraphExecutor::GraphExecutor(const ir::Model& model, const ir::Graph& graph,
   }
   for (int slot : output_slots_) last_use[slot] = -1;
   for (size_t slot = outer_count_; slot < last_use.size(); ++slot)
-    if (last_use[slot] >= 0 && !constant_of_slot_[slot]) steps_[last_use[slot]].release.push_back(static_cast<int>(slot));
+    if (last_use[slot] >= 0 && !constant_of_slot_[slot])
+      steps_[last_use[slot]].release.push_back(static_cast<int>(slot));
 }
 
 void GraphExecutor::add_node(const ir::Node& node, const SessionOptions& options) {
@@ -311,8 +312,8 @@ void check_feed(const ir::Value& input, const Tensor& t) {
   const ir::ValueType& type = input.type;
   if (!type.is_tensor()) return;
   if (type.elem_type != DataType::Undefined && t.dtype() != type.elem_type)
-    throw Error("input '" + input.name() + "': expected " + std::string(ir::data_type_name(type.elem_type)) +
-                ", got " + std::string(ir::data_type_name(t.dtype())));
+    throw Error("input '" + input.name() + "': expected " + std::string(ir::data_type_name(type.elem_type)) + ", got " +
+                std::string(ir::data_type_name(t.dtype())));
   if (!type.has_shape) return;
   bool fits = t.rank() == type.shape.size();
   for (size_t i = 0; fits && i < type.shape.size(); ++i)

@@ -381,7 +381,7 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
     try {
       r = train_layer(*op, activation, weight, weight_f.dims(), bias, quant, data, train);
     } catch (const Error& e) {
-      throw Error("fast finetune of node '" + node->name + "': " + e.what());
+      throw Error("fast finetune of node '" + node->name + "': " + e.what(), e.kind());
     }
     report.loss_before = r.loss_before;
     report.loss_after = r.loss_after;
@@ -481,7 +481,7 @@ quant::PlanRefiner fast_finetune_refiner(const quant::QuantConfig& config, std::
       try {
         reference = ir::load_model(config.fast_finetune.ref_model_path);
       } catch (const Error& e) {
-        throw Error(std::string("FastFinetune RefModelPath: ") + e.what());
+        throw Error(std::string("FastFinetune RefModelPath: ") + e.what(), e.kind());
       }
     }
     std::vector<quant::FinetunedLayer> reports =

@@ -165,9 +165,12 @@ void check_config(const QuantConfig& c) {
     std::string pass_key;
     for (const auto& [key, on] : c.dpu_pass_switches)
       if (pass_key.empty() && !(c.enable_npu_transformer && is_npu_transformer_pass_option(key))) pass_key = key;
-    if (!pass_key.empty() || !c.simulate_dpu || c.remove_qdq_conv_leaky_relu || c.remove_qdq_conv_prelu) {
+    if (!pass_key.empty() || !c.simulate_dpu || !c.remove_qdq_conv_relu || !c.remove_qdq_conv_clip ||
+        c.remove_qdq_conv_leaky_relu || c.remove_qdq_conv_prelu) {
       std::string key = !pass_key.empty()              ? pass_key
                         : !c.simulate_dpu              ? "SimulateDPU"
+                        : !c.remove_qdq_conv_relu      ? "RemoveQDQConvRelu"
+                        : !c.remove_qdq_conv_clip      ? "RemoveQDQConvClip"
                         : c.remove_qdq_conv_leaky_relu ? "RemoveQDQConvLeakyRelu"
                                                        : "RemoveQDQConvPRelu";
       throw Error("extra option " + key + " takes effect only with enable_dpu" +

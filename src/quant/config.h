@@ -170,6 +170,11 @@ struct QuantConfig {
   passes::CleOptions cle;
 
   calib::CalibOptions calib;  // the Calib* extra_options, threads, workers, ...
+  // UseRandomData (Quark's extra option): seeded random samples, shaped and ranged by
+  // RandomDataReaderInputShape and RandomDataReaderInputDataRange, in place of the caller's data
+  // (the seeds' RandomDataReader: one sample).
+  bool use_random_data = false;
+  calib::RandomReaderOptions random_data;
 
   // enable_dpu (vai_q_onnx) / enable_npu_cnn (Quark): the NPU path of vai_q_onnx
   // 1.16: the graph rewrites of passes/dpu.h (switched by their own extra_options keys), the QDQ
@@ -177,8 +182,12 @@ struct QuantConfig {
   bool enable_dpu = false;
   std::map<std::string, bool> dpu_pass_switches;  // extra_options key -> on/off, over dpu_pass_options()
   bool simulate_dpu = true;                       // SimulateDPU (master switch of the simulate_dpu.py transforms)
-  bool remove_qdq_conv_leaky_relu = false;        // RemoveQDQConvLeakyRelu
-  bool remove_qdq_conv_prelu = false;             // RemoveQDQConvPRelu
+  // Quark's RemoveQDQConv* switches: which activations after an annotated producer lose the Q/DQ
+  // between them (vai_q_onnx: Relu and Clip(0, 6) always, LeakyRelu and PRelu never).
+  bool remove_qdq_conv_relu = true;         // RemoveQDQConvRelu
+  bool remove_qdq_conv_clip = true;         // RemoveQDQConvClip
+  bool remove_qdq_conv_leaky_relu = false;  // RemoveQDQConvLeakyRelu
+  bool remove_qdq_conv_prelu = false;       // RemoveQDQConvPRelu
   // IPULimitationCheck and its Adjust* sub-options (vai_q_onnx; Quark MaxLoopNum). The Align* keys
   // below are shared: on power-of-two plans they are IPULimitationCheck's position rules, on float scales Quark's
   // align_quantize_info.

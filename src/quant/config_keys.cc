@@ -137,7 +137,7 @@ void add_config_keys(std::vector<ConfigKey>& keys) {
                 for (const std::string& p : json_strings(k.name, v))
                   if (p != "CPUExecutionProvider")
                     throw unsupported("execution provider '" + p +
-                                "' is not available: onnxptq runs on its own CPU engine (CPUExecutionProvider)");
+                                      "' is not available: onnxptq runs on its own CPU engine (CPUExecutionProvider)");
               }));
   add(limited(kConfig, "use_dynamic_quant", "bool", "false", "-",
               "true: dynamic quantization (quantize_dynamic) is not built yet",
@@ -254,6 +254,46 @@ void add_calibration_options(std::vector<ConfigKey>& keys) {
             [](QuantConfig& c, const ConfigKey& k, const json& v) {
               c.calib.num_bins = static_cast<size_t>(json_number(k.name, v));
             }));
+  add(works(kExtra, "CalibDataSize", "integer", "0 (every sample)", "calib",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) {
+              const int64_t n = json_integer(k.name, v);
+              if (n < 0) throw Error("extra option " + k.name + ": expected 0 or more, got " + v.dump());
+              c.calib.max_samples = static_cast<size_t>(n);
+            }));
+  add(works(
+      kExtra, "UseRandomData", "bool", "false", "calib",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.use_random_data = json_bool(k.name, v); },
+      "one seeded random sample in place of the calibration data"));
+  add(works(
+      kExtra, "RandomDataReaderInputShape", "object", "{}", "calib",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) {
+        if (!v.is_object()) throw Error("extra option " + k.name + ": expected {input name: shape}, got " + v.dump());
+        c.random_data.shapes.clear();
+        for (const auto& [name, shape] : v.items()) {
+          std::vector<int64_t> dims;
+          if (shape.is_array())
+            for (const json& d : shape) dims.push_back(json_integer(k.name + "['" + name + "']", d));
+          if (!shape.is_array() || dims.empty())
+            throw Error("extra option " + k.name + "['" + name + "']: expected a list of dimensions, got " +
+                        shape.dump());
+          c.random_data.shapes[name] = dims;
+        }
+      },
+      "with UseRandomData"));
+  add(works(
+      kExtra, "RandomDataReaderInputDataRange", "object", "{}", "calib",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) {
+        if (!v.is_object())
+          throw Error("extra option " + k.name + ": expected {input name: [low, high]}, got " + v.dump());
+        c.random_data.ranges.clear();
+        for (const auto& [name, range] : v.items()) {
+          const std::string what = k.name + "['" + name + "']";
+          if (!range.is_array() || range.size() != 2)
+            throw Error("extra option " + what + ": expected [low, high], got " + range.dump());
+          c.random_data.ranges[name] = {json_number(what, range[0]), json_number(what, range[1])};
+        }
+      },
+      "with UseRandomData, and for the random data of --random"));
   add(works(kExtra, "CalibNumQuantizedBins", "integer", "128", "calib",
             [](QuantConfig& c, const ConfigKey& k, const json& v) {
               c.calib.num_quantized_bins = static_cast<size_t>(json_number(k.name, v));
@@ -389,6 +429,14 @@ void add_dpu_options(std::vector<ConfigKey>& keys) {
       [](QuantConfig& c, const ConfigKey& k, const json& v) { c.simulate_dpu = json_bool(k.name, v); },
       "with enable_dpu"));
   keys.push_back(works(
+      kExtra, "RemoveQDQConvRelu", "bool", "true", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.remove_qdq_conv_relu = json_bool(k.name, v); },
+      "with enable_dpu"));
+  keys.push_back(works(
+      kExtra, "RemoveQDQConvClip", "bool", "true", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.remove_qdq_conv_clip = json_bool(k.name, v); },
+      "with enable_dpu"));
+  keys.push_back(works(
       kExtra, "RemoveQDQConvLeakyRelu", "bool", "false", "quant",
       [](QuantConfig& c, const ConfigKey& k, const json& v) { c.remove_qdq_conv_leaky_relu = json_bool(k.name, v); },
       "with enable_dpu"));
@@ -400,9 +448,6 @@ void add_dpu_options(std::vector<ConfigKey>& keys) {
 
 // Keys onnxptq refuses: those given on its command line, and those of features not built.
 void add_refused_options(std::vector<ConfigKey>& keys) {
-  keys.push_back(command_line("RandomDataReaderInputDataRange", "object", "--random, --random-range"));
-  keys.push_back(command_line("UseRandomData", "bool", "--random, --random-range"));
-  keys.push_back(command_line("CalibDataSize", "integer", "--calib-size"));
   keys.push_back(refused("UsePowerOf2Scale", "bool", kNpuPath));
   keys.push_back(refused("Int16Scale", "bool", kNpuPath));
   keys.push_back(refused("ConvertClipToDPUVersion", "bool", kNpuPath));
@@ -414,8 +459,6 @@ void add_refused_options(std::vector<ConfigKey>& keys) {
   keys.push_back(refused("MatMulNBitsParams", "object", "MatMulNBits weight-only quantization"));
   keys.push_back(refused("DedicateDQNode", "bool", "one DequantizeLinear per consumer (DedicateDQNode)"));
   keys.push_back(refused("WeightsOnly", "bool", "weight-only quantization (WeightsOnly)"));
-  keys.push_back(refused("RemoveQDQConvClip", "bool", "Quark's QDQ removal switches (RemoveQDQConvClip)"));
-  keys.push_back(refused("RemoveQDQConvRelu", "bool", "Quark's QDQ removal switches (RemoveQDQConvRelu)"));
   // The other keys of the NPU path's families, which vai_q_onnx and Quark keep adding.
   keys.push_back(refused("Convert*", "-", kNpuPath));
   keys.push_back(refused("Adjust*", "-", kNpuPath));

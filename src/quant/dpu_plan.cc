@@ -21,7 +21,8 @@ bool is_clip6(const ir::Node& n) {
 // vai_q_onnx's "needs annotation": the activations whose Q/DQ in front the NPU does without.
 bool needs_annotation(const ir::Node& n, const QuantConfig& config) {
   if (!n.domain.empty() && n.domain != "ai.onnx") return false;
-  return n.op_type == "Relu" || is_clip6(n) || (n.op_type == "LeakyRelu" && config.remove_qdq_conv_leaky_relu) ||
+  return (n.op_type == "Relu" && config.remove_qdq_conv_relu) || (is_clip6(n) && config.remove_qdq_conv_clip) ||
+         (n.op_type == "LeakyRelu" && config.remove_qdq_conv_leaky_relu) ||
          (n.op_type == "PRelu" && config.remove_qdq_conv_prelu);
 }
 

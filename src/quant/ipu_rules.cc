@@ -62,12 +62,13 @@ std::optional<double> scalar_constant(const ir::Value* v) {
   return t->values<float>()[0];
 }
 
-// vai_q_onnx's "needs annotation": Relu, Clip(0, 6) (constants within 1e-5), LeakyRelu and PRelu when asked.
+// vai_q_onnx's "needs annotation": Relu, Clip(0, 6) (constants within 1e-5), LeakyRelu and PRelu, as
+// Quark's RemoveQDQConv* switches ask.
 bool needs_annotation(const ir::Node& n, const IpuAnnotation& a) {
-  if (n.op_type == "Relu") return true;
+  if (n.op_type == "Relu") return a.relu;
   if (n.op_type == "LeakyRelu") return a.leaky_relu;
   if (n.op_type == "PRelu") return a.prelu;
-  if (n.op_type != "Clip" || n.inputs().size() != 3) return false;
+  if (n.op_type != "Clip" || n.inputs().size() != 3 || !a.clip) return false;
   std::optional<double> lo = scalar_constant(n.input(1)), hi = scalar_constant(n.input(2));
   return lo && hi && std::fabs(*lo) < 1e-5 && std::fabs(*hi - 6) < 1e-5;
 }

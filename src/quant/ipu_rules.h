@@ -74,6 +74,8 @@ struct IpuRuleCheck {
 // Which activations count as fused into a Conv/Add/... that writes them (vai_q_onnx's "needs annotation":
 // Relu and Clip(0, 6) always, LeakyRelu and PRelu with RemoveQDQConvLeakyRelu / RemoveQDQConvPRelu).
 struct IpuAnnotation {
+  bool relu = true;
+  bool clip = true;
   bool leaky_relu = false;
   bool prelu = false;
 };

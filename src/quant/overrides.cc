@@ -56,7 +56,7 @@ DataType json_quant_type(const std::string& what, const nlohmann::json& v) {
   try {
     t = parse_precision(v.get<std::string>());
   } catch (const Error& e) {
-    throw Error(what + ": " + e.what());
+    throw Error(what + ": " + e.what(), e.kind());
   }
   if (!t)
     throw Error(what + ": 'float' is not a quant type (leave the node float with NodePrecision or nodes_to_exclude)");
@@ -275,7 +275,7 @@ NodePrecision parse_node_precision(const nlohmann::json& value, const std::strin
     try {
       return parse_node_precision(value.get<std::string>());
     } catch (const Error& e) {
-      throw Error(where + ": " + e.what());
+      throw Error(where + ": " + e.what(), e.kind());
     }
   }
   if (!value.is_object())

@@ -45,7 +45,7 @@ std::map<std::string, ir::DataType> value_types(const ir::Model& model, calib::D
   try {
     session.run(*feed, {&observe});
   } catch (const Error& e) {
-    throw Error("calibration sample 0 of " + reader.describe() + ": " + e.what());
+    throw Error("calibration sample 0 of " + reader.describe() + ": " + e.what(), e.kind());
   }
   return types;
 }
@@ -164,6 +164,11 @@ std::unique_ptr<calib::DataReader> adapted_reader(calib::DataReader& reader, con
   calib::FeedAdaptation adaptation{.widen_float16 = config.convert_fp16_to_fp32,
                                    .nchw_to_nhwc = config.convert_nchw_to_nhwc};
   return calib::adapt_reader(reader, model.graph->fed_inputs(), adaptation);
+}
+
+std::unique_ptr<calib::DataReader> random_data_reader(const ir::Model& model, const QuantConfig& config) {
+  if (!config.use_random_data) return nullptr;
+  return calib::make_random_reader(model.graph->fed_inputs(), config.random_data);
 }
 
 std::optional<ir::Model> prepare_float_model(const ir::Model& model, calib::DataReader& reader,
@@ -305,8 +310,12 @@ void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::D
     start = std::chrono::steady_clock::now();
     ir::Model dpu = ir::clone_model(model);
     passes::PassContext context = dpu_pass_context(dpu, config);
-    if (!passes::run_dpu_passes(passes::dpu_post_calibration_passes(), dpu, config.dpu_pass_switches, context).empty())
-      r.plan = plan_quantization(dpu, data, config);  // ConvertClipToRelu: the plan of the Relu model
+    if (!passes::run_dpu_passes(passes::dpu_post_calibration_passes(), dpu, config.dpu_pass_switches, context)
+             .empty()) {
+      // ConvertClipToRelu: the plan of the Relu model, which may read the first sample again.
+      if (data.can_rewind()) data.rewind();
+      r.plan = plan_quantization(dpu, data, config);
+    }
     size_t fused = fuse_annotated_activations(r.plan, dpu, config);
     say("enable_dpu: " + std::to_string(fused) +
         " tensors between an annotated producer and its activation lose their Q/DQ");

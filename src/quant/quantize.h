@@ -91,6 +91,10 @@ std::optional<ir::Model> prepare_float_model(const ir::Model& model, calib::Data
 std::unique_ptr<calib::DataReader> adapted_reader(calib::DataReader& reader, const ir::Model& model,
                                                   const QuantConfig& config);
 
+// UseRandomData's reader for `model` (config.random_data), or nullptr when the config does not ask
+// for random data.
+std::unique_ptr<calib::DataReader> random_data_reader(const ir::Model& model, const QuantConfig& config);
+
 // The plan quantize_static makes. Where the model does not give every value's element type
 // (no shape inference ran), the first sample is run once to learn them (the seeds' smoke
 // test), then the reader is rewound. Its tensors_to_calibrate() are what

@@ -156,9 +156,12 @@ qmath::ScaleZeroPoint slice_params(const std::vector<float>& x, DataType type, c
   if (x.empty()) return {};
   auto [mn, mx] = std::minmax_element(x.begin(), x.end());
   switch (o.method) {
-    case WeightMethod::min_max: return compute_scale_zp(*mn, *mx, type, o.scale);
-    case WeightMethod::pof2_min_mse: return pof2_min_mse(x, *mn, *mx, type, o);
-    case WeightMethod::float_min_mse: return float_min_mse(x, type, o);
+    case WeightMethod::min_max:
+      return compute_scale_zp(*mn, *mx, type, o.scale);
+    case WeightMethod::pof2_min_mse:
+      return pof2_min_mse(x, *mn, *mx, type, o);
+    case WeightMethod::float_min_mse:
+      return float_min_mse(x, type, o);
   }
   return {};
 }
@@ -202,7 +205,7 @@ std::vector<qmath::ScaleZeroPoint> weight_params(const ir::Tensor& w, DataType t
       for (int64_t c = 0; c < l.channels; ++c) params.push_back(slice_params(channel_values(xs.values, l, c), type, o));
     }
   } catch (const Error& e) {
-    throw Error(tensor_text(w, "weight") + ": " + e.what());
+    throw Error(tensor_text(w, "weight") + ": " + e.what(), e.kind());
   }
   return params;
 }

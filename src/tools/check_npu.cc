@@ -132,7 +132,7 @@ NpuCheck check_npu(const ir::Model& model) {
   if (result.positions == 0)
     throw Error(
         "check-npu: the model has no QuantizeLinear, DequantizeLinear or FixNeuron nodes: not a quantized model");
-  const quant::IpuAnnotation annotation{true, true};
+  const quant::IpuAnnotation annotation{true, true, true, true};
   for (quant::IpuRule rule : quant::kIpuRules)
     for (const auto& node : g.nodes()) {
       if (!node->domain.empty() && node->domain != "ai.onnx") continue;

@@ -270,5 +270,56 @@ TEST(PublicApi, CommandEvaluatorReadsTheLastLine) {
   EXPECT_THROW(command_evaluator("echo 1; exit 3")("/tmp/m.onnx", "trial 3"), Error);
 }
 
+// UseRandomData: quantize() calibrates on the config's random sample, not on the reader; the result
+// is the model quantized on the same sample given as a reader. CalibDataSize: the first samples.
+TEST(PublicApi, UseRandomDataAndCalibDataSize) {
+  SavedModel saved;
+  Model model = Model::load(saved.path);
+  auto bytes_of = [&](const Model& m, const std::string& name) {
+    m.save(saved.dir / name);
+    return cli_test::slurp(saved.dir / name);
+  };
+  size_t reads = 0;
+  CallbackReader unread(
+      [&]() -> std::optional<Feed> {
+        ++reads;
+        return std::nullopt;
+      },
+      "a reader nobody should read");
+  Config config = Config::preset("A8W8");
+  config.set_extra_option("UseRandomData", "true").set_extra_option("RandomDataReaderInputDataRange",
+                                                                      R"({"x": [-2, 2]})");
+  EXPECT_TRUE(config.uses_random_data());
+  std::string random = bytes_of(quantize(model, unread, config).model, "random.onnx");
+  EXPECT_EQ(reads, 0u);
+  RandomData one;  // the seeds' RandomDataReader: one sample, seed 0
+  one.ranges["x"] = {-2, 2};
+  auto reader = random_reader(model, one);
+  EXPECT_EQ(random, bytes_of(quantize(model, *reader, Config::preset("A8W8")).model, "given.onnx"));
+
+  RandomData five;
+  five.count = 5;
+  five.seed = 4;
+  reader = random_reader(model, five);
+  Config first_two = Config::preset("A8W8");
+  first_two.set_extra_option("CalibDataSize", "2");
+  std::string limited = bytes_of(quantize(model, *reader, first_two).model, "limited.onnx");
+  std::vector<Feed> two;
+  reader->rewind();
+  for (int i = 0; i < 2; ++i) two.push_back(*reader->next());
+  size_t next = 0;
+  CallbackReader only_two([&]() -> std::optional<Feed> {
+    if (next == two.size()) return std::nullopt;
+    return two[next++];
+  }, "two samples", [&] { next = 0; });
+  EXPECT_EQ(limited, bytes_of(quantize(model, only_two, Config::preset("A8W8")).model, "two.onnx"));
+  reader->rewind();
+  EXPECT_NE(limited, bytes_of(quantize(model, *reader, Config::preset("A8W8")).model, "five.onnx"));
+
+  EXPECT_THROW(Config().set_extra_option("RandomDataReaderInputShape", "[1, 2]"), Error);
+  EXPECT_THROW(Config().set_extra_option("RandomDataReaderInputDataRange", R"({"x": [1]})"), Error);
+  EXPECT_THROW(Config().set_extra_option("CalibDataSize", "-1"), Error);
+}
+
 }  // namespace
 }  // namespace onnxptq

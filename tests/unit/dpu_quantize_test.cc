@@ -353,6 +353,46 @@ TEST(DpuQuantize, RemoveQdqBetweenConvAndLeakyRelu) {
   EXPECT_TRUE(warned);
 }
 
+// Quark's RemoveQDQConvRelu and RemoveQDQConvClip: false keeps the Q/DQ between a Conv and its
+// Relu or Clip(0, 6), which vai_q_onnx always removes.
+TEST(DpuQuantize, RemoveQdqConvReluAndClipSwitches) {
+  ir::Model m;
+  m.set_opset("", 13);
+  ir::Graph& g = *m.graph;
+  ir::Value* x = add_float_value(g, "x", {1, 3, 6, 6});
+  g.add_input(x);
+  ir::Value *c1 = g.add_value("c1"), *r = g.add_value("r"), *c2 = g.add_value("c2");
+  g.add_node("Conv", {x, add_random_initializer(g, "w1", {4, 3, 3, 3}, 31, -0.5f, 0.5f)}, {c1}, "conv1");
+  g.add_node("Relu", {c1}, {r}, "relu");
+  g.add_node("Conv", {r, add_random_initializer(g, "w2", {2, 4, 1, 1}, 32, -0.5f, 0.5f)}, {c2}, "conv2");
+  g.add_node("Clip", {c2, scalar(g, "lo", 0.0f), scalar(g, "hi", 6.0f)}, {out(g, "y")}, "clip");
+
+  QuantConfig c = npu_config();
+  QuantizeResult fused = quantize(m, c);
+  EXPECT_EQ(fused.plan.find("c1"), nullptr);
+  EXPECT_EQ(fused.plan.find("c2"), nullptr);
+  EXPECT_EQ(quantizers_of(fused.model, "c1"), 0u);
+
+  c.remove_qdq_conv_relu = false;
+  QuantizeResult relu_kept = quantize(m, c);
+  EXPECT_NE(relu_kept.plan.find("c1"), nullptr);
+  EXPECT_EQ(quantizers_of(relu_kept.model, "c1"), 1u);
+  EXPECT_EQ(relu_kept.plan.find("c2"), nullptr);
+
+  c.remove_qdq_conv_relu = true;
+  c.remove_qdq_conv_clip = false;
+  QuantizeResult clip_kept = quantize(m, c);
+  EXPECT_EQ(clip_kept.plan.find("c1"), nullptr);
+  EXPECT_NE(clip_kept.plan.find("c2"), nullptr);
+  EXPECT_EQ(quantizers_of(clip_kept.model, "c2"), 1u);
+
+  // Only the NPU path removes these Q/DQ: elsewhere the switches are refused by name.
+  QuantConfig plain;
+  plain.remove_qdq_conv_clip = false;
+  EXPECT_NE(testing::error_of([&] { check_config(plain); }).find("RemoveQDQConvClip takes effect only with enable_dpu"),
+            std::string::npos);
+}
+
 TEST(DpuQuantize, ConstraintsAreOneLineErrors) {
   auto error = [](const std::function<void(QuantConfig&)>& change) {
     QuantConfig c = npu_config();
