@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "onnxptq/tensor_files.h"
 
 namespace onnxptq::ir {
 
@@ -61,9 +62,8 @@ Model load_model(const std::filesystem::path& path);
 Model parse_model(std::string_view bytes, const std::filesystem::path& base_dir,
                   const std::string& display_name = "model");
 
-// Reads one serialized onnx.TensorProto (the input_N.pb / output_N.pb files of the ONNX backend
-// tests). Error naming the file if it is missing or is not a tensor.
-Tensor load_tensor(const std::filesystem::path& path);
+// load_tensor (a serialized onnx.TensorProto, onnxptq/tensor_files.h) belongs here too.
+using onnxptq::load_tensor;
 
 struct SaveOptions {
   enum class ExternalData { Auto, Always, Never };
