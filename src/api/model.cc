@@ -74,6 +74,8 @@ std::vector<std::string> Session::output_names() const {
   return names;
 }
 
+int Session::threads() const { return session_->threads(); }
+
 std::vector<Tensor> Session::run(const Feed& feeds) const { return session_->run(feeds); }
 
 std::unique_ptr<DataReader> npy_folder_reader(const std::filesystem::path& folder, const Model& model) {
