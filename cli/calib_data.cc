@@ -5,7 +5,7 @@
 #include "cli/commands.h"
 #include "onnxptq/error.h"
 #include "onnxptq/quantize.h"
-#include "tools/random_inputs.h"
+#include "onnxptq/random_inputs.h"
 
 namespace onnxptq::cli {
 
@@ -58,7 +58,7 @@ std::unique_ptr<DataReader> open_calib_data(const CalibDataArgs& a, const Model&
     for (const std::string& s : a.random_shapes) {
       size_t eq = s.find('=');
       if (eq == std::string::npos) throw Error("--random-shape '" + s + "' is not NAME=AxBx...");
-      r.shapes[s.substr(0, eq)] = tools::parse_dims(s.substr(eq + 1), "--random-shape " + s.substr(0, eq));
+      r.shapes[s.substr(0, eq)] = parse_dims(s.substr(eq + 1), "--random-shape " + s.substr(0, eq));
     }
     for (const std::string& s : a.random_ranges) {
       size_t eq = s.find('=');

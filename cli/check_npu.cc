@@ -1,11 +1,10 @@
 // `onnxptq check-npu`: the NPU's shift constraints on a power-of-two quantized model; exit 1 when violated.
-#include "tools/check_npu.h"
+#include "onnxptq/check_npu.h"
 
 #include <iostream>
-#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "ir/model.h"
+#include "onnxptq/model.h"
 
 namespace onnxptq::cli {
 
@@ -23,11 +22,11 @@ void add_check_npu_command(CLI::App& app) {
       ->required();
   cmd->add_flag("--json", a->json, "Print the result as JSON");
   cmd->callback([a] {
-    tools::NpuCheck check = tools::check_npu(ir::load_model(a->model));
+    NpuCheck check = check_npu(Model::load(a->model));
     if (a->json)
-      std::cout << tools::npu_check_json(check).dump(2) << "\n";
+      std::cout << check.to_json() << "\n";
     else
-      std::cout << tools::format_npu_check(check);
+      std::cout << check.to_text();
     if (!check.violations.empty()) command_status() = 1;
   });
 }

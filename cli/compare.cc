@@ -1,13 +1,11 @@
 // `onnxptq compare`: the error of a quantized model tensor by tensor, worst first.
-#include "tools/compare.h"
+#include "onnxptq/compare.h"
 
 #include <iostream>
-#include <nlohmann/json.hpp>
 
 #include "cli/calib_data.h"
 #include "cli/commands.h"
-#include "ir/file_io.h"
-#include "onnxptq/error.h"
+#include "onnxptq/files.h"
 
 namespace onnxptq::cli {
 
@@ -34,11 +32,10 @@ void add_compare_command(CLI::App& app) {
     CalibDataArgs data = a->data;
     if (data.calib_data.empty() && !data.random) data.random = 1;  // as quantize does
     std::unique_ptr<DataReader> reader = open_calib_data(data, float_model);
-    std::vector<tools::TensorError> errors =
-        tools::compare_models(float_model.ir(), quantized_model.ir(), *reader, a->threads);
-    if (!a->json.empty()) ir::write_text_file(a->json, tools::comparison_json(errors).dump(2) + "\n");
-    if (!a->csv.empty()) ir::write_text_file(a->csv, tools::comparison_csv(errors));
-    std::cout << tools::format_comparison(errors, a->top);
+    ModelComparison comparison = compare_models(float_model, quantized_model, *reader, a->threads);
+    if (!a->json.empty()) write_text_file(a->json, comparison.to_json() + "\n");
+    if (!a->csv.empty()) write_text_file(a->csv, comparison.to_csv());
+    std::cout << comparison.to_table(a->top);
   });
 }
 

@@ -1,9 +1,8 @@
 // `onnxptq evaluate`: cosine similarity, L2 loss and PSNR between the results of a float model and
 // of its quantized version, file by file (the seeds' evaluate tool).
-#include "tools/evaluate.h"
+#include "onnxptq/evaluate.h"
 
 #include <iostream>
-#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 
@@ -25,11 +24,11 @@ void add_evaluate_command(CLI::App& app) {
       ->required();
   cmd->add_flag("--json", a->json, "Print the metrics as JSON");
   cmd->callback([a] {
-    tools::EvaluateReport report = tools::evaluate_folders(a->baseline, a->quantized);
+    EvaluateReport report = evaluate_folders(a->baseline, a->quantized);
     if (a->json)
-      std::cout << tools::report_json(report).dump(2) << "\n";
+      std::cout << report.to_json() << "\n";
     else
-      std::cout << tools::format_report(report);
+      std::cout << report.to_table();
   });
 }
 

@@ -1,9 +1,11 @@
+// `onnxptq inspect`: a model's IR version, opsets, inputs and outputs, op types and parameters.
+#include "onnxptq/inspect.h"
+
 #include <iostream>
 #include <memory>
 
 #include "cli/commands.h"
-#include "ir/model.h"
-#include "tools/inspect.h"
+#include "onnxptq/model.h"
 
 namespace onnxptq::cli {
 
@@ -13,17 +15,16 @@ void add_inspect_command(CLI::App& app) {
     bool json = false;
   };
   auto opts = std::make_shared<Options>();
-  CLI::App* cmd = app.add_subcommand(
-      "inspect", "Show a model's IR version, opsets, inputs and outputs, op types and parameters");
+  CLI::App* cmd =
+      app.add_subcommand("inspect", "Show a model's IR version, opsets, inputs and outputs, op types and parameters");
   cmd->add_option("MODEL", opts->model, "ONNX model file")->required();
   cmd->add_flag("--json", opts->json, "Print the same facts as one JSON object");
   cmd->callback([opts] {
-    ir::Model model = ir::load_model(opts->model);
-    auto summary = tools::inspect_model(model);
+    Model model = Model::load(opts->model);
     if (opts->json)
-      std::cout << summary.dump(2) << "\n";
+      std::cout << inspect_json(model) << "\n";
     else
-      std::cout << tools::format_inspection(summary);
+      std::cout << inspect_text(model);
   });
 }
 

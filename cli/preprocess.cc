@@ -1,16 +1,16 @@
 // `onnxptq preprocess`: ORT's quant_pre_process on the command line (shape inference, opset
 // upgrade, graph optimisation), writing a new model; the input is never modified.
+#include "onnxptq/preprocess.h"
+
 #include <filesystem>
 #include <iostream>
 #include <optional>
 
 #include "cli/commands.h"
-#include "ir/file_io.h"
-#include "ir/model.h"
 #include "onnxptq/error.h"
-#include "passes/model_format.h"
-#include "passes/pipeline.h"
-#include "tools/random_inputs.h"
+#include "onnxptq/files.h"
+#include "onnxptq/model.h"
+#include "onnxptq/random_inputs.h"
 
 namespace onnxptq::cli {
 namespace {
@@ -20,12 +20,10 @@ namespace fs = std::filesystem;
 struct PreprocessArgs {
   std::string model;
   std::string output;
-  passes::PrepareOptions prepare;
+  PreprocessOptions prepare;
   bool auto_merge = false;
   std::optional<int64_t> int_max;
   bool verbose = false;
-  bool convert_fp16_to_fp32 = false;
-  bool convert_nchw_to_nhwc = false;
   bool save_as_external_data = false;
   bool all_tensors_to_one_file = false;
   std::optional<std::string> external_data_location;
@@ -34,7 +32,7 @@ struct PreprocessArgs {
 };
 
 // Refuses, by name and with the reason, what onnxptq does not do; before anything is read.
-ir::SaveOptions check_and_save_options(const PreprocessArgs& a) {
+SaveOptions check_and_save_options(const PreprocessArgs& a) {
   if (a.auto_merge)
     throw Error(
         "--auto-merge is not supported: it resolves conflicts of ONNX Runtime's symbolic shape inference, which "
@@ -43,7 +41,7 @@ ir::SaveOptions check_and_save_options(const PreprocessArgs& a) {
     throw Error(
         "--int-max is not supported: it bounds ONNX Runtime's symbolic Slice arithmetic, which onnxptq does not use "
         "(ONNX's inference clamps Slice ends to the dimension)");
-  ir::SaveOptions save;
+  SaveOptions save;
   if (!a.save_as_external_data) {
     if (a.all_tensors_to_one_file || a.external_data_location || a.external_data_size_threshold)
       throw Error(
@@ -55,7 +53,7 @@ ir::SaveOptions check_and_save_options(const PreprocessArgs& a) {
     throw Error(
         "--save-as-external-data: onnxptq writes all tensors to one data file, not one file per tensor "
         "(ONNX Runtime's default): add --all-tensors-to-one-file");
-  save.external_data = ir::SaveOptions::ExternalData::Always;
+  save.external_data = SaveOptions::ExternalData::Always;
   if (a.external_data_location) {
     fs::path location(*a.external_data_location);
     if (location.empty() || location.has_parent_path() || location == "." || location == "..")
@@ -68,38 +66,25 @@ ir::SaveOptions check_and_save_options(const PreprocessArgs& a) {
 }
 
 void preprocess_command(PreprocessArgs a) {
-  ir::SaveOptions save = check_and_save_options(a);
+  SaveOptions save = check_and_save_options(a);
   for (const std::string& s : a.shapes) {
     size_t eq = s.find('=');
     if (eq == std::string::npos || eq == 0) throw Error("--shape wants NAME=AxBx..., got '" + s + "'");
-    a.prepare.input_shapes[s.substr(0, eq)] = tools::parse_dims(s.substr(eq + 1), "--shape " + s.substr(0, eq));
+    a.prepare.input_shapes[s.substr(0, eq)] = parse_dims(s.substr(eq + 1), "--shape " + s.substr(0, eq));
   }
-  for (const std::string& name : a.prepare.passes) passes::find_pass(name);  // unknown names before any work
-  ir::check_output_path(a.model, a.output, "--output");
+  check_preprocess_options(a.prepare);  // unknown pass names before any work
+  check_output_path(a.model, a.output, "--output");
 
-  ir::Model model = ir::load_model(a.model);
+  Model model = Model::load(a.model);
   for (const auto& [name, dims] : a.prepare.input_shapes) {
     bool known = false;
-    for (const ir::Value* v : model.graph->fed_inputs()) known = known || v->name() == name;
+    for (const ValueInfo& input : model.inputs()) known = known || input.name == name;
     if (!known) throw Error("--shape names '" + name + "', which is not an input of the model");
   }
-  // The format conversions first (as quantize_static runs them); what they did or skipped is always said.
-  passes::PassContext converting;
-  if (a.convert_fp16_to_fp32) passes::convert_fp16_to_fp32(model, converting);
-  if (a.convert_nchw_to_nhwc) passes::convert_nchw_to_nhwc(model, converting);
-  for (const std::string& line : converting.log) std::cerr << line << "\n";
-  passes::PrepareResult result = passes::prepare(model, a.prepare);
-  if (a.verbose)
-    for (const std::string& line : result.log) std::cerr << line << "\n";
-  // As quant_pre_process does, so ONNX Runtime's quantizer knows the model was pre-processed.
-  bool marked = false;
-  for (auto& [key, value] : model.metadata_props)
-    if (key == "onnx.quant.pre_process") {
-      value = "onnxruntime.quant";
-      marked = true;
-    }
-  if (!marked) model.metadata_props.emplace_back("onnx.quant.pre_process", "onnxruntime.quant");
-  ir::save_model(model, a.output, save);
+  // What the format conversions did or skipped is always said; what the passes did with --verbose.
+  a.prepare.conversion_log = [](const std::string& line) { std::cerr << line << "\n"; };
+  if (a.verbose) a.prepare.pass_log = [](const std::string& line) { std::cerr << line << "\n"; };
+  preprocess(model, a.prepare).save(a.output, save);
   std::cerr << "preprocessed model written to " << a.output << "\n";
 }
 
@@ -122,9 +107,9 @@ void add_preprocess_command(CLI::App& app) {
   cmd->add_flag("--guess-output-rank", a->prepare.guess_output_rank,
                 "Outputs nothing could type get the element type and rank of the node's input 0");
   cmd->add_flag("--verbose,-v", a->verbose, "Print what each pass did");
-  cmd->add_flag("--convert-fp16-to-fp32", a->convert_fp16_to_fp32,
+  cmd->add_flag("--convert-fp16-to-fp32", a->prepare.convert_fp16_to_fp32,
                 "First make a float16 model float32 (tensors, inputs, outputs, Casts)");
-  cmd->add_flag("--convert-nchw-to-nhwc", a->convert_nchw_to_nhwc,
+  cmd->add_flag("--convert-nchw-to-nhwc", a->prepare.convert_nchw_to_nhwc,
                 "First declare 4-D NCHW image inputs NHWC (a Transpose moved into the graph)");
   cmd->add_flag("--save-as-external-data", a->save_as_external_data,
                 "Write the tensors to a data file beside the model");
@@ -133,7 +118,8 @@ void add_preprocess_command(CLI::App& app) {
   cmd->add_option("--external-data-location", a->external_data_location,
                   "Data file name, beside the output (default: <output file name>.data)");
   cmd->add_option("--external-data-size-threshold", a->external_data_size_threshold,
-                  "Tensors smaller than this many bytes stay in the model file (default 1024)")->check(non_negative());
+                  "Tensors smaller than this many bytes stay in the model file (default 1024)")
+      ->check(non_negative());
   cmd->add_option("--target-opset", a->prepare.target_opset, "Models below this opset are converted to it (default 13)")
       ->check(CLI::Range(10, 17));
   cmd->add_option("--shape", a->shapes,

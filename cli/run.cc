@@ -1,3 +1,5 @@
+// `onnxptq run`: a model on the built-in CPU engine, inputs from files or seeded random data,
+// outputs written as .npy, latencies on request.
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
@@ -7,12 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
-#include "engine/parallel.h"
-#include "engine/session.h"
-#include "ir/model.h"
-#include "ir/npy.h"
 #include "onnxptq/error.h"
-#include "tools/random_inputs.h"
+#include "onnxptq/model.h"
+#include "onnxptq/random_inputs.h"
+#include "onnxptq/session.h"
+#include "onnxptq/tensor_files.h"
 
 namespace onnxptq::cli {
 namespace {
@@ -32,13 +33,12 @@ struct RunOptions {
   int threads = 0;
 };
 
-ir::Tensor load_input(const fs::path& file) {
-  return file.extension() == ".pb" ? ir::load_tensor(file) : ir::load_npy(file);
-}
+Tensor load_input(const fs::path& file) { return file.extension() == ".pb" ? load_tensor(file) : load_npy(file); }
 
 // `name=file` pairs, or plain files matched to the model's inputs in order.
-std::map<std::string, ir::Tensor> feeds_from_files(const std::vector<std::string>& args, const engine::Session& session) {
-  std::map<std::string, ir::Tensor> feeds;
+Feed feeds_from_files(const std::vector<std::string>& args, const Session& session) {
+  const std::vector<std::string> inputs = session.input_names();
+  Feed feeds;
   size_t position = 0;
   for (const std::string& arg : args) {
     size_t eq = arg.find('=');
@@ -47,9 +47,9 @@ std::map<std::string, ir::Tensor> feeds_from_files(const std::vector<std::string
       name = arg.substr(0, eq);
       file = arg.substr(eq + 1);
     } else {
-      if (position >= session.inputs().size())
-        throw Error("more input files than the model has inputs (" + std::to_string(session.inputs().size()) + ")");
-      name = session.inputs()[position++]->name();
+      if (position >= inputs.size())
+        throw Error("more input files than the model has inputs (" + std::to_string(inputs.size()) + ")");
+      name = inputs[position++];
     }
     if (feeds.count(name)) throw Error("input '" + name + "' is given twice");
     feeds[name] = load_input(file);
@@ -76,27 +76,26 @@ void run_command(const RunOptions& o) {
   if (o.inputs.empty() && !o.random_seed) throw Error("give --inputs FILE... or --random SEED");
   if (!o.inputs.empty() && o.random_seed) throw Error("--inputs and --random exclude each other");
   if (o.repeat < 1) throw Error("--repeat must be at least 1");
-  ir::Model model = ir::load_model(o.model);
-  engine::SessionOptions options;
-  options.threads = o.threads;
-  engine::Session session(model, options);
+  Model model = Model::load(o.model);
+  Session session(model, {.threads = o.threads});
+  const std::vector<std::string> output_names = session.output_names();
 
-  std::map<std::string, ir::Tensor> feeds;
+  Feed feeds;
   if (o.random_seed) {
     std::map<std::string, std::vector<int64_t>> shapes;
     for (const std::string& s : o.shapes) {
       size_t eq = s.find('=');
       if (eq == std::string::npos) throw Error("--shape '" + s + "' is not NAME=AxBx...");
-      shapes[s.substr(0, eq)] = tools::parse_dims(s.substr(eq + 1), "--shape " + s.substr(0, eq));
+      shapes[s.substr(0, eq)] = parse_dims(s.substr(eq + 1), "--shape " + s.substr(0, eq));
     }
-    feeds = tools::random_inputs(session.inputs(), *o.random_seed, shapes);
+    feeds = random_inputs(model, *o.random_seed, shapes);
   } else {
     if (!o.shapes.empty()) throw Error("--shape goes with --random (file inputs have their own shapes)");
     feeds = feeds_from_files(o.inputs, session);
   }
 
   int warmup = o.warmup >= 0 ? o.warmup : (o.repeat > 1 || o.time ? 1 : 0);
-  std::vector<ir::Tensor> outputs;
+  std::vector<Tensor> outputs;
   for (int i = 0; i < warmup; ++i) outputs = session.run(feeds);
   std::vector<double> latencies;
   for (int i = 0; i < o.repeat; ++i) {
@@ -109,10 +108,10 @@ void run_command(const RunOptions& o) {
     fs::create_directories(o.outputs);
     if (o.random_seed) {
       fs::create_directories(fs::path(o.outputs) / "inputs");
-      for (const auto& [name, t] : feeds) ir::save_npy(t, fs::path(o.outputs) / "inputs" / file_name_for(name));
+      for (const auto& [name, t] : feeds) save_npy(t, fs::path(o.outputs) / "inputs" / file_name_for(name));
     }
     for (size_t i = 0; i < outputs.size(); ++i)
-      ir::save_npy(outputs[i], fs::path(o.outputs) / file_name_for(session.outputs()[i]->name()));
+      save_npy(outputs[i], fs::path(o.outputs) / file_name_for(output_names[i]));
   }
 
   std::vector<double> sorted = latencies;
@@ -122,27 +121,27 @@ void run_command(const RunOptions& o) {
   if (o.json) {
     nlohmann::ordered_json j;
     j["model"] = o.model;
-    j["threads"] = o.threads > 0 ? o.threads : engine::hardware_threads();
+    j["threads"] = session.threads();
     j["latencies_ms"] = latencies;
     j["median_ms"] = median;
     j["peak_rss_mb"] = peak_rss_mb();
     j["outputs"] = nlohmann::ordered_json::array();
     for (size_t i = 0; i < outputs.size(); ++i)
-      j["outputs"].push_back({{"name", session.outputs()[i]->name()},
-                              {"dtype", std::string(ir::data_type_name(outputs[i].dtype()))},
+      j["outputs"].push_back({{"name", output_names[i]},
+                              {"dtype", std::string(data_type_name(outputs[i].dtype()))},
                               {"shape", outputs[i].dims()}});
     std::cout << j.dump() << "\n";
     return;
   }
   for (size_t i = 0; i < outputs.size(); ++i)
-    std::cout << session.outputs()[i]->name() << "  " << ir::data_type_name(outputs[i].dtype())
-              << ir::dims_to_string(outputs[i].dims())
-              << (o.outputs.empty() ? "" : "  -> " + (fs::path(o.outputs) / file_name_for(session.outputs()[i]->name())).string())
+    std::cout << output_names[i] << "  " << data_type_name(outputs[i].dtype()) << dims_to_string(outputs[i].dims())
+              << (o.outputs.empty() ? "" : "  -> " + (fs::path(o.outputs) / file_name_for(output_names[i])).string())
               << "\n";
   if (o.time) {
     std::cout << "latency ms:";
     for (double l : latencies) std::cout << " " << l;
-    std::cout << "\nmedian " << median << " ms over " << latencies.size() << " runs, peak RSS " << peak_rss_mb() << " MB\n";
+    std::cout << "\nmedian " << median << " ms over " << latencies.size() << " runs, peak RSS " << peak_rss_mb()
+              << " MB\n";
   }
 }
 
@@ -152,14 +151,20 @@ void add_run_command(CLI::App& app) {
   auto o = std::make_shared<RunOptions>();
   CLI::App* cmd = app.add_subcommand("run", "Run a model with the built-in CPU engine and write its outputs as .npy");
   cmd->add_option("MODEL", o->model, "ONNX model file")->required();
-  cmd->add_option("--inputs", o->inputs, "Input tensors: NAME=FILE or FILE (.npy, or .pb TensorProto), in the model's input order");
-  cmd->add_option("--outputs", o->outputs, "Folder for the outputs, one NAME.npy each ('/' and ':' in names become '_')");
-  cmd->add_option("--random", o->random_seed, "Feed seeded random floats in [0,1) instead (the generator of tests/oracle/ort_run.js); with --outputs they are written to OUTPUTS/inputs/");
+  cmd->add_option("--inputs", o->inputs,
+                  "Input tensors: NAME=FILE or FILE (.npy, or .pb TensorProto), in the model's input order");
+  cmd->add_option("--outputs", o->outputs,
+                  "Folder for the outputs, one NAME.npy each ('/' and ':' in names become '_')");
+  cmd->add_option("--random", o->random_seed,
+                  "Feed seeded random floats in [0,1) instead (the generator of tests/oracle/ort_run.js); with "
+                  "--outputs they are written to OUTPUTS/inputs/");
   cmd->add_option("--shape", o->shapes, "NAME=AxBx... for an input whose shape is dynamic (with --random)");
   cmd->add_option("--repeat", o->repeat, "Timed runs (default 1)")->check(non_negative());
-  cmd->add_option("--warmup", o->warmup, "Untimed runs first (default 1 with --repeat > 1 or --time, else 0)")->check(non_negative());
+  cmd->add_option("--warmup", o->warmup, "Untimed runs first (default 1 with --repeat > 1 or --time, else 0)")
+      ->check(non_negative());
   cmd->add_flag("--time", o->time, "Print the latency of each run, the median and the peak RSS");
-  cmd->add_flag("--json", o->json, "Print one JSON line: model, threads, latencies_ms, median_ms, peak_rss_mb, outputs");
+  cmd->add_flag("--json", o->json,
+                "Print one JSON line: model, threads, latencies_ms, median_ms, peak_rss_mb, outputs");
   cmd->add_option("--threads", o->threads, "Threads to use (default: every hardware thread)")->check(non_negative());
   cmd->callback([o] { run_command(*o); });
 }

@@ -13,7 +13,6 @@
 #include <set>
 
 #include "onnxptq/onnxptq.h"
-#include "tools/evaluate.h"
 
 namespace py = pybind11;
 
@@ -441,13 +440,13 @@ py::list presets() {
 }
 
 py::dict evaluate(const std::string& baseline, const std::string& quantized) {
-  tools::EvaluateReport report;
+  EvaluateReport report;
   {
     py::gil_scoped_release nogil;
-    report = tools::evaluate_folders(baseline, quantized);
+    report = evaluate_folders(baseline, quantized);
   }
-  py::dict out = py::module_::import("json").attr("loads")(tools::report_json(report).dump());
-  out["text"] = tools::format_report(report);
+  py::dict out = py::module_::import("json").attr("loads")(report.to_json());
+  out["text"] = report.to_table();
   return out;
 }
 

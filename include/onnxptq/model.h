@@ -2,6 +2,7 @@
 // through this API).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -23,6 +24,21 @@ struct ValueInfo {
   std::vector<int64_t> dims;
 };
 
+// Where Model::save puts the tensors (onnx.save_model's external data arguments).
+struct SaveOptions {
+  enum class ExternalData {
+    Auto,    // in a data file when the model was loaded with one or would not fit in 2 GB
+    Always,  // in a data file
+    Never,   // in the model file (Error past 2 GB)
+  };
+  ExternalData external_data = ExternalData::Auto;
+  // With a data file: tensors smaller than this many bytes stay inside the model file.
+  size_t external_threshold = 1024;
+  // The data file's name, beside the model; "" for "<model file name>.data". One data file
+  // holds every tensor written out (ONNX Runtime's all_tensors_to_one_file).
+  std::string data_file_name{};
+};
+
 class Model {
  public:
   // Error (bad input) naming the file for a missing, truncated or invalid model; external
@@ -33,6 +49,9 @@ class Model {
   // `external_data` (or when the model would not fit in 2 GB) the weights go to one data file
   // beside it.
   void save(const std::filesystem::path& path, bool external_data = false) const;
+  // The same with the data file's options. Error for a data_file_name that is not a plain file
+  // name.
+  void save(const std::filesystem::path& path, const SaveOptions& options) const;
 
   // The inputs a run must feed (initializers listed as inputs are left out) and the outputs.
   std::vector<ValueInfo> inputs() const;

@@ -10,17 +10,24 @@
 #pragma once
 
 #include "onnxptq/calibrate.h"
+#include "onnxptq/check_npu.h"
+#include "onnxptq/compare.h"
 #include "onnxptq/config.h"
 #include "onnxptq/data_reader.h"
 #include "onnxptq/data_type.h"
 #include "onnxptq/error.h"
+#include "onnxptq/evaluate.h"
 #include "onnxptq/files.h"
+#include "onnxptq/inspect.h"
 #include "onnxptq/model.h"
+#include "onnxptq/preprocess.h"
 #include "onnxptq/quantize.h"
+#include "onnxptq/random_inputs.h"
 #include "onnxptq/readers.h"
 #include "onnxptq/sensitivity.h"
 #include "onnxptq/session.h"
 #include "onnxptq/tensor.h"
+#include "onnxptq/tensor_files.h"
 
 namespace onnxptq {
 

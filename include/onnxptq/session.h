@@ -28,8 +28,11 @@ class Session {
   Session(Session&&) noexcept;
   Session& operator=(Session&&) noexcept;
 
+  // The inputs a run must feed, in the model's order, and the outputs run() returns, in order.
   std::vector<std::string> input_names() const;
   std::vector<std::string> output_names() const;
+  // The threads a run uses: SessionOptions::threads, or the hardware threads for 0.
+  int threads() const;
 
   // The outputs in order. Thread-safe: several runs may go at once. Error for a missing or
   // unknown input, or one whose type or shape contradicts the model.

@@ -31,9 +31,17 @@ Model Model::load(const std::filesystem::path& path) {
 }
 
 void Model::save(const std::filesystem::path& path, bool external_data) const {
-  ir::SaveOptions o;
-  if (external_data) o.external_data = ir::SaveOptions::ExternalData::Always;
+  SaveOptions o;
+  if (external_data) o.external_data = SaveOptions::ExternalData::Always;
   ir::save_model(*model_, path, o);
+}
+
+void Model::save(const std::filesystem::path& path, const SaveOptions& options) const {
+  const std::filesystem::path name(options.data_file_name);
+  if (!options.data_file_name.empty() && (name.has_parent_path() || name == "." || name == ".."))
+    throw Error("SaveOptions::data_file_name '" + options.data_file_name +
+                "' must be a file name (the data file is written beside the model)");
+  ir::save_model(*model_, path, options);
 }
 
 std::vector<ValueInfo> Model::inputs() const { return infos(model_->graph->fed_inputs()); }
@@ -65,6 +73,8 @@ std::vector<std::string> Session::output_names() const {
   for (const ir::Value* v : session_->outputs()) names.push_back(v->name());
   return names;
 }
+
+int Session::threads() const { return session_->threads(); }
 
 std::vector<Tensor> Session::run(const Feed& feeds) const { return session_->run(feeds); }
 

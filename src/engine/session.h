@@ -74,6 +74,8 @@ class Session {
   // Graph inputs that must be fed (initializers listed as inputs are optional overrides).
   const std::vector<const ir::Value*>& inputs() const { return inputs_; }
   const std::vector<const ir::Value*>& outputs() const { return outputs_; }
+  // The threads a run uses (SessionOptions::threads, the hardware threads for 0).
+  int threads() const { return options_.threads; }
 
   // Runs once; returns the graph outputs in order. Thread-safe: several runs may go at once.
   // Error for a missing or unknown input, or one whose type or shape contradicts the model.

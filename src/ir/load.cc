@@ -498,15 +498,19 @@ Model load_model(const std::filesystem::path& path) {
   return model;
 }
 
+}  // namespace onnxptq::ir
+
+namespace onnxptq {
+
 Tensor load_tensor(const std::filesystem::path& path) {
-  LoadContext ctx{path.string(), path.has_parent_path() ? path.parent_path() : ".", {}, false};
+  ir::LoadContext ctx{path.string(), path.has_parent_path() ? path.parent_path() : ".", {}, false};
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) ctx.fail("no such file");
-  auto file = MappedFile::open(path);
+  auto file = ir::MappedFile::open(path);
   onnx::TensorProto proto;
   if (!proto.ParseFromArray(file->data(), static_cast<int>(file->size())))
     ctx.fail("not a serialized ONNX tensor (TensorProto)");
-  return tensor_from_proto(proto, ctx);
+  return ir::tensor_from_proto(proto, ctx);
 }
 
-}  // namespace onnxptq::ir
+}  // namespace onnxptq

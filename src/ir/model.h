@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "ir/graph.h"
+#include "onnxptq/model.h"
+#include "onnxptq/tensor_files.h"
 
 namespace onnxptq::ir {
 
@@ -61,19 +63,10 @@ Model load_model(const std::filesystem::path& path);
 Model parse_model(std::string_view bytes, const std::filesystem::path& base_dir,
                   const std::string& display_name = "model");
 
-// Reads one serialized onnx.TensorProto (the input_N.pb / output_N.pb files of the ONNX backend
-// tests). Error naming the file if it is missing or is not a tensor.
-Tensor load_tensor(const std::filesystem::path& path);
-
-struct SaveOptions {
-  enum class ExternalData { Auto, Always, Never };
-  // Auto: external data when the model was loaded with it or would not fit in one protobuf (2 GB).
-  ExternalData external_data = ExternalData::Auto;
-  // Tensors smaller than this stay inside the model file even with external data.
-  size_t external_threshold = 1024;
-  // Name of the data file beside the model; default "<model file name>.data".
-  std::string data_file_name;
-};
+// load_tensor (a serialized onnx.TensorProto, onnxptq/tensor_files.h) and the save options
+// (onnxptq/model.h) belong here too.
+using onnxptq::load_tensor;
+using onnxptq::SaveOptions;
 
 // Writes the model (and its data file) through temporary files renamed into place, so a
 // failure leaves no half-written output.

@@ -144,13 +144,6 @@ Tensor parse_npy(const std::byte* data, size_t size, const std::string& display_
   return parse(data, size, display_name, nullptr);
 }
 
-Tensor load_npy(const std::filesystem::path& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) throw Error(path.string() + ": no such file");
-  auto file = MappedFile::open(path);
-  return parse(file->data(), file->size(), path.string(), file);
-}
-
 std::string npy_bytes(const Tensor& tensor) {
   const char* code = nullptr;
   for (const NpyType& t : kTypes)
@@ -182,11 +175,22 @@ std::string npy_bytes(const Tensor& tensor) {
   return out;
 }
 
+}  // namespace onnxptq::ir
+
+namespace onnxptq {
+
+Tensor load_npy(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) throw Error(path.string() + ": no such file");
+  auto file = ir::MappedFile::open(path);
+  return ir::parse(file->data(), file->size(), path.string(), file);
+}
+
 void save_npy(const Tensor& tensor, const std::filesystem::path& path) {
-  std::string bytes = npy_bytes(tensor);
-  AtomicFile file(path);
+  std::string bytes = ir::npy_bytes(tensor);
+  ir::AtomicFile file(path);
   file.write(bytes.data(), bytes.size());
   file.commit();
 }
 
-}  // namespace onnxptq::ir
+}  // namespace onnxptq

@@ -10,6 +10,7 @@
 
 #include "onnxptq/error.h"
 #include "qmath/params.h"
+#include "quant/ipu_rules.h"
 
 namespace onnxptq::tools {
 
@@ -116,10 +117,9 @@ class ModelPositions : public quant::PositionView {
   size_t count_ = 0;
 };
 
-std::string bound(int v) {
-  if (v == quant::kNoBound) return "inf";
-  if (v == -quant::kNoBound) return "-inf";
-  return std::to_string(v);
+std::optional<int> bound(int v) {
+  if (std::abs(v) == quant::kNoBound) return std::nullopt;
+  return v;
 }
 
 }  // namespace
@@ -140,7 +140,9 @@ NpuCheck check_npu(const ir::Model& model) {
       if (!check) continue;
       ++result.checks;
       for (const quant::IpuConstraint& c : check->constraints)
-        if (!c.holds()) result.violations.push_back({node->name, node->op_type, quant::ipu_rule_name(rule), c});
+        if (!c.holds())
+          result.violations.push_back({node->name, node->op_type, quant::ipu_rule_name(rule), c.quantity, c.value,
+                                       bound(c.lo), bound(c.hi), c.terms});
     }
   return result;
 }
@@ -149,26 +151,24 @@ std::string format_npu_check(const NpuCheck& check) {
   std::ostringstream out;
   out << check.violations.size() << (check.violations.size() == 1 ? " violation" : " violations") << " ("
       << check.positions << " positions, " << check.checks << " rule checks)\n";
-  for (const NpuViolation& v : check.violations) {
-    const quant::IpuConstraint& c = v.constraint;
-    out << v.rule << "  " << v.op_type << " '" << v.node << "': " << c.quantity << " = " << c.value << ", allowed ["
-        << bound(c.lo) << ", " << bound(c.hi) << "] (" << c.terms << ")\n";
-  }
+  for (const NpuViolation& v : check.violations)
+    out << v.rule << "  " << v.op_type << " '" << v.node << "': " << v.quantity << " = " << v.value << ", allowed ["
+        << (v.lo ? std::to_string(*v.lo) : "-inf") << ", " << (v.hi ? std::to_string(*v.hi) : "inf") << "] (" << v.terms
+        << ")\n";
   return out.str();
 }
 
 nlohmann::json npu_check_json(const NpuCheck& check) {
   nlohmann::json list = nlohmann::json::array();
   for (const NpuViolation& v : check.violations) {
-    const quant::IpuConstraint& c = v.constraint;
-    auto b = [](int x) { return std::abs(x) == quant::kNoBound ? nlohmann::json(nullptr) : nlohmann::json(x); };
+    auto b = [](std::optional<int> x) { return x ? nlohmann::json(*x) : nlohmann::json(nullptr); };
     list.push_back({{"rule", v.rule},
                     {"node", v.node},
                     {"op_type", v.op_type},
-                    {"quantity", c.quantity},
-                    {"value", c.value},
-                    {"allowed", {b(c.lo), b(c.hi)}},
-                    {"terms", c.terms}});
+                    {"quantity", v.quantity},
+                    {"value", v.value},
+                    {"allowed", {b(v.lo), b(v.hi)}},
+                    {"terms", v.terms}});
   }
   return {{"positions", check.positions}, {"checks", check.checks}, {"violations", list}};
 }

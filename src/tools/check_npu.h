@@ -8,20 +8,14 @@
 #include <vector>
 
 #include "ir/model.h"
-#include "quant/ipu_rules.h"
+#include "onnxptq/check_npu.h"
 
 namespace onnxptq::tools {
 
-struct NpuViolation {
-  std::string node, op_type, rule;
-  quant::IpuConstraint constraint;  // the quantity, its value and the interval it left
-};
-
-struct NpuCheck {
-  size_t positions = 0;  // quantize nodes whose position was read
-  size_t checks = 0;     // (rule, node) pairs evaluated: every position the rule needs was there
-  std::vector<NpuViolation> violations;
-};
+// The result is the public API's (onnxptq/check_npu.h): each violation with the rule's quantity,
+// its value and the interval it left (quant::IpuConstraint's, no bound as nothing).
+using onnxptq::NpuCheck;
+using onnxptq::NpuViolation;
 
 // Reads each tensor's position from the model's QuantizeLinear/DequantizeLinear (any domain),
 // VitisQuantizeLinear/VitisDequantizeLinear and ExtendedQuantizeLinear/ExtendedDequantizeLinear

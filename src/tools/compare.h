@@ -9,19 +9,13 @@
 #include <vector>
 
 #include "ir/model.h"
+#include "onnxptq/compare.h"
 #include "onnxptq/data_reader.h"
 
 namespace onnxptq::tools {
 
-struct TensorError {
-  std::string tensor;    // the float model's name
-  std::string producer;  // node writing it in the float model ("" for a graph input)
-  std::string op_type;
-  double sqnr = 0;       // 10 log10(sum a^2 / sum (a - b)^2) over every sample, dB (inf: no error)
-  double cosine = 0;     // a.b / (|a| |b|) over every sample (NaN for a zero vector)
-  double max_error = 0;  // max |a - b|
-  size_t elements = 0;   // values compared, over every sample
-};
+// A tensor's errors are the public API's (onnxptq/compare.h).
+using onnxptq::TensorError;
 
 // Runs both models on every sample of `reader` with the engine (`threads`: 0 for every hardware
 // thread) and returns one entry per quantized activation the float model also has, worst SQNR

@@ -9,17 +9,15 @@
 #include <vector>
 
 #include "ir/tensor.h"
+#include "onnxptq/evaluate.h"
 
 namespace onnxptq::tools {
 
-// The three metrics of Quark's evaluate tool, on the values flattened to one vector:
-// cosine = a.b / (|a| |b|), l2 = |a - b|, psnr = 20 log10(max(a)) - 10 log10(max(mse, 1e-10)),
-// where a is the baseline. A zero vector has no direction: its cosine is NaN.
-struct ResultMetrics {
-  double cosine = 0;
-  double l2 = 0;
-  double psnr = 0;
-};
+// The metrics (Quark's cosine, L2 loss and PSNR) and the report are the public API's
+// (onnxptq/evaluate.h).
+using onnxptq::EvaluateReport;
+using onnxptq::FileMetrics;
+using onnxptq::ResultMetrics;
 
 // Error when the shapes differ (naming both) or a tensor is not numeric.
 ResultMetrics compare_results(const ir::Tensor& baseline, const ir::Tensor& quantized);
@@ -27,16 +25,6 @@ ResultMetrics compare_results(const ir::Tensor& baseline, const ir::Tensor& quan
 // A result file as numbers: .npy as stored; .png, .jpg, .jpeg as decoded 8-bit pixels
 // [height, width, channels] (the file's own channels). Error naming the file otherwise.
 ir::Tensor load_result(const std::filesystem::path& path);
-
-struct FileMetrics {
-  std::string file;
-  ResultMetrics metrics;
-};
-
-struct EvaluateReport {
-  std::vector<FileMetrics> files;  // by file name
-  ResultMetrics average;           // the mean of each metric over the files
-};
 
 // Every .npy, .png, .jpg and .jpeg file of `baseline` (by extension, any case; not recursive)
 // against the file of the same name in `quantized`. Error when a folder is missing, has no

@@ -100,9 +100,9 @@ TEST(CheckNpu, FindsWhatTheIpuCheckMends) {
   ASSERT_EQ(count_rule(unchecked, "AdjustShiftRead"), 1u) << format_npu_check(unchecked);
   const NpuViolation& v = unchecked.violations[0];
   EXPECT_EQ(v.node, "add");
-  EXPECT_EQ(v.constraint.lo, 0);
-  EXPECT_EQ(v.constraint.hi, 7);
-  EXPECT_GT(v.constraint.value, 7);
+  EXPECT_EQ(v.lo, 0);
+  EXPECT_EQ(v.hi, 7);
+  EXPECT_GT(v.value, 7);
 
   std::vector<std::string> log;
   quant::QuantizeResult checked = quantize(m, npu_config(true), 2, {}, &log);
@@ -134,11 +134,11 @@ TEST(CheckNpu, FindsAPlantedViolation) {
     if (v.rule != "AdjustShiftCut") continue;
     EXPECT_EQ(v.node, "conv");
     EXPECT_EQ(v.op_type, "Conv");
-    EXPECT_EQ(v.constraint.quantity, "shift_cut = wpos + ipos - opos");
-    EXPECT_EQ(v.constraint.lo, 0);
-    EXPECT_EQ(v.constraint.hi, 16);
-    EXPECT_GT(v.constraint.value, 16);
-    EXPECT_NE(v.constraint.terms.find("wpos 30"), std::string::npos) << v.constraint.terms;
+    EXPECT_EQ(v.quantity, "shift_cut = wpos + ipos - opos");
+    EXPECT_EQ(v.lo, 0);
+    EXPECT_EQ(v.hi, 16);
+    EXPECT_GT(v.value, 16);
+    EXPECT_NE(v.terms.find("wpos 30"), std::string::npos) << v.terms;
   }
   nlohmann::json j = npu_check_json(check);
   EXPECT_EQ(j["violations"].size(), check.violations.size());
