@@ -90,5 +90,18 @@ TEST(Layering, PrivateHeadersStayInTheirFolder) {
   }
 }
 
+// The command line and the Python module are programs on the public API: they include only
+// include/onnxptq/ and their own headers (their build sees no src/ either).
+TEST(Layering, CommandLineAndPythonUseOnlyThePublicApi) {
+  size_t checked = 0;
+  for (const Include& i : project_includes()) {
+    if (i.folder != "cli" && i.folder != "python") continue;
+    const std::string to = i.target.substr(0, i.target.find('/'));
+    EXPECT_TRUE(to == "onnxptq" || to == i.folder) << where(i) << ": not the public API";
+    ++checked;
+  }
+  EXPECT_GT(checked, 40u) << "the scan found too few includes in cli/ and python/";
+}
+
 }  // namespace
 }  // namespace onnxptq
