@@ -6,6 +6,7 @@
 
 #include "onnxptq/error.h"
 #include "quant/plan.h"
+#include "quant/simulate.h"
 #include "quant/tensor_quant.h"
 #include "quant/tensor_quant_detail.h"
 
@@ -118,6 +119,8 @@ void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& co
     if (pof2 && config.calibrate_method == calib::Method::MinMSE) o.method = WeightMethod::pof2_min_mse;
     if (pof2 && config.calibrate_method == calib::Method::NonOverflow)
       o.scale.pof2_position = Pof2Position::non_overflow;
+    // float16/bfloat16 values as the format's ops compute them (Quark's float16 op ignores the zero point).
+    o.quantize.float_cast = quantize_options_of(config).float_cast;
     return o;
   };
   for (TensorPlan& t : plan.tensors)

@@ -6,10 +6,11 @@
 
 namespace onnxptq::quant {
 
-QuantizeOptions quantize_options_of(QuantFormat format) {
+QuantizeOptions quantize_options_of(const QuantConfig& config) {
   QuantizeOptions o;
-  if (format == QuantFormat::VitisQDQ || format == QuantFormat::FixNeuron) o.float_cast = FloatCast::vitis_op;
-  if (format == QuantFormat::ExtendedQDQ) o.float_cast = FloatCast::quark_op;
+  if (config.format == QuantFormat::VitisQDQ || config.format == QuantFormat::FixNeuron)
+    o.float_cast = FloatCast::vitis_op;
+  if (config.format == QuantFormat::ExtendedQDQ) o.float_cast = FloatCast::quark_op;
   return o;
 }
 
@@ -36,7 +37,7 @@ void Simulation::add_conversions(ir::Graph& g, const Plan& plan, engine::Session
 }
 
 Simulation::Simulation(const ir::Model& model, const Plan& plan, const QuantConfig& config, int threads) {
-  const QuantizeOptions qo = quantize_options_of(config.format);
+  const QuantizeOptions qo = quantize_options_of(config);
   // Weights and biases: the values the exported DequantizeLinear computes from the stored ones.
   auto constants = std::make_shared<std::map<std::string, ir::Tensor>>();
   engine::SessionOptions so;
@@ -130,7 +131,7 @@ void fake_quantize_activation(const Plan& plan, const QuantConfig& config, const
   if (provider.params.size() != 1)
     throw Error("activation '" + name + "' has " + std::to_string(provider.params.size()) +
                 " parameters, expected one (parameters not assigned)");
-  value = fake_quantize_tensor(value, provider.type, provider.params, std::nullopt, quantize_options_of(config.format));
+  value = fake_quantize_tensor(value, provider.type, provider.params, std::nullopt, quantize_options_of(config));
 }
 
 }  // namespace onnxptq::quant

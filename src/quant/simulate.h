@@ -44,8 +44,9 @@ class Simulation {
   std::unique_ptr<engine::Session> session_;
 };
 
-// The arithmetic of the quantize/dequantize ops `format` writes (how float16/bfloat16 cast).
-QuantizeOptions quantize_options_of(QuantFormat format);
+// The arithmetic of the quantize/dequantize ops the config's format writes (how float16/bfloat16
+// cast: vai_q_onnx's ops or Quark's).
+QuantizeOptions quantize_options_of(const QuantConfig& config);
 
 // `plan` for a part of the model it was made for (`part`: engine::extract_model's cut): without
 // the tensors the part does not hold, shared parameters resolved first (the provider may be

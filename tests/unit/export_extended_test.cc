@@ -177,5 +177,24 @@ INSTANTIATE_TEST_SUITE_P(Types, ExtendedWideTypes,
                                            Combo{DataType::BFloat16, DataType::Int8, true}),
                          [](const ::testing::TestParamInfo<Combo>& info) { return label(info.param); });
 
+// Asymmetric float16 weights (WeightSymmetric false): their stored values are what the format's ops
+// compute from the float weight (Quark's float16 op ignores the zero point, vai_q_onnx's the scale
+// and zero point), so the simulation equals the model, whose pairs quantize the float weight.
+TEST(ExtendedFloatWeights, AsymmetricFloat16WeightsAreWhatTheOpsCompute) {
+  ir::Model model = testing::export_test_model();
+  for (QuantFormat format : {QuantFormat::ExtendedQDQ, QuantFormat::VitisQDQ}) {
+    SCOPED_TRACE(quant_format_name(format));
+    QuantConfig config = config_of({DataType::Float16, DataType::Float16, true});
+    config.format = format;
+    config.weight_symmetric = false;
+    Plan plan = testing::calibrated_plan(model, config);
+    ASSERT_NE(plan.find("w")->params.at(0).float_zero_point, 0.0);
+    ir::Model q = export_model(model, plan, config);
+    auto feeds = testing::random_feeds(model, 7);
+    expect_bit_equal(testing::run_model(q, feeds, false), Simulation(model, plan, config, 2).run(feeds),
+                     quant_format_name(format));
+  }
+}
+
 }  // namespace
 }  // namespace onnxptq::quant
