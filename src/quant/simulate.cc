@@ -10,7 +10,10 @@ QuantizeOptions quantize_options_of(const QuantConfig& config) {
   QuantizeOptions o;
   if (config.format == QuantFormat::VitisQDQ || config.format == QuantFormat::FixNeuron)
     o.float_cast = FloatCast::vitis_op;
+  // The Cast form computes Quark's float16 arithmetic exactly, and its bfloat16 arithmetic but for
+  // the sign of a zero when the zero point is 0 (QuantizeOptions::bfloat16_cast_form).
   if (config.format == QuantFormat::ExtendedQDQ) o.float_cast = FloatCast::quark_op;
+  o.bfloat16_cast_form = config.casts_bfloat16();
   return o;
 }
 

@@ -45,7 +45,7 @@ class Simulation {
 };
 
 // The arithmetic of the quantize/dequantize ops the config's format writes (how float16/bfloat16
-// cast: vai_q_onnx's ops or Quark's).
+// cast: vai_q_onnx's ops, Quark's ops, or their Cast form in standard ops).
 QuantizeOptions quantize_options_of(const QuantConfig& config);
 
 // `plan` for a part of the model it was made for (`part`: engine::extract_model's cut): without
