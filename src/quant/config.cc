@@ -65,6 +65,8 @@ void check_float_type_options(const QuantConfig& c) {
       {"WeightScaled", c.weight_scaled, false, true, false},
       {"FloatQDQAsCustomOps", c.float_qdq_as_custom_ops, true, true, false},
       {"BF16QDQToCast", c.bf16_qdq_to_cast.value_or(false), true, true, true},
+      {"EnableVaimlBF16", c.enable_vaiml_bf16, true, true, true},
+      {"BF16WithClip", c.bf16_with_clip, true, false, true},
   };
   for (const Key& k : keys) {
     if (!k.set) continue;
@@ -82,6 +84,10 @@ void check_float_type_options(const QuantConfig& c) {
                   ", and the config asks for none (activation_type, weight_type, NodePrecision, "
                   "TensorQuantOverrides, MixedPrecisionTensor, AutoMixprecision)");
   }
+  if (c.enable_vaiml_bf16 && c.bf16_qdq_to_cast == false)
+    throw Error(
+        "extra options EnableVaimlBF16 true and BF16QDQToCast false: EnableVaimlBF16 removes the Casts of "
+        "the bfloat16 Cast form, which BF16QDQToCast false does not write");
   // Quark's float16 op ignores the zero point (its ExtendedQuantizeLinear), so a scaled asymmetric
   // float16 range would overflow (the Cast form computes the same).
   auto is_fp16 = [](ir::DataType t) { return t == ir::DataType::Float16; };

@@ -209,6 +209,8 @@ struct QuantConfig {
   // bfloat16 alone (Quark's meaning: true the Cast form, false the custom ops).
   bool float_qdq_as_custom_ops = false;  // FloatQDQAsCustomOps (onnxptq)
   std::optional<bool> bf16_qdq_to_cast;  // BF16QDQToCast (Quark)
+  bool enable_vaiml_bf16 = false;        // EnableVaimlBF16 (Quark): no bfloat16 casts, rounded float weights
+  bool bf16_with_clip = false;           // BF16WithClip (Quark): a Clip to the bfloat16 range first
 
   // enable_npu_transformer (Quark's TransformerQDQQuantizer):
   // the op types default to Quark's NPUTransformerRegistry (Gemm, MatMul), MatMulConstBOnly
@@ -233,7 +235,8 @@ struct QuantConfig {
   // custom ops: only ExtendedQuantFormat.QDQ has a Cast form (VitisQuantFormat.QDQ's are vai_q_onnx's ops).
   bool casts_float16() const { return format == QuantFormat::ExtendedQDQ && !float_qdq_as_custom_ops; }
   bool casts_bfloat16() const {
-    return format == QuantFormat::ExtendedQDQ && bf16_qdq_to_cast.value_or(!float_qdq_as_custom_ops);
+    return format == QuantFormat::ExtendedQDQ &&
+           bf16_qdq_to_cast.value_or(enable_vaiml_bf16 || !float_qdq_as_custom_ops);
   }
 };
 

@@ -334,8 +334,8 @@ void add_alignment_options(std::vector<ConfigKey>& keys) {
               }));
 }
 
-// float16 and bfloat16 in ExtendedQuantFormat.QDQ: Quark's range scaling, and how their Q/DQ are
-// written (Quark's BF16QDQToCast post-process, quantize.py's apply_post_process).
+// float16 and bfloat16 in ExtendedQuantFormat.QDQ: Quark's range scaling and its bfloat16
+// deployment post-processes (quantize.py's apply_post_process), and how their Q/DQ are written.
 void add_float_type_options(std::vector<ConfigKey>& keys) {
   auto add = [&](ConfigKey key) { keys.push_back(std::move(key)); };
   add(works(
@@ -354,6 +354,14 @@ void add_float_type_options(std::vector<ConfigKey>& keys) {
       kExtra, "BF16QDQToCast", "bool", "true unless FloatQDQAsCustomOps", "quant",
       [](QuantConfig& c, const ConfigKey& k, const json& v) { c.bf16_qdq_to_cast = json_bool(k.name, v); },
       "with ExtendedQuantFormat.QDQ and a bfloat16 type"));
+  add(works(
+      kExtra, "EnableVaimlBF16", "bool", "false", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.enable_vaiml_bf16 = json_bool(k.name, v); },
+      "with ExtendedQuantFormat.QDQ and a bfloat16 type"));
+  add(works(
+      kExtra, "BF16WithClip", "bool", "false", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.bf16_with_clip = json_bool(k.name, v); },
+      "with ExtendedQuantFormat.QDQ and bfloat16 activations"));
 }
 
 // vai_q_onnx 1.16's IPU limitation check (its refine.py; Quark's NPULimitationCheck and MaxLoopNum).

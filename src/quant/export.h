@@ -38,6 +38,8 @@ struct QdqStyle {
   // [Mul scale], the scale and zero point nodes only where they are not 1 and 0.
   bool cast_float16 = false;
   bool cast_bfloat16 = false;
+  bool clip_bfloat16 = false;   // BF16WithClip: Clip(x, -bf16 max, bf16 max) before a bfloat16 quantize
+  bool vaiml_bfloat16 = false;  // EnableVaimlBF16: no bfloat16 Q/DQ, weights stored rounded as float32
 };
 ir::Model export_qdq_styled(const ir::Model& model, const Plan& plan, const QuantConfig& config, const QdqStyle& style);
 
@@ -58,7 +60,8 @@ ir::Model export_fix_neuron(const ir::Model& model, const Plan& plan, const Quan
 // with zero points 0, becomes com.microsoft's QuantizeLinear / DequantizeLinear (Quark's
 // _convert_qdq_nodes). float16/bfloat16 Q/DQ are written in the Cast form (QdqStyle) unless the
 // config keeps them custom (FloatQDQAsCustomOps, BF16QDQToCast false): then float weights stay
-// float with a pair. Imports com.microsoft 1 and com.amd.quark 1.
+// float with a pair. BF16WithClip and EnableVaimlBF16 as QdqStyle says. Imports com.microsoft 1 and
+// com.amd.quark 1.
 ir::Model export_extended_qdq(const ir::Model& model, const Plan& plan, const QuantConfig& config);
 
 // QuantFormat.QOperator (ORT's ONNXQuantizer, QLinearOps): QLinearConv, QLinearMatMul and com.microsoft's

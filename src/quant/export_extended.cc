@@ -39,8 +39,8 @@ bool converts_to_microsoft(const ir::Node& n) {
 ir::Model export_extended_qdq(const ir::Model& model, const Plan& plan, const QuantConfig& config) {
   // Quark's ExtendedQDQQuantizer: integer weights stored quantized (unless AddQDQPairToWeight),
   // float16/bfloat16 weights of its custom ops kept float with a pair (its default for those types).
-  // Its post-process BF16QDQToCast (quantize.py's apply_post_process) writes the Cast form, here for
-  // float16 too and the default.
+  // Its post-processes (quantize.py's apply_post_process, in this order): BF16QDQToCast's Cast form,
+  // here for float16 too and the default, EnableVaimlBF16's cast removal, BF16WithClip's Clip.
   QdqStyle style;
   style.domain = "com.amd.quark";
   style.quantize_op = "ExtendedQuantizeLinear";
@@ -48,6 +48,8 @@ ir::Model export_extended_qdq(const ir::Model& model, const Plan& plan, const Qu
   style.float_weights_as_pair = true;
   style.cast_float16 = config.casts_float16();
   style.cast_bfloat16 = config.casts_bfloat16();
+  style.vaiml_bfloat16 = config.enable_vaiml_bf16;
+  style.clip_bfloat16 = config.bf16_with_clip;
   if (model.opset("") < 13)
     for (const TensorPlan& t : plan.tensors)
       if (t.axis && t.role == Role::Weight)

@@ -11,6 +11,7 @@
 #include "qmath/params.h"
 #include "qmath/quantize.h"
 #include "quant/export.h"
+#include "quant/simulate.h"
 #include "quant/tensor_quant.h"
 
 namespace onnxptq::quant {
@@ -91,6 +92,16 @@ class QdqExporter {
   bool cast_form(DataType type) const {
     return (type == DataType::Float16 && style_.cast_float16) || (type == DataType::BFloat16 && style_.cast_bfloat16);
   }
+  // BF16WithClip: a bfloat16 quantize of a value computed at run time (Quark's
+  // insert_clip_bfloat16_qdq: an ExtendedQuantizeLinear whose input is not an initializer).
+  bool clips(DataType type, const ir::Value* x) const {
+    return style_.clip_bfloat16 && type == DataType::BFloat16 && !x->has_initializer();
+  }
+  // EnableVaimlBF16 writes no bfloat16 Q/DQ, only BF16WithClip's Clip.
+  bool writes_pair(DataType type, const ir::Value* x) const {
+    return !(style_.vaiml_bfloat16 && type == DataType::BFloat16) || clips(type, x);
+  }
+
   ir::Value* new_initializer(const std::string& name, ir::Tensor tensor) {
     ir::Value* v = g_.add_unique_value(name);
     g_.set_initializer(v, std::move(tensor));
@@ -114,6 +125,20 @@ class QdqExporter {
     return {"Cast", {}, name, [type](ir::Node& n) {
               n.set_attribute(ir::Attribute::of_int("to", static_cast<int64_t>(type)));
             }};
+  }
+
+  // Clip(x, -m, m), m the largest bfloat16: bounds as inputs from opset 11, attributes before.
+  Step clip_step(const std::string& name) {
+    if (model_.opset("") < 11)
+      return {"Clip", {}, name, [](ir::Node& n) {
+                n.set_attribute(ir::Attribute::of_float("min", -kBfloat16Max));
+                n.set_attribute(ir::Attribute::of_float("max", kBfloat16Max));
+              }};
+    if (!clip_bounds_.first) {
+      clip_bounds_.first = new_initializer("bfloat16_clip_min", ir::Tensor::from_values<float>({}, {-kBfloat16Max}));
+      clip_bounds_.second = new_initializer("bfloat16_clip_max", ir::Tensor::from_values<float>({}, {kBfloat16Max}));
+    }
+    return {"Clip", {clip_bounds_.first, clip_bounds_.second}, name, {}};
   }
 
   // The scale and zero point initializers of a plan entry (shared ones are made once), each a
@@ -167,26 +192,37 @@ class QdqExporter {
     if (axis) n->set_attribute(ir::Attribute::of_int("axis", *axis));
   }
 
-  // A QuantizeLinear x -> out; the Cast form: Div by the scale and Add the zero point where they are
-  // not 1 and 0, then Cast to the type. A Div, not Quark's Mul by the reciprocal: it computes Quark's
-  // op's x / s exactly.
+  // A QuantizeLinear x -> out, after BF16WithClip's Clip; the Cast form: Div by the scale and Add the
+  // zero point where they are not 1 and 0, then Cast to the type. A Div, not Quark's Mul by the
+  // reciprocal: it computes Quark's op's x / s exactly.
   void q(ir::Value* x, const QParams& p, ir::Value* out, const std::string& name, std::optional<int64_t> axis) {
+    std::vector<Step> steps;
+    if (clips(p.type, x)) steps.push_back(clip_step(name + "_Clip"));
     if (p.cast) {
-      std::vector<Step> steps;
       if (p.scale) steps.push_back({"Div", {p.scale}, name + "_Div", {}});
       if (p.zero_point) steps.push_back({"Add", {p.zero_point}, name + "_Add", {}});
       steps.push_back(cast_to(p.type, name));
       write_chain(x, steps, out);
       return;
     }
+    if (!steps.empty()) {
+      ir::Value* clipped = g_.add_unique_value(name + "_Clip_Output");
+      write_chain(x, steps, clipped);
+      x = clipped;
+    }
     ir::Node* n =
         g_.add_node(style_.quantize_op, {x, p.scale, p.zero_point}, {out}, g_.fresh_name(name), style_.domain);
     if (axis) n->set_attribute(ir::Attribute::of_int("axis", *axis));
   }
 
-  // x -> <t>_QuantizeLinear -> <t>_QuantizeLinear_Output<suffix> -> <t>_DequantizeLinear -> out.
+  // x -> <t>_QuantizeLinear -> <t>_QuantizeLinear_Output<suffix> -> <t>_DequantizeLinear -> out;
+  // under EnableVaimlBF16 a bfloat16 pair is only its Clip (callers skip it when there is none).
   void write_pair(ir::Value* x, const QParams& p, ir::Value* out, const std::string& base, const std::string& suffix,
                   std::optional<int64_t> axis) {
+    if (style_.vaiml_bfloat16 && p.type == DataType::BFloat16) {
+      write_chain(x, {clip_step(base + "_QuantizeLinear" + suffix + "_Clip")}, out);
+      return;
+    }
     ir::Value* qv = g_.add_unique_value(base + "_QuantizeLinear_Output" + suffix);
     q(x, p, qv, base + "_QuantizeLinear" + suffix, axis);
     dq(qv, p, out, base + "_DequantizeLinear" + suffix, axis);
@@ -215,6 +251,11 @@ class QdqExporter {
   void weight(const TensorPlan& t) {
     ir::Value* w = g_.find_value(t.name);
     if (!w || !t.data) throw Error("QDQ export: weight '" + t.name + "' has no quantized values");
+    if (style_.vaiml_bfloat16 && t.type == DataType::BFloat16) {
+      // EnableVaimlBF16 (Quark's remove_bf16_cast): the weight's bfloat16 values stored as float32, no nodes.
+      g_.set_initializer(w, dequantize_tensor(*t.data, t.params, t.data_axis(), quantize_options_of(config_)));
+      return;
+    }
     std::vector<int64_t> cast_dims;  // a per-channel scale broadcast along the weight's axis
     if (t.axis && cast_form(t.type)) {
       const std::vector<int64_t>& d = t.data->dims();
@@ -271,15 +312,18 @@ class QdqExporter {
   // conversion's type and parameters (Q -> DQ -> Q -> DQ), one chain per value read.
   void convert(const TensorPlan& t, const std::vector<ir::Use>& readers) {
     if (!t.convert->params) throw Error("QDQ export: the conversion of '" + t.name + "' has no parameters");
-    QParams sz = scale_and_zero_point({*t.convert->params}, t.convert->type, t.name + "_scale_convert",
-                                      t.name + "_zero_point_convert", false, false);
+    std::optional<QParams> sz;
     std::map<ir::Value*, ir::Value*> chain;  // value read -> its converted copy
     for (const ir::Use& u : readers) {
       ir::Value* read = u.node->input(u.input);
+      if (!writes_pair(t.convert->type, read)) continue;
+      if (!sz)
+        sz = scale_and_zero_point({*t.convert->params}, t.convert->type, t.name + "_scale_convert",
+                                  t.name + "_zero_point_convert", false, false);
       auto [it, added] = chain.try_emplace(read, nullptr);
       if (added) {
         it->second = g_.add_unique_value(t.name + "_DequantizeLinear_Output_convert");
-        write_pair(read, sz, it->second, t.name, "_convert", std::nullopt);
+        write_pair(read, *sz, it->second, t.name, "_convert", std::nullopt);
       }
       g_.set_node_input(u.node, u.input, it->second);
     }
@@ -289,6 +333,7 @@ class QdqExporter {
     ir::Value* v = g_.find_value(t.name);
     if (!v) throw Error("QDQ export: the model has no tensor '" + t.name + "'");
     const TensorPlan& provider = plan_.provider(t.name);
+    if (!writes_pair(provider.type, v)) return;  // EnableVaimlBF16: the activation is left as it is
     QParams sz;
     auto known = params_of_.find(provider.name);
     if (known != params_of_.end()) {
@@ -327,7 +372,8 @@ class QdqExporter {
   const Plan& plan_;
   const QuantConfig& config_;
   QdqStyle style_;
-  std::map<std::string, QParams> params_of_;  // provider -> its scale and zero point
+  std::map<std::string, QParams> params_of_;                         // provider -> its scale and zero point
+  std::pair<ir::Value*, ir::Value*> clip_bounds_{nullptr, nullptr};  // BF16WithClip's, made once
 };
 
 }  // namespace

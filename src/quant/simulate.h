@@ -36,8 +36,10 @@ class Simulation {
   struct Activation {
     ir::DataType type;
     qmath::ScaleZeroPoint params;
+    bool clip = false;  // BF16WithClip: clipped to the bfloat16 range first
+    bool cast = true;   // false under EnableVaimlBF16 (bfloat16): the written model does not round it
   };
-  void add_conversions(ir::Graph& graph, const Plan& plan, engine::SessionOptions& options);
+  void add_conversions(ir::Graph& graph, const Plan& plan, const QuantConfig& config, engine::SessionOptions& options);
 
   std::map<std::string, Activation> activations_;  // value name -> what its Q/DQ pair does
   engine::TensorTransform transform_;

@@ -31,7 +31,8 @@ struct FloatRange {
   double max = 0;
 };
 FloatRange float_quant_range(ir::DataType type, bool scaled);
-// The largest finite bfloat16 (0x7F7F), the bound of Quark's bfloat16 range (get_qmin_qmax_for_qType).
+// The largest finite bfloat16 (0x7F7F), the bound of Quark's bfloat16 range and of its BF16WithClip
+// Clip (get_qmin_qmax_for_qType, insert_clip_bfloat16_qdq).
 constexpr float kBfloat16Max = 3.38953139e38f;
 
 // ---------------------------------------------------------------------------------------------

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -29,6 +30,7 @@ using nlohmann::json;
 // ONNX's TensorProto element types of the Cast `to` attribute.
 constexpr int64_t kToFloat = 1, kToFloat16 = 10, kToBfloat16 = 16;
 // The largest finite bfloat16, 0x7F7F: (2 - 2^-7) 2^127.
+const float kBf16Max = std::ldexp(255.0f, 120);
 
 ir::Tensor random_tensor(std::vector<int64_t> dims, std::mt19937& rng, float lo, float hi) {
   std::uniform_real_distribution<float> u(lo, hi);
@@ -145,6 +147,13 @@ std::vector<std::string> chain_back(const ir::Model& m, const std::string& value
   return ops;
 }
 
+// bfloat16 rounding to nearest even by integer arithmetic on the float's bits (finite values).
+float bf16_round(float f) {
+  uint32_t u = std::bit_cast<uint32_t>(f);
+  u = (u + 0x7FFF + ((u >> 16) & 1)) & 0xFFFF0000u;
+  return std::bit_cast<float>(u);
+}
+
 struct OrtCase {
   std::string label;
   json config;
@@ -162,7 +171,7 @@ TEST_P(FloatCastInOrt, ComputesTheSimulationBitForBit) {
   ir::Model q = saved_and_loaded(export_model(model, plan, config), dir / "q.onnx");
   for (const auto& n : q.graph->nodes())
     EXPECT_NE(n->domain, "com.amd.quark") << n->name << ": the Cast form writes no custom op";
-  EXPECT_GT(count(q, "Cast"), 0);
+  EXPECT_EQ(count(q, "Cast") > 0, !config.enable_vaiml_bf16);  // EnableVaimlBF16 removes bfloat16's
   Simulation simulation(model, plan, config, 2);
   for (uint32_t seed : {7u, 8u}) {
     auto feeds = testing::random_feeds(model, seed);
@@ -214,6 +223,8 @@ INSTANTIATE_TEST_SUITE_P(
         OrtCase{"bf16_weight_pairs",
                 extended("QBFloat16", "QBFloat16", {{"AddQDQPairToWeight", true}, {"WeightScaled", true}})},
         OrtCase{"fp16_dedicated_pairs", extended("QFloat16", "QFloat16", {{"DedicatedQDQPair", true}})},
+        OrtCase{"bf16_clip", extended("QBFloat16", "QBFloat16", {{"BF16WithClip", true}, {"ActivationScaled", true}})},
+        OrtCase{"bf16_vaiml", extended("QBFloat16", "QBFloat16", {{"EnableVaimlBF16", true}, {"WeightScaled", true}})},
         // Quark's own combination: float16 custom ops are not run here, so bfloat16 throughout.
         OrtCase{"bf16_to_cast_explicit",
                 extended("QBFloat16", "QBFloat16", {{"FloatQDQAsCustomOps", true}, {"BF16QDQToCast", true}})}),
@@ -337,6 +348,104 @@ TEST(FloatCastForm, CustomOpsWhenAsked) {
   }
 }
 
+// BF16WithClip: a Clip to the bfloat16 range before every bfloat16 quantize of a run-time value
+// (not of weights), in either form. Values beyond the largest bfloat16 then stay finite: ONNX
+// Runtime gives the largest bfloat16 where the unclipped model gives infinity.
+TEST(FloatCastForm, BF16WithClipKeepsValuesBeyondTheBfloat16RangeFinite) {
+  ir::Model model = exact_model();
+  std::map<std::string, ir::Tensor> feeds = testing::random_feeds(model, 7);
+  // The largest float, and the float halfway between the two largest bfloat16 values (a tie that
+  // rounds to even: infinity), in the first elements of x; x's Mul scales them by k >= 0.5.
+  std::vector<float> x(feeds["x"].values<float>().begin(), feeds["x"].values<float>().end());
+  x[0] = std::numeric_limits<float>::max();
+  x[1] = std::bit_cast<float>(0x7F7F8000u);
+  x[2] = -std::numeric_limits<float>::max();
+  feeds["x"] = ir::Tensor::from_values<float>({2, 3, 4, 4}, x);
+  fs::path dir = temp_dir("clip");
+  for (bool clip : {false, true}) {
+    SCOPED_TRACE(clip ? "BF16WithClip" : "no clip");
+    QuantConfig config =
+        config_of(extended("QBFloat16", "QBFloat16", {{"ActivationSymmetric", true}, {"BF16WithClip", clip}}));
+    Plan plan = testing::calibrated_plan(model, config);
+    fs::path file = dir / (clip ? "clip.onnx" : "plain.onnx");
+    ir::Model q = saved_and_loaded(export_model(model, plan, config), file);
+    int clips = count(q, "Clip");
+    int activation_casts = 0;  // Casts to bfloat16 of a value computed at run time
+    for (const auto& n : q.graph->nodes())
+      if (n->op_type == "Cast" && n->find_attribute("to")->i == kToBfloat16) {
+        bool weight = n->input(0)->has_initializer();
+        activation_casts += !weight;
+        const ir::Node* before = n->input(0)->producer();
+        if (!weight) {
+          EXPECT_EQ(before && before->op_type == "Clip", clip) << n->name;
+        }
+      }
+    EXPECT_EQ(clips, clip ? activation_casts : 0);
+    ASSERT_GT(activation_casts, 5);
+    std::vector<ir::Tensor> ort = testing::ort_run(file, q, feeds, dir / (clip ? "ort_clip" : "ort_plain"), true);
+    std::vector<ir::Tensor> expected = Simulation(model, plan, config, 2).run(feeds);
+    // z = Div(MaxPool(Relu(x k + c)), e): its first value is the pool over x[0] and x[1]; the
+    // largest float rounds to infinity in bfloat16, unless clipped first.
+    auto z = ort[1].values<float>();
+    EXPECT_EQ(std::isinf(z[0]), !clip) << z[0];
+    if (clip) {
+      EXPECT_LE(z[0], kBf16Max);
+    }
+    for (size_t i = 0; i < ort.size(); ++i) {
+      auto a = ort[i].values<float>(), b = expected[i].values<float>();
+      size_t n = 0;
+      for (size_t k = 0; k < a.size(); ++k) n += !(a[k] == b[k] || (std::isnan(a[k]) && std::isnan(b[k])));
+      EXPECT_EQ(n, 0u) << "output " << i << ": ORT vs simulation";
+    }
+  }
+  // The custom-op form gets the Clip too, before its ExtendedQuantizeLinear.
+  QuantConfig custom =
+      config_of(extended("QBFloat16", "QBFloat16", {{"BF16WithClip", true}, {"BF16QDQToCast", false}}));
+  Plan plan = testing::calibrated_plan(model, custom);
+  ir::Model q = export_model(model, plan, custom);
+  const ir::Node* quantize = producer(q, "x_QuantizeLinear_Output");
+  ASSERT_NE(quantize, nullptr);
+  EXPECT_EQ(quantize->op_type, "ExtendedQuantizeLinear");
+  EXPECT_EQ(quantize->input(0)->producer()->op_type, "Clip");
+  if (!HasFailure()) fs::remove_all(dir);
+}
+
+// EnableVaimlBF16 (Quark's remove_bf16_cast): no bfloat16 Cast and no Div / Mul is left; weights are
+// float32 initializers under their own names holding bfloat16-rounded values, times the scale.
+TEST(FloatCastForm, EnableVaimlBF16StoresRoundedFloatWeightsAndNoCasts) {
+  ir::Model model = exact_model();
+  QuantConfig config = config_of(extended("QBFloat16", "QBFloat16", {{"EnableVaimlBF16", true}}));
+  Plan plan = testing::calibrated_plan(model, config);
+  ir::Model q = export_model(model, plan, config);
+  EXPECT_EQ(count(q, "Cast"), 0);
+  EXPECT_EQ(q.graph->nodes().size(), model.graph->nodes().size());
+  for (const char* name : {"k", "c", "w", "d", "e"}) {
+    const ir::Value* v = q.graph->find_value(name);
+    ASSERT_TRUE(v && v->has_initializer()) << name;
+    ASSERT_EQ(v->initializer().dtype(), DataType::Float);
+    auto got = v->initializer().values<float>();
+    auto original = model.graph->find_value(name)->initializer().values<float>();
+    size_t changed = 0;
+    for (size_t i = 0; i < got.size(); ++i) {
+      EXPECT_EQ(got[i], bf16_round(original[i])) << name << "[" << i << "]";
+      changed += got[i] != original[i];
+    }
+    EXPECT_GT(changed, 0u) << name;
+  }
+  // ActivationScaled leaves no Div / Mul either (Quark's leaves a Mul by 1/s and a Mul by s).
+  QuantConfig scaled =
+      config_of(extended("QBFloat16", "QBFloat16", {{"EnableVaimlBF16", true}, {"ActivationScaled", true}}));
+  Plan sp = testing::calibrated_plan(model, scaled);
+  ir::Model qs = export_model(model, sp, scaled);
+  EXPECT_EQ(qs.graph->nodes().size(), model.graph->nodes().size());
+  // float16 is not bfloat16: its Cast pairs stay.
+  QuantConfig mixed = config_of(extended("QFloat16", "QBFloat16", {{"EnableVaimlBF16", true}}));
+  Plan mp = testing::calibrated_plan(model, mixed);
+  ir::Model qm = export_model(model, mp, mixed);
+  EXPECT_GT(casts_to(qm, kToFloat16), 5);
+  EXPECT_EQ(casts_to(qm, kToBfloat16), 0);
+}
+
 // The bfloat16 Cast needs opset 13 (Cast-13 takes bfloat16); the custom ops do not.
 TEST(FloatCastForm, BfloatCastsNeedOpset13) {
   ir::Model model = testing::export_test_model(11);
@@ -377,10 +486,18 @@ TEST(FloatCastForm, KeysAreRefusedWhereTheyDoNothing) {
                   "ActivationScaled with float16 activations needs ActivationSymmetric true"));
   EXPECT_TRUE(has(error(extended("QFloat16", "QFloat16", {{"WeightScaled", true}, {"WeightSymmetric", false}})),
                   "WeightScaled with float16 weights needs WeightSymmetric true"));
+  EXPECT_TRUE(has(error(extended("QInt8", "QBFloat16", {{"BF16WithClip", true}})),
+                  "BF16WithClip takes effect only with bfloat16 activations,"));
+  EXPECT_TRUE(has(error(extended("QFloat16", "QFloat16", {{"EnableVaimlBF16", true}})),
+                  "EnableVaimlBF16 takes effect only with bfloat16,"));
+  EXPECT_EQ(error(extended("QBFloat16", "QBFloat16", {{"EnableVaimlBF16", true}, {"BF16QDQToCast", false}})),
+            "extra options EnableVaimlBF16 true and BF16QDQToCast false: EnableVaimlBF16 removes the Casts of the "
+            "bfloat16 Cast form, which BF16QDQToCast false does not write");
   // A type asked for by NodePrecision is enough; false values ask for nothing and are accepted.
   EXPECT_NO_THROW(
-      config_of(extended("QInt8", "QInt8", {{"NodePrecision", {{"conv", "QBFloat16"}}}, {"BF16QDQToCast", true}})));
-  EXPECT_NO_THROW(config_of(extended("QInt8", "QInt8", {{"BF16QDQToCast", false}, {"FloatQDQAsCustomOps", false}})));
+      config_of(extended("QInt8", "QInt8", {{"NodePrecision", {{"conv", "QBFloat16"}}}, {"BF16WithClip", true}})));
+  EXPECT_NO_THROW(config_of(
+      extended("QInt8", "QInt8", {{"BF16WithClip", false}, {"EnableVaimlBF16", false}, {"BF16QDQToCast", false}})));
 }
 
 }  // namespace
