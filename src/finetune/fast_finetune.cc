@@ -262,7 +262,7 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
   }
 
   // How the exported float16/bfloat16 quantize and dequantize ops cast.
-  const quant::QuantizeOptions casts = quant::quantize_options_of(config.format);
+  const quant::QuantizeOptions casts = quant::quantize_options_of(config);
   std::vector<const ir::Node*> targets;
   for (const ir::Node* node : g.topological_order())
     if (default_domain(*node) && o.target_op_types.count(node->op_type) &&

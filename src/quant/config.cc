@@ -32,6 +32,75 @@ constexpr std::array<std::pair<ir::DataType, const char*>, 8> kTypes = {{
     {ir::DataType::BFloat16, "QBFloat16"},
 }};
 
+// Whether any precision the config asks for, for activations or for weights, passes `is`:
+// the global types, NodePrecision, TensorQuantOverrides (with their conversions), MixedPrecisionTensor
+// and AutoMixprecision's targets.
+template <class Pred>
+bool asks_for(const QuantConfig& c, bool activations, bool weights, Pred is) {
+  bool any = (activations && is(c.activation_type)) || (weights && is(c.weight_type));
+  for (const auto& [node, p] : c.node_precision)
+    any = any || (activations && p.activation && is(*p.activation)) || (weights && p.weight && is(*p.weight));
+  for (const auto& [tensor, o] : c.tensor_overrides)
+    any = any || (o.quant_type && is(*o.quant_type)) || (o.convert && is(o.convert->quant_type));
+  if (c.specific_tensor_precision)
+    for (const auto& [tensor, t] : c.mixed_precision_tensor) any = any || is(t);
+  if (c.include_auto_mp)
+    any = any || (activations && c.auto_mp.activation_target && is(*c.auto_mp.activation_target)) ||
+          (weights && c.auto_mp.weight_target && is(*c.auto_mp.weight_target));
+  return any;
+}
+
+// Quark's float16/bfloat16 keys: only ExtendedQuantFormat.QDQ has them, and only with a type they act on.
+void check_float_type_options(const QuantConfig& c) {
+  auto is_float = [](ir::DataType t) { return quant_type_is_float(t); };
+  auto is_bf16 = [](ir::DataType t) { return t == ir::DataType::BFloat16; };
+  struct Key {
+    const char* name;
+    bool set;
+    bool activations, weights;
+    bool bf16_only;
+  };
+  const Key keys[] = {
+      {"ActivationScaled", c.activation_scaled, true, false, false},
+      {"WeightScaled", c.weight_scaled, false, true, false},
+      {"FloatQDQAsCustomOps", c.float_qdq_as_custom_ops, true, true, false},
+      {"BF16QDQToCast", c.bf16_qdq_to_cast.value_or(false), true, true, true},
+      {"EnableVaimlBF16", c.enable_vaiml_bf16, true, true, true},
+      {"BF16WithClip", c.bf16_with_clip, true, false, true},
+  };
+  for (const Key& k : keys) {
+    if (!k.set) continue;
+    if (c.format != QuantFormat::ExtendedQDQ)
+      throw Error(std::string("extra option ") + k.name + " takes effect only with ExtendedQuantFormat.QDQ (" +
+                  quant_format_name(c.format) + " writes no Quark float16/bfloat16 Q/DQ)");
+    bool acts =
+        k.bf16_only ? asks_for(c, k.activations, k.weights, is_bf16) : asks_for(c, k.activations, k.weights, is_float);
+    if (!acts)
+      throw Error(std::string("extra option ") + k.name + " takes effect only with " +
+                  (k.bf16_only ? "bfloat16" : "float16 or bfloat16") +
+                  (k.activations && !k.weights   ? " activations"
+                   : k.weights && !k.activations ? " weights"
+                                                 : "") +
+                  ", and the config asks for none (activation_type, weight_type, NodePrecision, "
+                  "TensorQuantOverrides, MixedPrecisionTensor, AutoMixprecision)");
+  }
+  if (c.enable_vaiml_bf16 && c.bf16_qdq_to_cast == false)
+    throw Error(
+        "extra options EnableVaimlBF16 true and BF16QDQToCast false: EnableVaimlBF16 removes the Casts of "
+        "the bfloat16 Cast form, which BF16QDQToCast false does not write");
+  // Quark's float16 op ignores the zero point (its ExtendedQuantizeLinear), so a scaled asymmetric
+  // float16 range would overflow (the Cast form computes the same).
+  auto is_fp16 = [](ir::DataType t) { return t == ir::DataType::Float16; };
+  if (c.activation_scaled && !c.activation_symmetric && asks_for(c, true, false, is_fp16))
+    throw Error(
+        "extra option ActivationScaled with float16 activations needs ActivationSymmetric true: Quark's float16 "
+        "quantize op ignores the zero point, so an asymmetric scaled range overflows float16");
+  if (c.weight_scaled && !c.weights_symmetric() && asks_for(c, false, true, is_fp16))
+    throw Error(
+        "extra option WeightScaled with float16 weights needs WeightSymmetric true: Quark's float16 quantize op "
+        "ignores the zero point, so an asymmetric scaled range overflows float16");
+}
+
 }  // namespace
 
 QuantFormat parse_quant_format(const std::string& name) {
@@ -180,6 +249,7 @@ void check_config(const QuantConfig& c) {
   if (c.enable_dpu && c.enable_npu_transformer)  // Quark: one NPU quantizer or the other
     throw Error("enable_dpu (enable_npu_cnn) and enable_npu_transformer: choose one NPU path");
   check_ipu_config(c);  // IPULimitationCheck's options need enable_dpu
+  check_float_type_options(c);
   for (const auto& [op, axis] : c.per_channel_axis)
     if (axis < -8 || axis > 8)
       throw Error("QDQOpTypePerChannelSupportToAxis: axis " + std::to_string(axis) + " for " + op + " is out of range");

@@ -207,6 +207,20 @@ struct QuantConfig {
   // inputs and outputs quantized, integer tensors never).
   bool quantize_all_op_types = false;
 
+  // float16 and bfloat16 in ExtendedQuantFormat.QDQ (docs/formats.md). Quark's ActivationScaled and
+  // WeightScaled: the range is mapped onto the type's scaled range (bfloat16 [-2, 2], float16
+  // [-65504, 65504]) with a scale, instead of a plain cast with scale 1.
+  bool activation_scaled = false;
+  bool weight_scaled = false;
+  // How their Q/DQ pairs are written: by default in standard ops that ONNX Runtime runs (the Cast
+  // form of Quark's BF16QDQToCast post-process); FloatQDQAsCustomOps keeps Quark's com.amd.quark
+  // ExtendedQuantizeLinear / ExtendedDequantizeLinear, and BF16QDQToCast, when given, decides for
+  // bfloat16 alone (Quark's meaning: true the Cast form, false the custom ops).
+  bool float_qdq_as_custom_ops = false;  // FloatQDQAsCustomOps (onnxptq)
+  std::optional<bool> bf16_qdq_to_cast;  // BF16QDQToCast (Quark)
+  bool enable_vaiml_bf16 = false;        // EnableVaimlBF16 (Quark): no bfloat16 casts, rounded float weights
+  bool bf16_with_clip = false;           // BF16WithClip (Quark): a Clip to the bfloat16 range first
+
   // enable_npu_transformer (Quark's TransformerQDQQuantizer):
   // the op types default to Quark's NPUTransformerRegistry (Gemm, MatMul), MatMulConstBOnly
   // defaults to true, and ConvertBNToConv, ConvertReduceMeanToGlobalAvgPool, SplitLargeKernelPool
@@ -226,6 +240,13 @@ struct QuantConfig {
   bool power_of_two() const { return calib::is_power_of_two(calibrate_method); }
   bool matmul_const_b_only_on() const { return matmul_const_b_only.value_or(enable_npu_transformer); }
   bool weights_symmetric() const;
+  // Whether float16 / bfloat16 Q/DQ are written in the Cast form (standard ops) rather than as
+  // custom ops: only ExtendedQuantFormat.QDQ has a Cast form (VitisQuantFormat.QDQ's are vai_q_onnx's ops).
+  bool casts_float16() const { return format == QuantFormat::ExtendedQDQ && !float_qdq_as_custom_ops; }
+  bool casts_bfloat16() const {
+    return format == QuantFormat::ExtendedQDQ &&
+           bf16_qdq_to_cast.value_or(enable_vaiml_bf16 || !float_qdq_as_custom_ops);
+  }
 };
 
 // Error (one line, naming the options) for a combination the seeds reject or onnxptq cannot do.

@@ -374,6 +374,36 @@ void add_alignment_options(std::vector<ConfigKey>& keys) {
               }));
 }
 
+// float16 and bfloat16 in ExtendedQuantFormat.QDQ: Quark's range scaling and its bfloat16
+// deployment post-processes (quantize.py's apply_post_process), and how their Q/DQ are written.
+void add_float_type_options(std::vector<ConfigKey>& keys) {
+  auto add = [&](ConfigKey key) { keys.push_back(std::move(key)); };
+  add(works(
+      kExtra, "ActivationScaled", "bool", "false", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.activation_scaled = json_bool(k.name, v); },
+      "with ExtendedQuantFormat.QDQ and float16 or bfloat16 activations"));
+  add(works(
+      kExtra, "WeightScaled", "bool", "false", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.weight_scaled = json_bool(k.name, v); },
+      "with ExtendedQuantFormat.QDQ and float16 or bfloat16 weights"));
+  add(works(
+      kExtra, "FloatQDQAsCustomOps", "bool", "false", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.float_qdq_as_custom_ops = json_bool(k.name, v); },
+      "with ExtendedQuantFormat.QDQ and a float16 or bfloat16 type"));
+  add(works(
+      kExtra, "BF16QDQToCast", "bool", "true unless FloatQDQAsCustomOps", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.bf16_qdq_to_cast = json_bool(k.name, v); },
+      "with ExtendedQuantFormat.QDQ and a bfloat16 type"));
+  add(works(
+      kExtra, "EnableVaimlBF16", "bool", "false", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.enable_vaiml_bf16 = json_bool(k.name, v); },
+      "with ExtendedQuantFormat.QDQ and a bfloat16 type"));
+  add(works(
+      kExtra, "BF16WithClip", "bool", "false", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.bf16_with_clip = json_bool(k.name, v); },
+      "with ExtendedQuantFormat.QDQ and bfloat16 activations"));
+}
+
 // vai_q_onnx 1.16's IPU limitation check (its refine.py; Quark's NPULimitationCheck and MaxLoopNum).
 void add_ipu_check_options(std::vector<ConfigKey>& keys) {
   auto add = [&](ConfigKey key) { keys.push_back(std::move(key)); };
@@ -491,6 +521,7 @@ const std::vector<ConfigKey>& config_keys() {
     add_calibration_options(out);
     add_preparation_options(out);
     add_alignment_options(out);
+    add_float_type_options(out);
     add_ipu_check_options(out);
     add_dpu_options(out);
     add_refused_options(out);

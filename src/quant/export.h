@@ -31,6 +31,15 @@ struct QdqStyle {
   std::string dequantize_op = "DequantizeLinear";
   bool fix_neuron = false;       // one FixNeuron node (x, scale, int8 zp) -> x' per quantized tensor
   bool weights_as_pair = false;  // float weights with a Q/DQ pair, whatever AddQDQPairToWeight says
+  // float16/bfloat16 weights written with the custom ops: float with a pair (Quark's default for them).
+  bool float_weights_as_pair = false;
+  // float16/bfloat16 Q/DQ in standard ops (the Cast form of Quark's BF16QDQToCast): a quantize is
+  // [Div scale] [Add zero point] Cast(to type), a dequantize Cast(to float) [Sub zero point]
+  // [Mul scale], the scale and zero point nodes only where they are not 1 and 0.
+  bool cast_float16 = false;
+  bool cast_bfloat16 = false;
+  bool clip_bfloat16 = false;   // BF16WithClip: Clip(x, -bf16 max, bf16 max) before a bfloat16 quantize
+  bool vaiml_bfloat16 = false;  // EnableVaimlBF16: no bfloat16 Q/DQ, weights stored rounded as float32
 };
 ir::Model export_qdq_styled(const ir::Model& model, const Plan& plan, const QuantConfig& config, const QdqStyle& style);
 
@@ -47,9 +56,11 @@ ir::Model export_fix_neuron(const ir::Model& model, const Plan& plan, const Quan
 
 // ExtendedQuantFormat.QDQ (Quark's custom-op format): the QDQ layout with com.amd.quark
 // ExtendedQuantizeLinear / ExtendedDequantizeLinear (v1; `axis` per channel), integer weights stored
-// quantized (float16/bfloat16 ones float with a pair); then every custom Q/DQ with an 8/16-bit zero
-// point, and every int32 DequantizeLinear with zero points 0, becomes com.microsoft's
-// QuantizeLinear / DequantizeLinear (Quark's _convert_qdq_nodes). Imports com.microsoft 1 and
+// quantized; then every custom Q/DQ with an 8/16-bit zero point, and every int32 DequantizeLinear
+// with zero points 0, becomes com.microsoft's QuantizeLinear / DequantizeLinear (Quark's
+// _convert_qdq_nodes). float16/bfloat16 Q/DQ are written in the Cast form (QdqStyle) unless the
+// config keeps them custom (FloatQDQAsCustomOps, BF16QDQToCast false): then float weights stay
+// float with a pair. BF16WithClip and EnableVaimlBF16 as QdqStyle says. Imports com.microsoft 1 and
 // com.amd.quark 1.
 ir::Model export_extended_qdq(const ir::Model& model, const Plan& plan, const QuantConfig& config);
 

@@ -1,7 +1,9 @@
 // ExtendedQuantFormat.QDQ: Quark's custom-op format (its com.amd.quark ops),
 // written by the QDQ writer with com.amd.quark ExtendedQuantizeLinear / ExtendedDequantizeLinear,
 // then Quark's post-pass (_convert_qdq_nodes) turns every one it can into com.microsoft
-// QuantizeLinear / DequantizeLinear: only 32-bit quantize ops, uint32, float16 and bfloat16 stay custom.
+// QuantizeLinear / DequantizeLinear: only 32-bit quantize ops and uint32 stay custom, and float16
+// and bfloat16 where the config keeps their custom ops (by default they are Casts, which ONNX
+// Runtime runs: docs/formats.md).
 #include "onnxptq/error.h"
 #include "quant/export.h"
 
@@ -36,12 +38,18 @@ bool converts_to_microsoft(const ir::Node& n) {
 
 ir::Model export_extended_qdq(const ir::Model& model, const Plan& plan, const QuantConfig& config) {
   // Quark's ExtendedQDQQuantizer: integer weights stored quantized (unless AddQDQPairToWeight),
-  // float16/bfloat16 weights kept float with a pair (its default for those types).
+  // float16/bfloat16 weights of its custom ops kept float with a pair (its default for those types).
+  // Its post-processes (quantize.py's apply_post_process, in this order): BF16QDQToCast's Cast form,
+  // here for float16 too and the default, EnableVaimlBF16's cast removal, BF16WithClip's Clip.
   QdqStyle style;
   style.domain = "com.amd.quark";
   style.quantize_op = "ExtendedQuantizeLinear";
   style.dequantize_op = "ExtendedDequantizeLinear";
-  style.weights_as_pair = config.weight_type == ir::DataType::Float16 || config.weight_type == ir::DataType::BFloat16;
+  style.float_weights_as_pair = true;
+  style.cast_float16 = config.casts_float16();
+  style.cast_bfloat16 = config.casts_bfloat16();
+  style.vaiml_bfloat16 = config.enable_vaiml_bf16;
+  style.clip_bfloat16 = config.bf16_with_clip;
   if (model.opset("") < 13)
     for (const TensorPlan& t : plan.tensors)
       if (t.axis && t.role == Role::Weight)

@@ -4,12 +4,15 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 
 #include "ir/float16.h"
 #include "onnxptq/error.h"
 #include "qmath/params.h"
 #include "qmath/quantize.h"
 #include "quant/export.h"
+#include "quant/simulate.h"
+#include "quant/tensor_quant.h"
 
 namespace onnxptq::quant {
 
@@ -37,6 +40,13 @@ class QdqExporter {
                     " (upgrade it first)");
       if (wide && opset < 21) style_.domain = "com.microsoft";  // as ORT does: 16-bit Q/DQ from com.microsoft
     }
+    if (style_.cast_bfloat16 && model_.opset("") < 13)
+      for (const TensorPlan& t : plan_.tensors)
+        if (t.type == DataType::BFloat16 || (t.convert && t.convert->type == DataType::BFloat16))
+          throw Error(
+              "the Cast form of bfloat16 Q/DQ needs opset 13 or later (Cast takes bfloat16 from 13); the "
+              "model has opset " +
+              std::to_string(model_.opset("")) + " (upgrade it first, or set FloatQDQAsCustomOps)");
     if (!style_.domain.empty()) model_.set_opset(style_.domain, style_.domain_version);
 
     remove_planned_activations(g_, plan_);
@@ -60,65 +70,177 @@ class QdqExporter {
   }
 
  private:
+  // What the quantize and dequantize of one plan entry read: the scale and zero point initializers
+  // of a QuantizeLinear / DequantizeLinear; in the Cast form of a float16/bfloat16 type, the
+  // float32 scale of its Div / Mul and zero point of its Add / Sub, each nullptr when it is 1 (0),
+  // and no node is written for it.
+  struct QParams {
+    DataType type = DataType::Int8;
+    bool cast = false;
+    ir::Value* scale = nullptr;
+    ir::Value* zero_point = nullptr;
+  };
+
+  // One node of a chain written by write_chain: op, the inputs after the chain's value, its name.
+  struct Step {
+    std::string op;
+    std::vector<ir::Value*> operands;
+    std::string name;
+    std::function<void(ir::Node&)> attributes;  // sets the node's attributes, if any
+  };
+
+  bool cast_form(DataType type) const {
+    return (type == DataType::Float16 && style_.cast_float16) || (type == DataType::BFloat16 && style_.cast_bfloat16);
+  }
+  // BF16WithClip: a bfloat16 quantize of a value computed at run time (Quark's
+  // insert_clip_bfloat16_qdq: an ExtendedQuantizeLinear whose input is not an initializer).
+  bool clips(DataType type, const ir::Value* x) const {
+    return style_.clip_bfloat16 && type == DataType::BFloat16 && !x->has_initializer();
+  }
+  // EnableVaimlBF16 writes no bfloat16 Q/DQ, only BF16WithClip's Clip.
+  bool writes_pair(DataType type, const ir::Value* x) const {
+    return !(style_.vaiml_bfloat16 && type == DataType::BFloat16) || clips(type, x);
+  }
+
   ir::Value* new_initializer(const std::string& name, ir::Tensor tensor) {
     ir::Value* v = g_.add_unique_value(name);
     g_.set_initializer(v, std::move(tensor));
     return v;
   }
 
-  // The scale and zero point initializers of a plan entry (shared ones are made once), each a
-  // scalar or a 1-D tensor.
-  std::pair<ir::Value*, ir::Value*> scale_and_zero_point(const TensorPlan& t, const std::string& scale_name,
-                                                         const std::string& zp_name, bool scale_vector,
-                                                         bool zp_vector) {
-    return scale_and_zero_point(t.params, t.type, scale_name, zp_name, scale_vector, zp_vector);
+  // x through `steps` in order, the last one writing `out`, each earlier one <its name>_Output.
+  void write_chain(ir::Value* x, const std::vector<Step>& steps, ir::Value* out) {
+    for (size_t i = 0; i < steps.size(); ++i) {
+      const Step& s = steps[i];
+      ir::Value* y = i + 1 == steps.size() ? out : g_.add_unique_value(s.name + "_Output");
+      std::vector<ir::Value*> inputs = {x};
+      inputs.insert(inputs.end(), s.operands.begin(), s.operands.end());
+      ir::Node* n = g_.add_node(s.op, inputs, {y}, g_.fresh_name(s.name));
+      if (s.attributes) s.attributes(*n);
+      x = y;
+    }
   }
-  std::pair<ir::Value*, ir::Value*> scale_and_zero_point(const std::vector<qmath::ScaleZeroPoint>& params,
-                                                         DataType type, const std::string& scale_name,
-                                                         const std::string& zp_name, bool scale_vector,
-                                                         bool zp_vector) {
+
+  static Step cast_to(DataType type, const std::string& name) {
+    return {"Cast", {}, name, [type](ir::Node& n) {
+              n.set_attribute(ir::Attribute::of_int("to", static_cast<int64_t>(type)));
+            }};
+  }
+
+  // Clip(x, -m, m), m the largest bfloat16: bounds as inputs from opset 11, attributes before.
+  Step clip_step(const std::string& name) {
+    if (model_.opset("") < 11)
+      return {"Clip", {}, name, [](ir::Node& n) {
+                n.set_attribute(ir::Attribute::of_float("min", -kBfloat16Max));
+                n.set_attribute(ir::Attribute::of_float("max", kBfloat16Max));
+              }};
+    if (!clip_bounds_.first) {
+      clip_bounds_.first = new_initializer("bfloat16_clip_min", ir::Tensor::from_values<float>({}, {-kBfloat16Max}));
+      clip_bounds_.second = new_initializer("bfloat16_clip_max", ir::Tensor::from_values<float>({}, {kBfloat16Max}));
+    }
+    return {"Clip", {clip_bounds_.first, clip_bounds_.second}, name, {}};
+  }
+
+  // The scale and zero point initializers of a plan entry (shared ones are made once), each a
+  // scalar or a 1-D tensor; in the Cast form float32 tensors of `cast_dims` (a scalar when empty:
+  // a per-channel weight's take its rank, the channel count on its axis, to broadcast).
+  QParams scale_and_zero_point(const TensorPlan& t, const std::string& scale_name, const std::string& zp_name,
+                               bool scale_vector, bool zp_vector, const std::vector<int64_t>& cast_dims = {}) {
+    return scale_and_zero_point(t.params, t.type, scale_name, zp_name, scale_vector, zp_vector, cast_dims);
+  }
+  QParams scale_and_zero_point(const std::vector<qmath::ScaleZeroPoint>& params, DataType type,
+                               const std::string& scale_name, const std::string& zp_name, bool scale_vector,
+                               bool zp_vector, const std::vector<int64_t>& cast_dims = {}) {
     std::vector<float> scales;
     for (const qmath::ScaleZeroPoint& p : params) scales.push_back(static_cast<float>(p.scale));
+    QParams out;
+    out.type = type;
+    if (cast_form(type)) {
+      // Quark's op casts x / s (+ zp for bfloat16; its float16 op ignores the zero point).
+      std::vector<float> zero_points;
+      for (const qmath::ScaleZeroPoint& p : params) zero_points.push_back(static_cast<float>(p.float_zero_point));
+      out.cast = true;
+      if (std::any_of(scales.begin(), scales.end(), [](float s) { return s != 1; }))
+        out.scale = new_initializer(scale_name, ir::Tensor::from_values<float>(cast_dims, scales));
+      if (type == DataType::BFloat16 &&
+          std::any_of(zero_points.begin(), zero_points.end(), [](float z) { return z != 0; }))
+        out.zero_point = new_initializer(zp_name, ir::Tensor::from_values<float>(cast_dims, zero_points));
+      return out;
+    }
     auto dims = [&](bool vector) {
       return vector ? std::vector<int64_t>{static_cast<int64_t>(scales.size())} : std::vector<int64_t>{};
     };
-    ir::Value* s = new_initializer(scale_name, ir::Tensor::from_values<float>(dims(scale_vector), scales));
+    out.scale = new_initializer(scale_name, ir::Tensor::from_values<float>(dims(scale_vector), scales));
     // FixNeuron takes an int8 zero point whatever its bit width (vai_q_onnx's FixNeuron op).
     DataType zp_type = style_.fix_neuron ? DataType::Int8 : type;
-    ir::Value* z = new_initializer(zp_name, zero_point_tensor(zp_type, dims(zp_vector), params));
-    return {s, z};
+    out.zero_point = new_initializer(zp_name, zero_point_tensor(zp_type, dims(zp_vector), params));
+    return out;
   }
 
-  ir::Node* dq(ir::Value* q, std::pair<ir::Value*, ir::Value*> sz, ir::Value* out, const std::string& name,
-               std::optional<int64_t> axis) {
-    ir::Node* n =
-        g_.add_node(style_.dequantize_op, {q, sz.first, sz.second}, {out}, g_.fresh_name(name), style_.domain);
-    if (axis) n->set_attribute(ir::Attribute::of_int("axis", *axis));
-    return n;
-  }
-
-  ir::Node* q(ir::Value* x, std::pair<ir::Value*, ir::Value*> sz, ir::Value* out, const std::string& name,
-              std::optional<int64_t> axis) {
-    ir::Node* n = g_.add_node(style_.quantize_op, {x, sz.first, sz.second}, {out}, g_.fresh_name(name), style_.domain);
-    if (axis) n->set_attribute(ir::Attribute::of_int("axis", *axis));
-    return n;
-  }
-
-  // x -> Q -> <t>_QuantizeLinear_Output<suffix> -> DQ -> out, or one FixNeuron x -> out named
-  // <t>_DequantizeLinear<suffix> (vai_q_onnx's _create_fn_nodes) with its string attributes.
-  void pair(ir::Value* x, std::pair<ir::Value*, ir::Value*> sz, ir::Value* out, const TensorPlan& t,
-            const std::string& suffix, std::optional<int64_t> axis) {
-    if (style_.fix_neuron) {
-      ir::Node* n = g_.add_node("FixNeuron", {x, sz.first, sz.second}, {out},
-                                g_.fresh_name(t.name + "_DequantizeLinear" + suffix), style_.domain);
-      const TensorPlan& p = plan_.provider(t.name);
-      n->set_attribute(ir::Attribute::of_string("bit_width", std::to_string(ir::data_type_bits(p.type))));
-      n->set_attribute(ir::Attribute::of_string("pos", std::to_string(fix_neuron_pos(p.params.at(0).scale))));
+  // A DequantizeLinear q -> out; the Cast form: Cast to float, then Sub the zero point and Mul the
+  // scale where they are not 0 and 1 (Quark's replace_bfloat16_qdq_cast: Cast and an optional Mul).
+  void dq(ir::Value* q, const QParams& p, ir::Value* out, const std::string& name, std::optional<int64_t> axis) {
+    if (p.cast) {
+      std::vector<Step> steps = {cast_to(DataType::Float, name)};
+      if (p.zero_point) steps.push_back({"Sub", {p.zero_point}, name + "_Sub", {}});
+      if (p.scale) steps.push_back({"Mul", {p.scale}, name + "_Mul", {}});
+      write_chain(q, steps, out);
       return;
     }
-    ir::Value* qv = g_.add_unique_value(t.name + "_QuantizeLinear_Output" + suffix);
-    q(x, sz, qv, t.name + "_QuantizeLinear" + suffix, axis);
-    dq(qv, sz, out, t.name + "_DequantizeLinear" + suffix, axis);
+    ir::Node* n =
+        g_.add_node(style_.dequantize_op, {q, p.scale, p.zero_point}, {out}, g_.fresh_name(name), style_.domain);
+    if (axis) n->set_attribute(ir::Attribute::of_int("axis", *axis));
+  }
+
+  // A QuantizeLinear x -> out, after BF16WithClip's Clip; the Cast form: Div by the scale and Add the
+  // zero point where they are not 1 and 0, then Cast to the type. A Div, not Quark's Mul by the
+  // reciprocal: it computes Quark's op's x / s exactly.
+  void q(ir::Value* x, const QParams& p, ir::Value* out, const std::string& name, std::optional<int64_t> axis) {
+    std::vector<Step> steps;
+    if (clips(p.type, x)) steps.push_back(clip_step(name + "_Clip"));
+    if (p.cast) {
+      if (p.scale) steps.push_back({"Div", {p.scale}, name + "_Div", {}});
+      if (p.zero_point) steps.push_back({"Add", {p.zero_point}, name + "_Add", {}});
+      steps.push_back(cast_to(p.type, name));
+      write_chain(x, steps, out);
+      return;
+    }
+    if (!steps.empty()) {
+      ir::Value* clipped = g_.add_unique_value(name + "_Clip_Output");
+      write_chain(x, steps, clipped);
+      x = clipped;
+    }
+    ir::Node* n =
+        g_.add_node(style_.quantize_op, {x, p.scale, p.zero_point}, {out}, g_.fresh_name(name), style_.domain);
+    if (axis) n->set_attribute(ir::Attribute::of_int("axis", *axis));
+  }
+
+  // x -> <t>_QuantizeLinear -> <t>_QuantizeLinear_Output<suffix> -> <t>_DequantizeLinear -> out;
+  // under EnableVaimlBF16 a bfloat16 pair is only its Clip (callers skip it when there is none).
+  void write_pair(ir::Value* x, const QParams& p, ir::Value* out, const std::string& base, const std::string& suffix,
+                  std::optional<int64_t> axis) {
+    if (style_.vaiml_bfloat16 && p.type == DataType::BFloat16) {
+      write_chain(x, {clip_step(base + "_QuantizeLinear" + suffix + "_Clip")}, out);
+      return;
+    }
+    ir::Value* qv = g_.add_unique_value(base + "_QuantizeLinear_Output" + suffix);
+    q(x, p, qv, base + "_QuantizeLinear" + suffix, axis);
+    dq(qv, p, out, base + "_DequantizeLinear" + suffix, axis);
+  }
+
+  // The pair of plan entry t, or one FixNeuron x -> out named <t>_DequantizeLinear<suffix>
+  // (vai_q_onnx's _create_fn_nodes) with its string attributes.
+  void pair(ir::Value* x, const QParams& p, ir::Value* out, const TensorPlan& t, const std::string& suffix,
+            std::optional<int64_t> axis) {
+    if (style_.fix_neuron) {
+      ir::Node* n = g_.add_node("FixNeuron", {x, p.scale, p.zero_point}, {out},
+                                g_.fresh_name(t.name + "_DequantizeLinear" + suffix), style_.domain);
+      const TensorPlan& provider = plan_.provider(t.name);
+      n->set_attribute(ir::Attribute::of_string("bit_width", std::to_string(ir::data_type_bits(provider.type))));
+      n->set_attribute(ir::Attribute::of_string("pos", std::to_string(fix_neuron_pos(provider.params.at(0).scale))));
+      return;
+    }
+    write_pair(x, p, out, t.name, suffix, axis);
   }
 
   // vai_q_onnx: int(rint(-log2(scale))) of the float32 scale initializer.
@@ -129,11 +251,26 @@ class QdqExporter {
   void weight(const TensorPlan& t) {
     ir::Value* w = g_.find_value(t.name);
     if (!w || !t.data) throw Error("QDQ export: weight '" + t.name + "' has no quantized values");
-    auto sz =
-        scale_and_zero_point(t, t.name + "_scale", t.name + "_zero_point", t.axis.has_value(), t.axis.has_value());
+    if (style_.vaiml_bfloat16 && t.type == DataType::BFloat16) {
+      // EnableVaimlBF16 (Quark's remove_bf16_cast): the weight's bfloat16 values stored as float32, no nodes.
+      g_.set_initializer(w, dequantize_tensor(*t.data, t.params, t.data_axis(), quantize_options_of(config_)));
+      return;
+    }
+    std::vector<int64_t> cast_dims;  // a per-channel scale broadcast along the weight's axis
+    if (t.axis && cast_form(t.type)) {
+      const std::vector<int64_t>& d = t.data->dims();
+      int64_t axis = *t.axis < 0 ? *t.axis + static_cast<int64_t>(d.size()) : *t.axis;
+      cast_dims.assign(d.size(), 1);
+      cast_dims.at(static_cast<size_t>(axis)) = static_cast<int64_t>(t.params.size());
+    }
+    QParams sz = scale_and_zero_point(t, t.name + "_scale", t.name + "_zero_point", t.axis.has_value(),
+                                      t.axis.has_value(), cast_dims);
     ir::Value* out = g_.add_unique_value(t.name + "_DequantizeLinear_Output");
     g_.replace_uses(w, out);
-    if (config_.add_qdq_pair_to_weight || style_.weights_as_pair || style_.fix_neuron) {
+    // Float16/bfloat16 weights of custom ops stay float with a pair (Quark's default); the Cast form
+    // stores them as 16-bit values with a Cast, as integer weights are stored.
+    bool float_pair = style_.float_weights_as_pair && quant_type_is_float(t.type) && !sz.cast;
+    if (config_.add_qdq_pair_to_weight || style_.weights_as_pair || style_.fix_neuron || float_pair) {
       pair(w, sz, out, t, "", t.axis);
       return;
     }
@@ -147,7 +284,7 @@ class QdqExporter {
     ir::Value* b = g_.find_value(t.name);
     if (!b || !t.data) throw Error("QDQ export: bias '" + t.name + "' has no quantized values");
     if (style_.fix_neuron) {  // FixNeuron takes the float bias: bit_width 32 with the int32 bias's scale
-      auto sz = scale_and_zero_point(t, t.name + "_scale", t.name + "_zero_point", false, false);
+      QParams sz = scale_and_zero_point(t, t.name + "_scale", t.name + "_zero_point", false, false);
       ir::Value* out = g_.add_unique_value(t.name + "_DequantizeLinear_Output");
       g_.replace_uses(b, out);
       pair(b, sz, out, t, "", std::nullopt);
@@ -155,8 +292,8 @@ class QdqExporter {
     }
     ir::Value* quantized = new_initializer(t.name + "_quantized", *t.data);
     // ORT: the scale always 1-D; the zero point a scalar for one scale.
-    auto sz = scale_and_zero_point(t, t.name + "_quantized_scale", t.name + "_quantized_zero_point", true,
-                                   t.params.size() > 1);
+    QParams sz = scale_and_zero_point(t, t.name + "_quantized_scale", t.name + "_quantized_zero_point", true,
+                                      t.params.size() > 1);
     g_.remove_initializer(b);
     dq(quantized, sz, b, t.name + "_DequantizeLinear", t.data_axis());
   }
@@ -175,17 +312,18 @@ class QdqExporter {
   // conversion's type and parameters (Q -> DQ -> Q -> DQ), one chain per value read.
   void convert(const TensorPlan& t, const std::vector<ir::Use>& readers) {
     if (!t.convert->params) throw Error("QDQ export: the conversion of '" + t.name + "' has no parameters");
-    auto sz = scale_and_zero_point({*t.convert->params}, t.convert->type, t.name + "_scale_convert",
-                                   t.name + "_zero_point_convert", false, false);
+    std::optional<QParams> sz;
     std::map<ir::Value*, ir::Value*> chain;  // value read -> its converted copy
     for (const ir::Use& u : readers) {
       ir::Value* read = u.node->input(u.input);
+      if (!writes_pair(t.convert->type, read)) continue;
+      if (!sz)
+        sz = scale_and_zero_point({*t.convert->params}, t.convert->type, t.name + "_scale_convert",
+                                  t.name + "_zero_point_convert", false, false);
       auto [it, added] = chain.try_emplace(read, nullptr);
       if (added) {
         it->second = g_.add_unique_value(t.name + "_DequantizeLinear_Output_convert");
-        ir::Value* qv = g_.add_unique_value(t.name + "_QuantizeLinear_Output_convert");
-        q(read, sz, qv, t.name + "_QuantizeLinear_convert", std::nullopt);
-        dq(qv, sz, it->second, t.name + "_DequantizeLinear_convert", std::nullopt);
+        write_pair(read, *sz, it->second, t.name, "_convert", std::nullopt);
       }
       g_.set_node_input(u.node, u.input, it->second);
     }
@@ -195,7 +333,8 @@ class QdqExporter {
     ir::Value* v = g_.find_value(t.name);
     if (!v) throw Error("QDQ export: the model has no tensor '" + t.name + "'");
     const TensorPlan& provider = plan_.provider(t.name);
-    std::pair<ir::Value*, ir::Value*> sz;
+    if (!writes_pair(provider.type, v)) return;  // EnableVaimlBF16: the activation is left as it is
+    QParams sz;
     auto known = params_of_.find(provider.name);
     if (known != params_of_.end()) {
       sz = known->second;
@@ -233,7 +372,8 @@ class QdqExporter {
   const Plan& plan_;
   const QuantConfig& config_;
   QdqStyle style_;
-  std::map<std::string, std::pair<ir::Value*, ir::Value*>> params_of_;  // provider -> its scale and zero point
+  std::map<std::string, QParams> params_of_;                         // provider -> its scale and zero point
+  std::pair<ir::Value*, ir::Value*> clip_bounds_{nullptr, nullptr};  // BF16WithClip's, made once
 };
 
 }  // namespace

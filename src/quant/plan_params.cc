@@ -6,6 +6,7 @@
 
 #include "onnxptq/error.h"
 #include "quant/plan.h"
+#include "quant/simulate.h"
 #include "quant/tensor_quant.h"
 #include "quant/tensor_quant_detail.h"
 
@@ -35,10 +36,23 @@ qmath::ScaleZeroPoint pof2_activation(const TensorPlan& t, const calib::TensorRa
   return {s, std::clamp(zp, full.min, full.max)};
 }
 
-qmath::ScaleZeroPoint float_activation(const TensorPlan& t, const calib::TensorRange& r) {
+// Quark's ActivationScaled / WeightScaled for a float16/bfloat16 target: the range mapped onto the
+// type's scaled range with Quark's zero point (its compute_scale_zp_fp). Quark's float16 op ignores
+// the zero point, so an asymmetric scaled float16 range would overflow: refused, naming the tensor.
+void scale_float_target(ScaleOptions& o, ir::DataType type, bool scaled, const std::string& tensor) {
+  if (!scaled || !quant_type_is_float(type)) return;
+  if (type == ir::DataType::Float16 && !o.symmetric)
+    throw Error("'" + tensor +
+                "': a scaled float16 range must be symmetric (Quark's float16 quantize op ignores the zero point)");
+  o.float_scaled = true;
+  o.float_zero_point_rule = FloatZeroPoint::quark_offset;
+}
+
+qmath::ScaleZeroPoint float_activation(const TensorPlan& t, const calib::TensorRange& r, const QuantConfig& config) {
   ScaleOptions o = scale_options_of(Tool::ort, ScaleKind::float_scale);
   o.symmetric = t.symmetric;
   if (ir::data_type_bits(t.type) == 32) o.table = qmath::RangeTable::vai;  // ORT's table stops at 16 bits
+  scale_float_target(o, t.type, config.activation_scaled, t.name);
   return compute_scale_zp(r.lo, r.hi, t.type, o);
 }
 
@@ -52,7 +66,9 @@ int pof2_position(double lo, double hi, ir::DataType type, bool symmetric) {
 
 // A conversion's parameters: fixed, or from its range (by default the range the tensor's own
 // parameters represent, so the second quantization holds every value the first can give).
-qmath::ScaleZeroPoint conversion_params(const TensorPlan& t, const TensorPlan::Conversion& c, bool pof2) {
+qmath::ScaleZeroPoint conversion_params(const TensorPlan& t, const TensorPlan::Conversion& c,
+                                        const QuantConfig& config) {
+  const bool pof2 = config.power_of_two();
   if (c.fixed) return *c.fixed;
   std::pair<double, double> range;
   if (c.range) {
@@ -65,6 +81,7 @@ qmath::ScaleZeroPoint conversion_params(const TensorPlan& t, const TensorPlan::C
   ScaleOptions o = scale_options_of(pof2 ? Tool::vai : Tool::ort, pof2 ? ScaleKind::power_of_two : ScaleKind::float_scale);
   o.symmetric = c.symmetric;
   if (pof2) o.pof2_position = Pof2Position::non_overflow;
+  scale_float_target(o, c.type, config.activation_scaled, t.name + " (its conversion)");
   return compute_scale_zp(range.first, range.second, c.type, o);
 }
 
@@ -87,7 +104,7 @@ void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& co
       r.lo = t.range->first;
       r.hi = t.range->second;
       if (pof2) r.pos = pof2_position(r.lo, r.hi, t.type, t.symmetric);
-      t.params = {pof2 ? pof2_activation(t, r, config) : float_activation(t, r)};
+      t.params = {pof2 ? pof2_activation(t, r, config) : float_activation(t, r, config)};
       if (pof2) t.pos = qmath::scale_to_pos(t.params[0].scale);
       continue;
     }
@@ -105,7 +122,7 @@ void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& co
       t.params = {pof2_activation(t, r, config)};
       t.pos = qmath::scale_to_pos(t.params[0].scale);
     } else {
-      t.params = {float_activation(t, r)};
+      t.params = {float_activation(t, r, config)};
     }
   }
 
@@ -118,6 +135,9 @@ void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& co
     if (pof2 && config.calibrate_method == calib::Method::MinMSE) o.method = WeightMethod::pof2_min_mse;
     if (pof2 && config.calibrate_method == calib::Method::NonOverflow)
       o.scale.pof2_position = Pof2Position::non_overflow;
+    scale_float_target(o.scale, t.type, config.weight_scaled, t.name);
+    // float16/bfloat16 values as the format's ops compute them (Quark's float16 op ignores the zero point).
+    o.quantize.float_cast = quantize_options_of(config).float_cast;
     return o;
   };
   for (TensorPlan& t : plan.tensors)
@@ -163,7 +183,7 @@ void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& co
     t.pos = p.pos;
   }
   for (TensorPlan& t : plan.tensors)
-    if (t.convert) t.convert->params = conversion_params(t, *t.convert, pof2);
+    if (t.convert) t.convert->params = conversion_params(t, *t.convert, config);
 }
 
 qmath::QRange weight_saturation(const TensorPlan& t, const QuantConfig& config) {

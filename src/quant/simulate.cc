@@ -1,21 +1,59 @@
 #include "quant/simulate.h"
 
+#include "engine/kernel.h"
 #include "onnxptq/error.h"
 #include "quant/export.h"
 #include "quant/tensor_quant.h"
 
 namespace onnxptq::quant {
 
-QuantizeOptions quantize_options_of(QuantFormat format) {
+QuantizeOptions quantize_options_of(const QuantConfig& config) {
   QuantizeOptions o;
-  if (format == QuantFormat::VitisQDQ || format == QuantFormat::FixNeuron) o.float_cast = FloatCast::vitis_op;
-  if (format == QuantFormat::ExtendedQDQ) o.float_cast = FloatCast::quark_op;
+  if (config.format == QuantFormat::VitisQDQ || config.format == QuantFormat::FixNeuron)
+    o.float_cast = FloatCast::vitis_op;
+  // The Cast form computes Quark's float16 arithmetic exactly, and its bfloat16 arithmetic but for
+  // the sign of a zero when the zero point is 0 (QuantizeOptions::bfloat16_cast_form).
+  if (config.format == QuantFormat::ExtendedQDQ) o.float_cast = FloatCast::quark_op;
+  o.bfloat16_cast_form = config.casts_bfloat16();
   return o;
 }
 
+namespace {
+
+// What the written model does to an activation: BF16WithClip's Clip (NaN passes, as in ONNX Runtime's
+// and the engine's Clip), then its Q/DQ pair, which EnableVaimlBF16 removes for bfloat16.
+void fake_quantize_written(ir::Tensor& value, ir::DataType type, const qmath::ScaleZeroPoint& params, bool clip,
+                           bool cast, const QuantizeOptions& qo) {
+  if (!clip && !cast) return;
+  if (value.dtype() != ir::DataType::Float) {
+    if (!clip) {
+      value = fake_quantize_tensor(value, type, std::span<const qmath::ScaleZeroPoint>(&params, 1), std::nullopt, qo);
+      return;
+    }
+    value = engine::as_float32(value);
+  }
+  std::span<float> v = value.mutable_values<float>();
+  if (clip)
+    for (float& x : v) x = x < -kBfloat16Max ? -kBfloat16Max : (x > kBfloat16Max ? kBfloat16Max : x);
+  if (cast) fake_quantize_values(v.data(), v.size(), type, params, qo, v.data());
+}
+
+// BF16WithClip clips a bfloat16 activation computed at run time (Quark: an ExtendedQuantizeLinear
+// whose input is not an initializer).
+bool clips(ir::DataType type, const QuantConfig& config) {
+  return config.bf16_with_clip && type == ir::DataType::BFloat16;
+}
+// EnableVaimlBF16 writes no Q/DQ for a bfloat16 activation.
+bool casts(ir::DataType type, const QuantConfig& config) {
+  return !(config.enable_vaiml_bf16 && type == ir::DataType::BFloat16);
+}
+
+}  // namespace
+
 // A conversion (quant/plan.h) as an Identity node whose output, read by the converting readers,
 // is fake-quantized again with the conversion's parameters: what Q -> DQ -> Q -> DQ computes.
-void Simulation::add_conversions(ir::Graph& g, const Plan& plan, engine::SessionOptions& so) {
+void Simulation::add_conversions(ir::Graph& g, const Plan& plan, const QuantConfig& config,
+                                 engine::SessionOptions& so) {
   bool added = false;
   for (const TensorPlan& t : plan.tensors) {
     if (!t.convert) continue;
@@ -28,7 +66,9 @@ void Simulation::add_conversions(ir::Graph& g, const Plan& plan, engine::Session
     ir::Value* converted = g.add_unique_value(t.name + "_convert");
     g.add_node("Identity", {v}, {converted}, g.fresh_name(t.name + "_convert"));
     for (const ir::Use& u : readers) g.set_node_input(u.node, u.input, converted);
-    activations_[converted->name()] = {t.convert->type, *t.convert->params};
+    activations_[converted->name()] = {t.convert->type, *t.convert->params,
+                                       clips(t.convert->type, config) && !v->has_initializer(),
+                                       casts(t.convert->type, config)};
     so.visible.insert(converted->name());
     added = true;
   }
@@ -36,7 +76,7 @@ void Simulation::add_conversions(ir::Graph& g, const Plan& plan, engine::Session
 }
 
 Simulation::Simulation(const ir::Model& model, const Plan& plan, const QuantConfig& config, int threads) {
-  const QuantizeOptions qo = quantize_options_of(config.format);
+  const QuantizeOptions qo = quantize_options_of(config);
   // Weights and biases: the values the exported DequantizeLinear computes from the stored ones.
   auto constants = std::make_shared<std::map<std::string, ir::Tensor>>();
   engine::SessionOptions so;
@@ -57,7 +97,9 @@ Simulation::Simulation(const ir::Model& model, const Plan& plan, const QuantConf
     if (provider.params.size() != 1)
       throw Error("simulation: activation '" + t.name + "' has " + std::to_string(provider.params.size()) +
                   " parameters, expected one (parameters not assigned)");
-    activations_[t.name] = {provider.type, provider.params[0]};
+    activations_[t.name] = {provider.type, provider.params[0],
+                            clips(provider.type, config) && !model.graph->find_value(t.name)->has_initializer(),
+                            casts(provider.type, config)};
     so.visible.insert(t.name);
   }
 
@@ -65,13 +107,7 @@ Simulation::Simulation(const ir::Model& model, const Plan& plan, const QuantConf
     auto it = activations_.find(name);
     if (it == activations_.end()) return;
     const Activation& a = it->second;
-    if (value.dtype() == ir::DataType::Float) {
-      std::span<float> v = value.mutable_values<float>();
-      fake_quantize_values(v.data(), v.size(), a.type, a.params, qo, v.data());
-    } else {
-      value =
-          fake_quantize_tensor(value, a.type, std::span<const qmath::ScaleZeroPoint>(&a.params, 1), std::nullopt, qo);
-    }
+    fake_quantize_written(value, a.type, a.params, a.clip, a.cast, qo);
   };
   transform_ = fake_quantize;
   // Constants: weights and biases replaced, initializers quantized as activations fake-quantized.
@@ -86,7 +122,7 @@ Simulation::Simulation(const ir::Model& model, const Plan& plan, const QuantConf
   // quantized has beta in the bias scale.
   ir::Model simulated = ir::clone_model(model);
   remove_planned_activations(*simulated.graph, plan);
-  add_conversions(*simulated.graph, plan, so);
+  add_conversions(*simulated.graph, plan, config, so);
   for (const auto& node : simulated.graph->nodes()) drop_gemm_beta_held_by_bias(*node, plan);
   session_ = std::make_unique<engine::Session>(simulated, so);
 }
@@ -130,7 +166,9 @@ void fake_quantize_activation(const Plan& plan, const QuantConfig& config, const
   if (provider.params.size() != 1)
     throw Error("activation '" + name + "' has " + std::to_string(provider.params.size()) +
                 " parameters, expected one (parameters not assigned)");
-  value = fake_quantize_tensor(value, provider.type, provider.params, std::nullopt, quantize_options_of(config.format));
+  // The value of a tensor computed at run time (fed to a part of the model), so clipped when its type is.
+  fake_quantize_written(value, provider.type, provider.params[0], clips(provider.type, config),
+                        casts(provider.type, config), quantize_options_of(config));
 }
 
 }  // namespace onnxptq::quant

@@ -36,16 +36,19 @@ class Simulation {
   struct Activation {
     ir::DataType type;
     qmath::ScaleZeroPoint params;
+    bool clip = false;  // BF16WithClip: clipped to the bfloat16 range first
+    bool cast = true;   // false under EnableVaimlBF16 (bfloat16): the written model does not round it
   };
-  void add_conversions(ir::Graph& graph, const Plan& plan, engine::SessionOptions& options);
+  void add_conversions(ir::Graph& graph, const Plan& plan, const QuantConfig& config, engine::SessionOptions& options);
 
   std::map<std::string, Activation> activations_;  // value name -> what its Q/DQ pair does
   engine::TensorTransform transform_;
   std::unique_ptr<engine::Session> session_;
 };
 
-// The arithmetic of the quantize/dequantize ops `format` writes (how float16/bfloat16 cast).
-QuantizeOptions quantize_options_of(QuantFormat format);
+// The arithmetic of the quantize/dequantize ops the config's format writes (how float16/bfloat16
+// cast: vai_q_onnx's ops, Quark's ops, or their Cast form in standard ops).
+QuantizeOptions quantize_options_of(const QuantConfig& config);
 
 // `plan` for a part of the model it was made for (`part`: engine::extract_model's cut): without
 // the tensors the part does not hold, shared parameters resolved first (the provider may be

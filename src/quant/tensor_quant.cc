@@ -172,10 +172,10 @@ void dequantize_integer(const T* q, size_t n, const qmath::ScaleZeroPoint& p, fl
   }
 }
 
-uint16_t quantize_float(float x, DataType type, const qmath::ScaleZeroPoint& p, FloatCast c) {
+uint16_t quantize_float(float x, DataType type, const qmath::ScaleZeroPoint& p, const QuantizeOptions& o) {
   const auto s = static_cast<float>(p.scale), z = static_cast<float>(p.float_zero_point);
-  if (type == DataType::BFloat16) return ir::float_to_bfloat16(x / s + z);
-  switch (c) {
+  if (type == DataType::BFloat16) return ir::float_to_bfloat16(o.bfloat16_cast_form && z == 0 ? x / s : x / s + z);
+  switch (o.float_cast) {
     case FloatCast::quantizer: return ir::float_to_half(x / s + z);
     case FloatCast::vitis_op: return ir::float_to_half(std::isnan(x) ? x : std::clamp(x, -65504.f, 65504.f));
     case FloatCast::quark_op: return ir::float_to_half(x / s);
@@ -236,7 +236,7 @@ bool quant_type_is_float(DataType t) { return t == DataType::Float16 || t == Dat
 FloatRange float_quant_range(DataType type, bool scaled) {
   if (type == DataType::Float16) return {-65504.0, 65504.0};
   if (type == DataType::BFloat16) {
-    const double m = static_cast<float>(3.38953139e38);
+    const double m = kBfloat16Max;
     return scaled ? FloatRange{-2.0, 2.0} : FloatRange{-m, m};
   }
   throw Error("no float quantization range for " + type_name(type) + ": float quant types are float16, bfloat16");
@@ -342,8 +342,7 @@ void fake_quantize_values(const float* x, size_t n, DataType type, const qmath::
   if (!(p.scale > 0) || !std::isfinite(static_cast<float>(p.scale)))
     throw Error("scale " + number_text(p.scale) + " must be positive and finite");
   if (quant_type_is_float(type)) {
-    for (size_t i = 0; i < n; ++i)
-      y[i] = dequantize_float(quantize_float(x[i], type, p, o.float_cast), type, p, o.float_cast);
+    for (size_t i = 0; i < n; ++i) y[i] = dequantize_float(quantize_float(x[i], type, p, o), type, p, o.float_cast);
     return;
   }
   const qmath::QRange r = saturation_range(type, o.saturation);
@@ -374,7 +373,7 @@ ir::Tensor quantize_tensor(const ir::Tensor& x, DataType type, std::span<const q
   if (quant_type_is_float(type)) {
     auto y = out.mutable_values<uint16_t>();
     for_each_run(l, [&](size_t at, size_t n, size_t c) {
-      for (size_t i = at; i < at + n; ++i) y[i] = quantize_float(xs.values[i], type, params[c], o.float_cast);
+      for (size_t i = at; i < at + n; ++i) y[i] = quantize_float(xs.values[i], type, params[c], o);
     });
     return out;
   }

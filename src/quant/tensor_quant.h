@@ -31,6 +31,9 @@ struct FloatRange {
   double max = 0;
 };
 FloatRange float_quant_range(ir::DataType type, bool scaled);
+// The largest finite bfloat16 (0x7F7F), the bound of Quark's bfloat16 range and of its BF16WithClip
+// Clip (get_qmin_qmax_for_qType, insert_clip_bfloat16_qdq).
+constexpr float kBfloat16Max = 3.38953139e38f;
 
 // ---------------------------------------------------------------------------------------------
 // Scale and zero point of a range
@@ -124,7 +127,8 @@ enum class Saturation {
   symmetric,
 };
 
-// How float16/bfloat16 "quantize": bfloat16 is always bf16(x / s + zp) and (float(q) - zp) s.
+// How float16/bfloat16 "quantize": bfloat16 is always bf16(x / s + zp) and (float(q) - zp) s
+// (but see QuantizeOptions::bfloat16_cast_form), rounded to nearest even as ONNX Runtime's Cast does.
 enum class FloatCast {
   quantizer,  // float16 the same (vai quantize_nparray, dequantize_data); overflow gives inf
   vitis_op,   // VitisQuantizeLinear: float16(clip(x, +-65504)), scale and zero point ignored both ways (vai C++ op)
@@ -134,6 +138,9 @@ enum class FloatCast {
 struct QuantizeOptions {
   Saturation saturation = Saturation::full;
   FloatCast float_cast = FloatCast::quantizer;
+  // bfloat16 as the Cast form of ExtendedQuantFormat.QDQ computes it (export_qdq.cc): the zero point
+  // is added only when it is not 0, as no Add is written then, so -0 stays -0 (Quark's op adds +0).
+  bool bfloat16_cast_form = false;
 };
 
 // x (float, float16 or bfloat16) quantized to `type`, per tensor (no axis, one parameter) or per

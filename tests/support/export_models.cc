@@ -8,6 +8,7 @@
 
 #include "calib/calibrate.h"
 #include "calib/data_reader.h"
+#include "ir/float16.h"
 #include "ir/npy.h"
 #include "onnxptq/error.h"
 
@@ -204,18 +205,54 @@ std::vector<double> values_of(const ir::Tensor& t) {
   return out;
 }
 
+double sixteen_bit_steps(float a, float b, ir::DataType type) {
+  if (std::isnan(a) || std::isnan(b)) return std::isnan(a) && std::isnan(b) ? 0 : INFINITY;
+  auto ordered = [&](float v) {  // the 16-bit values in order: -0 and 0 are one value
+    uint16_t h = type == ir::DataType::Float16 ? ir::float_to_half(v) : ir::float_to_bfloat16(v);
+    return (h & 0x8000) ? -static_cast<int32_t>(h & 0x7FFF) : static_cast<int32_t>(h);
+  };
+  return std::abs(ordered(a) - ordered(b));
+}
+
 LayerwiseAgreement agree_layer_by_layer(const std::filesystem::path& model_file,
                                         const std::map<std::string, ir::Tensor>& feeds,
-                                        const std::filesystem::path& dir) {
+                                        const std::filesystem::path& dir, bool from_ort_floats) {
   ir::Model model = ir::load_model(model_file);
   ir::Model exposed = ir::clone_model(model);
   std::set<std::string> quantized;
-  for (const auto& n : exposed.graph->nodes())
-    if ((n->op_type == "QuantizeLinear" || n->op_type.rfind("QLinear", 0) == 0 || n->op_type == "QGemm") &&
-        n->output(0)) {
+  std::map<std::string, ir::DataType> cast_back;  // the Cast form's dequantized values -> their 16-bit type
+  std::set<std::string> floats;                   // with from_ort_floats: the float values quantized
+  auto cast_to = [](const ir::Node* n) {
+    const ir::Attribute* to = n && n->op_type == "Cast" ? n->find_attribute("to") : nullptr;
+    return to ? static_cast<ir::DataType>(to->i) : ir::DataType::Undefined;
+  };
+  for (const auto& n : exposed.graph->nodes()) {
+    bool quantizes = n->op_type == "QuantizeLinear" || n->op_type.rfind("QLinear", 0) == 0 || n->op_type == "QGemm";
+    // A Cast back to float of a Cast to float16 / bfloat16 (ExtendedQuantFormat.QDQ's Cast form): its
+    // float output, since ORT's Node binding cannot write bfloat16 arrays.
+    ir::DataType sixteen =
+        cast_to(n.get()) == ir::DataType::Float ? cast_to(n->input(0)->producer()) : ir::DataType::Undefined;
+    if (sixteen == ir::DataType::Float16 || sixteen == ir::DataType::BFloat16) {
+      cast_back[n->output(0)->name()] = sixteen;
+      quantizes = true;
+    }
+    if (quantizes && n->output(0)) {
       quantized.insert(n->output(0)->name());
       if (!exposed.graph->is_output(n->output(0))) exposed.graph->add_output(n->output(0));
     }
+    // The float value a quantize reads: QuantizeLinear's input, or the start of the Cast form's
+    // chain (the Clip, Div and Add named after its Cast to the 16-bit type).
+    const ir::Value* read = nullptr;
+    if (n->op_type == "QuantizeLinear") read = n->input(0);
+    if (cast_to(n.get()) == ir::DataType::Float16 || cast_to(n.get()) == ir::DataType::BFloat16) {
+      read = n->input(0);
+      while (read->producer() && read->producer()->name.rfind(n->name + "_", 0) == 0) read = read->producer()->input(0);
+    }
+    if (from_ort_floats && read && !read->has_initializer() && !quantized.count(read->name())) {
+      floats.insert(read->name());
+      if (!exposed.graph->is_output(read)) exposed.graph->add_output(exposed.graph->find_value(read->name()));
+    }
+  }
   std::filesystem::create_directories(dir);
   ir::save_model(exposed, dir / "exposed.onnx");
   std::vector<ir::Tensor> ort = ort_run(dir / "exposed.onnx", exposed, feeds, dir / "literal", true);
@@ -226,11 +263,29 @@ LayerwiseAgreement agree_layer_by_layer(const std::filesystem::path& model_file,
   r.quantized = quantized.size();
   for (const ir::Value* v : model.graph->outputs()) r.ort_outputs.push_back(*from_ort.at(v->name()));
   engine::TensorTransform force = [&](const std::string& name, ir::Tensor& value) {
+    if (floats.count(name)) {  // the engine's float value, then ORT's
+      const ir::Tensor& expected = *from_ort.at(name);
+      auto e = expected.values<float>(), g = value.values<float>();
+      float largest = 0;
+      for (float v : e) largest = std::max(largest, std::fabs(v));
+      double far = e.size() == g.size() ? 0 : INFINITY;
+      for (size_t k = 0; k < std::min(e.size(), g.size()); ++k) far = std::max(far, std::fabs(double{e[k]} - g[k]));
+      // In float32 steps at the tensor's largest value.
+      double steps = largest > 0 ? far / std::ldexp(1.0, std::ilogb(largest) - 23) : far;
+      if (steps > r.floats_worst) r.floats_worst = steps, r.floats_worst_tensor = name;
+      ++r.floats;
+      value = expected;
+      return;
+    }
     if (!quantized.count(name)) return;
     const ir::Tensor& expected = *from_ort.at(name);
     std::vector<double> e = values_of(expected), g = values_of(value);
     double far = e.size() == g.size() && expected.dtype() == value.dtype() ? 0 : INFINITY;
-    for (size_t k = 0; k < std::min(e.size(), g.size()); ++k) far = std::max(far, std::fabs(e[k] - g[k]));
+    auto type = cast_back.find(name);
+    for (size_t k = 0; k < std::min(e.size(), g.size()); ++k)
+      far = std::max(far, type == cast_back.end()
+                              ? std::fabs(e[k] - g[k])
+                              : sixteen_bit_steps(static_cast<float>(e[k]), static_cast<float>(g[k]), type->second));
     if (far > r.worst) r.worst = far, r.worst_tensor = name;
     ++r.compared;
     value = expected;

@@ -55,21 +55,33 @@ double max_steps(const ir::Tensor& a, const ir::Tensor& b, double step);
 // The values of an integer (8 to 32 bits) or float tensor, as doubles.
 std::vector<double> values_of(const ir::Tensor& t);
 
+// How many float16 (bfloat16) values apart two floats of that type are (0 for -0 and 0; infinity
+// when one is NaN).
+double sixteen_bit_steps(float a, float b, ir::DataType type);
+
 // ONNX Runtime and the engine, layer by layer, on a quantized model file: ORT runs it literally
 // (graph optimizations off) with every quantized tensor (the output of a QuantizeLinear, a QLinear*
-// op or QGemm) also a graph output; the engine runs it literally with each quantized tensor it
+// op or QGemm, or the Cast back to float of a Cast to float16 / bfloat16: steps of that type) also a
+// graph output; the engine runs it literally with each quantized tensor it
 // computes compared with ORT's and then replaced by it, so every layer starts from ORT's values.
 // Files go to `dir`. A single rounding tie that two runtimes resolve differently can grow through
 // later layers, so this, not the whole-model distance, is what two correct runtimes must agree on.
+// With `from_ort_floats`, the float value each quantize reads (QuantizeLinear's input, the start of
+// a Cast form's chain) is also an output of ORT's and replaced by it in the engine's run: every
+// quantize then starts from the same floats, so the quantized values differ only where the two
+// runtimes quantize differently (`floats_worst` says how far the engine's float values were).
 struct LayerwiseAgreement {
   size_t quantized = 0;  // quantized tensors in the model
   size_t compared = 0;   // of those, computed by the engine and compared
   double worst = 0;      // the largest |engine - ORT| of a quantized value, in integer steps
   std::string worst_tensor;
+  size_t floats = 0;        // with from_ort_floats: the float values replaced
+  double floats_worst = 0;  // their largest |engine - ORT|, in float32 steps at the tensor's largest |value|
+  std::string floats_worst_tensor;
   std::vector<ir::Tensor> ort_outputs;  // ORT's literal outputs, in the model's output order
 };
 LayerwiseAgreement agree_layer_by_layer(const std::filesystem::path& model_file,
                                         const std::map<std::string, ir::Tensor>& feeds,
-                                        const std::filesystem::path& dir);
+                                        const std::filesystem::path& dir, bool from_ort_floats = false);
 
 }  // namespace onnxptq::testing

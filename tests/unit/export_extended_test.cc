@@ -1,17 +1,19 @@
 // ExtendedQuantFormat.QDQ exports (Quark's ExtendedQDQQuantizer and com.amd.quark ops): its
 // post-pass leaves com.amd.quark ops only where com.microsoft's Q/DQ cannot hold the type; 8/16-bit
 // models compute exactly what the QDQ export of the same plan does and ONNX Runtime runs them; the
-// wide types (32-bit, float16, bfloat16), which ONNX Runtime cannot run without Quark's library,
-// equal the simulation (quant::Simulation) bit for bit.
-#include <iostream>
+// wide types (32-bit, and float16 and bfloat16 with FloatQDQAsCustomOps: their default Cast form is
+// export_extended_cast_test.cc's), which ONNX Runtime cannot run without Quark's library, equal the
+// simulation (quant::Simulation) bit for bit.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
+#include <iostream>
 
 #include "ir/npy.h"
 #include "quant/export.h"
 #include "quant/simulate.h"
+#include "quant/tensor_quant.h"
 #include "support/export_models.h"
 
 namespace onnxptq::quant {
@@ -37,6 +39,8 @@ QuantConfig config_of(const Combo& c) {
   config.weight_type = c.weight;
   config.activation_symmetric = c.symmetric;
   config.calib.threads = 2;
+  // float16 and bfloat16 as Quark's custom ops (the Cast form is the default).
+  config.float_qdq_as_custom_ops = quant_type_is_float(c.activation) || quant_type_is_float(c.weight);
   check_config(config);
   return config;
 }
@@ -176,6 +180,26 @@ INSTANTIATE_TEST_SUITE_P(Types, ExtendedWideTypes,
                                            Combo{DataType::BFloat16, DataType::BFloat16, true},
                                            Combo{DataType::BFloat16, DataType::Int8, true}),
                          [](const ::testing::TestParamInfo<Combo>& info) { return label(info.param); });
+
+// Asymmetric float16 weights (WeightSymmetric false): their stored values are what the format's ops
+// compute from the float weight (Quark's float16 op ignores the zero point, vai_q_onnx's the scale
+// and zero point), so the simulation equals the model, whose pairs quantize the float weight.
+TEST(ExtendedFloatWeights, AsymmetricFloat16WeightsAreWhatTheOpsCompute) {
+  ir::Model model = testing::export_test_model();
+  for (QuantFormat format : {QuantFormat::ExtendedQDQ, QuantFormat::VitisQDQ}) {
+    SCOPED_TRACE(quant_format_name(format));
+    QuantConfig config = config_of({DataType::Float16, DataType::Float16, true});
+    config.format = format;
+    config.float_qdq_as_custom_ops = format == QuantFormat::ExtendedQDQ;
+    config.weight_symmetric = false;
+    Plan plan = testing::calibrated_plan(model, config);
+    ASSERT_NE(plan.find("w")->params.at(0).float_zero_point, 0.0);
+    ir::Model q = export_model(model, plan, config);
+    auto feeds = testing::random_feeds(model, 7);
+    expect_bit_equal(testing::run_model(q, feeds, false), Simulation(model, plan, config, 2).run(feeds),
+                     quant_format_name(format));
+  }
+}
 
 }  // namespace
 }  // namespace onnxptq::quant
