@@ -162,13 +162,10 @@ def test_each_preset_in_python_is_the_clis(tiny_model, tmp_path, cli_presets, pr
     quantizer = quark.ModelQuantizer(quark.Config(global_quant_config=config))
     if not cli_presets[preset]["ready"]:
         # A setting refused names the preset: features not built, unsupported (exit 3,
-        # UnsupportedError). VINT8's combination is refused by check_config: it sets enable_dpu's
-        # rewrite keys without enable_dpu, bad input (exit 2).
-        unsupported = preset != "VINT8"
-        assert cli.returncode == (3 if unsupported else 2), cli.stderr
-        assert f"preset {preset}: " in cli.stderr or "takes effect only with enable_dpu" in cli.stderr
-        with pytest.raises(onnxptq.UnsupportedError if unsupported else onnxptq.Error,
-                           match="not built|takes effect only with enable_dpu"):
+        # UnsupportedError).
+        assert cli.returncode == 3, cli.stderr
+        assert f"preset {preset}: " in cli.stderr
+        with pytest.raises(onnxptq.UnsupportedError, match="not built"):
             quantizer.quantize_model(tiny_model, str(tmp_path / "py.onnx"), FolderReader(tmp_path / "calib", "x"))
         return
     assert cli.returncode == 0, cli.stderr

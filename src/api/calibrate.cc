@@ -32,8 +32,7 @@ std::string Calibration::to_json() const {
 
 Calibration calibrate(const Model& model, DataReader& reader, const Config& config, const CalibrateOptions& options) {
   const quant::QuantConfig& c = config.quant();
-  calib::CalibOptions o = c.calib;
-  o.method = c.calibrate_method;
+  calib::CalibOptions o = c.calibration_options();
   // The type the ranges are for: power-of-two positions, LayerWisePercentile's errors and which
   // Relu/Clip ranges are kept depend on it; float targets keep the default.
   switch (c.activation_type) {

@@ -10,7 +10,8 @@ namespace onnxptq::passes {
 
 const std::vector<PassInfo>& dpu_pre_calibration_passes() {
   static const std::vector<PassInfo> passes = {
-      {"fuse_instance_norm", "the decomposed instance norm into InstanceNormalization (vai_q_onnx's FuseInstanceNorm)", fuse_instance_norm},
+      {"fuse_instance_norm", "the decomposed instance norm into InstanceNormalization (vai_q_onnx's FuseInstanceNorm)",
+       fuse_instance_norm},
       {"convert_bn_to_conv", "BatchNormalization on a 4-D input into a 1x1 depthwise Conv", convert_bn_to_conv},
       {"convert_reduce_mean_to_global_avg_pool", "ReduceMean over axes [2,3] into GlobalAveragePool",
        convert_reduce_mean_to_global_avg_pool},
@@ -42,6 +43,7 @@ const std::vector<PassInfo>& dpu_simulation_passes() {
        convert_reduce_mean_to_dpu_version},
       {"convert_softmax_to_dpu_version", "Softmax into the DPU's bfloat16 exp-polynomial subgraph",
        convert_softmax_to_dpu_version},
+      {"convert_clip_to_dpu_version", "Clip bounds rounded to integers in [-128, 127]", convert_clip_to_dpu_version},
   };
   return passes;
 }
@@ -61,6 +63,7 @@ const std::vector<DpuPassOption>& dpu_pass_options() {
       {"convert_avg_pool_to_dpu_version", "ConvertAvgPoolToDPUVersion", true},
       {"convert_reduce_mean_to_dpu_version", "ConvertReduceMeanToDPUVersion", true},
       {"convert_softmax_to_dpu_version", "ConvertSoftmaxToDPUVersion", false},
+      {"convert_clip_to_dpu_version", "ConvertClipToDPUVersion", false},
   };
   return options;
 }

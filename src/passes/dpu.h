@@ -42,6 +42,7 @@ bool convert_hard_sigmoid_to_dpu_version(ir::Model& model, PassContext& context)
 bool convert_avg_pool_to_dpu_version(ir::Model& model, PassContext& context);
 bool convert_reduce_mean_to_dpu_version(ir::Model& model, PassContext& context);
 bool convert_softmax_to_dpu_version(ir::Model& model, PassContext& context);
+bool convert_clip_to_dpu_version(ir::Model& model, PassContext& context);
 
 // vai_q_onnx's order: fuse_instance_norm, convert_bn_to_conv (optimize.h),
 // convert_reduce_mean_to_global_avg_pool, split_large_kernel_pool, convert_split_to_slice,

@@ -100,7 +100,7 @@ class Aligner {
   }
 
   void adjust_bias_scales() {
-    const BiasOptions base = bias_options_of(config_.power_of_two() ? Tool::vai : Tool::ort);
+    const BiasOptions base = bias_options_of(scale_tool(config_));
     for (const ir::Node* n : order_) {
       if (n->op_type != "Conv" && n->op_type != "ConvTranspose" && n->op_type != "Gemm") continue;
       TensorPlan* b = n->input(2) ? plan_.find(n->input(2)->name()) : nullptr;

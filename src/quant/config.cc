@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "onnxptq/error.h"
+#include "passes/dpu.h"
 #include "quant/ipu_limitation.h"
 #include "quant/overrides.h"
 #include "quant/tensor_quant.h"
@@ -137,10 +138,10 @@ ir::DataType parse_quant_type(const std::string& name) {
   // Quark's types of features nobody has built: named, not unknown.
   if (bare == "QBFP" || bare == "QMX" || bare == "QInt4" || bare == "QUInt4")
     throw unsupported("quant type '" + name + "': Quark's " +
-                (bare == "QBFP"  ? std::string("BFP (block floating point) data types")
-                 : bare == "QMX" ? std::string("MX (microscaling) data types")
-                                 : std::string("4-bit types")) +
-                " are not built yet");
+                      (bare == "QBFP"  ? std::string("BFP (block floating point) data types")
+                       : bare == "QMX" ? std::string("MX (microscaling) data types")
+                                       : std::string("4-bit types")) +
+                      " are not built yet");
   std::string known;
   for (const auto& [type, text] : kTypes) known += (known.empty() ? "" : ", ") + std::string(text);
   throw Error("unknown quant type '" + name + "' (known: " + known + ")");
@@ -157,6 +158,14 @@ bool QuantConfig::weights_symmetric() const {
   return weight_type == ir::DataType::Int8 || weight_type == ir::DataType::Int16 ||
          weight_type == ir::DataType::Int32 || weight_type == ir::DataType::Float16 ||
          weight_type == ir::DataType::BFloat16;
+}
+
+calib::CalibOptions QuantConfig::calibration_options() const {
+  calib::CalibOptions o = calib;
+  o.method = calibration_method();
+  if (!o.symmetric && o.method != calibrate_method && calibrate_method == calib::Method::NonOverflow)
+    o.symmetric = true;
+  return o;
 }
 
 void check_config(const QuantConfig& c) {
@@ -202,6 +211,20 @@ void check_config(const QuantConfig& c) {
     if (c.power_of_two())
       throw Error(types + ": float16 and bfloat16 have no power-of-two scales; use a float-scale calibrate_method");
   }
+  if (!c.use_power_of_two_scale && !calib::is_power_of_two(c.calibrate_method))
+    throw Error(std::string("UsePowerOf2Scale false: calibrate_method ") + calib::method_name(c.calibrate_method) +
+                " gives float scales already (the key applies to PowerOfTwoMethod NonOverflow and MinMSE)");
+  if (!c.use_power_of_two_scale && c.enable_dpu)
+    throw Error("UsePowerOf2Scale false and enable_dpu: the NPU takes power-of-two scales");
+  if (c.convert_opset_version && *c.convert_opset_version < 13 && c.optimize_model)
+    throw Error("ConvertOpsetVersion " + std::to_string(*c.convert_opset_version) +
+                " and optimize_model: the model preparation converts to opset 13 (set optimize_model false)");
+  // vai_q_onnx's Int16Method (quantize_static refuses it with enable_dpu and VitisQuantFormat).
+  if (c.int16_scale && c.enable_dpu)
+    throw Error("Int16Scale and enable_dpu: the NPU takes power-of-two scales, not M / 2^N");
+  if (c.int16_scale && (c.format == QuantFormat::VitisQDQ || c.format == QuantFormat::FixNeuron))
+    throw Error(std::string("Int16Scale with ") + quant_format_name(c.format) +
+                ": vai_q_onnx takes M / 2^N scales in QuantFormat.QDQ and QOperator only");
   if (c.use_unsigned_relu && !c.power_of_two())
     throw Error("UseUnsignedReLU applies to power-of-two quantization (calibrate_method NonOverflow or MinMSE)");
   // Quark applies AlignEltwiseQuantType only without the NPU flags (its extra_options documentation).
@@ -230,21 +253,19 @@ void check_config(const QuantConfig& c) {
           "enable_dpu: ActivationSymmetric must be True (vai_q_onnx forces it, Quark's XINT8 quantizer "
           "rejects False): set extra option ActivationSymmetric");
   } else {
-    // enable_npu_transformer takes four of the rewrites' keys (as in Quark's quantize_static).
-    std::string pass_key;
-    for (const auto& [key, on] : c.dpu_pass_switches)
-      if (pass_key.empty() && !(c.enable_npu_transformer && is_npu_transformer_pass_option(key))) pass_key = key;
-    if (!pass_key.empty() || !c.simulate_dpu || !c.remove_qdq_conv_relu || !c.remove_qdq_conv_clip ||
-        c.remove_qdq_conv_leaky_relu || c.remove_qdq_conv_prelu) {
-      std::string key = !pass_key.empty()              ? pass_key
-                        : !c.simulate_dpu              ? "SimulateDPU"
-                        : !c.remove_qdq_conv_relu      ? "RemoveQDQConvRelu"
-                        : !c.remove_qdq_conv_clip      ? "RemoveQDQConvClip"
-                        : c.remove_qdq_conv_leaky_relu ? "RemoveQDQConvLeakyRelu"
-                                                       : "RemoveQDQConvPRelu";
-      throw Error("extra option " + key + " takes effect only with enable_dpu" +
-                  (is_npu_transformer_pass_option(key) ? " or enable_npu_transformer" : ""));
-    }
+    // Quark runs the graph rewrites by their keys alone (VINT8 sets them without an NPU flag), but
+    // simulating the DPU and removing Q/DQ around fused activations are its NPU CNN quantizer's.
+    std::string key;
+    for (const passes::PassInfo& pass : passes::dpu_simulation_passes())
+      for (const passes::DpuPassOption& o : passes::dpu_pass_options())
+        if (key.empty() && std::string(o.pass) == pass.name) {
+          auto it = c.dpu_pass_switches.find(o.option);
+          if (it != c.dpu_pass_switches.end() && it->second) key = o.option;
+        }
+    if (key.empty() && c.remove_qdq_conv_leaky_relu) key = "RemoveQDQConvLeakyRelu";
+    if (key.empty() && c.remove_qdq_conv_prelu) key = "RemoveQDQConvPRelu";
+    if (!key.empty())
+      throw Error("extra option " + key + " takes effect only with enable_dpu (the NPU CNN quantizer's)");
   }
   if (c.enable_dpu && c.enable_npu_transformer)  // Quark: one NPU quantizer or the other
     throw Error("enable_dpu (enable_npu_cnn) and enable_npu_transformer: choose one NPU path");

@@ -120,6 +120,14 @@ struct QuantConfig {
   QuantFormat format = QuantFormat::QDQ;
   // calibrate_method; vai_q_onnx's default is PowerOfTwoMethod.MinMSE. calib.method follows it.
   calib::Method calibrate_method = calib::Method::MinMSE;
+  // UsePowerOf2Scale (vai_q_onnx): false keeps the float scale of a power-of-two method's range
+  // (vai's compute_scale_zp_pof2s with use_pof2s false; MinMSE weights still search positions).
+  bool use_power_of_two_scale = true;
+  // Int16Scale (vai_q_onnx and Quark): MinMax ranges (Int16Method.MinMax, whatever
+  // calibrate_method says) whose float scales become the nearest M / 2^N, M 16-bit.
+  bool int16_scale = false;
+  // ConvertOpsetVersion (Quark): the float model converted to this default-domain opset first.
+  std::optional<int64_t> convert_opset_version;
   ir::DataType activation_type = ir::DataType::Int8;
   ir::DataType weight_type = ir::DataType::Int8;
   bool per_channel = false;
@@ -139,6 +147,7 @@ struct QuantConfig {
   bool force_quantize_no_input_check = false;  // ForceQuantizeNoInputCheck
   std::optional<bool> matmul_const_b_only;     // MatMulConstBOnly; unset: enable_npu_transformer (Quark)
   std::set<std::string> op_types_to_exclude_output_quantization;  // OpTypesToExcludeOutputQuantization
+  std::set<std::string> nodes_to_exclude_output_quantization;     // NodesToExcludeOutputQuantization (Quark)
   std::map<std::string, int64_t> per_channel_axis;                // QDQOpTypePerChannelSupportToAxis
   bool keep_removable_activations = false;                        // QDQKeepRemovableActivations (ORT)
 
@@ -237,7 +246,19 @@ struct QuantConfig {
   bool convert_fp16_to_fp32 = false;
   bool convert_nchw_to_nhwc = false;
 
-  bool power_of_two() const { return calib::is_power_of_two(calibrate_method); }
+  // The method calibration runs: Int16Scale calibrates with MinMax, and so does NonOverflow with
+  // UsePowerOf2Scale false (vai_q_onnx hands NonOverflow to ONNX Runtime's MinMax calibrator and
+  // snaps its range in the quantizer; without the snap the range is the extrema).
+  calib::Method calibration_method() const {
+    if (int16_scale || (!use_power_of_two_scale && calibrate_method == calib::Method::NonOverflow))
+      return calib::Method::MinMax;
+    return calibrate_method;
+  }
+  // The calibration options: calib with that method (a NonOverflow calibrated with MinMax keeps its
+  // symmetric default).
+  calib::CalibOptions calibration_options() const;
+  // Power-of-two scales: a power-of-two method, unless UsePowerOf2Scale is false.
+  bool power_of_two() const { return calib::is_power_of_two(calibration_method()) && use_power_of_two_scale; }
   bool matmul_const_b_only_on() const { return matmul_const_b_only.value_or(enable_npu_transformer); }
   bool weights_symmetric() const;
   // Whether float16 / bfloat16 Q/DQ are written in the Cast form (standard ops) rather than as

@@ -51,12 +51,6 @@ ConfigKey limited(KeyScope scope, std::string name, std::string type, std::strin
           KeyStatus::Limited, std::move(note), std::move(owner), apply};
 }
 
-// vai_q_onnx's and Quark's keys whose part onnxptq takes from its command line.
-ConfigKey command_line(std::string name, std::string type, std::string flags) {
-  return {std::move(name),        KeyScope::ExtraOption, std::move(type), "-",
-          KeyStatus::CommandLine, std::move(flags),      "cli",           nullptr};
-}
-
 // A key of vai_q_onnx's or Quark's whose feature nobody has built: the feature.
 ConfigKey refused(std::string name, std::string type, std::string feature) {
   return {std::move(name), KeyScope::ExtraOption, std::move(type), "-", KeyStatus::Refused, std::move(feature), "-",
@@ -65,7 +59,7 @@ ConfigKey refused(std::string name, std::string type, std::string feature) {
 
 constexpr KeyScope kConfig = KeyScope::Config;
 constexpr KeyScope kExtra = KeyScope::ExtraOption;
-constexpr const char* kNpuPath = "the NPU path (enable_dpu, power-of-two XINT8)";
+constexpr const char* kOtherKey = "onnxptq options lists those it has";
 
 // quantize_static's arguments (vai_q_onnx 1.16's names and defaults) and the switches of Quark for
 // ONNX's QuantizationConfig.
@@ -173,6 +167,11 @@ void add_quantizer_options(std::vector<ConfigKey>& keys) {
               std::vector<std::string> ops = json_strings(k.name, v);
               c.op_types_to_exclude_output_quantization = std::set<std::string>(ops.begin(), ops.end());
             }));
+  add(works(kExtra, "NodesToExcludeOutputQuantization", "list of strings", "[]", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) {
+              std::vector<std::string> nodes = json_strings(k.name, v);
+              c.nodes_to_exclude_output_quantization = std::set<std::string>(nodes.begin(), nodes.end());
+            }));
   add(works(kExtra, "QDQOpTypePerChannelSupportToAxis", "object", "{}", "quant",
             [](QuantConfig& c, const ConfigKey& k, const json& v) {
               if (!v.is_object()) throw Error("extra option " + k.name + ": expected {op type: axis}, got " + v.dump());
@@ -236,6 +235,12 @@ void add_calibration_options(std::vector<ConfigKey>& keys) {
       [](QuantConfig& c, const ConfigKey& k, const json& v) { c.calib.averaging_constant = json_number(k.name, v); }));
   add(works(kExtra, "CalibPercentile", "number", "99.999", "calib",
             [](QuantConfig& c, const ConfigKey& k, const json& v) { c.calib.percentile = json_number(k.name, v); }));
+  add(works(
+      kExtra, "UsePowerOf2Scale", "bool", "true", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.use_power_of_two_scale = json_bool(k.name, v); },
+      "with a power-of-two method"));
+  add(works(kExtra, "Int16Scale", "bool", "false", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.int16_scale = json_bool(k.name, v); }));
   add(works(kExtra, "MinMSEMode", "string", "\"All\"", "calib",
             [](QuantConfig& c, const ConfigKey& k, const json& v) { c.calib.minmse_mode = json_string(k.name, v); }));
   add(works(kExtra, "CalibWorkerNum", "integer", "1 (command line: 0)", "calib",
@@ -343,6 +348,13 @@ void add_preparation_options(std::vector<ConfigKey>& keys) {
       kExtra, "ConvertNCHWToNHWC", "bool", "false", "passes",
       [](QuantConfig& c, const ConfigKey& k, const json& v) { c.convert_nchw_to_nhwc = json_bool(k.name, v); },
       "Quark's name of convert_nchw_to_nhwc"));
+  add(works(kExtra, "ConvertOpsetVersion", "integer", "unset", "passes",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) {
+              const int64_t opset = json_integer(k.name, v);
+              if (opset < 1)
+                throw Error("extra option " + k.name + ": expected an opset of 1 or more, got " + v.dump());
+              c.convert_opset_version = opset;
+            }));
 }
 
 // Quark's ExtendedQuantFormat.QDQ options and the keys of its alignment loop (align_quantize_info),
@@ -447,13 +459,27 @@ void add_ipu_check_options(std::vector<ConfigKey>& keys) {
       with_check));
 }
 
+// The DPU simulation's rewrites take effect with enable_dpu only; the graph rewrites run by their
+// keys alone, on by default with enable_dpu (and four of them with enable_npu_transformer).
+bool is_simulation(const passes::DpuPassOption& o) {
+  for (const passes::PassInfo& pass : passes::dpu_simulation_passes())
+    if (pass.name == std::string(o.pass)) return true;
+  return false;
+}
+
+std::string rewrite_default(const passes::DpuPassOption& o) {
+  if (!o.default_value) return "false";
+  if (is_simulation(o)) return "true";
+  return is_npu_transformer_pass_option(o.option) ? "= enable_dpu or enable_npu_transformer" : "= enable_dpu";
+}
+
 // enable_dpu's rewrites (passes/dpu.h), each behind its key, and its QDQ removal switches.
 void add_dpu_options(std::vector<ConfigKey>& keys) {
   for (const passes::DpuPassOption& o : passes::dpu_pass_options())
     keys.push_back(works(
-        kExtra, o.option, "bool", o.default_value ? "true" : "false", "passes",
+        kExtra, o.option, "bool", rewrite_default(o), "passes",
         [](QuantConfig& c, const ConfigKey& k, const json& v) { c.dpu_pass_switches[k.name] = json_bool(k.name, v); },
-        is_npu_transformer_pass_option(o.option) ? "with enable_dpu or enable_npu_transformer" : "with enable_dpu"));
+        is_simulation(o) ? "with enable_dpu" : ""));
   keys.push_back(works(
       kExtra, "SimulateDPU", "bool", "true", "passes",
       [](QuantConfig& c, const ConfigKey& k, const json& v) { c.simulate_dpu = json_bool(k.name, v); },
@@ -478,21 +504,18 @@ void add_dpu_options(std::vector<ConfigKey>& keys) {
 
 // Keys onnxptq refuses: those given on its command line, and those of features not built.
 void add_refused_options(std::vector<ConfigKey>& keys) {
-  keys.push_back(refused("UsePowerOf2Scale", "bool", kNpuPath));
-  keys.push_back(refused("Int16Scale", "bool", kNpuPath));
-  keys.push_back(refused("ConvertClipToDPUVersion", "bool", kNpuPath));
-  keys.push_back(refused("ConvertInstanceNormToDPUVersion", "bool", kNpuPath));
-  keys.push_back(refused("ConvertOpsetVersion", "integer", kNpuPath));
+  keys.push_back(refused("ConvertInstanceNormToDPUVersion", "bool",
+                         "Quark's ExtendedInstanceNormalization (the DPU's bfloat16 instance norm)"));
   keys.push_back(refused("BFPAttributes", "object", "Quark's BFP data types (QBFP)"));
   keys.push_back(refused("MXAttributes", "object", "Quark's MX data types (QMX)"));
   keys.push_back(refused("UseMatMulNBits", "bool", "MatMulNBits weight-only quantization"));
   keys.push_back(refused("MatMulNBitsParams", "object", "MatMulNBits weight-only quantization"));
   keys.push_back(refused("DedicateDQNode", "bool", "one DequantizeLinear per consumer (DedicateDQNode)"));
   keys.push_back(refused("WeightsOnly", "bool", "weight-only quantization (WeightsOnly)"));
-  // The other keys of the NPU path's families, which vai_q_onnx and Quark keep adding.
-  keys.push_back(refused("Convert*", "-", kNpuPath));
-  keys.push_back(refused("Adjust*", "-", kNpuPath));
-  keys.push_back(refused("Align*", "-", kNpuPath));
+  // The other keys of these families, which vai_q_onnx and Quark keep adding.
+  keys.push_back(refused("Convert*", "-", kOtherKey));
+  keys.push_back(refused("Adjust*", "-", kOtherKey));
+  keys.push_back(refused("Align*", "-", kOtherKey));
 }
 
 bool is_family(const ConfigKey& key) { return !key.name.empty() && key.name.back() == '*'; }
@@ -504,9 +527,10 @@ void apply_key(QuantConfig& config, const ConfigKey& entry, const std::string& k
     case KeyStatus::Limited:
       entry.apply(config, entry, value);
       return;
-    case KeyStatus::CommandLine:
-      throw Error(prefix + key + " is given on the command line (" + entry.note + ") in this version");
     case KeyStatus::Refused:
+      if (is_family(entry))
+        throw unsupported(prefix + key + ": onnxptq has no such key of the " + entry.name + " family (" + entry.note +
+                          ")");
       throw unsupported(prefix + key + " belongs to " + entry.note + ", not built yet");
   }
 }
@@ -546,8 +570,6 @@ const char* key_status_name(KeyStatus status) {
       return "works";
     case KeyStatus::Limited:
       return "limited";
-    case KeyStatus::CommandLine:
-      return "command line";
     case KeyStatus::Refused:
       return "refused";
   }
@@ -556,6 +578,7 @@ const char* key_status_name(KeyStatus status) {
 
 std::string key_status_text(const ConfigKey& key) {
   std::string text = key_status_name(key.status);
+  if (key.status == KeyStatus::Refused && is_family(key)) return text + ": the family's other keys, not built yet";
   if (key.status == KeyStatus::Refused) return text + ": " + key.note + ", not built yet";
   return key.note.empty() ? text : text + ": " + key.note;
 }

@@ -19,10 +19,9 @@ enum class KeyScope {
 };
 
 enum class KeyStatus {
-  Works,        // onnxptq acts on it (`note`: what it needs to take effect, if anything)
-  Limited,      // some values are refused: `note` says which and why (the error's text)
-  CommandLine,  // refused here: given on the command line, by the flags `note` names
-  Refused,      // refused: a feature not built, which `note` names
+  Works,    // onnxptq acts on it (`note`: what it needs to take effect, if anything)
+  Limited,  // some values are refused: `note` says which and why (the error's text)
+  Refused,  // refused: a feature not built, which `note` names
 };
 
 struct ConfigKey;

@@ -66,8 +66,9 @@ std::set<std::string> quantized_op_types(const QuantConfig& config) {
       ops.insert("Min");
     }
   }
+  // ConvertBNToConv (on by default on the NPU paths) makes a standalone BatchNormalization quantizable.
   auto bn = config.dpu_pass_switches.find("ConvertBNToConv");
-  if ((config.enable_dpu || config.enable_npu_transformer) && (bn == config.dpu_pass_switches.end() || bn->second))
+  if (bn != config.dpu_pass_switches.end() ? bn->second : config.enable_dpu || config.enable_npu_transformer)
     ops.insert("BatchNormalization");
   return ops;
 }

@@ -16,6 +16,7 @@
 #include "ir/model.h"
 #include "qmath/params.h"
 #include "quant/config.h"
+#include "quant/tensor_quant.h"
 
 namespace onnxptq::quant {
 
@@ -134,5 +135,9 @@ void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& co
 // range (ONNX Runtime's quantize_nparray) or, with power-of-two scales, the symmetric one of
 // signed types (vai_q_onnx's and Quark's).
 qmath::QRange weight_saturation(const TensorPlan& t, const QuantConfig& config);
+// Whose scale rules a configuration takes: vai_q_onnx's own quantizer for its power-of-two methods
+// (UsePowerOf2Scale false too) and Int16Scale, ONNX Runtime's otherwise.
+Tool scale_tool(const QuantConfig& config);
+ScaleKind scale_kind(const QuantConfig& config);
 
 }  // namespace onnxptq::quant

@@ -36,6 +36,9 @@ class Planner {
     const std::set<std::string> op_types = quantized_op_types(config_, graph_);
     const std::set<std::string> registry_op_types = quantized_op_types(config_);
 
+    for (const std::string& name : config_.nodes_to_exclude_output_quantization)
+      if (!names.count(name))
+        throw Error("the model has no node named '" + name + "' (in NodesToExcludeOutputQuantization)");
     for (const auto& [name, p] : config_.node_precision) {
       if (!names.count(name)) throw Error("the model has no node named '" + name + "' (in NodePrecision)");
       if (p.keep_float) excluded.insert(name);
@@ -219,7 +222,9 @@ class Planner {
   }
 
   void output(const ir::Node& n, const ir::Value* v) {
-    if (config_.op_types_to_exclude_output_quantization.count(n.op_type)) return;
+    if (config_.op_types_to_exclude_output_quantization.count(n.op_type) ||
+        config_.nodes_to_exclude_output_quantization.count(n.name))
+      return;
     activation(v);
   }
 
@@ -501,8 +506,7 @@ class Planner {
     // Removing the node is exact only when quantizing its output clips where it does, at 0: not
     // with a symmetric calibrated range (-m, m), where ORT and vai_q_onnx remove it anyway and
     // the negative values pass (docs/options.md).
-    calib::CalibOptions calib = config_.calib;
-    calib.method = config_.calibrate_method;
+    calib::CalibOptions calib = config_.calibration_options();
     if (!config_.activation_symmetric && !calib::ranges_symmetric(calib) && !config_.keep_removable_activations &&
         !vitis && !extended_keeps && single_use && own_input && in_plan->range_from.empty() && quantizable(out) &&
         !planned(out)) {

@@ -49,7 +49,7 @@ void scale_float_target(ScaleOptions& o, ir::DataType type, bool scaled, const s
 }
 
 qmath::ScaleZeroPoint float_activation(const TensorPlan& t, const calib::TensorRange& r, const QuantConfig& config) {
-  ScaleOptions o = scale_options_of(Tool::ort, ScaleKind::float_scale);
+  ScaleOptions o = scale_options_of(scale_tool(config), scale_kind(config));
   o.symmetric = t.symmetric;
   if (ir::data_type_bits(t.type) == 32) o.table = qmath::RangeTable::vai;  // ORT's table stops at 16 bits
   scale_float_target(o, t.type, config.activation_scaled, t.name);
@@ -78,7 +78,7 @@ qmath::ScaleZeroPoint conversion_params(const TensorPlan& t, const TensorPlan::C
     qmath::QRange q = qmath::quant_range(t.type, t.symmetric);
     range = {static_cast<double>(q.min - p.zero_point) * p.scale, static_cast<double>(q.max - p.zero_point) * p.scale};
   }
-  ScaleOptions o = scale_options_of(pof2 ? Tool::vai : Tool::ort, pof2 ? ScaleKind::power_of_two : ScaleKind::float_scale);
+  ScaleOptions o = scale_options_of(scale_tool(config), scale_kind(config));
   o.symmetric = c.symmetric;
   if (pof2) o.pof2_position = Pof2Position::non_overflow;
   scale_float_target(o, c.type, config.activation_scaled, t.name + " (its conversion)");
@@ -90,8 +90,8 @@ qmath::ScaleZeroPoint conversion_params(const TensorPlan& t, const TensorPlan::C
 void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& config,
                        const calib::CalibrationResult& ranges) {
   const bool pof2 = config.power_of_two();
-  const Tool tool = pof2 ? Tool::vai : Tool::ort;
-  const ScaleKind kind = pof2 ? ScaleKind::power_of_two : ScaleKind::float_scale;
+  const Tool tool = scale_tool(config);
+  const ScaleKind kind = scale_kind(config);
 
   for (TensorPlan& t : plan.tensors) {
     if (t.role != Role::Activation || !t.shared_from.empty()) continue;
@@ -132,7 +132,11 @@ void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& co
     if (ir::data_type_bits(t.type) == 32) o.scale.table = qmath::RangeTable::vai;  // ORT's table stops at 16 bits
     o.scale.reduce_range = t.reduce_range.value_or(config.reduce_range);
     o.axis = t.axis;
-    if (pof2 && config.calibrate_method == calib::Method::MinMSE) o.method = WeightMethod::pof2_min_mse;
+    // vai's MinMSE weights search power-of-two positions even with UsePowerOf2Scale false.
+    if (tool == Tool::vai && config.calibration_method() == calib::Method::MinMSE) {
+      o.method = WeightMethod::pof2_min_mse;
+      o.scale.kind = ScaleKind::power_of_two;
+    }
     if (pof2 && config.calibrate_method == calib::Method::NonOverflow)
       o.scale.pof2_position = Pof2Position::non_overflow;
     scale_float_target(o.scale, t.type, config.weight_scaled, t.name);
@@ -146,7 +150,7 @@ void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& co
 
   // ORT's guard raises a weight scale whose bias would overflow int32, before weights are quantized.
   for (TensorPlan& t : plan.tensors) {
-    if (t.role != Role::Bias || pof2) continue;
+    if (t.role != Role::Bias || tool == Tool::vai) continue;
     TensorPlan* w = plan.find(t.bias_weight);
     const TensorPlan& in = plan.provider(t.bias_input);
     if (!w || w->role != Role::Weight || in.params.empty()) continue;
@@ -187,8 +191,17 @@ void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& co
 }
 
 qmath::QRange weight_saturation(const TensorPlan& t, const QuantConfig& config) {
-  const Tool tool = config.power_of_two() ? Tool::vai : Tool::ort;
-  return detail::saturation_range(t.type, weight_options_of(tool, ScaleKind::float_scale).quantize.saturation);
+  return detail::saturation_range(t.type,
+                                  weight_options_of(scale_tool(config), ScaleKind::float_scale).quantize.saturation);
+}
+
+Tool scale_tool(const QuantConfig& config) {
+  return calib::is_power_of_two(config.calibration_method()) || config.int16_scale ? Tool::vai : Tool::ort;
+}
+
+ScaleKind scale_kind(const QuantConfig& config) {
+  if (config.power_of_two()) return ScaleKind::power_of_two;
+  return config.int16_scale ? ScaleKind::int16_scale : ScaleKind::float_scale;
 }
 
 }  // namespace onnxptq::quant

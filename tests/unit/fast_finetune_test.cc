@@ -472,7 +472,9 @@ TEST(FastFinetune, Bfloat16WeightsTrainWithAdaQuant) {
   size_t kept = 0;
   for (const quant::FinetunedLayer& r : reports) {
     EXPECT_TRUE(r.skipped.empty()) << r.node << ": " << r.skipped;
-    if (r.kept) EXPECT_LT(r.loss_after, r.loss_before) << r.node;
+    if (r.kept) {
+      EXPECT_LT(r.loss_after, r.loss_before) << r.node;
+    }
     kept += r.kept;
   }
   EXPECT_GT(kept, 0u);

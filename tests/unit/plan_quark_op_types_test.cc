@@ -196,11 +196,11 @@ TEST(PlanNpuTransformer, ItsRewriteKeysAndItsRefusals) {
     return std::string();
   };
   apply_extra_option(c, "ConvertSplitToSlice", nlohmann::json(false));
-  EXPECT_EQ(error(c), "extra option ConvertSplitToSlice takes effect only with enable_dpu or enable_npu_transformer");
   c.enable_npu_transformer = true;
   EXPECT_EQ(error(c), "");
-  apply_extra_option(c, "ConvertClipToRelu", nlohmann::json(true));  // an enable_dpu rewrite Quark does not turn on
-  EXPECT_EQ(error(c), "extra option ConvertClipToRelu takes effect only with enable_dpu");
+  apply_extra_option(c, "ConvertSoftmaxToDPUVersion", nlohmann::json(true));  // the NPU CNN quantizer's simulation
+  EXPECT_EQ(error(c),
+            "extra option ConvertSoftmaxToDPUVersion takes effect only with enable_dpu (the NPU CNN quantizer's)");
   QuantConfig both;
   both.calibrate_method = calib::Method::MinMSE;
   both.activation_symmetric = true;

@@ -171,11 +171,6 @@ const std::map<std::string, std::set<std::string>> kRefusedToday = {
     {"MATMUL_NBITS", {"UseMatMulNBits", "MatMulNBitsParams"}},
 };
 
-// Presets whose settings each apply but whose combination check_config refuses: words of the error.
-// VINT8 sets the enable_dpu rewrites' and QDQ removal's keys without enable_dpu (Quark runs those
-// rewrites outside its NPU quantizers; onnxptq only on its NPU paths).
-const std::map<std::string, std::string> kRefusedByCheck = {{"VINT8", "takes effect only with enable_dpu"}};
-
 // Words the refusal of a feature nobody is building must contain.
 const std::map<std::string, std::string> kMissingFeature = {{"include_fast_ft", "fast finetune"},
                                                             {"use_dynamic_quant", "dynamic quantization"},
@@ -220,12 +215,6 @@ TEST(Presets, EachAppliesOrNamesWhatTheCoreRefuses) {
     EXPECT_EQ(whole_applies, refused.empty());
     if (refused.empty()) {
       std::vector<PresetRefusal> checked = check_preset(p);
-      if (kRefusedByCheck.count(p.name)) {
-        ASSERT_EQ(checked.size(), 1u);
-        EXPECT_EQ(checked[0].key, "check_config");
-        EXPECT_NE(checked[0].error.find(kRefusedByCheck.at(p.name)), std::string::npos) << checked[0].error;
-        continue;
-      }
       // Settings that apply one by one hold together.
       EXPECT_NO_THROW(check_config(c));
       EXPECT_TRUE(checked.empty());
