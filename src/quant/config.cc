@@ -7,6 +7,7 @@
 #include "onnxptq/error.h"
 #include "quant/ipu_limitation.h"
 #include "quant/overrides.h"
+#include "quant/post_process.h"
 #include "quant/tensor_quant.h"
 
 namespace onnxptq::quant {
@@ -235,13 +236,16 @@ void check_config(const QuantConfig& c) {
     for (const auto& [key, on] : c.dpu_pass_switches)
       if (pass_key.empty() && !(c.enable_npu_transformer && is_npu_transformer_pass_option(key))) pass_key = key;
     if (!pass_key.empty() || !c.simulate_dpu || !c.remove_qdq_conv_relu || !c.remove_qdq_conv_clip ||
-        c.remove_qdq_conv_leaky_relu || c.remove_qdq_conv_prelu) {
+        c.remove_qdq_conv_leaky_relu || c.remove_qdq_conv_prelu || c.remove_qdq_conv_gelu ||
+        c.remove_qdq_instance_norm) {
       std::string key = !pass_key.empty()              ? pass_key
                         : !c.simulate_dpu              ? "SimulateDPU"
                         : !c.remove_qdq_conv_relu      ? "RemoveQDQConvRelu"
                         : !c.remove_qdq_conv_clip      ? "RemoveQDQConvClip"
                         : c.remove_qdq_conv_leaky_relu ? "RemoveQDQConvLeakyRelu"
-                                                       : "RemoveQDQConvPRelu";
+                        : c.remove_qdq_conv_prelu      ? "RemoveQDQConvPRelu"
+                        : c.remove_qdq_conv_gelu       ? "RemoveQDQConvGelu"
+                                                       : "RemoveQDQInstanceNorm";
       throw Error("extra option " + key + " takes effect only with enable_dpu" +
                   (is_npu_transformer_pass_option(key) ? " or enable_npu_transformer" : ""));
     }
@@ -249,6 +253,7 @@ void check_config(const QuantConfig& c) {
   if (c.enable_dpu && c.enable_npu_transformer)  // Quark: one NPU quantizer or the other
     throw Error("enable_dpu (enable_npu_cnn) and enable_npu_transformer: choose one NPU path");
   check_ipu_config(c);  // IPULimitationCheck's options need enable_dpu
+  check_post_process(c);
   check_float_type_options(c);
   for (const auto& [op, axis] : c.per_channel_axis)
     if (axis < -8 || axis > 8)

@@ -8,6 +8,7 @@
 #include "engine/session.h"
 #include "onnxptq/error.h"
 #include "passes/cle.h"
+#include "passes/dedicate.h"
 #include "passes/dpu.h"
 #include "passes/model_format.h"
 #include "passes/pipeline.h"
@@ -15,6 +16,7 @@
 #include "quant/dpu_plan.h"
 #include "quant/export.h"
 #include "quant/ipu_limitation.h"
+#include "quant/post_process.h"
 
 namespace onnxptq::quant {
 
@@ -106,8 +108,11 @@ void merge_calibration(calib::CalibrationResult& into, calib::CalibrationResult&
 // optimize_model: the preparation passes on a copy, the engine's shape run at the first sample's
 // input shapes.
 ir::Model prepare_model(const ir::Model& model, calib::DataReader& reader,
-                        const std::function<void(const std::string&)>& say) {
+                        const std::function<void(const std::string&)>& say, int64_t target_opset = 13,
+                        bool skip_optimization = false) {
   passes::PrepareOptions options;
+  options.target_opset = target_opset;
+  options.skip_optimization = skip_optimization;
   if (std::optional<calib::Feed> feed = reader.next()) {
     for (const auto& [name, t] : *feed) options.input_shapes[name] = t.dims();
     if (reader.can_rewind()) reader.rewind();
@@ -156,6 +161,30 @@ const std::vector<passes::PassInfo>& npu_transformer_passes() {
   return list;
 }
 
+// Quark's CopySharedInit, then CopyBiasInit (its apply_pre_process, after RemoveInputInit), on
+// `prepared` (a copy of `model` made when needed).
+void copy_shared_initializers(std::optional<ir::Model>& prepared, const ir::Model& model, const QuantConfig& config,
+                              const std::function<void(const std::string&)>& say) {
+  auto integer = [](ir::DataType t) {
+    return t == ir::DataType::Int8 || t == ir::DataType::UInt8 || t == ir::DataType::Int16 || t == ir::DataType::UInt16;
+  };
+  // Quark copies biases only for its integer types with one of ONNX Runtime's CalibrationMethods.
+  const calib::Method m = config.calibrate_method;
+  const bool ort_method = m == calib::Method::MinMax || m == calib::Method::Entropy ||
+                          m == calib::Method::Percentile || m == calib::Method::Distribution;
+  const bool copy_biases =
+      config.copy_bias_init && integer(config.weight_type) && integer(config.activation_type) && ort_method;
+  if (!config.copy_shared_init && !copy_biases) return;
+  ir::Model copy = ir::clone_model(prepared ? *prepared : model);
+  passes::PassContext context;
+  bool changed = false;
+  if (config.copy_shared_init)
+    changed = passes::copy_shared_initializers(copy, *config.copy_shared_init, false, context) || changed;
+  if (copy_biases) changed = passes::copy_shared_initializers(copy, *config.copy_bias_init, true, context) || changed;
+  for (const std::string& line : context.log) say(line);
+  if (changed) prepared = std::move(copy);
+}
+
 }  // namespace
 
 std::unique_ptr<calib::DataReader> adapted_reader(calib::DataReader& reader, const ir::Model& model,
@@ -195,9 +224,14 @@ std::optional<ir::Model> prepare_float_model(const ir::Model& model, calib::Data
     for (const std::string& name : input_inits) prepared->graph->remove_input(prepared->graph->find_value(name));
     say("RemoveInputInit: " + std::to_string(input_inits.size()) + " graph inputs that are initializers are weights");
   }
-  if (config.optimize_model) {
+  copy_shared_initializers(prepared, model, config, say);
+  // Int16Bias: DequantizeLinear takes int16 from opset 21, so the model is upgraded to it (as
+  // Quark's convert_bias_int32_to_int16 does, on the quantized model).
+  const bool to_opset_21 = config.int16_bias && (prepared ? *prepared : model).opset("") < 21;
+  if (config.optimize_model || to_opset_21) {
     std::unique_ptr<calib::DataReader> adapted = adapted_reader(reader, prepared ? *prepared : model, config);
-    prepared = prepare_model(prepared ? *prepared : model, adapted ? *adapted : reader, say);
+    prepared = prepare_model(prepared ? *prepared : model, adapted ? *adapted : reader, say,
+                             config.int16_bias ? 21 : 13, !config.optimize_model);
     if (seconds) (*seconds)["prepare"] = seconds_since(start);
     start = std::chrono::steady_clock::now();
   }
@@ -339,6 +373,10 @@ void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::D
   }
   if (config.enable_dpu && config.ipu.enabled && config.power_of_two())  // as vai_q_onnx: after SimulateDPU
     for (const std::string& line : ipu_limitation_log(apply_ipu_limitations(r.plan, model, config), config)) say(line);
+  if (size_t n = remove_qdq_between_ops(r.plan, model, config)) {  // Quark: before its post-quantization algorithms
+    say("RemoveQDQMulAdd / RemoveQDQBetweenOps: " + std::to_string(n) + " tensors lose their Q/DQ");
+    say_warnings(r.plan);
+  }
   r.seconds["parameters"] = seconds_since(start);
 
   if (config.include_fast_ft) {
@@ -348,9 +386,19 @@ void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::D
     r.seconds["finetune"] = seconds_since(start);
   }
 
+  if (config.int16_bias) {
+    say("Int16Bias: " + std::to_string(convert_biases_to_int16(r.plan, model)) + " int32 biases stored as int16");
+    say_warnings(r.plan);
+  }
+
   if (!with_export) return;
   start = std::chrono::steady_clock::now();
   r.model = export_model(model, r.plan, config);
+  if (config.dedicate_dq_node) {  // Quark's last post-process: numbers unchanged, so on the written model only
+    passes::PassContext context;
+    passes::dedicate_dq_nodes(r.model, context);
+    for (const std::string& line : context.log) say(line);
+  }
   r.seconds["export"] = seconds_since(start);
 }
 
