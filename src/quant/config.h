@@ -241,7 +241,7 @@ struct QuantConfig {
   // the first op type read only by a node of the second goes (quant/post_process.h).
   bool remove_qdq_mul_add = false;
   std::vector<std::pair<std::string, std::string>> remove_qdq_between_ops;
-  bool int16_bias = false;        // Int16Bias: int32 biases stored as int16 (clipped), opset 21
+  bool int16_bias = false;        // Int16Bias: int32 biases stored as int16 (clipped, as Quark)
   bool dedicate_dq_node = false;  // DedicateDQNode: one DequantizeLinear per reader of the written model
 
   // optimize_model (the seeds' default): the float model is prepared first (passes::prepare:

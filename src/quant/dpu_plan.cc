@@ -25,8 +25,7 @@ bool needs_annotation(const ir::Node& n, const QuantConfig& config) {
   if (!n.domain.empty() && n.domain != "ai.onnx") return false;
   return (n.op_type == "Relu" && config.remove_qdq_conv_relu) || (is_clip6(n) && config.remove_qdq_conv_clip) ||
          (n.op_type == "LeakyRelu" && config.remove_qdq_conv_leaky_relu) ||
-         (n.op_type == "PRelu" && config.remove_qdq_conv_prelu) ||
-         (n.op_type == "Gelu" && config.remove_qdq_conv_gelu);
+         (n.op_type == "PRelu" && config.remove_qdq_conv_prelu) || (n.op_type == "Gelu" && config.remove_qdq_conv_gelu);
 }
 
 bool is_average_pool(const ir::Node& n) {

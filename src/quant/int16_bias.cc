@@ -7,12 +7,8 @@
 namespace onnxptq::quant {
 
 size_t convert_biases_to_int16(Plan& plan, const ir::Model& model) {
-  static const std::set<std::string> ops = {"Conv",
-                                            "ConvTranspose",
-                                            "Gemm",
-                                            "LayerNormalization",
-                                            "InstanceNormalization",
-                                            "BatchNormalization"};
+  static const std::set<std::string> ops = {
+      "Conv", "ConvTranspose", "Gemm", "LayerNormalization", "InstanceNormalization", "BatchNormalization"};
   size_t changed = 0;
   for (const auto& node : model.graph->nodes()) {
     const ir::Value* b = node->input(2);

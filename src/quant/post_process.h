@@ -36,7 +36,8 @@ size_t remove_qdq_between_ops(Plan& plan, const ir::Model& model, const QuantCon
 // Quark's convert_bias_int32_to_int16: the int32 bias of a Conv, ConvTranspose, Gemm,
 // LayerNormalization, InstanceNormalization or BatchNormalization becomes int16 with the same
 // scale, its values clipped to [-32768, 32767] (a warning in plan.warnings names each bias
-// clipped). Returns how many biases changed.
+// clipped). Returns how many biases changed. The QDQ writer puts them, as every 16-bit type,
+// in com.microsoft's DequantizeLinear below opset 21.
 size_t convert_biases_to_int16(Plan& plan, const ir::Model& model);
 
 }  // namespace onnxptq::quant

@@ -59,28 +59,27 @@ std::vector<std::pair<std::string, std::string>> json_op_pairs(const std::string
 }  // namespace
 
 void add_post_process_keys(std::vector<ConfigKey>& keys) {
-  keys.push_back(key("CopySharedInit", "null or list of strings", "null", "passes",
+  keys.push_back(key("CopySharedInit", "list of strings or null", "null", "passes",
                      [](QuantConfig& c, const ConfigKey& k, const json& v) {
                        c.copy_shared_init = json_op_types_or_none(k.name, v);
                      }));
   keys.push_back(key(
-      "CopyBiasInit", "null or list of strings", "[\"Conv\", \"ConvTranspose\", \"Gemm\"]", "passes",
+      "CopyBiasInit", "list of strings or null", "[\"Conv\", \"ConvTranspose\", \"Gemm\"]", "passes",
       [](QuantConfig& c, const ConfigKey& k, const json& v) { c.copy_bias_init = json_op_types_or_none(k.name, v); },
       "with 8/16-bit integer types and MinMax, Entropy, Percentile or Distribution"));
-  keys.push_back(key("RemoveQDQMulAdd", "bool", "false", "quant", [](QuantConfig& c, const ConfigKey& k, const json& v) {
-    c.remove_qdq_mul_add = json_bool(k.name, v);
-  }));
-  keys.push_back(key("RemoveQDQBetweenOps", "null or list of [op, op]", "null", "quant",
-                     [](QuantConfig& c, const ConfigKey& k, const json& v) {
-                       c.remove_qdq_between_ops = json_op_pairs(k.name, v);
-                     }));
+  keys.push_back(
+      key("RemoveQDQMulAdd", "bool", "false", "quant",
+          [](QuantConfig& c, const ConfigKey& k, const json& v) { c.remove_qdq_mul_add = json_bool(k.name, v); }));
+  keys.push_back(key(
+      "RemoveQDQBetweenOps", "list of pairs or null", "null", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.remove_qdq_between_ops = json_op_pairs(k.name, v); }));
   keys.push_back(key(
       "Int16Bias", "bool", "false", "quant",
       [](QuantConfig& c, const ConfigKey& k, const json& v) { c.int16_bias = json_bool(k.name, v); },
-      "upgrades the model to opset 21"));
-  keys.push_back(key("DedicateDQNode", "bool", "false", "passes", [](QuantConfig& c, const ConfigKey& k, const json& v) {
-    c.dedicate_dq_node = json_bool(k.name, v);
-  }));
+      "below opset 21 com.microsoft's DequantizeLinear"));
+  keys.push_back(
+      key("DedicateDQNode", "bool", "false", "passes",
+          [](QuantConfig& c, const ConfigKey& k, const json& v) { c.dedicate_dq_node = json_bool(k.name, v); }));
 }
 
 }  // namespace onnxptq::quant

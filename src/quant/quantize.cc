@@ -108,11 +108,8 @@ void merge_calibration(calib::CalibrationResult& into, calib::CalibrationResult&
 // optimize_model: the preparation passes on a copy, the engine's shape run at the first sample's
 // input shapes.
 ir::Model prepare_model(const ir::Model& model, calib::DataReader& reader,
-                        const std::function<void(const std::string&)>& say, int64_t target_opset = 13,
-                        bool skip_optimization = false) {
+                        const std::function<void(const std::string&)>& say) {
   passes::PrepareOptions options;
-  options.target_opset = target_opset;
-  options.skip_optimization = skip_optimization;
   if (std::optional<calib::Feed> feed = reader.next()) {
     for (const auto& [name, t] : *feed) options.input_shapes[name] = t.dims();
     if (reader.can_rewind()) reader.rewind();
@@ -170,8 +167,8 @@ void copy_shared_initializers(std::optional<ir::Model>& prepared, const ir::Mode
   };
   // Quark copies biases only for its integer types with one of ONNX Runtime's CalibrationMethods.
   const calib::Method m = config.calibrate_method;
-  const bool ort_method = m == calib::Method::MinMax || m == calib::Method::Entropy ||
-                          m == calib::Method::Percentile || m == calib::Method::Distribution;
+  const bool ort_method = m == calib::Method::MinMax || m == calib::Method::Entropy || m == calib::Method::Percentile ||
+                          m == calib::Method::Distribution;
   const bool copy_biases =
       config.copy_bias_init && integer(config.weight_type) && integer(config.activation_type) && ort_method;
   if (!config.copy_shared_init && !copy_biases) return;
@@ -225,13 +222,9 @@ std::optional<ir::Model> prepare_float_model(const ir::Model& model, calib::Data
     say("RemoveInputInit: " + std::to_string(input_inits.size()) + " graph inputs that are initializers are weights");
   }
   copy_shared_initializers(prepared, model, config, say);
-  // Int16Bias: DequantizeLinear takes int16 from opset 21, so the model is upgraded to it (as
-  // Quark's convert_bias_int32_to_int16 does, on the quantized model).
-  const bool to_opset_21 = config.int16_bias && (prepared ? *prepared : model).opset("") < 21;
-  if (config.optimize_model || to_opset_21) {
+  if (config.optimize_model) {
     std::unique_ptr<calib::DataReader> adapted = adapted_reader(reader, prepared ? *prepared : model, config);
-    prepared = prepare_model(prepared ? *prepared : model, adapted ? *adapted : reader, say,
-                             config.int16_bias ? 21 : 13, !config.optimize_model);
+    prepared = prepare_model(prepared ? *prepared : model, adapted ? *adapted : reader, say);
     if (seconds) (*seconds)["prepare"] = seconds_since(start);
     start = std::chrono::steady_clock::now();
   }
