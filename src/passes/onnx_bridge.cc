@@ -167,4 +167,10 @@ void onnx_check_model(const ir::Model& model) {
   }
 }
 
+bool onnx_knows_op(const std::string& op_type) {
+  for (const char* domain : {onnx::ONNX_DOMAIN, onnx::AI_ONNX_ML_DOMAIN})
+    if (onnx::OpSchemaRegistry::Schema(op_type, domain)) return true;
+  return false;
+}
+
 }  // namespace onnxptq::passes

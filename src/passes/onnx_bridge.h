@@ -24,4 +24,7 @@ ir::Model onnx_convert_version(const ir::Model& model, int64_t target);
 // libonnx's checker (full check: with shape inference). Error with its message.
 void onnx_check_model(const ir::Model& model);
 
+// Whether libonnx has a schema for `op_type` in the default domain or ai.onnx.ml, at any opset.
+bool onnx_knows_op(const std::string& op_type);
+
 }  // namespace onnxptq::passes

@@ -8,6 +8,7 @@
 #include "passes/dpu.h"
 #include "quant/ipu_limitation.h"
 #include "quant/overrides.h"
+#include "quant/post_process.h"
 #include "quant/tensor_quant.h"
 
 namespace onnxptq::quant {
@@ -264,12 +265,15 @@ void check_config(const QuantConfig& c) {
         }
     if (key.empty() && c.remove_qdq_conv_leaky_relu) key = "RemoveQDQConvLeakyRelu";
     if (key.empty() && c.remove_qdq_conv_prelu) key = "RemoveQDQConvPRelu";
+    if (key.empty() && c.remove_qdq_conv_gelu) key = "RemoveQDQConvGelu";
+    if (key.empty() && c.remove_qdq_instance_norm) key = "RemoveQDQInstanceNorm";
     if (!key.empty())
       throw Error("extra option " + key + " takes effect only with enable_dpu (the NPU CNN quantizer's)");
   }
   if (c.enable_dpu && c.enable_npu_transformer)  // Quark: one NPU quantizer or the other
     throw Error("enable_dpu (enable_npu_cnn) and enable_npu_transformer: choose one NPU path");
   check_ipu_config(c);  // IPULimitationCheck's options need enable_dpu
+  check_post_process(c);
   check_float_type_options(c);
   for (const auto& [op, axis] : c.per_channel_axis)
     if (axis < -8 || axis > 8)

@@ -8,6 +8,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "calib/calibrate.h"
@@ -197,6 +198,8 @@ struct QuantConfig {
   bool remove_qdq_conv_clip = true;         // RemoveQDQConvClip
   bool remove_qdq_conv_leaky_relu = false;  // RemoveQDQConvLeakyRelu
   bool remove_qdq_conv_prelu = false;       // RemoveQDQConvPRelu
+  bool remove_qdq_conv_gelu = false;        // RemoveQDQConvGelu: Gelu too
+  bool remove_qdq_instance_norm = false;    // RemoveQDQInstanceNorm: InstanceNormalization as a producer too
   // IPULimitationCheck and its Adjust* sub-options (vai_q_onnx; Quark MaxLoopNum). The Align* keys
   // below are shared: on power-of-two plans they are IPULimitationCheck's position rules, on float scales Quark's
   // align_quantize_info.
@@ -235,6 +238,20 @@ struct QuantConfig {
   // defaults to true, and ConvertBNToConv, ConvertReduceMeanToGlobalAvgPool, SplitLargeKernelPool
   // and ConvertSplitToSlice (dpu_pass_switches) run before calibration, on the nodes quantized.
   bool enable_npu_transformer = false;
+
+  // Quark's graph pre- and post-processing (its apply_pre_process / apply_post_process). CopySharedInit
+  // and CopyBiasInit: initializers (CopyBiasInit: input 2 only) that nodes of these op types share
+  // are copied before quantizing, so each node's is quantized on its own; nullopt is Quark's None (off),
+  // an empty list every op type. CopyBiasInit applies to 8/16-bit integer types calibrated by one of
+  // ONNX Runtime's methods only (MinMax, Entropy, Percentile, Distribution), as in Quark.
+  std::optional<std::vector<std::string>> copy_shared_init;
+  std::optional<std::vector<std::string>> copy_bias_init = std::vector<std::string>{"Conv", "ConvTranspose", "Gemm"};
+  // RemoveQDQMulAdd is RemoveQDQBetweenOps [("Mul", "Add")]: the Q/DQ on a tensor from a node of
+  // the first op type read only by a node of the second goes (quant/post_process.h).
+  bool remove_qdq_mul_add = false;
+  std::vector<std::pair<std::string, std::string>> remove_qdq_between_ops;
+  bool int16_bias = false;        // Int16Bias: int32 biases stored as int16 (clipped, as Quark)
+  bool dedicate_dq_node = false;  // DedicateDQNode: one DequantizeLinear per reader of the written model
 
   // optimize_model (the seeds' default): the float model is prepared first (passes::prepare:
   // shapes, opset upgrade to 13, graph optimisation).

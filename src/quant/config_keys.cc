@@ -5,6 +5,7 @@
 #include "onnxptq/error.h"
 #include "passes/dpu.h"
 #include "quant/overrides.h"
+#include "quant/post_process.h"
 
 namespace onnxptq::quant {
 
@@ -380,10 +381,6 @@ void add_alignment_options(std::vector<ConfigKey>& keys) {
             [](QuantConfig& c, const ConfigKey& k, const json& v) { c.align_reshape = json_bool(k.name, v); }));
   add(works(kExtra, "AdjustBiasScale", "bool", "true", "quant",
             [](QuantConfig& c, const ConfigKey& k, const json& v) { c.adjust_bias_scale = json_bool(k.name, v); }));
-  add(limited(kExtra, "Int16Bias", "bool", "false", "-", "true: int16 biases are not built yet",
-              [](QuantConfig&, const ConfigKey& k, const json& v) {
-                if (json_bool(k.name, v)) throw unsupported("extra option " + k.name + " " + k.note);
-              }));
 }
 
 // float16 and bfloat16 in ExtendedQuantFormat.QDQ: Quark's range scaling and its bfloat16
@@ -500,6 +497,14 @@ void add_dpu_options(std::vector<ConfigKey>& keys) {
       kExtra, "RemoveQDQConvPRelu", "bool", "false", "quant",
       [](QuantConfig& c, const ConfigKey& k, const json& v) { c.remove_qdq_conv_prelu = json_bool(k.name, v); },
       "with enable_dpu"));
+  keys.push_back(works(
+      kExtra, "RemoveQDQConvGelu", "bool", "false", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.remove_qdq_conv_gelu = json_bool(k.name, v); },
+      "with enable_dpu"));
+  keys.push_back(works(
+      kExtra, "RemoveQDQInstanceNorm", "bool", "false", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.remove_qdq_instance_norm = json_bool(k.name, v); },
+      "with enable_dpu"));
 }
 
 // Keys onnxptq refuses: those given on its command line, and those of features not built.
@@ -510,7 +515,6 @@ void add_refused_options(std::vector<ConfigKey>& keys) {
   keys.push_back(refused("MXAttributes", "object", "Quark's MX data types (QMX)"));
   keys.push_back(refused("UseMatMulNBits", "bool", "MatMulNBits weight-only quantization"));
   keys.push_back(refused("MatMulNBitsParams", "object", "MatMulNBits weight-only quantization"));
-  keys.push_back(refused("DedicateDQNode", "bool", "one DequantizeLinear per consumer (DedicateDQNode)"));
   keys.push_back(refused("WeightsOnly", "bool", "weight-only quantization (WeightsOnly)"));
   // The other keys of these families, which vai_q_onnx and Quark keep adding.
   keys.push_back(refused("Convert*", "-", kOtherKey));
@@ -546,6 +550,7 @@ const std::vector<ConfigKey>& config_keys() {
     add_preparation_options(out);
     add_alignment_options(out);
     add_float_type_options(out);
+    add_post_process_keys(out);
     add_ipu_check_options(out);
     add_dpu_options(out);
     add_refused_options(out);

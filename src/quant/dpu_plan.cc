@@ -20,10 +20,12 @@ bool is_clip6(const ir::Node& n) {
 
 // vai_q_onnx's "needs annotation": the activations whose Q/DQ in front the NPU does without.
 bool needs_annotation(const ir::Node& n, const QuantConfig& config) {
+  // Quark's Gelu may be com.microsoft's (FuseGelu below opset 20); it looks at the op type only.
+  if (n.op_type == "Gelu") return config.remove_qdq_conv_gelu && (n.domain.empty() || n.domain == "com.microsoft");
   if (!n.domain.empty() && n.domain != "ai.onnx") return false;
   return (n.op_type == "Relu" && config.remove_qdq_conv_relu) || (is_clip6(n) && config.remove_qdq_conv_clip) ||
          (n.op_type == "LeakyRelu" && config.remove_qdq_conv_leaky_relu) ||
-         (n.op_type == "PRelu" && config.remove_qdq_conv_prelu);
+         (n.op_type == "PRelu" && config.remove_qdq_conv_prelu) || (n.op_type == "Gelu" && config.remove_qdq_conv_gelu);
 }
 
 bool is_average_pool(const ir::Node& n) {
@@ -31,10 +33,12 @@ bool is_average_pool(const ir::Node& n) {
          (n.op_type == "AveragePool" || n.op_type == "GlobalAveragePool");
 }
 
-bool is_annotated_producer(const ir::Node& n) {
+// RemoveQDQInstanceNorm adds InstanceNormalization (Quark's annotate_op_type).
+bool is_annotated_producer(const ir::Node& n, const QuantConfig& config) {
   static const std::set<std::string> ops = {"Conv",   "Add", "MaxPool", "AveragePool", "GlobalAveragePool",
                                             "MatMul", "Gemm"};
-  return (n.domain.empty() || n.domain == "ai.onnx") && ops.count(n.op_type);
+  return (n.domain.empty() || n.domain == "ai.onnx") &&
+         (ops.count(n.op_type) || (n.op_type == "InstanceNormalization" && config.remove_qdq_instance_norm));
 }
 
 // Takes `name` out of the plan; tensors sharing its parameters keep them.
@@ -84,7 +88,7 @@ size_t fuse_annotated_activations(Plan& plan, const ir::Model& model, const Quan
     if (!in || !n->output(0)) continue;
     const ir::Node* producer = in->producer();
     if (!producer || producer->output(0) != in) continue;
-    if ((needs_annotation(*n, config) && is_annotated_producer(*producer)) ||
+    if ((needs_annotation(*n, config) && is_annotated_producer(*producer, config)) ||
         (is_average_pool(*n) && producer->op_type == "Pad" &&
          (producer->domain.empty() || producer->domain == "ai.onnx")))
       annotated.emplace_back(in, n);

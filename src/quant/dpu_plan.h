@@ -19,12 +19,13 @@ passes::PassContext dpu_pass_context(const ir::Model& model, const QuantConfig& 
 // That QDQ removal on a plan made for `model`: every tensor that is output 0 of a Conv, Add, MaxPool,
 // AveragePool, GlobalAveragePool, MatMul or Gemm and input 0 of an activation the NPU fuses (Relu,
 // Clip with constant bounds 0 and 6, LeakyRelu with RemoveQDQConvLeakyRelu, PRelu with
-// RemoveQDQConvPRelu), and every Pad output read by an average pool, leaves the plan (no Q/DQ; the
-// activation node stays, float) and is recorded in plan.fused_activations. Tensors sharing its
-// parameters keep them (the first becomes their provider, with the removed tensor's range). A
-// tensor that another kind of node also reads, or that is a graph output, keeps its Q/DQ with a
-// warning in plan.warnings (vai_q_onnx rejects the edit when it leaves a reader without input).
-// Returns how many tensors left the plan.
+// RemoveQDQConvPRelu, Gelu with RemoveQDQConvGelu; with RemoveQDQInstanceNorm an
+// InstanceNormalization counts as a producer too), and every Pad output read by an average
+// pool, leaves the plan (no Q/DQ; the activation node stays, float) and is recorded in
+// plan.fused_activations. Tensors sharing its parameters keep them (the first becomes their
+// provider, with the removed tensor's range). A tensor that another kind of node also reads, or
+// that is a graph output, keeps its Q/DQ with a warning in plan.warnings (vai_q_onnx rejects the
+// edit when it leaves a reader without input). Returns how many tensors left the plan.
 size_t fuse_annotated_activations(Plan& plan, const ir::Model& model, const QuantConfig& config);
 
 }  // namespace onnxptq::quant

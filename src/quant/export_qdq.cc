@@ -31,7 +31,7 @@ class QdqExporter {
       if (opset < 10) throw Error("QDQ needs opset 10 or later; the model has opset " + std::to_string(opset));
       bool wide = false, per_channel = false;
       for (const TensorPlan& t : plan_.tensors) {
-        wide = wide || (t.role != Role::Bias && ir::data_type_bits(t.type) == 16) ||
+        wide = wide || ir::data_type_bits(t.type) == 16 ||  // Int16Bias's biases too
                (t.convert && ir::data_type_bits(t.convert->type) == 16);
         per_channel = per_channel || (t.axis && t.role == Role::Weight);
       }

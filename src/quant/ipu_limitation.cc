@@ -133,8 +133,9 @@ std::vector<IpuAdjustment> apply_ipu_limitations(Plan& plan, const ir::Model& mo
     throw Error("IPULimitationCheck constrains power-of-two positions: calibrate_method " +
                 std::string(calib::method_name(config.calibrate_method)) + " gives float scales");
   const std::vector<IpuRule> rules = enabled_rules(config);
-  const IpuAnnotation annotation{config.remove_qdq_conv_relu, config.remove_qdq_conv_clip,
-                                 config.remove_qdq_conv_leaky_relu, config.remove_qdq_conv_prelu};
+  const IpuAnnotation annotation{config.remove_qdq_conv_relu,       config.remove_qdq_conv_clip,
+                                 config.remove_qdq_conv_leaky_relu, config.remove_qdq_conv_prelu,
+                                 config.remove_qdq_conv_gelu,       config.remove_qdq_instance_norm};
   PlanPositions view(plan);
   std::vector<IpuAdjustment> changes;
   std::set<std::string> moved;

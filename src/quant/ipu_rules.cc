@@ -43,8 +43,9 @@ namespace {
 bool is_avg_pool(const ir::Node& n) { return n.op_type == "AveragePool" || n.op_type == "GlobalAveragePool"; }
 
 // The producers whose output Q/DQ vai_q_onnx removes before an annotated activation (VitisQDQDPUQuantizer).
-bool is_annotate_op(const ir::Node& n) {
+bool is_annotate_op(const ir::Node& n, const IpuAnnotation& a) {
   static const char* const ops[] = {"Conv", "Add", "MaxPool", "AveragePool", "GlobalAveragePool", "MatMul", "Gemm"};
+  if (n.op_type == "InstanceNormalization") return a.instance_norm;
   return std::any_of(std::begin(ops), std::end(ops), [&](const char* op) { return n.op_type == op; });
 }
 
@@ -68,6 +69,7 @@ bool needs_annotation(const ir::Node& n, const IpuAnnotation& a) {
   if (n.op_type == "Relu") return a.relu;
   if (n.op_type == "LeakyRelu") return a.leaky_relu;
   if (n.op_type == "PRelu") return a.prelu;
+  if (n.op_type == "Gelu") return a.gelu;
   if (n.op_type != "Clip" || n.inputs().size() != 3 || !a.clip) return false;
   std::optional<double> lo = scalar_constant(n.input(1)), hi = scalar_constant(n.input(2));
   return lo && hi && std::fabs(*lo) < 1e-5 && std::fabs(*hi - 6) < 1e-5;
@@ -96,7 +98,7 @@ std::string output_slot(const ir::Node& node, const PositionView& view, const Ip
     const ir::Node& c = *u.node;
     if (u.input != 0 || !c.output(0)) continue;
     bool scaling_mul = (is_avg_pool(node) || node.op_type == "HardSigmoid") && c.op_type == "Mul";
-    bool fused = is_annotate_op(node) && (needs_annotation(c, a) || view.fused_activation(c));
+    bool fused = is_annotate_op(node, a) && (needs_annotation(c, a) || view.fused_activation(c));
     if (!scaling_mul && !fused) continue;
     slot = view.write_slot(c.output(0));
     if (!slot.empty()) return slot;

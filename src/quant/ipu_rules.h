@@ -78,6 +78,8 @@ struct IpuAnnotation {
   bool clip = true;
   bool leaky_relu = false;
   bool prelu = false;
+  bool gelu = false;           // RemoveQDQConvGelu (Quark)
+  bool instance_norm = false;  // RemoveQDQInstanceNorm (Quark): InstanceNormalization an annotated producer
 };
 
 // `rule` on `node` with the positions of `view`; nothing when the rule does not apply to the node

@@ -204,7 +204,7 @@ class Planner {
       return;
     }
     if (quant_type_is_float(wt) || ir::data_type_bits(wt) == 32 || ir::data_type_bits(it) == 32 ||
-        !config_.int32_bias.value_or(true)) {
+        !(config_.int32_bias.value_or(true) || config_.int16_bias)) {  // Quark: Int16Bias sets Int32Bias
       // An int32 bias with scale s_in * s_w cannot hold float16/bfloat16 or 32-bit products: the
       // bias is quantized like a weight, as vai_q_onnx does for its Vitis formats, and
       // as Quark does with Int32Bias false.

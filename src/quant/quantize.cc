@@ -8,6 +8,7 @@
 #include "engine/session.h"
 #include "onnxptq/error.h"
 #include "passes/cle.h"
+#include "passes/dedicate.h"
 #include "passes/dpu.h"
 #include "passes/model_format.h"
 #include "passes/onnx_bridge.h"
@@ -16,6 +17,7 @@
 #include "quant/dpu_plan.h"
 #include "quant/export.h"
 #include "quant/ipu_limitation.h"
+#include "quant/post_process.h"
 
 namespace onnxptq::quant {
 
@@ -161,6 +163,30 @@ bool any_rewrite(const QuantConfig& config) {
   return false;
 }
 
+// Quark's CopySharedInit, then CopyBiasInit (its apply_pre_process, after RemoveInputInit), on
+// `prepared` (a copy of `model` made when needed).
+void copy_shared_initializers(std::optional<ir::Model>& prepared, const ir::Model& model, const QuantConfig& config,
+                              const std::function<void(const std::string&)>& say) {
+  auto integer = [](ir::DataType t) {
+    return t == ir::DataType::Int8 || t == ir::DataType::UInt8 || t == ir::DataType::Int16 || t == ir::DataType::UInt16;
+  };
+  // Quark copies biases only for its integer types with one of ONNX Runtime's CalibrationMethods.
+  const calib::Method m = config.calibrate_method;
+  const bool ort_method = m == calib::Method::MinMax || m == calib::Method::Entropy || m == calib::Method::Percentile ||
+                          m == calib::Method::Distribution;
+  const bool copy_biases =
+      config.copy_bias_init && integer(config.weight_type) && integer(config.activation_type) && ort_method;
+  if (!config.copy_shared_init && !copy_biases) return;
+  ir::Model copy = ir::clone_model(prepared ? *prepared : model);
+  passes::PassContext context;
+  bool changed = false;
+  if (config.copy_shared_init)
+    changed = passes::copy_shared_initializers(copy, *config.copy_shared_init, false, context) || changed;
+  if (copy_biases) changed = passes::copy_shared_initializers(copy, *config.copy_bias_init, true, context) || changed;
+  for (const std::string& line : context.log) say(line);
+  if (changed) prepared = std::move(copy);
+}
+
 }  // namespace
 
 std::unique_ptr<calib::DataReader> adapted_reader(calib::DataReader& reader, const ir::Model& model,
@@ -214,6 +240,7 @@ std::optional<ir::Model> prepare_float_model(const ir::Model& model, calib::Data
     for (const std::string& name : input_inits) prepared->graph->remove_input(prepared->graph->find_value(name));
     say("RemoveInputInit: " + std::to_string(input_inits.size()) + " graph inputs that are initializers are weights");
   }
+  copy_shared_initializers(prepared, model, config, say);
   if (config.optimize_model) {
     std::unique_ptr<calib::DataReader> adapted = adapted_reader(reader, prepared ? *prepared : model, config);
     prepared = prepare_model(prepared ? *prepared : model, adapted ? *adapted : reader, say);
@@ -351,6 +378,10 @@ void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::D
   }
   if (config.enable_dpu && config.ipu.enabled && config.power_of_two())  // as vai_q_onnx: after SimulateDPU
     for (const std::string& line : ipu_limitation_log(apply_ipu_limitations(r.plan, model, config), config)) say(line);
+  if (size_t n = remove_qdq_between_ops(r.plan, model, config)) {  // Quark: before its post-quantization algorithms
+    say("RemoveQDQMulAdd / RemoveQDQBetweenOps: " + std::to_string(n) + " tensors lose their Q/DQ");
+    say_warnings(r.plan);
+  }
   r.seconds["parameters"] = seconds_since(start);
 
   if (config.include_fast_ft) {
@@ -360,9 +391,19 @@ void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::D
     r.seconds["finetune"] = seconds_since(start);
   }
 
+  if (config.int16_bias) {
+    say("Int16Bias: " + std::to_string(convert_biases_to_int16(r.plan, model)) + " int32 biases stored as int16");
+    say_warnings(r.plan);
+  }
+
   if (!with_export) return;
   start = std::chrono::steady_clock::now();
   r.model = export_model(model, r.plan, config);
+  if (config.dedicate_dq_node) {  // Quark's last post-process: numbers unchanged, so on the written model only
+    passes::PassContext context;
+    passes::dedicate_dq_nodes(r.model, context);
+    for (const std::string& line : context.log) say(line);
+  }
   r.seconds["export"] = seconds_since(start);
 }
 

@@ -162,10 +162,10 @@ const std::map<std::string, std::set<std::string>> kRefusedToday = {
     {"MX9_INT8", {"activation_type", "BFPAttributes"}},
     // automatic mixed precision down to BFP/MX types (their AutoMixprecision targets); CalibDataSize
     // is --calib-size
-    {"BF16_MIXED_BFP16", {"DedicateDQNode", "AutoMixprecision", "BFPAttributes"}},
-    {"BF16_MIXED_BFP16_ADAQUANT", {"DedicateDQNode", "AutoMixprecision", "BFPAttributes"}},
-    {"BF16_MIXED_MXINT8", {"DedicateDQNode", "AutoMixprecision", "MXAttributes"}},
-    {"BF16_MIXED_MXINT8_ADAQUANT", {"DedicateDQNode", "AutoMixprecision", "MXAttributes"}},
+    {"BF16_MIXED_BFP16", {"AutoMixprecision", "BFPAttributes"}},
+    {"BF16_MIXED_BFP16_ADAQUANT", {"AutoMixprecision", "BFPAttributes"}},
+    {"BF16_MIXED_MXINT8", {"AutoMixprecision", "MXAttributes"}},
+    {"BF16_MIXED_MXINT8_ADAQUANT", {"AutoMixprecision", "MXAttributes"}},
     // dynamic quantization, MatMulNBits (nobody)
     {"UINT8_DYNAMIC_QUANT", {"use_dynamic_quant"}},
     {"MATMUL_NBITS", {"UseMatMulNBits", "MatMulNBitsParams"}},
