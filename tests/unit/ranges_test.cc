@@ -93,7 +93,7 @@ TEST(Ranges, QuantizeWithCalibratedRangesMakesTheSameModel) {
   Model model = Model::load(f.model_path);
   for (const auto& [method, type] : {std::pair{"MinMax", "QUInt8"}, std::pair{"MinMSE", "QInt8"}}) {
     Config config = config_of(method, type);
-    auto data = [&](uint64_t seed) { return random_reader(model, {.count = 3, .seed = seed}); };
+    auto data = [&](uint32_t seed) { return random_reader(model, {.count = 3, .seed = seed}); };
     Calibration ranges = calibrate(model, *data(1), config);
     EXPECT_EQ(ranges.activation_type, type);
     const std::string plain = bytes_of(quantize(model, *data(1), config).model, f.dir / "plain.onnx");
