@@ -141,9 +141,12 @@ TEST(Ranges, RangesThatDoNotFitAreOneLineErrors) {
   restore.set_extra_option("SaveAndRestore", "\"" + (f.dir / "s.json").string() + "\"");
   EXPECT_EQ(error(ranges, restore), "SaveAndRestore '" + (f.dir / "s.json").string() +
                                         "' and --ranges 'r.json' both give the ranges: choose one");
-  Config auto_mp = config;
-  auto_mp.set("include_auto_mp", "true");
-  EXPECT_EQ(error(ranges, auto_mp),
+  QuantizeOptions search;
+  search.ranges = ranges;
+  search.ranges_source = "--ranges 'r.json'";
+  search.target = AccuracyTarget{};
+  search.target->min_sqnr = 30;
+  EXPECT_EQ(error_of([&] { quantize(model, *random_reader(model, {.count = 4}), config, search); }),
             "--ranges 'r.json': ranges kept for reuse go with one quantization, not include_auto_mp or an accuracy "
             "target search (which calibrate for each candidate)");
 }
