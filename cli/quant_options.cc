@@ -1,5 +1,6 @@
 #include "cli/quant_options.h"
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -18,6 +19,17 @@ std::pair<std::string, nlohmann::json> parse_extra_option(const std::string& tex
   nlohmann::json j = nlohmann::json::parse(value, nullptr, false);
   if (j.is_discarded()) j = value;
   return {text.substr(0, eq), j};
+}
+
+// "a,b" -> {"a", "b"}; empty names dropped.
+std::vector<std::string> split_names(const std::string& text) {
+  std::vector<std::string> names;
+  for (size_t start = 0; start <= text.size();) {
+    size_t comma = std::min(text.find(',', start), text.size());
+    if (comma > start) names.push_back(text.substr(start, comma - start));
+    start = comma + 1;
+  }
+  return names;
 }
 
 }  // namespace
@@ -41,7 +53,14 @@ void add_quant_options(CLI::App* cmd, QuantOptions& o) {
   cmd->add_flag("--reduce-range", o.reduce_range, "7-bit weights (ORT's reduce_range)");
   cmd->add_option("--op-types-to-quantize", o.op_types, "Only these op types (comma-separated)")->delimiter(',');
   cmd->add_option("--nodes-to-quantize", o.nodes_to_quantize, "Only these nodes (comma-separated)")->delimiter(',');
-  cmd->add_option("--nodes-to-exclude", o.nodes_to_exclude, "Leave these nodes in float (comma-separated)")
+  cmd->add_option("--nodes-to-exclude", o.nodes_to_exclude,
+                  "Leave these nodes in float (comma-separated names, or Quark's patterns: ^ ... .*)")
+      ->delimiter(',');
+  cmd->add_option("--subgraphs-to-exclude", o.subgraphs_to_exclude,
+                  "START,...:END,... leaves in float every node from the start nodes to the end nodes (Quark's "
+                  "subgraphs_to_exclude; repeatable)");
+  cmd->add_option("--extra-op-types-to-quantize", o.extra_op_types,
+                  "Quantize these op types too (comma-separated; Quark's extra_op_types_to_quantize)")
       ->delimiter(',');
   cmd->add_option("--input-nodes", o.input_nodes, "Quantize from these nodes on (comma-separated)")->delimiter(',');
   cmd->add_option("--output-nodes", o.output_nodes, "Quantize up to these nodes (comma-separated)")->delimiter(',');
@@ -115,6 +134,14 @@ Config config_from(const QuantOptions& a) {
   c.append("nodes_to_exclude", a.nodes_to_exclude);
   c.append("input_nodes", a.input_nodes);
   c.append("output_nodes", a.output_nodes);
+  c.append("extra_op_types_to_quantize", a.extra_op_types);
+  for (const std::string& pair : a.subgraphs_to_exclude) {
+    size_t colon = pair.find(':');
+    if (colon == std::string::npos || pair.find(':', colon + 1) != std::string::npos)
+      throw Error("--subgraphs-to-exclude '" + pair +
+                  "': expected START,...:END,... (names with ':' go in --config's subgraphs_to_exclude)");
+    c.append_subgraph_to_exclude(split_names(pair.substr(0, colon)), split_names(pair.substr(colon + 1)));
+  }
   for (const std::string& e : a.extra_options) {
     auto [key, value] = parse_extra_option(e);
     c.set_extra_option(key, value.dump());

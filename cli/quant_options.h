@@ -18,6 +18,8 @@ struct QuantOptions {
   std::optional<std::string> quant_format, calibrate_method, activation_type, weight_type;
   bool per_channel = false, reduce_range = false;
   std::vector<std::string> op_types, nodes_to_quantize, nodes_to_exclude, input_nodes, output_nodes;
+  std::vector<std::string> extra_op_types;
+  std::vector<std::string> subgraphs_to_exclude;  // START,...:END,...
   std::vector<std::string> extra_options;   // KEY=VALUE
   std::vector<std::string> node_precision;  // NODE=PRECISION
   int threads = 0;

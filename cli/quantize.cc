@@ -23,6 +23,7 @@ struct QuantizeArgs {
   std::string output;
   QuantOptions q;
   std::string dump_plan, report;
+  std::string ranges;  // `onnxptq calibrate -o FILE`'s JSON
   bool external_data = false;
   bool quiet = false;
   // The accuracy target (accuracy/target_search.h).
@@ -73,8 +74,20 @@ void quantize_command(QuantizeArgs a) {
   if (a.searches()) options.target = accuracy_target(a);
   if (!a.evaluate_command.empty()) options.evaluate = command_evaluator(a.evaluate_command, a.evaluate_timeout);
   options.model_path = a.model;
+  if (!a.ranges.empty()) {
+    options.ranges_source = "--ranges '" + a.ranges + "'";
+    std::ifstream in(a.ranges);
+    if (!in) throw Error(options.ranges_source + ": cannot read the file");
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    try {
+      options.ranges = Calibration::from_json(text);
+    } catch (const Error& e) {
+      throw Error(options.ranges_source + ": " + e.what(), e.kind());
+    }
+  }
   Model model = Model::load(a.model);
-  std::unique_ptr<DataReader> reader = open_quantize_data(a.q.data, model, config, a.quiet);
+  // With --ranges nothing is calibrated: no warning about calibrating on a random sample.
+  std::unique_ptr<DataReader> reader = open_quantize_data(a.q.data, model, config, a.quiet || options.ranges);
 
   QuantizeOutcome result = [&] {
     ProgressDisplay display(a.quiet, isatty(STDERR_FILENO));
@@ -107,6 +120,9 @@ void add_quantize_command(CLI::App& app) {
                   "Write the quantization plan (every tensor's type, scale, zero point) as JSON");
   cmd->add_option("--report", a->report,
                   "Write a report as JSON (nodes by op type, float nodes and why, time per phase)");
+  cmd->add_option("--ranges", a->ranges,
+                  "Use the ranges `onnxptq calibrate -o FILE` wrote instead of calibrating (same model, "
+                  "calibrate method and activation type; data is then read only for shapes and fast finetune)");
   cmd->add_flag("--use-external-data-format", a->external_data, "Write the weights to a .data file beside the model");
   cmd->add_flag("--quiet", a->quiet, "Print nothing but errors");
   const char* target = "Accuracy target";

@@ -30,13 +30,21 @@ struct TensorRange {
 
 struct Calibration {
   std::string method;                   // "MinMax", "Entropy", ...
+  std::string activation_type;          // the config's, which the ranges are for: "QInt8", "QUInt16", ...
   size_t samples = 0;                   // samples read
   std::vector<size_t> skipped_samples;  // indices of samples skipped for NaN or Inf
   int passes = 0;                       // times the data was read
   std::vector<TensorRange> tensors;     // by name
-  // {"method", "samples", "skipped_samples", "passes", "tensors": {name: {"min", "max"[, "pos"]
-  // [, "mean", "std"]}}}, indented by two spaces: what `onnxptq calibrate` writes.
+  // Tensors computed, but never to a finite value (they have no range and stay float).
+  std::vector<std::string> non_finite_tensors;
+  // {"method", "activation_type", "samples", "skipped_samples", "passes", "tensors": {name: {"min",
+  // "max"[, "pos"][, "mean", "std"]}}, "non_finite_tensors"}, indented by two spaces: what `onnxptq
+  // calibrate` writes, and what QuantizeOptions::ranges and the SaveAndRestore extra option read.
   std::string to_json() const;
+  // The same read back, exactly (numbers round-trip). Error (bad input) naming what is wrong: not
+  // JSON, a key missing, unknown or of the wrong kind, an unknown method or type, Quark's own
+  // SaveAndRestore file ("tensors_range").
+  static Calibration from_json(const std::string& text);
 };
 
 struct CalibrateOptions {

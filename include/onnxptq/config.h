@@ -71,8 +71,12 @@ class Config {
   Config& set(std::string_view key, std::string_view json_value);
   Config& set_extra_option(std::string_view key, std::string_view json_value);
   // Names added to a list argument (op_types_to_quantize, nodes_to_quantize, nodes_to_exclude,
-  // input_nodes, output_nodes) instead of replacing it.
+  // input_nodes, output_nodes, extra_op_types_to_quantize) instead of replacing it.
   Config& append(std::string_view key, const std::vector<std::string>& names);
+  // One pair added to subgraphs_to_exclude (Quark's): the nodes from these start nodes to these
+  // end nodes stay float. Error when either list is empty.
+  Config& append_subgraph_to_exclude(const std::vector<std::string>& start_nodes,
+                                     const std::vector<std::string>& end_nodes);
   // include_fast_ft off and its FastFinetune dropped: a preset's _ADAROUND / _ADAQUANT without
   // the finetune.
   Config& disable_fast_finetune();

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "onnxptq/calibrate.h"
 #include "onnxptq/config.h"
 #include "onnxptq/data_reader.h"
 #include "onnxptq/model.h"
@@ -56,6 +57,14 @@ struct QuantizeOptions {
   EvaluateFunction evaluate{};
   // The float model's path, when it has one: the accuracy search scores it from there.
   std::filesystem::path model_path{};
+  // Ranges calibrated before (calibrate(), or Calibration::from_json of what `onnxptq calibrate`
+  // wrote): nothing is calibrated, these are used, so one calibration serves many quantizations.
+  // Error (naming ranges_source) when they were calibrated with another calibrate_method or for
+  // another activation_type than the config's, lack a tensor the plan calibrates, or have one the
+  // model does not (another model's); with include_auto_mp, an accuracy target or the
+  // SaveAndRestore extra option.
+  std::optional<Calibration> ranges{};
+  std::string ranges_source = "the given ranges";
 };
 
 struct QuantizeOutcome {
@@ -69,6 +78,9 @@ struct QuantizeOutcome {
 
 // Quantizes `model` with `config` on the samples of `reader` (include_auto_mp, an accuracy
 // target or neither). Error before any data is read for a config that does not hold together.
+// The SaveAndRestore extra option (Quark's; old name TensorsRangeFile) names a file of ranges in
+// Calibration::to_json's form: when it exists, its ranges are used as QuantizeOptions::ranges are;
+// otherwise the ranges calibrated are written to it once the quantization has succeeded.
 QuantizeOutcome quantize(const Model& model, DataReader& reader, const Config& config,
                          const QuantizeOptions& options = {});
 

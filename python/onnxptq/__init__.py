@@ -135,6 +135,18 @@ def _names(value, argument):
         raise TypeError(f"{argument}: expected a list of strings, got {value!r}") from None
 
 
+def _subgraphs(value):
+    """Quark's subgraphs_to_exclude, [([start nodes], [end nodes]), ...], as JSON lists."""
+    if value is None:
+        return []
+    pairs = []
+    for pair in value:
+        if isinstance(pair, str) or len(pair) != 2:
+            raise TypeError(f"subgraphs_to_exclude: expected ([start nodes], [end nodes]) pairs, got {pair!r}")
+        pairs.append([_names(pair[0], "subgraphs_to_exclude"), _names(pair[1], "subgraphs_to_exclude")])
+    return pairs
+
+
 def _json_value(value):
     """Values of extra_options as JSON: enum members by name, numpy scalars as numbers."""
     if isinstance(value, enum.Enum):
@@ -220,6 +232,8 @@ def quantize_static(model_input,
                     fp16_fp32_convert=None,
                     debug_mode=False,
                     print_summary=True,
+                    extra_op_types_to_quantize=None,
+                    subgraphs_to_exclude=None,
                     accuracy_target=None,
                     progress_callback=None):
     """vai_q_onnx.quantize_static: quantizes the model file `model_input` with samples from
@@ -232,6 +246,11 @@ def quantize_static(model_input,
     onnxptq.Error with the core's message. `debug_mode` prints the core's progress lines on
     stderr; `print_summary` prints the quantized nodes by op type and the time per phase.
     Returns the report of `onnxptq quantize --report` as a dict.
+
+    `extra_op_types_to_quantize` and `subgraphs_to_exclude` (keyword only) are Quark's arguments of
+    its quantize_static: op types quantized besides the others, and [([start nodes], [end nodes])]
+    pairs whose nodes from start to end stay float. `nodes_to_exclude` takes Quark's patterns
+    (names starting with ^ and containing .*) too.
 
     `accuracy_target` (beyond vai_q_onnx; docs/accuracy.md) searches for the cheapest model that
     keeps a metric: a dict with `evaluate_function` (model path -> float; higher is better unless
@@ -260,6 +279,8 @@ def quantize_static(model_input,
         "op_types_to_quantize": _names(op_types_to_quantize, "op_types_to_quantize"),
         "nodes_to_quantize": _names(nodes_to_quantize, "nodes_to_quantize"),
         "nodes_to_exclude": _names(nodes_to_exclude, "nodes_to_exclude"),
+        "subgraphs_to_exclude": _subgraphs(subgraphs_to_exclude),
+        "extra_op_types_to_quantize": _names(extra_op_types_to_quantize, "extra_op_types_to_quantize"),
         "input_nodes": _names(input_nodes, "input_nodes"),
         "output_nodes": _names(output_nodes, "output_nodes"),
         "execution_providers": _names(execution_providers, "execution_providers"),

@@ -14,7 +14,7 @@ from typing import Any, Dict, List, Optional
 
 from . import (CalibrationDataReader, CalibrationMethod, Error, PowerOfTwoMethod, QuantFormat, QuantType,
                VitisQuantFormat, VitisQuantType, _core, _enum_name, _format_name, _json_value, _METHOD_CLASSES,
-               _names, _run, _TYPE_CLASSES, _unbuilt)
+               _names, _run, _subgraphs, _TYPE_CLASSES, _unbuilt)
 
 
 class ExtendedQuantFormat(enum.Enum):
@@ -119,10 +119,6 @@ def _check(config, what):
             raise _unbuilt(f"{what}{field}=True", part)
     if config.algorithms:
         raise _unbuilt(f"{what}algorithms", "the algorithm configs (CLE, AdaRound, AdaQuant, GPTQ, ...)")
-    if config.extra_op_types_to_quantize:
-        raise _unbuilt(f"{what}extra_op_types_to_quantize", "adding op types to the default set")
-    if config.subgraphs_to_exclude:
-        raise _unbuilt(f"{what}subgraphs_to_exclude", "excluding subgraphs")
     for key in config.extra_options:
         if key in _UNBUILT_OPTIONS:
             raise _unbuilt(f"{what}extra option {key}", _UNBUILT_OPTIONS[key])
@@ -142,6 +138,8 @@ def _core_config(config):
         "op_types_to_quantize": _names(config.op_types_to_quantize, "op_types_to_quantize"),
         "nodes_to_quantize": _names(config.nodes_to_quantize, "nodes_to_quantize"),
         "nodes_to_exclude": _names(config.nodes_to_exclude, "nodes_to_exclude"),
+        "subgraphs_to_exclude": _subgraphs(config.subgraphs_to_exclude),
+        "extra_op_types_to_quantize": _names(config.extra_op_types_to_quantize, "extra_op_types_to_quantize"),
         "input_nodes": _names(config.input_nodes, "input_nodes"),
         "output_nodes": _names(config.output_nodes, "output_nodes"),
         "execution_providers": _names(config.execution_providers, "execution_providers"),

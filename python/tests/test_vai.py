@@ -105,7 +105,8 @@ def test_quantize_static_has_the_seed_signature():
     keyword_only = {p.name: p.default for p in params if p.kind == inspect.Parameter.KEYWORD_ONLY}
     # vai_q_onnx 1.16's own names and switches (its quantize_static, vai_q_onnx/quantize.py).
     assert keyword_only == {"inclue_cle": None, "fp16_fp32_convert": None, "debug_mode": False,
-                            "print_summary": True, "accuracy_target": None, "progress_callback": None}
+                            "print_summary": True, "extra_op_types_to_quantize": None,
+                            "subgraphs_to_exclude": None, "accuracy_target": None, "progress_callback": None}
 
 
 def test_enums_have_the_spec_values():

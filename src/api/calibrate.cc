@@ -1,37 +1,19 @@
 // Calibration alone: the tensors the quantizer's plan calibrates, on the model it prepares.
 #include "onnxptq/calibrate.h"
 
-#include <nlohmann/json.hpp>
-
+#include "api/ranges.h"
 #include "calib/calibrate.h"
 #include "calib/progress_reader.h"
 #include "ir/model.h"
+#include "onnxptq/error.h"
 #include "quant/quantize.h"
 
 namespace onnxptq {
 
-std::string Calibration::to_json() const {
-  nlohmann::ordered_json j;
-  j["method"] = method;
-  j["samples"] = samples;
-  j["skipped_samples"] = skipped_samples;
-  j["passes"] = passes;
-  nlohmann::ordered_json ranges = nlohmann::ordered_json::object();
-  for (const TensorRange& t : tensors) {
-    nlohmann::ordered_json e;
-    e["min"] = t.min;
-    e["max"] = t.max;
-    if (t.pos) e["pos"] = *t.pos;
-    if (t.mean) e["mean"] = *t.mean;
-    if (t.std) e["std"] = *t.std;
-    ranges[t.tensor] = e;
-  }
-  j["tensors"] = ranges;
-  return j.dump(2);
-}
-
 Calibration calibrate(const Model& model, DataReader& reader, const Config& config, const CalibrateOptions& options) {
   const quant::QuantConfig& c = config.quant();
+  if (!c.save_and_restore.empty())
+    throw Error("extra option SaveAndRestore goes with quantize; calibrate returns the ranges it would save");
   calib::CalibOptions o = c.calibration_options();
   // The type the ranges are for: power-of-two positions, LayerWisePercentile's errors and which
   // Relu/Clip ranges are kept depend on it; float targets keep the default.
@@ -60,20 +42,7 @@ Calibration calibrate(const Model& model, DataReader& reader, const Config& conf
   std::vector<std::string> tensors = quant::plan_quantization(m, samples, c).tensors_to_calibrate();
   calib::CalibrationResult r = calib::calibrate(m, tensors, samples, o);
 
-  Calibration out;
-  out.method = calib::method_name(o.method);
-  out.samples = r.samples;
-  out.skipped_samples = r.skipped;
-  out.passes = r.passes;
-  for (const auto& [name, t] : r.ranges) {
-    TensorRange range{name, t.lo, t.hi, t.pos, std::nullopt, std::nullopt};
-    if (o.method == calib::Method::Distribution) {
-      range.mean = t.mean;
-      range.std = t.std;
-    }
-    out.tensors.push_back(std::move(range));
-  }
-  return out;
+  return api::calibration_of(r, o.method, c.activation_type);
 }
 
 }  // namespace onnxptq

@@ -100,17 +100,26 @@ Config& Config::set_extra_option(std::string_view key, std::string_view json_val
 
 Config& Config::append(std::string_view key, const std::vector<std::string>& names) {
   quant::QuantConfig& c = mutable_quant();
-  std::vector<std::string>* list = key == "op_types_to_quantize" ? &c.op_types_to_quantize
-                                   : key == "nodes_to_quantize"  ? &c.nodes_to_quantize
-                                   : key == "nodes_to_exclude"   ? &c.nodes_to_exclude
-                                   : key == "input_nodes"        ? &c.input_nodes
-                                   : key == "output_nodes"       ? &c.output_nodes
-                                                                 : nullptr;
+  std::vector<std::string>* list = key == "op_types_to_quantize"         ? &c.op_types_to_quantize
+                                   : key == "nodes_to_quantize"          ? &c.nodes_to_quantize
+                                   : key == "nodes_to_exclude"           ? &c.nodes_to_exclude
+                                   : key == "input_nodes"                ? &c.input_nodes
+                                   : key == "output_nodes"               ? &c.output_nodes
+                                   : key == "extra_op_types_to_quantize" ? &c.extra_op_types_to_quantize
+                                                                         : nullptr;
   if (!list)
     throw Error("append: " + std::string(key) +
                 " is not a list argument (op_types_to_quantize, nodes_to_quantize, nodes_to_exclude, input_nodes, "
-                "output_nodes)");
+                "output_nodes, extra_op_types_to_quantize)");
   list->insert(list->end(), names.begin(), names.end());
+  return *this;
+}
+
+Config& Config::append_subgraph_to_exclude(const std::vector<std::string>& start_nodes,
+                                           const std::vector<std::string>& end_nodes) {
+  if (start_nodes.empty() || end_nodes.empty())
+    throw Error("subgraphs_to_exclude: a subgraph needs at least one start node and one end node");
+  mutable_quant().subgraphs_to_exclude.push_back({start_nodes, end_nodes});
   return *this;
 }
 

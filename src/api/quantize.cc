@@ -3,15 +3,18 @@
 // Python module and C++ callers alike.
 #include "onnxptq/quantize.h"
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "accuracy/auto_mixprecision.h"
 #include "accuracy/evaluate_command.h"
 #include "accuracy/target_search.h"
+#include "api/ranges.h"
 #include "calib/progress_reader.h"
 #include "finetune/fast_finetune.h"
 #include "ir/file_io.h"
 #include "ir/model.h"
+#include "onnxptq/files.h"
 #include "quant/quantize.h"
 
 namespace onnxptq {
@@ -45,6 +48,36 @@ accuracy::SearchOptions search_options(const AccuracyTarget& t, const EvaluateFu
   return o;
 }
 
+// The ranges quantize() uses instead of calibrating: QuantizeOptions::ranges, or SaveAndRestore's
+// file when it exists (nullopt, and `save_to` its path, when it does not).
+std::optional<quant::KnownRanges> given_ranges(const quant::QuantConfig& c, const QuantizeOptions& o,
+                                               std::filesystem::path& save_to) {
+  std::optional<quant::KnownRanges> given;
+  if (o.ranges) given = api::known_ranges_of(*o.ranges, o.ranges_source);
+  if (!c.save_and_restore.empty()) {
+    const std::string source = "SaveAndRestore '" + c.save_and_restore + "'";
+    if (given) throw Error(source + " and " + o.ranges_source + " both give the ranges: choose one");
+    std::error_code ec;
+    if (std::filesystem::exists(c.save_and_restore, ec)) {
+      std::ifstream in(c.save_and_restore);
+      if (!in) throw Error(source + ": cannot read the file");
+      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      try {
+        given = api::known_ranges_of(Calibration::from_json(text), source);
+      } catch (const Error& e) {
+        throw Error(source + ": " + e.what(), e.kind());
+      }
+    } else {
+      save_to = c.save_and_restore;
+    }
+  }
+  if ((given || !save_to.empty()) && (c.include_auto_mp || o.target))
+    throw Error((given ? given->source : "SaveAndRestore '" + c.save_and_restore + "'") +
+                ": ranges kept for reuse go with one quantization, not include_auto_mp or an accuracy target "
+                "search (which calibrate for each candidate)");
+  return given;
+}
+
 }  // namespace
 
 EvaluateFunction command_evaluator(const std::string& command, double timeout_seconds) {
@@ -62,6 +95,8 @@ QuantizeOutcome quantize(const Model& model, DataReader& reader, const Config& c
     throw Error(
         "an evaluate function belongs to an accuracy target (max loss or max relative loss) or to "
         "include_auto_mp with AutoMixprecision.Top1AccTarget");
+  std::filesystem::path save_to;
+  const std::optional<quant::KnownRanges> given = given_ranges(c, o, save_to);
   const ir::Model& m = model.ir();
   std::unique_ptr<DataReader> random = quant::random_data_reader(m, c);  // UseRandomData
   std::unique_ptr<DataReader> counted;
@@ -86,7 +121,15 @@ QuantizeOutcome quantize(const Model& model, DataReader& reader, const Config& c
     met = search.met;
     result = std::move(search.best);
   } else {
-    result = quant::quantize_static(m, data, c, o.log, finetune::fast_finetune_refiner(c, o.log));
+    result =
+        quant::quantize_static(m, data, c, o.log, finetune::fast_finetune_refiner(c, o.log), given ? &*given : nullptr);
+    if (!save_to.empty()) {
+      write_text_file(save_to,
+                      api::calibration_of(result.calibration, c.calibrate_method, c.activation_type).to_json() + "\n");
+      if (o.log)
+        o.log("SaveAndRestore: ranges of " + std::to_string(result.calibration.ranges.size()) + " tensors written to " +
+              save_to.string());
+    }
   }
   nlohmann::json report = quant::report(m, result);
   if (!search_json.is_null()) report["accuracy_target"] = search_json;

@@ -5,6 +5,7 @@
 
 #include "accuracy/sensitivity.h"
 #include "ir/model.h"
+#include "onnxptq/error.h"
 #include "quant/config.h"
 #include "quant/quantize.h"
 
@@ -23,6 +24,8 @@ SensitivityReport analyze_sensitivity(const Model& model, DataReader& reader, co
                                       const std::function<void(const std::string&)>& log) {
   config.check();  // before any data is read
   quant::QuantConfig c = config.quant();
+  if (!c.save_and_restore.empty())
+    throw Error("extra option SaveAndRestore goes with quantize, not with the sensitivity analysis");
   c.calib.progress = options.progress;                                            // fast finetune's layers
   std::unique_ptr<DataReader> random = quant::random_data_reader(model.ir(), c);  // UseRandomData
   return accuracy::analyze_sensitivity(model.ir(), random ? *random : reader, c, options, log);

@@ -135,8 +135,17 @@ struct QuantConfig {
   bool reduce_range = false;                      // weights only, as ORT applies it
   std::vector<std::string> op_types_to_quantize;  // empty: the default set (plan.h)
   std::vector<std::string> nodes_to_quantize;     // empty: every node of those types
+  // Names, or Quark's regular expressions (quant/node_selection.h).
   std::vector<std::string> nodes_to_exclude;
   std::vector<std::string> input_nodes, output_nodes;  // vai_q_onnx's get_exclude_nodes: become exclusions
+  // Quark's subgraphs_to_exclude: every node from the start nodes to the end nodes stays float.
+  struct Subgraph {
+    std::vector<std::string> start_nodes, end_nodes;
+  };
+  std::vector<Subgraph> subgraphs_to_exclude;
+  // Quark's extra_op_types_to_quantize: op types quantized besides those above (generic rule when
+  // they have none of their own).
+  std::vector<std::string> extra_op_types_to_quantize;
 
   // extra_options
   bool activation_symmetric = false;           // ActivationSymmetric
@@ -180,6 +189,9 @@ struct QuantConfig {
   passes::CleOptions cle;
 
   calib::CalibOptions calib;  // the Calib* extra_options, threads, workers, ...
+  // SaveAndRestore (Quark; old name TensorsRangeFile): a file of ranges, read instead of
+  // calibrating when it exists, else written after calibrating (onnxptq calibrate's JSON).
+  std::string save_and_restore;
   // UseRandomData (Quark's extra option): seeded random samples, shaped and ranged by
   // RandomDataReaderInputShape and RandomDataReaderInputDataRange, in place of the caller's data
   // (the seeds' RandomDataReader: one sample).

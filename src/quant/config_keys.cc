@@ -4,6 +4,7 @@
 
 #include "onnxptq/error.h"
 #include "passes/dpu.h"
+#include "quant/config_keys_detail.h"
 #include "quant/overrides.h"
 #include "quant/post_process.h"
 
@@ -11,56 +12,7 @@ namespace onnxptq::quant {
 
 namespace {
 
-using json = nlohmann::json;
-
-bool json_bool(const std::string& key, const json& v) {
-  if (!v.is_boolean()) throw Error("extra option " + key + ": expected true or false, got " + v.dump());
-  return v.get<bool>();
-}
-
-double json_number(const std::string& key, const json& v) {
-  if (!v.is_number()) throw Error("extra option " + key + ": expected a number, got " + v.dump());
-  return v.get<double>();
-}
-
-int64_t json_integer(const std::string& key, const json& v) {
-  if (!v.is_number_integer()) throw Error("extra option " + key + ": expected an integer, got " + v.dump());
-  return v.get<int64_t>();
-}
-
-std::string json_string(const std::string& key, const json& v) {
-  if (!v.is_string()) throw Error("option " + key + ": expected a string, got " + v.dump());
-  return v.get<std::string>();
-}
-
-std::vector<std::string> json_strings(const std::string& key, const json& v) {
-  if (!v.is_array()) throw Error("option " + key + ": expected a list of strings, got " + v.dump());
-  std::vector<std::string> out;
-  for (const auto& e : v) out.push_back(json_string(key, e));
-  return out;
-}
-
-ConfigKey works(KeyScope scope, std::string name, std::string type, std::string default_value, std::string owner,
-                ApplyKey apply, std::string note = "") {
-  return {std::move(name),  scope,           std::move(type),  std::move(default_value),
-          KeyStatus::Works, std::move(note), std::move(owner), apply};
-}
-
-ConfigKey limited(KeyScope scope, std::string name, std::string type, std::string default_value, std::string owner,
-                  std::string note, ApplyKey apply) {
-  return {std::move(name),    scope,           std::move(type),  std::move(default_value),
-          KeyStatus::Limited, std::move(note), std::move(owner), apply};
-}
-
-// A key of vai_q_onnx's or Quark's whose feature nobody has built: the feature.
-ConfigKey refused(std::string name, std::string type, std::string feature) {
-  return {std::move(name), KeyScope::ExtraOption, std::move(type), "-", KeyStatus::Refused, std::move(feature), "-",
-          nullptr};
-}
-
-constexpr KeyScope kConfig = KeyScope::Config;
-constexpr KeyScope kExtra = KeyScope::ExtraOption;
-constexpr const char* kOtherKey = "onnxptq options lists those it has";
+using namespace config_keys_detail;
 
 // quantize_static's arguments (vai_q_onnx 1.16's names and defaults) and the switches of Quark for
 // ONNX's QuantizationConfig.
@@ -93,6 +45,22 @@ void add_config_keys(std::vector<ConfigKey>& keys) {
             [](QuantConfig& c, const ConfigKey& k, const json& v) { c.nodes_to_quantize = json_strings(k.name, v); }));
   add(works(kConfig, "nodes_to_exclude", "list of strings", "[]", "quant",
             [](QuantConfig& c, const ConfigKey& k, const json& v) { c.nodes_to_exclude = json_strings(k.name, v); }));
+  add(works(kConfig, "subgraphs_to_exclude", "list of [start nodes, end nodes]", "[]", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) {
+              const std::string expected =
+                  "option " + k.name + ": expected a list of [[start nodes], [end nodes]], got ";
+              if (!v.is_array()) throw Error(expected + v.dump());
+              c.subgraphs_to_exclude.clear();
+              for (const json& pair : v) {
+                if (!pair.is_array() || pair.size() != 2 || !pair[0].is_array() || !pair[1].is_array())
+                  throw Error(expected + v.dump());
+                c.subgraphs_to_exclude.push_back({json_strings(k.name, pair[0]), json_strings(k.name, pair[1])});
+              }
+            }));
+  add(works(kConfig, "extra_op_types_to_quantize", "list of strings", "[]", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) {
+              c.extra_op_types_to_quantize = json_strings(k.name, v);
+            }));
   add(works(kConfig, "input_nodes", "list of strings", "[]", "quant",
             [](QuantConfig& c, const ConfigKey& k, const json& v) { c.input_nodes = json_strings(k.name, v); }));
   add(works(kConfig, "output_nodes", "list of strings", "[]", "quant",
@@ -220,90 +188,6 @@ void add_quantizer_options(std::vector<ConfigKey>& keys) {
               [](QuantConfig&, const ConfigKey& k, const json& v) {
                 if (!json_bool(k.name, v)) throw unsupported(k.name + " " + k.note);
               }));
-}
-
-// The calibration keys (calib::CalibOptions).
-void add_calibration_options(std::vector<ConfigKey>& keys) {
-  auto add = [&](ConfigKey key) { keys.push_back(std::move(key)); };
-  add(works(kExtra, "CalibTensorRangeSymmetric", "bool", "by method", "calib",
-            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.calib.symmetric = json_bool(k.name, v); }));
-  add(works(
-      kExtra, "CalibMovingAverage", "bool", "false", "calib",
-      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.calib.moving_average = json_bool(k.name, v); },
-      "with MinMax or NonOverflow"));
-  add(works(
-      kExtra, "CalibMovingAverageConstant", "number", "0.01", "calib",
-      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.calib.averaging_constant = json_number(k.name, v); }));
-  add(works(kExtra, "CalibPercentile", "number", "99.999", "calib",
-            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.calib.percentile = json_number(k.name, v); }));
-  add(works(
-      kExtra, "UsePowerOf2Scale", "bool", "true", "quant",
-      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.use_power_of_two_scale = json_bool(k.name, v); },
-      "with a power-of-two method"));
-  add(works(kExtra, "Int16Scale", "bool", "false", "quant",
-            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.int16_scale = json_bool(k.name, v); }));
-  add(works(kExtra, "MinMSEMode", "string", "\"All\"", "calib",
-            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.calib.minmse_mode = json_string(k.name, v); }));
-  add(works(kExtra, "CalibWorkerNum", "integer", "1 (command line: 0)", "calib",
-            [](QuantConfig& c, const ConfigKey& k, const json& v) {
-              c.calib.workers = static_cast<int>(json_number(k.name, v));
-            }));
-  add(works(kExtra, "LWPMetric", "string", "\"mae\"", "calib",
-            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.calib.lwp_metric = json_string(k.name, v); }));
-  add(works(kExtra, "PercentileCandidates", "list of numbers", "[99.99, 99.999, 99.99999]", "calib",
-            [](QuantConfig& c, const ConfigKey& k, const json& v) {
-              if (!v.is_array()) throw Error("extra option " + k.name + ": expected a list of numbers");
-              c.calib.percentile_candidates.clear();
-              for (const auto& p : v) c.calib.percentile_candidates.push_back(json_number(k.name, p));
-            }));
-  add(works(kExtra, "CalibNumBins", "integer", "by method", "calib",
-            [](QuantConfig& c, const ConfigKey& k, const json& v) {
-              c.calib.num_bins = static_cast<size_t>(json_number(k.name, v));
-            }));
-  add(works(kExtra, "CalibDataSize", "integer", "0 (every sample)", "calib",
-            [](QuantConfig& c, const ConfigKey& k, const json& v) {
-              const int64_t n = json_integer(k.name, v);
-              if (n < 0) throw Error("extra option " + k.name + ": expected 0 or more, got " + v.dump());
-              c.calib.max_samples = static_cast<size_t>(n);
-            }));
-  add(works(
-      kExtra, "UseRandomData", "bool", "false", "calib",
-      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.use_random_data = json_bool(k.name, v); },
-      "one seeded random sample in place of the calibration data"));
-  add(works(
-      kExtra, "RandomDataReaderInputShape", "object", "{}", "calib",
-      [](QuantConfig& c, const ConfigKey& k, const json& v) {
-        if (!v.is_object()) throw Error("extra option " + k.name + ": expected {input name: shape}, got " + v.dump());
-        c.random_data.shapes.clear();
-        for (const auto& [name, shape] : v.items()) {
-          std::vector<int64_t> dims;
-          if (shape.is_array())
-            for (const json& d : shape) dims.push_back(json_integer(k.name + "['" + name + "']", d));
-          if (!shape.is_array() || dims.empty())
-            throw Error("extra option " + k.name + "['" + name + "']: expected a list of dimensions, got " +
-                        shape.dump());
-          c.random_data.shapes[name] = dims;
-        }
-      },
-      "with UseRandomData"));
-  add(works(
-      kExtra, "RandomDataReaderInputDataRange", "object", "{}", "calib",
-      [](QuantConfig& c, const ConfigKey& k, const json& v) {
-        if (!v.is_object())
-          throw Error("extra option " + k.name + ": expected {input name: [low, high]}, got " + v.dump());
-        c.random_data.ranges.clear();
-        for (const auto& [name, range] : v.items()) {
-          const std::string what = k.name + "['" + name + "']";
-          if (!range.is_array() || range.size() != 2)
-            throw Error("extra option " + what + ": expected [low, high], got " + range.dump());
-          c.random_data.ranges[name] = {json_number(what, range[0]), json_number(what, range[1])};
-        }
-      },
-      "with UseRandomData, and for the random data of --random"));
-  add(works(kExtra, "CalibNumQuantizedBins", "integer", "128", "calib",
-            [](QuantConfig& c, const ConfigKey& k, const json& v) {
-              c.calib.num_quantized_bins = static_cast<size_t>(json_number(k.name, v));
-            }));
 }
 
 // The preparation of the float model: CLE (passes/cle.h), RemoveInputInit, the format conversions.

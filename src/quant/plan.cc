@@ -75,6 +75,8 @@ std::set<std::string> quantized_op_types(const QuantConfig& config) {
 
 std::set<std::string> quantized_op_types(const QuantConfig& config, const ir::Graph& graph) {
   std::set<std::string> ops = quantized_op_types(config);
+  // Quark's get_static_op_types adds these to any set, like QuantizeAllOpTypes' (generic rule).
+  ops.insert(config.extra_op_types_to_quantize.begin(), config.extra_op_types_to_quantize.end());
   if (config.quantize_all_op_types)
     for (const auto& n : graph.nodes())
       if (n->domain.empty() || n->domain == "ai.onnx") ops.insert(n->op_type);

@@ -110,19 +110,22 @@ const std::set<std::string>& npu_transformer_op_types();
 // enable_dpu or enable_npu_transformer and ConvertBNToConv on, BatchNormalization too (vai_q_onnx
 // and Quark append it, so the BN nodes ConvertBNToConv leaves are quantized).
 std::set<std::string> quantized_op_types(const QuantConfig& config);
-// The same for `graph`: with QuantizeAllOpTypes, every op type of its nodes in the standard domain.
+// The same for `graph`: with extra_op_types_to_quantize, and with QuantizeAllOpTypes every op type
+// of its nodes in the standard domain (an op type with no rule of its own takes the generic one).
 std::set<std::string> quantized_op_types(const QuantConfig& config, const ir::Graph& graph);
 
 // The plan for `model`: nodes selected by the config (op types, nodes_to_quantize,
-// nodes_to_exclude, input_nodes/output_nodes), visited in topological order, each marking its
-// tensors by the per-op rules of ORT's QDQ quantizer (its registry.py) and
+// nodes_to_exclude, subgraphs_to_exclude, input_nodes/output_nodes), visited in topological order,
+// each marking its tensors by the per-op rules of ORT's QDQ quantizer (its registry.py) and
 // vai_q_onnx (its registry.py). `types` gives each value's element type where the model does
 // not (from a run of the float model). Error for a node name in nodes_to_exclude or
-// nodes_to_quantize that the model does not have; one in input_nodes or output_nodes is a
-// warning in plan.warnings (as vai_q_onnx).
+// nodes_to_quantize that the model does not have, and as quant/node_selection.h says; one in
+// input_nodes or output_nodes is a warning in plan.warnings (as vai_q_onnx), as are an
+// extra_op_types_to_quantize op type the model lacks (as Quark) and node_selection.h's warnings.
 Plan make_plan(const ir::Model& model, const QuantConfig& config, const std::map<std::string, ir::DataType>& types);
 
-// nodes_to_exclude and the nodes that input_nodes / output_nodes exclude in `model` (vai_q_onnx's get_exclude_nodes).
+// nodes_to_exclude, subgraphs_to_exclude and the nodes that input_nodes / output_nodes exclude in
+// `model` (vai_q_onnx's get_exclude_nodes).
 std::set<std::string> excluded_nodes(const ir::Model& model, const QuantConfig& config);
 
 // Scales and zero points: activations from the calibrated ranges, weights from their values,

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "onnxptq/error.h"
+#include "quant/node_selection.h"
 #include "quant/overrides.h"
 #include "quant/plan.h"
 #include "quant/tensor_quant.h"
@@ -25,16 +26,18 @@ class Planner {
     std::vector<ir::Node*> order = graph_.topological_order();
     std::set<std::string> names;
     for (const ir::Node* n : order) names.insert(n->name);
-    for (const auto* list : {&config_.nodes_to_exclude, &config_.nodes_to_quantize})
-      for (const std::string& name : *list)
-        if (!names.count(name))
-          throw Error("the model has no node named '" + name + "' (in " +
-                      (list == &config_.nodes_to_exclude ? "nodes_to_exclude" : "nodes_to_quantize") + ")");
-    std::set<std::string> excluded(config_.nodes_to_exclude.begin(), config_.nodes_to_exclude.end());
+    // Quark matches its patterns in nodes_to_exclude only; nodes_to_quantize takes names.
+    for (const std::string& name : config_.nodes_to_quantize)
+      if (!names.count(name)) throw Error("the model has no node named '" + name + "' (in nodes_to_quantize)");
+    std::set<std::string> excluded = named_exclusions(graph_, config_, &plan_.warnings);
     exclude_outside_input_output_nodes(order, excluded);
     std::set<std::string> selected(config_.nodes_to_quantize.begin(), config_.nodes_to_quantize.end());
     const std::set<std::string> op_types = quantized_op_types(config_, graph_);
     const std::set<std::string> registry_op_types = quantized_op_types(config_);
+    std::set<std::string> present;
+    for (const ir::Node* n : order) present.insert(n->op_type);
+    for (const std::string& op : config_.extra_op_types_to_quantize)
+      if (!present.count(op)) plan_.warnings.push_back("extra_op_types_to_quantize: the model has no " + op + " node");
 
     for (const std::string& name : config_.nodes_to_exclude_output_quantization)
       if (!names.count(name))
@@ -77,7 +80,7 @@ class Planner {
 
   // nodes_to_exclude with the nodes input_nodes / output_nodes exclude (for the DPU rewrites' filter).
   std::set<std::string> excluded_nodes() {
-    std::set<std::string> excluded(config_.nodes_to_exclude.begin(), config_.nodes_to_exclude.end());
+    std::set<std::string> excluded = named_exclusions(graph_, config_);
     exclude_outside_input_output_nodes(graph_.topological_order(), excluded);
     return excluded;
   }

@@ -6,24 +6,14 @@
 #include "engine/kernel.h"
 #include "onnxptq/error.h"
 #include "passes/onnx_bridge.h"
+#include "quant/config_keys_detail.h"
 #include "quant/post_process.h"
 
 namespace onnxptq::quant {
 
 namespace {
 
-using json = nlohmann::json;
-
-ConfigKey key(std::string name, std::string type, std::string default_value, std::string owner, ApplyKey apply,
-              std::string note = "") {
-  return {std::move(name),  KeyScope::ExtraOption, std::move(type),  std::move(default_value),
-          KeyStatus::Works, std::move(note),       std::move(owner), apply};
-}
-
-bool json_bool(const std::string& key, const json& v) {
-  if (!v.is_boolean()) throw Error("extra option " + key + ": expected true or false, got " + v.dump());
-  return v.get<bool>();
-}
+using namespace config_keys_detail;
 
 // An op type of a graph node: one ONNX defines, or a com.microsoft one the engine runs.
 std::string json_op_type(const std::string& key, const json& v) {
@@ -59,27 +49,27 @@ std::vector<std::pair<std::string, std::string>> json_op_pairs(const std::string
 }  // namespace
 
 void add_post_process_keys(std::vector<ConfigKey>& keys) {
-  keys.push_back(key("CopySharedInit", "list of strings or null", "null", "passes",
-                     [](QuantConfig& c, const ConfigKey& k, const json& v) {
-                       c.copy_shared_init = json_op_types_or_none(k.name, v);
-                     }));
-  keys.push_back(key(
-      "CopyBiasInit", "list of strings or null", "[\"Conv\", \"ConvTranspose\", \"Gemm\"]", "passes",
+  keys.push_back(works(kExtra, "CopySharedInit", "list of strings or null", "null", "passes",
+                       [](QuantConfig& c, const ConfigKey& k, const json& v) {
+                         c.copy_shared_init = json_op_types_or_none(k.name, v);
+                       }));
+  keys.push_back(works(
+      kExtra, "CopyBiasInit", "list of strings or null", "[\"Conv\", \"ConvTranspose\", \"Gemm\"]", "passes",
       [](QuantConfig& c, const ConfigKey& k, const json& v) { c.copy_bias_init = json_op_types_or_none(k.name, v); },
       "with 8/16-bit integer types and MinMax, Entropy, Percentile or Distribution"));
   keys.push_back(
-      key("RemoveQDQMulAdd", "bool", "false", "quant",
-          [](QuantConfig& c, const ConfigKey& k, const json& v) { c.remove_qdq_mul_add = json_bool(k.name, v); }));
-  keys.push_back(key(
-      "RemoveQDQBetweenOps", "list of pairs or null", "null", "quant",
+      works(kExtra, "RemoveQDQMulAdd", "bool", "false", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.remove_qdq_mul_add = json_bool(k.name, v); }));
+  keys.push_back(works(
+      kExtra, "RemoveQDQBetweenOps", "list of pairs or null", "null", "quant",
       [](QuantConfig& c, const ConfigKey& k, const json& v) { c.remove_qdq_between_ops = json_op_pairs(k.name, v); }));
-  keys.push_back(key(
-      "Int16Bias", "bool", "false", "quant",
+  keys.push_back(works(
+      kExtra, "Int16Bias", "bool", "false", "quant",
       [](QuantConfig& c, const ConfigKey& k, const json& v) { c.int16_bias = json_bool(k.name, v); },
       "below opset 21 com.microsoft's DequantizeLinear"));
   keys.push_back(
-      key("DedicateDQNode", "bool", "false", "passes",
-          [](QuantConfig& c, const ConfigKey& k, const json& v) { c.dedicate_dq_node = json_bool(k.name, v); }));
+      works(kExtra, "DedicateDQNode", "bool", "false", "passes",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.dedicate_dq_node = json_bool(k.name, v); }));
 }
 
 }  // namespace onnxptq::quant

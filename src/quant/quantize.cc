@@ -17,6 +17,7 @@
 #include "quant/dpu_plan.h"
 #include "quant/export.h"
 #include "quant/ipu_limitation.h"
+#include "quant/node_selection.h"
 #include "quant/post_process.h"
 
 namespace onnxptq::quant {
@@ -126,7 +127,7 @@ void equalize(ir::Model& model, const QuantConfig& config, const std::function<v
   passes::CleOptions options = config.cle;
   std::set<std::string> ops = quantized_op_types(config, *model.graph);
   std::set<std::string> only(config.nodes_to_quantize.begin(), config.nodes_to_quantize.end());
-  std::set<std::string> excluded(config.nodes_to_exclude.begin(), config.nodes_to_exclude.end());
+  std::set<std::string> excluded = named_exclusions(*model.graph, config);
   options.quantizable = [ops, only, excluded](const ir::Node& n) {
     return ops.count(n.op_type) && !excluded.count(n.name) && (only.empty() || only.count(n.name));
   };
@@ -281,17 +282,19 @@ Plan plan_quantization(const ir::Model& model, calib::DataReader& reader, const 
 }
 
 QuantizeResult quantize_static(const ir::Model& float_model, calib::DataReader& reader, const QuantConfig& config,
-                               const std::function<void(const std::string&)>& log, const PlanRefiner& refine) {
+                               const std::function<void(const std::string&)>& log, const PlanRefiner& refine,
+                               const KnownRanges* given) {
   check_config(config);
   QuantizeResult r;
   r.prepared = prepare_float_model(float_model, reader, config, log, &r.seconds);
-  quantize_prepared(r, float_model, reader, config, log, nullptr, true, refine);
+  quantize_prepared(r, float_model, reader, config, log, nullptr, true, refine, given);
   return r;
 }
 
 void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::DataReader& reader,
                        const QuantConfig& config, const std::function<void(const std::string&)>& log,
-                       RangeCache* known_ranges, bool with_export, const PlanRefiner& refine) {
+                       RangeCache* known_ranges, bool with_export, const PlanRefiner& refine,
+                       const KnownRanges* given) {
   if (config.include_fast_ft && !refine)
     throw Error(
         "include_fast_ft: fast finetune runs above the quantizer (finetune/fast_finetune.h), which this "
@@ -325,13 +328,24 @@ void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::D
     groups[pof2_calibration ? types.at(t) : calib.activation_type].push_back(t);
   if (groups.empty()) groups[calib.activation_type];  // still one run: a model that cannot run is an error here
   r.calibration = {};
-  if (groups.size() > 1 && !data.can_rewind())
+  if (given) {
+    check_known_ranges(*given, model, config);
+    size_t count = 0;
+    for (const auto& [type, tensors] : groups) count += tensors.size();
+    say("ranges of " + std::to_string(count) + " tensors from " + given->source + " (not calibrated)");
+  }
+  if (groups.size() > 1 && !data.can_rewind() && !given)
     throw Error("mixed precision with power-of-two scales calibrates once per type, and " + data.describe() +
                 " cannot start over");
   for (const auto& [type, tensors] : groups) {
-    if (type != groups.begin()->first) data.rewind();
     calib.activation_type = type;
     calib::CalibrationResult found;
+    if (given) {  // float-scale ranges hold for any type; power-of-two ones are for the file's
+      found = take_known_ranges(*given, tensors, config.power_of_two() ? type : given->activation_type);
+      merge_calibration(r.calibration, std::move(found));
+      continue;
+    }
+    if (type != groups.begin()->first) data.rewind();
     if (known_ranges) {
       calib::CalibrationResult& known = (*known_ranges)[pof2_calibration ? type : ir::DataType::Undefined];
       found = calibrate_missing(model, tensors, data, calib, known, say);

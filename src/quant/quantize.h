@@ -14,6 +14,7 @@
 #include "ir/model.h"
 #include "quant/config.h"
 #include "quant/config_keys.h"  // the config parser callers of quantize_static use
+#include "quant/known_ranges.h"
 #include "quant/plan.h"
 
 namespace onnxptq::quant {
@@ -64,9 +65,11 @@ inline constexpr const char* kNoCalibrationData =
 using PlanRefiner =
     std::function<std::vector<FinetunedLayer>(Plan& plan, const ir::Model& model, calib::DataReader& reader)>;
 
-// With include_fast_ft, `refine` must be given (an Error otherwise).
+// With include_fast_ft, `refine` must be given (an Error otherwise). With `given`, its ranges
+// are used and nothing is calibrated (quant/known_ranges.h; Error when they do not fit).
 QuantizeResult quantize_static(const ir::Model& model, calib::DataReader& reader, const QuantConfig& config,
-                               const std::function<void(const std::string&)>& log = {}, const PlanRefiner& refine = {});
+                               const std::function<void(const std::string&)>& log = {}, const PlanRefiner& refine = {},
+                               const KnownRanges* given = nullptr);
 
 // quantize_static's steps after preparation, into `r` whose `prepared` prepare_float_model set
 // (for `float_model` and `config`): plan, calibration, enable_dpu's later passes, parameters,
@@ -74,9 +77,11 @@ QuantizeResult quantize_static(const ir::Model& model, calib::DataReader& reader
 // it lacks are calibrated and added to it: trials that differ only in what is quantized (nodes_to_exclude,
 // nodes_to_quantize, node precisions) share one calibration. `reader` gives the samples of
 // `float_model`'s inputs. Without `with_export`, r.model stays empty: the plan is for simulation only.
+// `given`: as for quantize_static.
 void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::DataReader& reader,
                        const QuantConfig& config, const std::function<void(const std::string&)>& log,
-                       RangeCache* known_ranges, bool with_export = true, const PlanRefiner& refine = {});
+                       RangeCache* known_ranges, bool with_export = true, const PlanRefiner& refine = {},
+                       const KnownRanges* given = nullptr);
 
 // The float model as quantize_static quantizes it, on a copy: RemoveInputInit, optimize_model's
 // preparation passes, then include_cle / ReplaceClip6Relu; nullopt when none of them applies. Adds the time of

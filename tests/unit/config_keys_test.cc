@@ -202,7 +202,8 @@ TEST(ConfigKeys, TypesAndDefaultsAreWhatTheParserTakes) {
     }
   }
   EXPECT_EQ(types, (std::set<std::string>{"bool", "number", "integer", "string", "list of strings", "list of numbers",
-                                          "object", "list of strings or null", "list of pairs or null"}));
+                                           "object", "list of strings or null", "list of pairs or null",
+                                           "list of [start nodes, end nodes]"}));
 }
 
 // The refusals name the key and why, as they did when the parser was an if-chain (docs/options.md).
