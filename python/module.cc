@@ -351,8 +351,8 @@ py::list input_list(const Model& model) {
 // None} (the report with "accuracy_target" after a search).
 py::dict quantize_static(const py::object& model_input, const std::string& model_output, py::object reader,
                          const std::string& config_json, py::object shapes, py::object ranges, bool external_data,
-                         bool log_progress, py::object target, py::object auto_mp_evaluate,
-                         py::object progress, py::object make_reader) {
+                         bool log_progress, py::object target, py::object auto_mp_evaluate, py::object progress,
+                         py::object make_reader) {
   QuantizeOptions options;
   options.progress = progress_function(progress);
   if (!target.is_none()) {

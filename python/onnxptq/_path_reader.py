@@ -80,18 +80,14 @@ class PathDataReader:
             array = np.load(path, allow_pickle=False)
         except (OSError, ValueError) as e:
             raise Error(f"calibration_data_path: {path}: not a readable .npy file ({e})") from None
+        shape = list(array.shape)
         fixed = all(d > 0 for d in dims)
         if array.ndim == 1 and len(dims) != 1 and fixed and array.size == int(np.prod(dims)):
             array = array.reshape(dims)
         if array.ndim + 1 == len(dims):
             array = array[np.newaxis]
-        if array.ndim != len(dims):
-            raise Error(f"calibration_data_path: {path}: array of shape {list(array.shape)} for input '{name}' "
-                        f"of shape {dims}")
-        for got, want in zip(array.shape, dims):
-            if want > 0 and got != want:
-                raise Error(f"calibration_data_path: {path}: array of shape {list(array.shape)} for input '{name}' "
-                            f"of shape {dims}")
+        if array.ndim != len(dims) or any(want > 0 and got != want for got, want in zip(array.shape, dims)):
+            raise Error(f"calibration_data_path: {path}: array of shape {shape} for input '{name}' of shape {dims}")
         if array.dtype != dtype:
             if not np.can_cast(array.dtype, dtype, casting="same_kind"):
                 raise Error(f"calibration_data_path: {path}: array of {array.dtype} for input '{name}' of "

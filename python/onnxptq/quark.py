@@ -1,7 +1,8 @@
 """The Quark for ONNX names over onnxptq's core: ModelQuantizer, Config, QuantizationConfig and
-get_default_config (quark.onnx; DefaultConfigMapping in quantization/config/custom_config.py).
+get_default_config (quark.onnx; DefaultConfigMapping in quantization/config/custom_config.py), and
+the QConfig API of onnxptq.quark_qconfig, lowered onto QuantizationConfig.
 
-A configuration whose feature the core lacks (the NPU paths, CLE, fast finetune, BFP/MX types,
+A configuration whose feature the core lacks (BFP/MX types, dynamic quantization, SmoothQuant,
 ...) raises onnxptq.Error naming it when the model is quantized (get_default_config returns
 every preset, as Quark does); nothing is silently left out. See docs/python.md.
 """
