@@ -321,13 +321,38 @@ std::pair<AccuracyTarget, EvaluateFunction> accuracy_target(const py::dict& targ
   return {t, metric_function(get("evaluate_function"), "evaluate_function")};
 }
 
+// The model a call names: a file path (str), or a serialized onnx.ModelProto (bytes), parsed
+// from the bytes object's own buffer with the GIL released (the caller holds the object).
+Model model_of(const py::object& model_input) {
+  if (py::isinstance<py::bytes>(model_input)) {
+    char* data = nullptr;
+    Py_ssize_t size = 0;
+    if (PyBytes_AsStringAndSize(model_input.ptr(), &data, &size) != 0) throw py::error_already_set();
+    py::gil_scoped_release nogil;
+    return Model::from_bytes(std::string_view(data, static_cast<size_t>(size)), {}, "model_input (ModelProto)");
+  }
+  std::string path = model_input.cast<std::string>();
+  py::gil_scoped_release nogil;
+  return Model::load(path);
+}
+
+// [(name, ONNX element type number, dims)] of the inputs a run feeds.
+py::list input_list(const Model& model) {
+  py::list out;
+  for (const ValueInfo& v : model.inputs()) out.append(py::make_tuple(v.name, static_cast<int>(v.dtype), v.dims));
+  return out;
+}
+
 // quantize_static of the core with a config in the JSON form of `onnxptq quantize --config`;
-// with `target` (a dict, or None), the accuracy-target search. Returns {"summary": text,
-// "warnings": [...], "report": {...}} (the report with "accuracy_target" after a search).
-py::dict quantize_static(const std::string& model_input, const std::string& model_output, py::object reader,
+// with `target` (a dict, or None), the accuracy-target search. `model_input` is a path or the
+// bytes of a ModelProto; with `model_output` "" the quantized model comes back as bytes.
+// `make_reader`, when not None, is called with the model's inputs (input_list) and returns the
+// reader to use. Returns {"summary": text, "warnings": [...], "report": {...}, "model": bytes or
+// None} (the report with "accuracy_target" after a search).
+py::dict quantize_static(const py::object& model_input, const std::string& model_output, py::object reader,
                          const std::string& config_json, py::object shapes, py::object ranges, bool external_data,
-                         bool log_progress, py::object target, py::object auto_mp_evaluate,
-                         py::object progress) {
+                         bool log_progress, py::object target, py::object auto_mp_evaluate, py::object progress,
+                         py::object make_reader) {
   QuantizeOptions options;
   options.progress = progress_function(progress);
   if (!target.is_none()) {
@@ -336,15 +361,13 @@ py::dict quantize_static(const std::string& model_input, const std::string& mode
   } else {
     options.evaluate = metric_function(auto_mp_evaluate, "AutoMixprecision's EvaluateFunction");
   }
-  options.model_path = model_input;
+  bool from_file = !py::isinstance<py::bytes>(model_input);
+  if (from_file) options.model_path = model_input.cast<std::string>();
   Config config = Config::from_json(config_json);
-  config.check();                 // before reading any data
-  check_output_path(model_input, model_output, "model_output");
-  std::optional<Model> model;
-  {
-    py::gil_scoped_release nogil;
-    model = Model::load(model_input);
-  }
+  config.check();  // before reading any data
+  if (from_file && !model_output.empty()) check_output_path(options.model_path, model_output, "model_output");
+  std::optional<Model> model = model_of(model_input);
+  if (!make_reader.is_none()) reader = make_reader(input_list(*model));
   std::vector<std::string> warnings;
   std::unique_ptr<DataReader> data;
   if (reader.is_none()) {
@@ -372,12 +395,15 @@ py::dict quantize_static(const std::string& model_input, const std::string& mode
     if (line.rfind("warning: ", 0) == 0) warnings.push_back(line.substr(9));
     if (log_progress) std::cerr << "onnxptq: " << line << std::endl;
   };
-  std::string summary, report;
+  std::string summary, report, bytes;
   {
     py::gil_scoped_release nogil;
     QuantizeOutcome result = quantize(*model, *data, config, options);
     if (!result.search_summary.empty()) options.log((result.target_met ? "" : "warning: ") + result.search_summary);
-    result.model.save(model_output, external_data);
+    if (model_output.empty())
+      bytes = result.model.to_bytes();
+    else
+      result.model.save(model_output, external_data);
     summary = result.summary;
     report = result.report_json;
   }
@@ -385,6 +411,7 @@ py::dict quantize_static(const std::string& model_input, const std::string& mode
   out["summary"] = summary;
   out["warnings"] = warnings;
   out["report"] = py::module_::import("json").attr("loads")(report);
+  out["model"] = model_output.empty() ? py::object(py::bytes(bytes)) : py::object(py::none());
   return out;
 }
 
@@ -480,7 +507,8 @@ PYBIND11_MODULE(_core, m) {
   m.def("quantize_static", &onnxptq::python::quantize_static, py::arg("model_input"), py::arg("model_output"),
         py::arg("reader"), py::arg("config_json"), py::arg("random_shapes"), py::arg("random_ranges"),
         py::arg("external_data"), py::arg("log_progress"), py::arg("target") = py::none(),
-        py::arg("auto_mp_evaluate") = py::none(), py::arg("progress") = py::none());
+        py::arg("auto_mp_evaluate") = py::none(), py::arg("progress") = py::none(),
+        py::arg("make_reader") = py::none());
   m.def("sensitivity", &onnxptq::python::sensitivity, py::arg("model_input"), py::arg("reader"), py::arg("config"),
         py::arg("samples"), py::arg("output_index"), py::arg("split"), py::arg("left_float"), py::arg("html_path"),
         py::arg("progress") = py::none());

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "onnxptq/data_type.h"
@@ -44,6 +45,11 @@ class Model {
   // Error (bad input) naming the file for a missing, truncated or invalid model; external
   // data files beside it are mapped, not read.
   static Model load(const std::filesystem::path& path);
+  // A serialized onnx.ModelProto held in memory (onnx's SerializeToString), checked as load
+  // checks a file. External data is read relative to `base_dir`; with none, a tensor stored
+  // outside the bytes is an Error naming it. `name` stands for the model in messages.
+  static Model from_bytes(std::string_view bytes, const std::filesystem::path& base_dir = {},
+                          const std::string& name = "model bytes");
 
   // Written to a temporary file beside `path`, then renamed: never half-written. With
   // `external_data` (or when the model would not fit in 2 GB) the weights go to one data file
@@ -52,6 +58,9 @@ class Model {
   // The same with the data file's options. Error for a data_file_name that is not a plain file
   // name.
   void save(const std::filesystem::path& path, const SaveOptions& options) const;
+  // The model as a serialized onnx.ModelProto, every tensor inside (onnx.load_from_string
+  // reads it). Error past protobuf's 2 GB limit.
+  std::string to_bytes() const;
 
   // The inputs a run must feed (initializers listed as inputs are left out) and the outputs.
   std::vector<ValueInfo> inputs() const;

@@ -175,13 +175,38 @@ def _progress_function(callback):
     return report
 
 
+def _model_argument(model_input):
+    """A file path as a str, an onnx.ModelProto as its serialized bytes (the proto is not changed)."""
+    if isinstance(model_input, (str, os.PathLike)):
+        return os.fspath(model_input)
+    if type(model_input).__name__ == "ModelProto" and callable(getattr(model_input, "SerializeToString", None)):
+        try:
+            return model_input.SerializeToString()
+        except ValueError as e:  # protobuf's 2 GB limit
+            raise Error(f"model_input: the ModelProto cannot be serialized ({e}); save it with external data "
+                        "and give its path") from None
+    raise TypeError(f"model_input: expected a file path or an onnx.ModelProto, got {type(model_input).__name__}")
+
+
 def _run(model_input, model_output, reader, config, extra_options, random_shape, use_external_data_format,
-         print_summary, log_progress, target=None, progress_callback=None):
-    """Calls the core; `config` holds the arguments in the JSON form of `onnxptq quantize --config`."""
-    if not isinstance(model_input, (str, os.PathLike)):
-        raise TypeError(f"model_input: expected a file path, got {type(model_input).__name__}")
-    if not isinstance(model_output, (str, os.PathLike)):
+         print_summary, log_progress, target=None, progress_callback=None, calibration_data_path=None):
+    """Calls the core; `config` holds the arguments in the JSON form of `onnxptq quantize --config`.
+    `model_input` is a path or an onnx.ModelProto; with `model_output` None the quantized model
+    comes back in the result's "model" as an onnx.ModelProto. Returns the core's result dict."""
+    model_argument = _model_argument(model_input)
+    if model_output is not None and not isinstance(model_output, (str, os.PathLike)):
         raise TypeError(f"model_output: expected a file path, got {type(model_output).__name__}")
+    if model_output is not None and os.fspath(model_output) == "":
+        raise Error("model_output: an empty path")
+    make_reader = None
+    if calibration_data_path is not None:
+        if reader is not None:
+            raise Error("give calibration_data_reader or calibration_data_path, not both")
+        if not isinstance(calibration_data_path, (str, os.PathLike)):
+            raise TypeError(f"calibration_data_path: expected a folder path, got {type(calibration_data_path).__name__}")
+        from ._path_reader import PathDataReader
+        folder = os.fspath(calibration_data_path)
+        make_reader = lambda inputs: PathDataReader(folder, inputs)  # noqa: E731 (the model's inputs come from the core)
     extra = dict(extra_options or {})
     # The value ranges of the random reader calibration_data_reader=None stands for (the core reads
     # them too, for UseRandomData).
@@ -193,15 +218,19 @@ def _run(model_input, model_output, reader, config, extra_options, random_shape,
         auto_mp_evaluate = extra["AutoMixprecision"].pop("EvaluateFunction")
     config = dict(config, extra_options=extra)
     text = json.dumps(config, default=_json_value, allow_nan=False)
-    result = _core.quantize_static(os.fspath(model_input), os.fspath(model_output), reader, text, random_shape,
-                                   ranges, bool(use_external_data_format), bool(log_progress),
-                                   target, auto_mp_evaluate, _progress_function(progress_callback))
+    output = "" if model_output is None else os.fspath(model_output)
+    result = _core.quantize_static(model_argument, output, reader, text, random_shape, ranges,
+                                   bool(use_external_data_format), bool(log_progress), target, auto_mp_evaluate,
+                                   _progress_function(progress_callback), make_reader)
     for warning in result["warnings"]:
         warnings.warn(warning, stacklevel=3)
     if print_summary:
         print(result["summary"], end="")
         sys.stdout.flush()
-    return result["report"]
+    if result["model"] is not None:
+        import onnx  # only for a model returned in memory
+        result["model"] = onnx.load_from_string(result["model"])
+    return result
 
 
 def quantize_static(model_input,
@@ -236,8 +265,9 @@ def quantize_static(model_input,
                     subgraphs_to_exclude=None,
                     accuracy_target=None,
                     progress_callback=None):
-    """vai_q_onnx.quantize_static: quantizes the model file `model_input` with samples from
-    `calibration_data_reader` (None: one random sample) and writes `model_output`.
+    """vai_q_onnx.quantize_static: quantizes the model file `model_input` (or an onnx.ModelProto,
+    beyond vai_q_onnx 1.16, whose model_input is a path) with samples from `calibration_data_reader` (None:
+    one random sample) and writes `model_output`.
 
     The signature and defaults are those of the vai_q_onnx user guide ("Vitis AI Quantizer for
     ONNX"); `inclue_cle` (the guide's spelling) and `fp16_fp32_convert` (vai_q_onnx 1.16's name) are
@@ -290,9 +320,11 @@ def quantize_static(model_input,
         "convert_fp16_to_fp32": bool(convert_fp16_to_fp32),
         "convert_nchw_to_nhwc": bool(convert_nchw_to_nhwc),
     }
+    if model_output is None:
+        raise TypeError("model_output: expected a file path (vai_q_onnx's quantize_static writes the model)")
     return _run(model_input, model_output, calibration_data_reader, config, extra_options,
                 random_data_reader_input_shape, use_external_data_format, print_summary, debug_mode,
-                target=accuracy_target, progress_callback=progress_callback)
+                target=accuracy_target, progress_callback=progress_callback)["report"]
 
 
 def sensitivity(model_input, calibration_data_reader=None, config=None, *, extra_options=None, samples=8,

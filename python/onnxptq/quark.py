@@ -1,13 +1,14 @@
 """The Quark for ONNX names over onnxptq's core: ModelQuantizer, Config, QuantizationConfig and
-get_default_config (quark.onnx; DefaultConfigMapping in quantization/config/custom_config.py).
+get_default_config (quark.onnx; DefaultConfigMapping in quantization/config/custom_config.py), and
+the QConfig API of onnxptq.quark_qconfig, lowered onto QuantizationConfig.
 
-A configuration whose feature the core lacks (the NPU paths, CLE, fast finetune, BFP/MX types,
+A configuration whose feature the core lacks (BFP/MX types, dynamic quantization, SmoothQuant,
 ...) raises onnxptq.Error naming it when the model is quantized (get_default_config returns
 every preset, as Quark does); nothing is silently left out. See docs/python.md.
 """
 
+import copy
 import dataclasses
-import enum
 import json
 import warnings
 from typing import Any, Dict, List, Optional
@@ -15,34 +16,10 @@ from typing import Any, Dict, List, Optional
 from . import (CalibrationDataReader, CalibrationMethod, Error, PowerOfTwoMethod, QuantFormat, QuantType,
                VitisQuantFormat, VitisQuantType, _core, _enum_name, _format_name, _json_value, _METHOD_CLASSES,
                _names, _run, _subgraphs, _TYPE_CLASSES, _unbuilt)
-
-
-class ExtendedQuantFormat(enum.Enum):
-    QOperator = 0
-    QDQ = 1
-
-
-class ExtendedQuantType(enum.Enum):
-    QInt8 = 1
-    QUInt8 = 2
-    QInt16 = 3
-    QUInt16 = 4
-    QInt4 = 5
-    QUInt4 = 6
-    QInt32 = 7
-    QUInt32 = 8
-    QFloat16 = 9
-    QBFloat16 = 10
-    QBFP = 11
-    QMX = 12
-
-
-class LayerWiseMethod(enum.Enum):
-    LayerWisePercentile = 0
-
-
-class Int16Method(enum.Enum):
-    MinMax = 0
+from .quark_enums import ExtendedQuantFormat, ExtendedQuantType, Int16Method, LayerWiseMethod
+from .quark_qconfig import *  # noqa: F401,F403 (Quark's QConfig API: quark.onnx's names)
+from .quark_qconfig import __all__ as _qconfig_names
+from .quark_qconfig import QConfig, apply_algorithms, lower
 
 
 @dataclasses.dataclass
@@ -117,8 +94,6 @@ def _check(config, what):
     for field, part in _UNBUILT_FLAGS.items():
         if getattr(config, field):
             raise _unbuilt(f"{what}{field}=True", part)
-    if config.algorithms:
-        raise _unbuilt(f"{what}algorithms", "the algorithm configs (CLE, AdaRound, AdaQuant, GPTQ, ...)")
     for key in config.extra_options:
         if key in _UNBUILT_OPTIONS:
             raise _unbuilt(f"{what}extra option {key}", _UNBUILT_OPTIONS[key])
@@ -202,40 +177,46 @@ def get_default_config(name):
 
 
 class ModelQuantizer:
-    """quark.onnx.ModelQuantizer over onnxptq's core."""
+    """quark.onnx.ModelQuantizer over onnxptq's core, with a legacy Config or a QConfig."""
 
     def __init__(self, config):
-        if not isinstance(config, Config):
-            raise TypeError(f"ModelQuantizer: expected a Config, got {type(config).__name__}")
+        if not isinstance(config, (Config, QConfig)):
+            raise TypeError(f"ModelQuantizer: expected a Config or a QConfig, got {type(config).__name__}")
         self.config = config
 
     def quantize_model(self, model_input, model_output=None, calibration_data_reader=None,
                        calibration_data_path=None, algorithms=None):
-        """Quantizes the model file `model_input` into `model_output` with samples from
-        `calibration_data_reader` (None: one random sample). Returns the report as a dict."""
-        q = self.config.global_quant_config
+        """Quantizes `model_input` (a path or an onnx.ModelProto, which is not changed) into the
+        file `model_output` with samples from `calibration_data_reader` or the .npy folder
+        `calibration_data_path` (neither: one random sample). Returns the report as a dict; with
+        `model_output=None`, the quantized model as an onnx.ModelProto instead (nothing written).
+        `algorithms` (Quark's deprecated argument, legacy Config only) are algorithm configs
+        (CLEConfig(), AdaRoundConfig(), ...), as QConfig's algo_config."""
+        if isinstance(self.config, QConfig):
+            if algorithms:
+                raise Error("algorithms: with a QConfig the algorithms are QConfig(algo_config=[...])")
+            fields, algorithms = lower(self.config, model_input)
+            q = QuantizationConfig(**fields)
+        else:
+            q = dataclasses.replace(self.config.global_quant_config)
+            q.extra_options = copy.deepcopy(q.extra_options)  # the algorithms write into it
+            algorithms = list(q.algorithms or []) + list(algorithms or [])
         _check(q, "")
-        if algorithms:
-            raise _unbuilt("algorithms", "the algorithm configs (CLE, AdaRound, AdaQuant, GPTQ, ...)")
-        if model_output is None:
-            raise _unbuilt("model_output=None", "returning the model in memory (onnx.ModelProto)")
-        if calibration_data_path is not None:
-            if calibration_data_reader is not None:
-                raise Error("give calibration_data_reader or calibration_data_path, not both")
-            raise _unbuilt("calibration_data_path", "Quark's folder layout of .npy files (use onnxptq quantize "
-                           "--calib-data, or a reader)")
+        for flag, value in apply_algorithms(algorithms, q.extra_options).items():
+            setattr(q, flag, getattr(q, flag) or value)
         config, extra = _core_config(q)
         verbose = q.debug_mode or q.log_severity_level <= 0
         with warnings.catch_warnings():
             if q.ignore_warnings:
                 warnings.simplefilter("ignore")
-            return _run(model_input, model_output, calibration_data_reader, config, extra,
-                        q.extra_options.get("RandomDataReaderInputShape"), q.use_external_data_format,
-                        q.print_summary, verbose)
+            result = _run(model_input, model_output, calibration_data_reader, config, extra,
+                          q.extra_options.get("RandomDataReaderInputShape"), q.use_external_data_format,
+                          q.print_summary, verbose, calibration_data_path=calibration_data_path)
+        return result["model"] if model_output is None else result["report"]
 
 
 __all__ = [
     "CalibrationDataReader", "CalibrationMethod", "Config", "Error", "ExtendedQuantFormat", "ExtendedQuantType",
     "Int16Method", "LayerWiseMethod", "ModelQuantizer", "PowerOfTwoMethod", "QuantFormat", "QuantType",
     "QuantizationConfig", "VitisQuantFormat", "VitisQuantType", "get_default_config",
-]
+] + _qconfig_names

@@ -30,6 +30,12 @@ Model Model::load(const std::filesystem::path& path) {
   return Model(std::make_shared<const ir::Model>(ir::load_model(path)));
 }
 
+Model Model::from_bytes(std::string_view bytes, const std::filesystem::path& base_dir, const std::string& name) {
+  return Model(std::make_shared<const ir::Model>(ir::parse_model(bytes, base_dir, name)));
+}
+
+std::string Model::to_bytes() const { return ir::serialize_model(*model_); }
+
 void Model::save(const std::filesystem::path& path, bool external_data) const {
   SaveOptions o;
   if (external_data) o.external_data = SaveOptions::ExternalData::Always;

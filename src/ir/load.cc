@@ -97,6 +97,10 @@ Bytes external_bytes(const onnx::TensorProto& proto, size_t expected, LoadContex
     }
   }
   if (location.empty()) ctx.fail("tensor '" + proto.name() + "' has external data without a location");
+  // Bytes from memory (Model::from_bytes without a folder) have nowhere to look.
+  if (ctx.base_dir.empty())
+    ctx.fail("tensor '" + proto.name() + "' stores its data in the external file '" + location +
+             "', but the model has no folder to read it from (load the model with its external data)");
   std::filesystem::path relative(location);
   bool escapes = relative.is_absolute();
   for (const auto& part : relative) escapes = escapes || part == "..";
@@ -467,6 +471,7 @@ bool parse_proto(onnx::ModelProto& proto, google::protobuf::io::ZeroCopyInputStr
 Model parse_model(std::string_view bytes, const std::filesystem::path& base_dir, const std::string& display_name) {
   LoadContext ctx{display_name, base_dir, {}, false};
   if (bytes.empty()) ctx.fail("the file is empty");
+  if (bytes.size() > static_cast<size_t>(INT_MAX)) ctx.fail("over 2 GB: a protobuf message cannot be this large");
   if (auto problem = framing_problem(reinterpret_cast<const std::byte*>(bytes.data()), bytes.size()))
     ctx.fail(*problem);
   onnx::ModelProto proto;

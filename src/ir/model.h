@@ -59,7 +59,8 @@ Attribute clone_attribute(const Attribute& a, Graph& owner);
 // missing or short external data, a node input nothing produces, or a cycle.
 Model load_model(const std::filesystem::path& path);
 
-// Parses a model held in memory; external data is looked up relative to `base_dir`.
+// Parses a model held in memory; external data is looked up relative to `base_dir` (empty:
+// external data is an Error).
 Model parse_model(std::string_view bytes, const std::filesystem::path& base_dir,
                   const std::string& display_name = "model");
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "engine/session.h"
@@ -51,6 +52,39 @@ TEST(PublicApi, ModelAndSessionGiveTheEnginesNumbers) {
     FAIL();
   } catch (const Error& e) {
     EXPECT_EQ(e.kind(), ErrorKind::bad_input);
+  }
+}
+
+// A model in memory is the file's model: the bytes of a file load as the file does, and a
+// model's bytes are what save writes. Bytes with no folder cannot name external data.
+TEST(PublicApi, ModelFromBytesAndToBytesAreTheFilesModel) {
+  SavedModel saved;
+  Model from_file = Model::load(saved.path);
+  std::string bytes = from_file.to_bytes();
+  std::ifstream in(saved.path, std::ios::binary);
+  std::string file((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(bytes, file);
+  Model from_bytes = Model::from_bytes(bytes);
+  EXPECT_EQ(from_bytes.to_bytes(), bytes);
+  EXPECT_EQ(from_bytes.inputs()[0].dims, from_file.inputs()[0].dims);
+  try {
+    Model::from_bytes(std::string_view(bytes).substr(0, bytes.size() / 2), {}, "half");
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()).rfind("half: ", 0), 0u) << e.what();
+  }
+  fs::path external = saved.dir / "external.onnx";
+  from_file.save(external, SaveOptions{.external_data = SaveOptions::ExternalData::Always, .external_threshold = 0});
+  std::ifstream ext_in(external, std::ios::binary);
+  std::string ext((std::istreambuf_iterator<char>(ext_in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(Model::from_bytes(ext, saved.dir).to_bytes(), bytes);
+  try {
+    Model::from_bytes(ext);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("stores its data in the external file 'external.onnx.data'"),
+              std::string::npos)
+        << e.what();
   }
 }
 

@@ -1,0 +1,203 @@
+"""Quark's QConfig API in onnxptq.quark: the *_QCONFIG presets give the models of the legacy presets
+of the same name (with the differences Quark's own lowering makes), per-layer and per-type configs
+give the models of the TensorQuantOverrides they stand for, algorithm configs run their
+algorithm, and what is not built is refused by name."""
+
+import numpy as np
+import onnx
+import pytest
+
+import onnxptq
+from onnxptq import quark
+from onnxptq.quark import (A8W8_QCONFIG, A16W8_QCONFIG, BF16_QCONFIG, BFP16_QCONFIG, VINT8_QCONFIG,
+                           XINT8_ADAROUND_QCONFIG, XINT8_QCONFIG, AdaQuantConfig, AdaRoundConfig, CLEConfig,
+                           CalibMethod, GPTQConfig, Int8Spec, Int16Spec, MX4Spec, QConfig, QLayerConfig,
+                           QuantGranularity,
+                           ScaleType, SmoothQuantConfig, XInt8Spec)
+from conftest import real_model
+
+
+class ListReader:
+    def __init__(self, samples):
+        self.samples = list(samples)
+
+    def get_next(self):
+        return self.samples.pop(0) if self.samples else None
+
+
+def samples(name, shape, count=3, seed=11):
+    rng = np.random.default_rng(seed)
+    return [{name: rng.standard_normal(shape).astype(np.float32)} for _ in range(count)]
+
+
+def run(config, model, data, **kwargs):
+    """The quantized model (ModelProto) of `config`, a QConfig or a legacy QuantizationConfig."""
+    if isinstance(config, quark.QuantizationConfig):
+        config.print_summary = False
+        config = quark.Config(global_quant_config=config)
+    else:
+        config.extra_options.setdefault("PrintSummary", False)
+    return quark.ModelQuantizer(config).quantize_model(model, None, ListReader(data), **kwargs)
+
+
+def legacy(name, **changes):
+    config = quark.get_default_config(name)
+    config.include_cle = False  # a QConfig runs CLE only with a CLEConfig in algo_config
+    for key, value in changes.items():
+        if key == "extra_options":  # added to the preset's
+            config.extra_options.update(value)
+        else:
+            setattr(config, key, value)
+    return config
+
+
+@pytest.fixture(autouse=True)
+def keep_presets():
+    """The presets are module objects a test may add PrintSummary to: put them back."""
+    saved = {p: dict(p.extra_options) for p in (A8W8_QCONFIG, A16W8_QCONFIG, BF16_QCONFIG, XINT8_QCONFIG,
+                                                 XINT8_ADAROUND_QCONFIG)}
+    yield
+    for p, extra in saved.items():
+        p.extra_options = extra
+
+
+def test_xint8_qconfig_is_legacy_xint8_with_int8_activations():
+    # Quark's XINT8_QCONFIG (XInt8Spec both) quantizes activations as int8, legacy XINT8 as uint8.
+    model = real_model("resnet18")
+    data = samples("input", (1, 3, 224, 224))
+    new = run(XINT8_QCONFIG, model, data)
+    assert new.SerializeToString() == run(legacy("XINT8", activation_type=quark.QuantType.QInt8), model,
+                                          data).SerializeToString()
+    assert new.SerializeToString() != run(legacy("XINT8"), model, data).SerializeToString()
+
+
+@pytest.mark.parametrize("qconfig,name,changes", [
+    # Quark's Int8Spec and Int16Spec calibrate by Percentile; two 8-bit types make the QDQ format.
+    (A8W8_QCONFIG, "A8W8", {"calibrate_method": quark.CalibrationMethod.Percentile,
+                            "quant_format": quark.QuantFormat.QDQ}),
+    (A16W8_QCONFIG, "A16W8", {"calibrate_method": quark.CalibrationMethod.Percentile}),
+    # BFloat16Spec is symmetric; legacy BF16 also quantizes every op type.
+    (BF16_QCONFIG, "BF16", {"extra_options": {"ActivationSymmetric": True, "WeightSymmetric": True}}),
+])
+def test_qconfig_presets_are_the_legacy_presets_models(tiny_model, qconfig, name, changes):
+    data = samples("x", (1, 3, 8, 8))
+    old = legacy(name, **changes)
+    old.extra_options.pop("QuantizeAllOpTypes", None)  # legacy BF16 only
+    assert run(qconfig, tiny_model, data).SerializeToString() == run(old, tiny_model, data).SerializeToString()
+
+
+def test_adaround_qconfig_is_the_cli_with_quarks_adaround_defaults(tiny_model, tmp_path):
+    # AdaRoundConfig's defaults (Quark's algorithm.py): batch 1, every sample, no early stop.
+    data = samples("x", (1, 3, 8, 8))
+    ft = {"OptimAlgorithm": "adaround", "FixedSeed": 1705472343, "BatchSize": 1, "NumIterations": 1000,
+          "LearningRate": 0.1, "EarlyStop": False}
+    old = legacy("XINT8_ADAROUND", activation_type=quark.QuantType.QInt8)
+    old.extra_options["FastFinetune"] = ft
+    new = run(XINT8_ADAROUND_QCONFIG, tiny_model, data)
+    assert new.SerializeToString() == run(old, tiny_model, data).SerializeToString()
+    assert new.SerializeToString() != run(XINT8_QCONFIG, tiny_model, data).SerializeToString()
+
+
+def test_cle_config_is_include_cle(tiny_model):
+    data = samples("x", (1, 3, 8, 8))
+    spec = QLayerConfig(input_tensors=Int8Spec(), weight=Int8Spec())
+    with_cle = run(QConfig(spec, algo_config=[CLEConfig(cle_steps=2)]), tiny_model, data)
+    old = legacy("A8W8", calibrate_method=quark.CalibrationMethod.Percentile, quant_format=quark.QuantFormat.QDQ,
+                 include_cle=True,
+                 extra_options={"CLESteps": 2, "CLETotalLayerDiffThreshold": 1.9e-7})  # CLEConfig's default
+    assert with_cle.SerializeToString() == run(old, tiny_model, data).SerializeToString()
+
+
+def test_layer_configs_are_their_tensor_overrides(tiny_model):
+    data = samples("x", (1, 3, 8, 8))
+    base = QLayerConfig(input_tensors=Int8Spec(), weight=Int8Spec())
+    int16 = QLayerConfig(input_tensors=Int16Spec(), weight=Int16Spec(symmetric=False))
+    by_type = run(QConfig(base, layer_type_config={int16: ["Conv"], None: ["Gemm"]}), tiny_model, data)
+    by_name = run(QConfig(base, specific_layer_config={int16: ["^con.*"]}, exclude=["gemm"]), tiny_model, data)
+    types = [{"quant_type": "QInt16", "symmetric": True}], [{"quant_type": "QInt16", "symmetric": False}]
+    old = legacy("A8W8", calibrate_method=quark.CalibrationMethod.Percentile, quant_format=quark.QuantFormat.QDQ,
+                 nodes_to_exclude=["gemm"], extra_options={"TensorQuantOverrides": {"x": types[0], "w": types[1]}})
+    expected = run(old, tiny_model, data).SerializeToString()
+    assert by_type.SerializeToString() == expected
+    assert by_name.SerializeToString() == expected
+    assert run(QConfig(base), tiny_model, data).SerializeToString() != expected
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda: QConfig(BFP16_QCONFIG.global_config), r"data_type BFP16: Quark's BFP data types \(QBFP\) is not built"),
+    (lambda: QConfig(QLayerConfig(input_tensors=MX4Spec(), weight=Int8Spec())), "data_type MX4: Quark's BFP"),
+    (lambda: QConfig(QLayerConfig(input_tensors=Int8Spec(), weight=Int8Spec(
+        quant_granularity=QuantGranularity.Group))), "QuantGranularity.Group: group-wise quantization"),
+    (lambda: QConfig(QLayerConfig(input_tensors=Int8Spec(), weight=Int8Spec()), algo_config=[SmoothQuantConfig()]),
+     "algorithms: SmoothQuantConfig: SmoothQuant is not built"),
+    (lambda: QConfig(QLayerConfig(input_tensors=Int8Spec(), weight=Int8Spec()), algo_config=[GPTQConfig(bits=4)]),
+     "algorithms: GPTQConfig: GPTQ is not built"),
+])
+def test_unbuilt_parts_are_refused_by_name(tiny_model, make, message):
+    with pytest.raises(onnxptq.UnsupportedError, match=message) as e:
+        quark.ModelQuantizer(make()).quantize_model(tiny_model, None, ListReader(samples("x", (1, 3, 8, 8))))
+    assert "\n" not in str(e.value)
+
+
+def test_vint8_qconfig_is_legacy_vint8_without_cle(tiny_model):
+    # Both calibrate on the seeds' one random sample (UseRandomData); a QConfig runs CLE only with a CLEConfig.
+    legacy = quark.get_default_config("VINT8")
+    legacy.include_cle = False
+    models = [quark.ModelQuantizer(config).quantize_model(tiny_model, None, None).SerializeToString()
+              for config in (VINT8_QCONFIG, quark.Config(global_quant_config=legacy))]
+    assert models[0] == models[1]
+
+
+def test_int16_scale_type_is_int16scale(tiny_model):
+    data = samples("x", (1, 3, 8, 8))
+    spec = dict(scale_type=ScaleType.Int16, calibration_method=CalibMethod.MinMax)
+    got = quark.ModelQuantizer(QConfig(QLayerConfig(input_tensors=Int8Spec(**spec), weight=Int8Spec(**spec))))
+    legacy = quark.get_default_config("S8S8_AAWS")
+    legacy.include_cle = False
+    legacy.calibrate_method = onnxptq.CalibrationMethod.MinMax
+    legacy.extra_options = {"Int16Scale": True, "ActivationSymmetric": True, "WeightSymmetric": True}
+    expected = quark.ModelQuantizer(quark.Config(global_quant_config=legacy))
+    assert (got.quantize_model(tiny_model, None, ListReader(data)).SerializeToString() ==
+            expected.quantize_model(tiny_model, None, ListReader(data)).SerializeToString())
+    with pytest.raises(onnxptq.Error, match="ScaleType.Int16 on input_tensors or weight alone"):
+        quark.ModelQuantizer(QConfig(QLayerConfig(input_tensors=Int8Spec(**spec), weight=Int8Spec()))).quantize_model(
+            tiny_model, None, ListReader(data))
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda: QConfig(QLayerConfig(input_tensors=Int8Spec(), weight=Int8Spec()),
+                     algo_config=[AdaRoundConfig(), AdaQuantConfig()]),
+     "AdaRoundConfig and AdaQuantConfig are both given"),
+    (lambda: QConfig(QLayerConfig(weight=Int8Spec())), "global_config: input_tensors is required"),
+    (lambda: QConfig(QLayerConfig(input_tensors=Int8Spec(), weight=Int8Spec(), bias=Int8Spec())),
+     "global_config bias: Quark's lowering reads only input_tensors and weight"),
+    (lambda: QConfig(QLayerConfig(input_tensors=Int8Spec(), weight=Int8Spec()),
+                     specific_layer_config={QLayerConfig(input_tensors=Int16Spec()): ["nonesuch"]}),
+     "specific_layer_config: no node named 'nonesuch' in the model"),
+])
+def test_contradicting_or_wrong_configs_are_one_line_errors(tiny_model, make, message):
+    with pytest.raises(onnxptq.Error, match=message) as e:
+        quark.ModelQuantizer(make()).quantize_model(tiny_model, None, ListReader(samples("x", (1, 3, 8, 8))))
+    assert "\n" not in str(e.value)
+
+
+def test_algorithms_argument_maps_onto_the_legacy_config_and_not_a_qconfig(tiny_model):
+    data = samples("x", (1, 3, 8, 8))
+    old = legacy("A8W8")
+    by_argument = quark.ModelQuantizer(quark.Config(global_quant_config=old)).quantize_model(
+        tiny_model, None, ListReader(data), algorithms=[CLEConfig()])
+    old.include_cle = True
+    assert by_argument.SerializeToString() == run(old, tiny_model, data).SerializeToString()
+    with pytest.raises(onnxptq.Error, match="algorithms: with a QConfig the algorithms are QConfig"):
+        quark.ModelQuantizer(XINT8_QCONFIG).quantize_model(tiny_model, None, ListReader(data),
+                                                            algorithms=[CLEConfig()])
+
+
+def test_quarks_import_names_are_offered():
+    for name in ("QConfig", "QLayerConfig", "QTensorConfig", "Int8Spec", "UInt8Spec", "XInt8Spec", "Int16Spec",
+                 "UInt16Spec", "Int32Spec", "UInt32Spec", "BFloat16Spec", "BFP16Spec", "CalibMethod", "ScaleType",
+                 "QuantGranularity", "CLEConfig", "AdaRoundConfig", "AdaQuantConfig", "AutoMixprecisionConfig",
+                 "SmoothQuantConfig", "GPTQConfig", "QuarotConfig", "BiasCorrectionConfig", "XINT8_QCONFIG",
+                 "A8W8_QCONFIG", "A16W8_ADAQUANT_QCONFIG", "BF16_QCONFIG", "BFP16_QCONFIG", "Int8", "BFloat16"):
+        assert name in quark.__all__ and hasattr(quark, name), name
+    assert XInt8Spec().scale_type == ScaleType.PowerOf2 and isinstance(XInt8Spec(), Int8Spec)
