@@ -220,6 +220,20 @@ void check_config(const QuantConfig& c) {
   if (c.convert_opset_version && *c.convert_opset_version < 13 && c.optimize_model)
     throw Error("ConvertOpsetVersion " + std::to_string(*c.convert_opset_version) +
                 " and optimize_model: the model preparation converts to opset 13 (set optimize_model false)");
+  if (!c.use_qdq_vitis_custom_ops && c.format != QuantFormat::VitisQDQ)
+    throw Error(std::string("UseQDQVitisCustomOps false chooses the ops of VitisQuantFormat.QDQ, not of ") +
+                quant_format_name(c.format));
+  if (!c.use_qdq_vitis_custom_ops && (c.activation_type != ir::DataType::Int8 || c.weight_type != ir::DataType::Int8))
+    throw Error(std::string("UseQDQVitisCustomOps false: vai_q_onnx's ai.onnx.contrib QuantizeLinear / "
+                            "DequantizeLinear take int8 only, not ") +
+                quant_type_name(c.activation_type == ir::DataType::Int8 ? c.weight_type : c.activation_type));
+  if (!c.use_qdq_vitis_custom_ops && c.int32_bias.value_or(false))
+    throw Error("UseQDQVitisCustomOps false and Int32Bias: the int8 ai.onnx.contrib DequantizeLinear cannot hold an "
+                "int32 bias (vai_q_onnx quantizes biases like weights here)");
+  if (c.weights_only && c.enable_dpu)
+    throw Error("WeightsOnly and enable_dpu: the NPU computes on quantized activations");
+  if (c.weights_only && c.format == QuantFormat::QOperator)
+    throw Error("WeightsOnly with QuantFormat.QOperator: its QLinear ops take quantized activations");
   // vai_q_onnx's Int16Method (quantize_static refuses it with enable_dpu and VitisQuantFormat).
   if (c.int16_scale && c.enable_dpu)
     throw Error("Int16Scale and enable_dpu: the NPU takes power-of-two scales, not M / 2^N");

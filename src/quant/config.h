@@ -152,6 +152,13 @@ struct QuantConfig {
   std::optional<bool> weight_symmetric;        // WeightSymmetric; default: true for signed weight types
   bool use_unsigned_relu = false;              // UseUnsignedReLU (power-of-two activations only)
   bool quantize_bias = true;                   // QuantizeBias
+  // WeightsOnly (Quark): only constant tensors (weights) get a Q/DQ; activations and biases, whose
+  // int32 scale needs the input's, stay float, and nothing is calibrated.
+  bool weights_only = false;
+  // UseQDQVitisCustomOps (vai_q_onnx): false writes VitisQuantFormat.QDQ's int8 pairs as vai's
+  // ai.onnx.contrib QuantizeLinear / DequantizeLinear (onnxruntime-extensions Python ops) with
+  // their bit_width and pos attributes, biases quantized like weights (int8).
+  bool use_qdq_vitis_custom_ops = true;
   bool add_qdq_pair_to_weight = false;         // AddQDQPairToWeight
   bool dedicated_qdq_pair = false;             // DedicatedQDQPair
   bool force_quantize_no_input_check = false;  // ForceQuantizeNoInputCheck

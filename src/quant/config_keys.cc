@@ -126,6 +126,8 @@ void add_quantizer_options(std::vector<ConfigKey>& keys) {
       "with a power-of-two method"));
   add(works(kExtra, "QuantizeBias", "bool", "true", "quant",
             [](QuantConfig& c, const ConfigKey& k, const json& v) { c.quantize_bias = json_bool(k.name, v); }));
+  add(works(kExtra, "WeightsOnly", "bool", "false", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.weights_only = json_bool(k.name, v); }));
   add(works(
       kExtra, "AddQDQPairToWeight", "bool", "false", "quant",
       [](QuantConfig& c, const ConfigKey& k, const json& v) { c.add_qdq_pair_to_weight = json_bool(k.name, v); }));
@@ -181,13 +183,10 @@ void add_quantizer_options(std::vector<ConfigKey>& keys) {
   add(works(
       kExtra, "QDQKeepRemovableActivations", "bool", "false", "quant",
       [](QuantConfig& c, const ConfigKey& k, const json& v) { c.keep_removable_activations = json_bool(k.name, v); }));
-  // True (vai_q_onnx's default) is what VitisQuantFormat.QDQ writes: the com.vai.quantize ops.
-  add(limited(kExtra, "UseQDQVitisCustomOps", "bool", "true", "quant",
-              "false (vai_q_onnx's ai.onnx.contrib int8 QuantizeLinear/DequantizeLinear) is not written by onnxptq: "
-              "VitisQuantFormat.QDQ writes VitisQuantizeLinear/VitisDequantizeLinear",
-              [](QuantConfig&, const ConfigKey& k, const json& v) {
-                if (!json_bool(k.name, v)) throw unsupported(k.name + " " + k.note);
-              }));
+  add(works(
+      kExtra, "UseQDQVitisCustomOps", "bool", "true", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.use_qdq_vitis_custom_ops = json_bool(k.name, v); },
+      "false: with VitisQuantFormat.QDQ and QInt8 types"));
 }
 
 // The preparation of the float model: CLE (passes/cle.h), RemoveInputInit, the format conversions.
@@ -399,7 +398,6 @@ void add_refused_options(std::vector<ConfigKey>& keys) {
   keys.push_back(refused("MXAttributes", "object", "Quark's MX data types (QMX)"));
   keys.push_back(refused("UseMatMulNBits", "bool", "MatMulNBits weight-only quantization"));
   keys.push_back(refused("MatMulNBitsParams", "object", "MatMulNBits weight-only quantization"));
-  keys.push_back(refused("WeightsOnly", "bool", "weight-only quantization (WeightsOnly)"));
   // The other keys of these families, which vai_q_onnx and Quark keep adding.
   keys.push_back(refused("Convert*", "-", kOtherKey));
   keys.push_back(refused("Adjust*", "-", kOtherKey));

@@ -159,7 +159,7 @@ class Planner {
 
   // An activation, or an initializer quantized like one (ORT: activation type and symmetry).
   void activation(const ir::Value* v) {
-    if (!quantizable(v) || planned(v)) return;
+    if (!quantizable(v) || planned(v) || (config_.weights_only && !is_constant(v))) return;
     TensorPlan& t = add(v, is_constant(v) ? Role::Weight : Role::Activation);
     t.type = activation_type();
     t.symmetric = config_.activation_symmetric;
@@ -207,7 +207,8 @@ class Planner {
       return;
     }
     if (quant_type_is_float(wt) || ir::data_type_bits(wt) == 32 || ir::data_type_bits(it) == 32 ||
-        !(config_.int32_bias.value_or(true) || config_.int16_bias)) {  // Quark: Int16Bias sets Int32Bias
+        !(config_.int32_bias.value_or(config_.use_qdq_vitis_custom_ops) ||
+          config_.int16_bias)) {  // Quark: Int16Bias sets Int32Bias
       // An int32 bias with scale s_in * s_w cannot hold float16/bfloat16 or 32-bit products: the
       // bias is quantized like a weight, as vai_q_onnx does for its Vitis formats, and
       // as Quark does with Int32Bias false.
@@ -232,7 +233,7 @@ class Planner {
   }
 
   void share(const ir::Value* out, const ir::Value* in) {
-    if (!quantizable(out) || planned(out)) return;
+    if (!quantizable(out) || planned(out) || config_.weights_only) return;
     // Copies of the provider's fields: adding a tensor may move the plan's tensors.
     const TensorPlan& source = plan_.provider(in->name());
     const DataType type = source.type;

@@ -15,6 +15,7 @@
 
 #include "ir/float16.h"
 #include "onnxptq/error.h"
+#include "passes/rewrite.h"
 #include "quant/export.h"
 #include "quant/quantize.h"
 #include "support/export_models.h"
@@ -323,10 +324,51 @@ TEST(VitisFormats, RefusedCombinationsNameTheOption) {
   EXPECT_EQ(testing::error_of([&] { check_config(c); }), "");
 
   QuantConfig e;
-  EXPECT_EQ(testing::error_of([&] { apply_extra_option(e, "UseQDQVitisCustomOps", true); }), "");
-  EXPECT_NE(
-      testing::error_of([&] { apply_extra_option(e, "UseQDQVitisCustomOps", false); }).find("VitisQuantizeLinear"),
-      std::string::npos);
+  apply_extra_option(e, "UseQDQVitisCustomOps", false);
+  EXPECT_EQ(testing::error_of([&] { check_config(e); }),
+            "UseQDQVitisCustomOps false chooses the ops of VitisQuantFormat.QDQ, not of QDQ");
+  e.format = QuantFormat::VitisQDQ;
+  e.activation_type = DataType::UInt8;
+  EXPECT_NE(testing::error_of([&] { check_config(e); }).find("take int8 only, not QUInt8"), std::string::npos);
+  e.activation_type = DataType::Int8;
+  e.int32_bias = true;
+  EXPECT_NE(testing::error_of([&] { check_config(e); }).find("cannot hold an int32 bias"), std::string::npos);
+}
+
+// UseQDQVitisCustomOps false: vai_q_onnx's ai.onnx.contrib QuantizeLinear / DequantizeLinear with
+// bit_width "8" and pos = -log2(scale), biases as int8 weights; the same numbers as the
+// com.vai.quantize form of a plan whose biases are weights too.
+TEST(VitisFormats, ContribOpsWithoutVitisCustomOps) {
+  ir::Model model = testing::export_test_model();
+  QuantConfig config = config_of(QuantFormat::VitisQDQ, Combo{DataType::Int8, DataType::Int8, calib::Method::MinMSE});
+  apply_extra_option(config, "UseQDQVitisCustomOps", false);
+  EXPECT_EQ(testing::error_of([&] { check_config(config); }), "");
+  Plan plan = testing::calibrated_plan(model, config);
+  const TensorPlan* b = plan.find("b");
+  ASSERT_NE(b, nullptr);
+  EXPECT_EQ(b->role, Role::Weight);
+  EXPECT_EQ(b->type, DataType::Int8);
+  ir::Model contrib = saved_and_loaded(export_model(model, plan, config), "contrib.onnx");
+  QuantConfig vitis_config = config;
+  vitis_config.use_qdq_vitis_custom_ops = true;
+  ir::Model vitis = export_model(model, plan, vitis_config);
+
+  EXPECT_EQ(testing::count_ops(contrib, "QuantizeLinear"), testing::count_ops(vitis, "VitisQuantizeLinear"));
+  EXPECT_EQ(testing::count_ops(contrib, "DequantizeLinear"), testing::count_ops(vitis, "VitisDequantizeLinear"));
+  EXPECT_GT(testing::count_ops(contrib, "QuantizeLinear"), 10);
+  for (const auto& n : contrib.graph->nodes()) {
+    if (n->op_type != "QuantizeLinear" && n->op_type != "DequantizeLinear") continue;
+    EXPECT_EQ(n->domain, "ai.onnx.contrib") << n->name;
+    EXPECT_EQ(n->attr_string("bit_width", ""), "8") << n->name;
+    float scale = passes::float_constant_of(n->input(1))->values<float>()[0];
+    int e = 0;
+    EXPECT_EQ(std::frexp(scale, &e), 0.5f) << n->name << ": a power-of-two scale";
+    EXPECT_EQ(n->attr_string("pos", ""), std::to_string(1 - e)) << n->name;
+  }
+  for (uint32_t seed : {7u, 8u}) {
+    auto feeds = testing::random_feeds(model, seed);
+    expect_identical(testing::run_model(contrib, feeds), testing::run_model(vitis, feeds), "contrib");
+  }
 }
 
 }  // namespace
