@@ -11,10 +11,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "calib/data_reader.h"
 #include "ir/model.h"
@@ -114,8 +113,9 @@ std::vector<Candidate> candidates(const std::vector<float>& x, const std::string
   }
   std::vector<float> centers(bins);
   for (size_t i = 0; i < bins; ++i) centers[i] = (edges[i] + edges[i + 1]) / 2;
-  for (size_t width = bins; width > bins / 2; --width) {  // windows of bins/2 + 1 ... bins centres
-    size_t gap = bins - (width - 1);                       // Quark's bins - center_i, center_i from bins/2
+  // Windows of bins ... bins/2 + 1 centres; gap is Quark's bins - center_i, center_i from bins/2 up.
+  for (size_t width = bins; width > bins / 2; --width) {
+    size_t gap = bins - (width - 1);
     auto left = static_cast<size_t>(static_cast<double>(gap) / 2);
     auto right = static_cast<size_t>(static_cast<double>(bins) - static_cast<double>(gap) / 2);
     float s = symmetric_int8_scale(centers[left], centers[right]);
@@ -200,8 +200,9 @@ TEST(WeightMinMseKeys, RefusedByName) {
   quant::QuantConfig c;
   EXPECT_EQ(error_of([&] { quant::apply_extra_option(c, "WeightCalibrateMethod", "Entropy"); }),
             "extra option WeightCalibrateMethod: expected \"MinMax\" or \"MinMSE\", got \"Entropy\"");
-  EXPECT_EQ(error_of([&] { quant::apply_extra_option(c, "MinMSEModeFloatScale", "MostCommon"); }),
-            "extra option MinMSEModeFloatScale: expected \"Percentile\", \"HistCenter\" or \"All\", got \"MostCommon\"");
+  EXPECT_EQ(
+      error_of([&] { quant::apply_extra_option(c, "MinMSEModeFloatScale", "MostCommon"); }),
+      "extra option MinMSEModeFloatScale: expected \"Percentile\", \"HistCenter\" or \"All\", got \"MostCommon\"");
   // The mode alone would change nothing.
   quant::apply_extra_option(c, "MinMSEModeFloatScale", "All");
   c.calibrate_method = calib::Method::MinMax;
@@ -212,8 +213,9 @@ TEST(WeightMinMseKeys, RefusedByName) {
   quant::apply_extra_option(c, "WeightCalibrateMethod", "MinMSE");
   EXPECT_EQ(error_of([&] { quant::check_config(c); }), "");
   c.calibrate_method = calib::Method::MinMSE;
-  EXPECT_NE(error_of([&] { quant::check_config(c); })
-                .find("WeightCalibrateMethod MinMSE with calibrate_method MinMSE: power-of-two methods"),
+  EXPECT_NE(error_of([&] {
+              quant::check_config(c);
+            }).find("WeightCalibrateMethod MinMSE with calibrate_method MinMSE: power-of-two methods"),
             std::string::npos);
   c.use_power_of_two_scale = false;
   EXPECT_NE(error_of([&] { quant::check_config(c); }).find("WeightCalibrateMethod MinMSE with calibrate_method"),
