@@ -228,8 +228,7 @@ def test_minmse_float32_weight_spec_is_weight_calibrate_method_minmse(tiny_model
     scales = {}
     for name, model in (("MinMSE", by_spec), ("MinMax", min_max)):
         scales[name] = {t.name: onnx.numpy_helper.to_array(t).tolist() for t in model.graph.initializer
-                        if t.name.endswith("_scale") and "weight" in t.name or t.name.startswith("w")
-                        and t.name.endswith("scale")}
+                        if t.name.split("_")[0] in ("w", "fc") and t.name.endswith("scale")}
     assert scales["MinMSE"].keys() == scales["MinMax"].keys() and scales["MinMSE"]
     assert scales["MinMSE"] != scales["MinMax"]
 
