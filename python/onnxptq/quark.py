@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Optional
 from . import (CalibrationDataReader, CalibrationMethod, Error, PowerOfTwoMethod, QuantFormat, QuantType,
                VitisQuantFormat, VitisQuantType, _core, _enum_name, _format_name, _json_value, _METHOD_CLASSES,
                _names, _run, _subgraphs, _TYPE_CLASSES, _unbuilt)
-from .quark_enums import ExtendedQuantFormat, ExtendedQuantType, Int16Method, LayerWiseMethod
+from .quark_enums import ExtendedCalibrationMethod, ExtendedQuantFormat, ExtendedQuantType, Int16Method, LayerWiseMethod
 from .quark_qconfig import *  # noqa: F401,F403 (Quark's QConfig API: quark.onnx's names)
 from .quark_qconfig import __all__ as _qconfig_names
 from .quark_qconfig import QConfig, apply_algorithms, lower
@@ -216,7 +216,7 @@ class ModelQuantizer:
 
 
 __all__ = [
-    "CalibrationDataReader", "CalibrationMethod", "Config", "Error", "ExtendedQuantFormat", "ExtendedQuantType",
-    "Int16Method", "LayerWiseMethod", "ModelQuantizer", "PowerOfTwoMethod", "QuantFormat", "QuantType",
+    "CalibrationDataReader", "CalibrationMethod", "Config", "Error", "ExtendedCalibrationMethod",
+    "ExtendedQuantFormat", "ExtendedQuantType", "Int16Method", "LayerWiseMethod", "ModelQuantizer", "PowerOfTwoMethod", "QuantFormat", "QuantType",
     "QuantizationConfig", "VitisQuantFormat", "VitisQuantType", "get_default_config",
 ] + _qconfig_names

@@ -30,3 +30,9 @@ class LayerWiseMethod(enum.Enum):
 
 class Int16Method(enum.Enum):
     MinMax = 0
+
+
+class ExtendedCalibrationMethod(enum.Enum):
+    """Weight calibration of float scales (extra option WeightCalibrateMethod): MinMSE's range search."""
+
+    MinMSE = 0

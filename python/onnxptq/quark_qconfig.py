@@ -7,7 +7,9 @@ QuantizationConfig as Quark's own quark/onnx/quantization/config/maps.py (_map_q
   PowerOfTwoMethod.NonOverflow; activation_type and weight_type from the specs' data types;
   QuantFormat.QDQ when both are 8-bit integers, ExtendedQuantFormat.QDQ otherwise; per_channel
   when the weight spec is per channel; ActivationSymmetric and WeightSymmetric from the specs;
-  EnableNPUCnn when both scale types are PowerOf2 (unless given).
+  EnableNPUCnn when both scale types are PowerOf2 (unless given); for a Float32 weight spec (unless
+  WeightCalibrateMethod is given) WeightCalibrateMethod ExtendedCalibrationMethod.MinMSE when it
+  calibrates by MinMSE, CalibrationMethod.MinMax otherwise (_map_weight_calibration_method).
 - specific_layer_config and layer_type_config become TensorQuantOverrides of each matched node's
   activation inputs (those before its first initializer), weight (the first initializer), bias
   (the input after it) and outputs; MixedPrecisionTensor (with SpecificTensorPrecision) first,
@@ -28,7 +30,7 @@ import re
 import warnings
 
 from . import CalibrationMethod, Error, PowerOfTwoMethod, QuantFormat, QuantType, _unbuilt
-from .quark_enums import ExtendedQuantFormat, ExtendedQuantType, LayerWiseMethod
+from .quark_enums import ExtendedCalibrationMethod, ExtendedQuantFormat, ExtendedQuantType, LayerWiseMethod
 
 
 class CalibMethod(enum.Enum):
@@ -506,9 +508,10 @@ def lower(qconfig, model_input):
     if layer.weight.scale_type != ScaleType.Float32:
         if extra.pop("WeightCalibrateMethod", None) is not None:
             warnings.warn("WeightCalibrateMethod applies to Float32 weight scales only; dropped, as Quark does")
-    elif "WeightCalibrateMethod" not in extra and layer.weight.calibration_method == CalibMethod.MinMSE:
-        raise _unbuilt("global_config weight: CalibMethod.MinMSE with ScaleType.Float32",
-                       "MinMSE weight ranges on float scales (WeightCalibrateMethod)")
+    elif "WeightCalibrateMethod" not in extra:  # float-scale weights: MinMSE's range search, else min/max
+        extra["WeightCalibrateMethod"] = (ExtendedCalibrationMethod.MinMSE
+                                          if layer.weight.calibration_method == CalibMethod.MinMSE
+                                          else CalibrationMethod.MinMax)
     int16_scales = {spec.scale_type == ScaleType.Int16 for spec in (inputs, layer.weight)}
     if len(int16_scales) > 1:
         raise Error("global_config: ScaleType.Int16 on input_tensors or weight alone (Int16Scale sets every scale)")

@@ -201,3 +201,44 @@ def test_quarks_import_names_are_offered():
                  "A8W8_QCONFIG", "A16W8_ADAQUANT_QCONFIG", "BF16_QCONFIG", "BFP16_QCONFIG", "Int8", "BFloat16"):
         assert name in quark.__all__ and hasattr(quark, name), name
     assert XInt8Spec().scale_type == ScaleType.PowerOf2 and isinstance(XInt8Spec(), Int8Spec)
+
+
+def test_minmse_float32_weight_spec_is_weight_calibrate_method_minmse(tiny_model):
+    # Quark's _map_weight_calibration_method: a Float32 weight spec calibrated by MinMSE becomes
+    # WeightCalibrateMethod ExtendedCalibrationMethod.MinMSE, any other CalibrationMethod.MinMax.
+    data = samples("x", (1, 3, 8, 8))
+    extra = {"PrintSummary": False}
+    for mode in (None, "HistCenter", "All"):
+        mode_option = {} if mode is None else {"MinMSEModeFloatScale": mode}
+        by_spec = run(QConfig(QLayerConfig(input_tensors=Int8Spec(),
+                                           weight=Int8Spec(calibration_method=CalibMethod.MinMSE)),
+                              extra_options={**extra, **mode_option}), tiny_model, data)
+        by_key = run(QConfig(QLayerConfig(input_tensors=Int8Spec(), weight=Int8Spec()),
+                             extra_options={**extra, **mode_option,
+                                            "WeightCalibrateMethod": quark.ExtendedCalibrationMethod.MinMSE}),
+                     tiny_model, data)
+        assert by_spec.SerializeToString() == by_key.SerializeToString()
+    min_max = run(QConfig(QLayerConfig(input_tensors=Int8Spec(), weight=Int8Spec()), extra_options=dict(extra)),
+                  tiny_model, data)
+    explicit = run(QConfig(QLayerConfig(input_tensors=Int8Spec(), weight=Int8Spec()),
+                           extra_options={**extra, "WeightCalibrateMethod": onnxptq.CalibrationMethod.MinMax}),
+                   tiny_model, data)
+    assert min_max.SerializeToString() == explicit.SerializeToString()
+    # The weights' scales differ: the percentile ranges stop short of a weight's extremes.
+    scales = {}
+    for name, model in (("MinMSE", by_spec), ("MinMax", min_max)):
+        scales[name] = {t.name: onnx.numpy_helper.to_array(t).tolist() for t in model.graph.initializer
+                        if t.name.split("_")[0] in ("w", "fc") and t.name.endswith("scale")}
+    assert scales["MinMSE"].keys() == scales["MinMax"].keys() and scales["MinMSE"]
+    assert scales["MinMSE"] != scales["MinMax"]
+
+
+def test_minmse_weight_with_a_power_of_two_method_is_refused(tiny_model):
+    # MinMSE activations lower to PowerOfTwoMethod.MinMSE, whose weights search power-of-two positions.
+    config = QConfig(QLayerConfig(input_tensors=Int8Spec(calibration_method=CalibMethod.MinMSE),
+                                  weight=Int8Spec(calibration_method=CalibMethod.MinMSE)),
+                     extra_options={"PrintSummary": False})
+    with pytest.warns(UserWarning), pytest.raises(onnxptq.Error, match="WeightCalibrateMethod MinMSE with "
+                                                  "calibrate_method MinMSE: power-of-two methods") as e:
+        run(config, tiny_model, samples("x", (1, 3, 8, 8)))
+    assert "\n" not in str(e.value)

@@ -103,6 +103,25 @@ void check_float_type_options(const QuantConfig& c) {
         "ignores the zero point, so an asymmetric scaled range overflows float16");
 }
 
+// Quark's float-scale weight MinMSE (WeightCalibrateMethod): float scales and integer weights only.
+// Quark drops the key for power-of-two and Int16 weight scales; with a power-of-two method vai's
+// MinMSE weight search applies instead, so asking for both is refused by name.
+void check_weight_min_mse(const QuantConfig& c) {
+  if (c.weight_min_mse_mode && !c.weight_min_mse)
+    throw Error("extra option MinMSEModeFloatScale takes effect only with WeightCalibrateMethod MinMSE");
+  if (!c.weight_min_mse) return;
+  if (c.int16_scale)
+    throw Error("WeightCalibrateMethod MinMSE and Int16Scale: M / 2^N weight scales are not float scales");
+  if (calib::is_power_of_two(c.calibration_method()))
+    throw Error(std::string("WeightCalibrateMethod MinMSE with calibrate_method ") +
+                calib::method_name(c.calibrate_method) +
+                ": power-of-two methods calibrate weights by their own MinMSE search (PowerOfTwoMethod.MinMSE); "
+                "the float-scale weight MinMSE takes a float-scale calibrate_method");
+  if (!quant_type_is_integer(c.weight_type))
+    throw Error(std::string("WeightCalibrateMethod MinMSE with weight_type ") + quant_type_name(c.weight_type) +
+                ": the MinMSE search needs an integer weight type");
+}
+
 }  // namespace
 
 QuantFormat parse_quant_format(const std::string& name) {
@@ -289,6 +308,7 @@ void check_config(const QuantConfig& c) {
   check_ipu_config(c);  // IPULimitationCheck's options need enable_dpu
   check_post_process(c);
   check_float_type_options(c);
+  check_weight_min_mse(c);
   for (const auto& [op, axis] : c.per_channel_axis)
     if (axis < -8 || axis > 8)
       throw Error("QDQOpTypePerChannelSupportToAxis: axis " + std::to_string(axis) + " for " + op + " is out of range");

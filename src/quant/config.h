@@ -127,6 +127,12 @@ struct QuantConfig {
   // Int16Scale (vai_q_onnx and Quark): MinMax ranges (Int16Method.MinMax, whatever
   // calibrate_method says) whose float scales become the nearest M / 2^N, M 16-bit.
   bool int16_scale = false;
+  // WeightCalibrateMethod MinMSE (Quark's ExtendedCalibrationMethod.MinMSE): float-scale weights
+  // take the candidate range of least squared error (quant/tensor_quant.h, WeightMethod::float_min_mse)
+  // instead of their min and max; MinMSEModeFloatScale the candidates: "Percentile" (unset),
+  // "HistCenter" or "All".
+  bool weight_min_mse = false;
+  std::optional<std::string> weight_min_mse_mode;
   // ConvertOpsetVersion (Quark): the float model converted to this default-domain opset first.
   std::optional<int64_t> convert_opset_version;
   ir::DataType activation_type = ir::DataType::Int8;

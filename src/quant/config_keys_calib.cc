@@ -26,6 +26,33 @@ void add_calibration_options(std::vector<ConfigKey>& keys) {
             [](QuantConfig& c, const ConfigKey& k, const json& v) { c.int16_scale = json_bool(k.name, v); }));
   add(works(kExtra, "MinMSEMode", "string", "\"All\"", "calib",
             [](QuantConfig& c, const ConfigKey& k, const json& v) { c.calib.minmse_mode = json_string(k.name, v); }));
+  // Quark's float-scale weight MinMSE (its quantize_data, compute_minmse). Enum members come by name.
+  add(works(
+      kExtra, "WeightCalibrateMethod", "string", "\"MinMax\"", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) {
+        const std::string m = v.is_null() ? "MinMax" : json_string(k.name, v);
+        if (m == "MinMax" || m == "CalibrationMethod.MinMax")
+          c.weight_min_mse = false;
+        else if (m == "MinMSE" || m == "ExtendedCalibrationMethod.MinMSE")
+          c.weight_min_mse = true;
+        else
+          throw Error("extra option " + k.name + ": expected \"MinMax\" or \"MinMSE\", got " + v.dump());
+      },
+      "MinMSE with a float-scale calibrate_method (not power of two, not Int16Scale) and integer weights"));
+  add(works(
+      kExtra, "MinMSEModeFloatScale", "string", "\"Percentile\"", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) {
+        if (v.is_null()) {
+          c.weight_min_mse_mode.reset();
+          return;
+        }
+        const std::string m = json_string(k.name, v);
+        if (m != "Percentile" && m != "HistCenter" && m != "All")
+          throw Error("extra option " + k.name + ": expected \"Percentile\", \"HistCenter\" or \"All\", got " +
+                      v.dump());
+        c.weight_min_mse_mode = m;
+      },
+      "with WeightCalibrateMethod MinMSE"));
   add(works(kExtra, "CalibWorkerNum", "integer", "1 (command line: 0)", "calib",
             [](QuantConfig& c, const ConfigKey& k, const json& v) {
               c.calib.workers = static_cast<int>(json_number(k.name, v));

