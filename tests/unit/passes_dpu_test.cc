@@ -614,15 +614,17 @@ TEST(DpuPassLists, SpecOrderAndOptionKeys) {
   EXPECT_EQ(simulation,
             (std::vector<std::string>{"convert_leaky_relu_to_dpu_version", "convert_sigmoid_to_hard_sigmoid",
                                       "convert_hard_sigmoid_to_dpu_version", "convert_avg_pool_to_dpu_version",
-                                      "convert_reduce_mean_to_dpu_version", "convert_softmax_to_dpu_version"}));
+                                      "convert_reduce_mean_to_dpu_version", "convert_softmax_to_dpu_version",
+                                      "convert_clip_to_dpu_version"}));  // Quark's simulate_transforms order
   EXPECT_EQ(dpu_post_calibration_passes().at(0).name, std::string("convert_clip_to_relu"));
   size_t listed = pre.size() + simulation.size() + 1;
   EXPECT_EQ(dpu_pass_options().size(), listed);
   for (const DpuPassOption& o : dpu_pass_options()) {
     bool off_by_default = std::string(o.option) == "FuseInstanceNorm" || std::string(o.option) == "FuseL2Norm" ||
                           std::string(o.option) == "ConvertClipToRelu" ||
-                          std::string(o.option) == "ConvertSoftmaxToDPUVersion";
-    EXPECT_EQ(o.default_value, !off_by_default) << o.option;  // vai_q_onnx 1.16's defaults
+                          std::string(o.option) == "ConvertSoftmaxToDPUVersion" ||
+                          std::string(o.option) == "ConvertClipToDPUVersion";
+    EXPECT_EQ(o.default_value, !off_by_default) << o.option;  // vai_q_onnx 1.16's and Quark's XINT8 defaults
   }
 }
 
