@@ -236,6 +236,9 @@ struct QuantConfig {
   // converted inputs (calib/adapt_reader.h).
   bool convert_fp16_to_fp32 = false;
   bool convert_nchw_to_nhwc = false;
+  // FixShapes (Quark): these graph inputs and outputs take these shapes, and every tensor's shape
+  // is stored, before anything else (passes/model_format.h).
+  std::map<std::string, std::vector<int64_t>> fix_shapes;
 
   bool power_of_two() const { return calib::is_power_of_two(calibrate_method); }
   bool matmul_const_b_only_on() const { return matmul_const_b_only.value_or(enable_npu_transformer); }

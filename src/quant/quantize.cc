@@ -180,8 +180,14 @@ std::optional<ir::Model> prepare_float_model(const ir::Model& model, calib::Data
   };
   std::optional<ir::Model> prepared;
   auto start = std::chrono::steady_clock::now();
-  if (config.convert_fp16_to_fp32 || config.convert_nchw_to_nhwc) {  // first, as vai_q_onnx's quantize_static
+  if (!config.fix_shapes.empty()) {  // FixShapes: first, as Quark's preprocessing
     prepared = ir::clone_model(model);
+    passes::PassContext context;
+    passes::fix_shapes(*prepared, config.fix_shapes, context);
+    for (const std::string& line : context.log) say(line);
+  }
+  if (config.convert_fp16_to_fp32 || config.convert_nchw_to_nhwc) {  // first, as vai_q_onnx's quantize_static
+    if (!prepared) prepared = ir::clone_model(model);
     passes::PassContext context;
     if (config.convert_fp16_to_fp32) passes::convert_fp16_to_fp32(*prepared, context);
     if (config.convert_nchw_to_nhwc) passes::convert_nchw_to_nhwc(*prepared, context);
