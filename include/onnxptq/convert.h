@@ -67,15 +67,17 @@ Converted a8w8_npu_to_cpu(const Model& model);
 Converted u16u8_to_u8u8(const Model& model);
 
 // Quark's convert_bias_int32_to_int16: each int32 bias of a Conv, ConvTranspose, Gemm or
-// normalization stored as int16 (same scale, values clipped to int16 with a warning); a model
-// whose bias DequantizeLinear is ONNX's is converted to opset 21 first. `changed`: the biases.
+// normalization stored as int16 (same scale, values clipped to int16 with a warning); below opset
+// 21 (ONNX's DequantizeLinear takes int16 from 21) the bias DequantizeLinear becomes com.microsoft's
+// (Quark converts the model to opset 21 instead). `changed`: the biases.
 // Error when there is no int32 bias.
 Converted bias_int32_to_int16(const Model& model);
 
 // Quark's convert_fp32_to_fp16 (onnxconverter-common's float16 converter): float32 tensors and
 // values made float16; nodes of the block list (and nodes with subgraphs or of other domains)
-// stay float32 between Casts. Initializers are clamped as the converter does: nonzero
-// magnitudes into [1e-7, 1e4]. With keep_io_types the graph inputs and outputs stay float32.
+// stay float32 between Casts, as do nodes reading a constant beyond +-1e4 (the converter's
+// max_finite_val; it clamps such values, which breaks BatchNormalization variances). Tensors are
+// rounded to float16 as they are. With keep_io_types the graph inputs and outputs stay float32.
 struct Fp16Options {
   bool keep_io_types = false;
   // Quark's DEFAULT_OP_BLOCK_LIST_FP16 when empty.

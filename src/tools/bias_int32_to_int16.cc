@@ -1,12 +1,13 @@
 // convert_bias_int32_to_int16 (Quark's tool, its Int16Bias option): the int32 bias of each Conv,
 // ConvTranspose, Gemm and normalization that a DequantizeLinear dequantizes is stored as int16
 // with the same scale, values clipped to int16 as Quark clips them. ONNX's DequantizeLinear takes
-// int16 from opset 21: a model below it is converted first (Quark does the same).
+// int16 from opset 21; below it the bias's DequantizeLinear becomes com.microsoft's, which takes
+// int16 at any opset (Quark converts the model to opset 21 instead, which libonnx's version
+// converter, stopping at opset 17 here, cannot do).
 #include <algorithm>
 #include <set>
 
 #include "onnxptq/error.h"
-#include "passes/pipeline.h"
 #include "passes/rewrite.h"
 #include "tools/convert.h"
 #include "tools/qdq_nodes.h"
@@ -58,24 +59,21 @@ ir::Model bias_int32_to_int16(const ir::Model& model, ConvertResult& result) {
   if (int32_bias_dequantizers(*m.graph).empty())
     throw Error("the model has no int32 bias dequantized for a Conv, ConvTranspose, Gemm or normalization: "
                 "nothing to convert");
-  bool standard = false;
-  for (const ir::Node* dq : int32_bias_dequantizers(*m.graph))
-    standard = standard || dq->domain.empty() || dq->domain == "ai.onnx";
-  const int64_t from = m.opset("");
-  if (standard && from < 21) {
-    passes::PassContext context;
-    context.target_opset = 21;
-    passes::upgrade_opset(m, context);
-    m.ir_version = std::max<int64_t>(m.ir_version, 10);  // opset 21 is of IR version 10
-    result.log.push_back("opset " + std::to_string(from) + " converted to 21, the first whose DequantizeLinear "
-                         "takes int16");
-  }
   ir::Graph& g = *m.graph;
-  size_t converted = 0, clipped = 0;
+  size_t converted = 0, clipped = 0, contrib = 0;
   for (ir::Node* dq : int32_bias_dequantizers(g)) {
     passes::set_constant_input(m, dq, 0, narrowed(dq->input(0)->initializer(), clipped));
     if (const ir::Tensor* zp = constant_tensor(dq->input(2))) passes::set_constant_input(m, dq, 2, narrowed(*zp, clipped));
+    if ((dq->domain.empty() || dq->domain == "ai.onnx") && m.opset("") < 21) {
+      dq->domain = "com.microsoft";
+      ++contrib;
+    }
     ++converted;
+  }
+  if (contrib) {
+    if (m.opset("com.microsoft") == 0) m.set_opset("com.microsoft", 1);
+    result.log.push_back(std::to_string(contrib) + " bias DequantizeLinear nodes made com.microsoft's (opset " +
+                         std::to_string(m.opset("")) + " < 21: ONNX's takes no int16)");
   }
   remove_unused_initializers(g);
   result.changed = converted;

@@ -37,18 +37,32 @@ bool must_stay_float32(const ir::Node& n) {
   return ops.count(n.op_type) > 0;
 }
 
-// onnxconverter-common's convert_np_to_float16: nonzero magnitudes clamped into [1e-7, 1e4], so
-// that no weight becomes 0 or infinite.
+// onnxconverter-common's max_finite_val: a constant with a finite magnitude beyond it keeps its
+// readers float32. The converter clamps such values to it instead, which changed
+// BatchNormalization variances of PP-OCRv4 det (up to 2e5) and broke its output.
+constexpr float kMaxFinite = 1e4f;
+
+bool beyond_float16(const ir::Tensor* t) {
+  if (!t || t->dtype() != ir::DataType::Float) return false;
+  for (float x : t->values<float>())
+    if (std::isfinite(x) && std::fabs(x) > kMaxFinite) return true;
+  return false;
+}
+
+const ir::Tensor* float_constant(const ir::Value* v) {
+  if (!v || v->name().empty()) return nullptr;
+  if (v->has_initializer()) return &v->initializer();
+  if (const ir::Node* p = v->producer(); p && p->op_type == "Constant")
+    if (const ir::Attribute* a = p->find_attribute("value")) return &a->t;
+  return nullptr;
+}
+
+// Rounded to nearest even; tiny values become float16 subnormals or 0 as they round
+// (onnxconverter-common raises nonzero magnitudes below 1e-7 to 1e-7 instead).
 ir::Tensor to_half(const ir::Tensor& t) {
-  constexpr float kMin = 1e-7f, kMax = 1e4f;
   std::vector<uint16_t> out;
   out.reserve(static_cast<size_t>(t.size()));
-  for (float x : t.values<float>()) {
-    float a = std::fabs(x);
-    if (std::isfinite(x) && a > 0 && a < kMin) x = std::copysign(kMin, x);
-    if (std::isfinite(x) && a > kMax) x = std::copysign(kMax, x);
-    out.push_back(ir::float_to_half(x));
-  }
+  for (float x : t.values<float>()) out.push_back(ir::float_to_half(x));
   ir::Tensor h(ir::DataType::Float16, t.dims(), Bytes::copy_of(out.data(), out.size() * sizeof(uint16_t)));
   return h;
 }
@@ -74,10 +88,18 @@ ir::Model fp32_to_fp16(const ir::Model& model, const Fp16Options& options, Conve
   const std::vector<std::string>& op_list = options.op_block_list.empty() ? default_block_list() : options.op_block_list;
   std::set<std::string> block_ops(op_list.begin(), op_list.end());
   std::set<std::string> block_nodes(options.node_block_list.begin(), options.node_block_list.end());
+  std::set<const ir::Node*> wide;  // nodes reading (or Constant nodes holding) values float16 cannot hold
+  for (const auto& node : g.nodes()) {
+    bool beyond = node->op_type == "Constant" && beyond_float16(float_constant(node->output(0)));
+    for (const ir::Value* v : node->inputs()) beyond = beyond || beyond_float16(float_constant(v));
+    if (beyond) wide.insert(node.get());
+  }
   auto blocked = [&](const ir::Node* n) {
-    return block_ops.count(n->op_type) || block_nodes.count(n->name) || must_stay_float32(*n) ||
+    return block_ops.count(n->op_type) || block_nodes.count(n->name) || must_stay_float32(*n) || wide.count(n) ||
            !n->subgraphs().empty() || !(n->domain.empty() || n->domain == "ai.onnx");
   };
+  if (!wide.empty())
+    result.log.push_back(std::to_string(wide.size()) + " nodes kept float32: they read constants beyond +-1e4");
   // Which float values become float16.
   std::set<const ir::Value*> half;
   for (ir::Value* v : g.inputs())
@@ -159,8 +181,9 @@ ir::Model fp32_to_fp16(const ir::Model& model, const Fp16Options& options, Conve
   }
   g.sort_nodes();
   result.changed = half.size();
-  result.log.push_back(std::to_string(half.size()) + " values made float16 (" + std::to_string(tensors) +
-                       " tensors), " + std::to_string(cast_count) + " Casts");
+  result.log.insert(result.log.begin(), std::to_string(half.size()) + " values made float16 (" +
+                                            std::to_string(tensors) + " tensors), " + std::to_string(cast_count) +
+                                            " Casts");
   return m;
 }
 
