@@ -121,8 +121,9 @@ DumpResult dump_model(const ir::Model& model, DataReader& reader, const DumpOpti
   for (const auto& [name, source] : quantized) wanted.insert(source->name());
   for (const auto& [name, pos] : fix_neurons) wanted.insert(name);
   std::map<std::string, ir::Tensor> seen;
+  // A copy: the engine may write a later value into the same buffer (in-place kernels).
   auto record = [&](const std::string& name, const ir::Tensor& t) {
-    if (wanted.count(name)) seen[name] = t;
+    if (wanted.count(name)) seen[name] = ir::Tensor(t.dtype(), t.dims(), Bytes::copy_of(t.bytes().data(), t.byte_size()));
   };
   so.constant_transform = [&](const std::string& name, ir::Tensor& t) { record(name, t); };
   engine::Session session(model, so);
