@@ -5,6 +5,7 @@
 
 #include "cli/calib_data.h"
 #include "cli/commands.h"
+#include "onnxptq/error.h"
 
 namespace onnxptq::cli {
 
@@ -32,7 +33,12 @@ void add_dump_model_command(CLI::App& app) {
     std::unique_ptr<DataReader> reader = open_calib_data(data, model);
     DumpOptions options = a->options;
     options.output_dir = a->output_dir;
-    DumpResult result = dump_model(model, *reader, options);
+    DumpResult result;
+    try {
+      result = dump_model(model, *reader, options);
+    } catch (const Error& e) {  // say which model
+      throw Error(a->model + ": " + e.what(), e.kind());
+    }
     for (const std::string& w : result.warnings) std::cerr << "warning: " << w << "\n";
     std::cerr << result.quantized << " quantized tensors";
     if (options.dump_float) std::cerr << " and " << result.float_tensors << " float tensors";

@@ -5,10 +5,12 @@
 #include <functional>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "cli/commands.h"
 #include "onnxptq/convert.h"
+#include "onnxptq/error.h"
 #include "onnxptq/files.h"
 #include "onnxptq/model.h"
 
@@ -30,7 +32,13 @@ inline void add_model_tool(CLI::App* cmd, std::shared_ptr<ModelToolArgs> a,
   cmd->callback([a, run] {
     check_output_path(a->model, a->output, "--output");
     Model model = Model::load(a->model);
-    Converted c = run(model);
+    std::optional<Converted> converted;
+    try {
+      converted = run(model);
+    } catch (const Error& e) {  // say which model
+      throw Error(a->model + ": " + e.what(), e.kind());
+    }
+    Converted& c = *converted;
     c.model.save(a->output, a->external_data);
     for (const std::string& line : c.result.log) std::cerr << line << "\n";
     std::cerr << "written to " << a->output << "\n";

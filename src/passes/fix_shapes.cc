@@ -56,7 +56,7 @@ std::map<std::string, std::vector<int64_t>> parse_fix_shapes(const std::string& 
       continue;
     }
     size_t colon = item.rfind(':');
-    std::string name = colon == std::string::npos ? item : trim(item.substr(0, colon));
+    std::string name = colon == std::string::npos ? "" : trim(item.substr(0, colon));
     std::string shape = colon == std::string::npos ? "" : trim(item.substr(colon + 1));
     std::string bad = what + ": '" + item + "'" + (name.empty() ? "" : " for '" + name + "'") +
                       " is not NAME:[d1,d2,...] with whole dims of 1 or more";
