@@ -3,7 +3,8 @@ get_default_config (quark.onnx; DefaultConfigMapping in quantization/config/cust
 
 A configuration whose feature the core lacks (the NPU paths, CLE, fast finetune, BFP/MX types,
 ...) raises onnxptq.Error naming it when the model is quantized (get_default_config returns
-every preset, as Quark does); nothing is silently left out. See docs/python.md.
+every preset, as Quark does); nothing is silently left out. quark.onnx.dump_model and the tools
+of quark.onnx.tools are onnxptq.quark.dump_model and onnxptq.quark.tools. See docs/python.md.
 """
 
 import dataclasses
@@ -14,7 +15,7 @@ from typing import Any, Dict, List, Optional
 
 from . import (CalibrationDataReader, CalibrationMethod, Error, PowerOfTwoMethod, QuantFormat, QuantType,
                VitisQuantFormat, VitisQuantType, _core, _enum_name, _format_name, _json_value, _METHOD_CLASSES,
-               _names, _run, _TYPE_CLASSES, _unbuilt)
+               _names, _run, _TYPE_CLASSES, _unbuilt, dump_model, tools)
 
 
 class ExtendedQuantFormat(enum.Enum):
@@ -239,5 +240,5 @@ class ModelQuantizer:
 __all__ = [
     "CalibrationDataReader", "CalibrationMethod", "Config", "Error", "ExtendedQuantFormat", "ExtendedQuantType",
     "Int16Method", "LayerWiseMethod", "ModelQuantizer", "PowerOfTwoMethod", "QuantFormat", "QuantType",
-    "QuantizationConfig", "VitisQuantFormat", "VitisQuantType", "get_default_config",
+    "QuantizationConfig", "VitisQuantFormat", "VitisQuantType", "dump_model", "get_default_config", "tools",
 ]
