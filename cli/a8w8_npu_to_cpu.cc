@@ -5,7 +5,9 @@ namespace onnxptq::cli {
 
 void add_a8w8_npu_to_cpu_command(CLI::App& app) {
   auto a = std::make_shared<ModelToolArgs>();
-  CLI::App* cmd = app.add_subcommand("a8w8-npu-to-cpu", "Make the 8-bit biases of an A8W8 NPU model int32 in units of s_x * s_w, as ONNX Runtime's CPU kernels take them (Quark convert_a8w8_npu_to_a8w8_cpu)");
+  CLI::App* cmd = app.add_subcommand("a8w8-npu-to-cpu",
+                                     "Make the 8-bit biases of an A8W8 NPU model int32 in units of s_x * s_w, as ONNX "
+                                     "Runtime's CPU kernels take them (Quark convert_a8w8_npu_to_a8w8_cpu)");
   add_model_tool(cmd, a, [](const Model& model) { return a8w8_npu_to_cpu(model); });
 }
 

@@ -7,7 +7,8 @@ void add_fp32_to_fp16_command(CLI::App& app) {
   auto a = std::make_shared<ModelToolArgs>();
   auto options = std::make_shared<Fp16Options>();
   CLI::App* cmd = app.add_subcommand(
-      "fp32-to-fp16", "Convert a float32 model to float16; blocked ops stay float32 between Casts (Quark convert_fp32_to_fp16)");
+      "fp32-to-fp16",
+      "Convert a float32 model to float16; blocked ops stay float32 between Casts (Quark convert_fp32_to_fp16)");
   cmd->add_flag("--keep-io-types", options->keep_io_types, "Keep the graph inputs and outputs float32");
   cmd->add_option("--op-block-list", options->op_block_list,
                   "Op types kept float32 (comma-separated; default: Quark's list, Resize, TopK, Min, Max, ...)")

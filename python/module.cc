@@ -326,8 +326,7 @@ std::pair<AccuracyTarget, EvaluateFunction> accuracy_target(const py::dict& targ
 // "warnings": [...], "report": {...}} (the report with "accuracy_target" after a search).
 py::dict quantize_static(const std::string& model_input, const std::string& model_output, py::object reader,
                          const std::string& config_json, py::object shapes, py::object ranges, bool external_data,
-                         bool log_progress, py::object target, py::object auto_mp_evaluate,
-                         py::object progress) {
+                         bool log_progress, py::object target, py::object auto_mp_evaluate, py::object progress) {
   QuantizeOptions options;
   options.progress = progress_function(progress);
   if (!target.is_none()) {
@@ -338,7 +337,7 @@ py::dict quantize_static(const std::string& model_input, const std::string& mode
   }
   options.model_path = model_input;
   Config config = Config::from_json(config_json);
-  config.check();                 // before reading any data
+  config.check();  // before reading any data
   check_output_path(model_input, model_output, "model_output");
   std::optional<Model> model;
   {
@@ -475,16 +474,26 @@ py::dict convert(const std::string& tool, const std::string& model_input, const 
     fp16.node_block_list = options["node_block_list"].cast<std::vector<std::string>>();
   Bf16Format format = parse_bf16_format(text("format", "with_cast"));
   std::function<Converted(const Model&)> run;
-  if (tool == "remove_qdq") run = [](const Model& m) { return remove_qdq(m); };
-  else if (tool == "qdq_to_qop") run = [](const Model& m) { return qdq_to_qop(m); };
-  else if (tool == "fix_shapes") run = [shapes](const Model& m) { return fix_shapes(m, shapes); };
-  else if (tool == "a8w8_npu_to_cpu") run = [](const Model& m) { return a8w8_npu_to_cpu(m); };
-  else if (tool == "u16u8_to_u8u8") run = [](const Model& m) { return u16u8_to_u8u8(m); };
-  else if (tool == "bias_int32_to_int16") run = [](const Model& m) { return bias_int32_to_int16(m); };
-  else if (tool == "fp32_to_fp16") run = [fp16](const Model& m) { return fp32_to_fp16(m, fp16); };
-  else if (tool == "fp32_to_bf16") run = [format](const Model& m) { return fp32_to_bf16(m, format); };
-  else if (tool == "fp16_to_bf16") run = [format](const Model& m) { return fp16_to_bf16(m, format); };
-  else throw Error("unknown model tool '" + tool + "'", ErrorKind::internal);
+  if (tool == "remove_qdq")
+    run = [](const Model& m) { return remove_qdq(m); };
+  else if (tool == "qdq_to_qop")
+    run = [](const Model& m) { return qdq_to_qop(m); };
+  else if (tool == "fix_shapes")
+    run = [shapes](const Model& m) { return fix_shapes(m, shapes); };
+  else if (tool == "a8w8_npu_to_cpu")
+    run = [](const Model& m) { return a8w8_npu_to_cpu(m); };
+  else if (tool == "u16u8_to_u8u8")
+    run = [](const Model& m) { return u16u8_to_u8u8(m); };
+  else if (tool == "bias_int32_to_int16")
+    run = [](const Model& m) { return bias_int32_to_int16(m); };
+  else if (tool == "fp32_to_fp16")
+    run = [fp16](const Model& m) { return fp32_to_fp16(m, fp16); };
+  else if (tool == "fp32_to_bf16")
+    run = [format](const Model& m) { return fp32_to_bf16(m, format); };
+  else if (tool == "fp16_to_bf16")
+    run = [format](const Model& m) { return fp16_to_bf16(m, format); };
+  else
+    throw Error("unknown model tool '" + tool + "'", ErrorKind::internal);
   check_output_path(model_input, model_output, "output_model_path");
   ConvertResult result;
   {

@@ -10,7 +10,8 @@ namespace onnxptq::passes {
 
 const std::vector<PassInfo>& dpu_pre_calibration_passes() {
   static const std::vector<PassInfo> passes = {
-      {"fuse_instance_norm", "the decomposed instance norm into InstanceNormalization (vai_q_onnx's FuseInstanceNorm)", fuse_instance_norm},
+      {"fuse_instance_norm", "the decomposed instance norm into InstanceNormalization (vai_q_onnx's FuseInstanceNorm)",
+       fuse_instance_norm},
       {"convert_bn_to_conv", "BatchNormalization on a 4-D input into a 1x1 depthwise Conv", convert_bn_to_conv},
       {"convert_reduce_mean_to_global_avg_pool", "ReduceMean over axes [2,3] into GlobalAveragePool",
        convert_reduce_mean_to_global_avg_pool},

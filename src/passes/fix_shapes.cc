@@ -102,8 +102,8 @@ void fix_shapes(ir::Model& model, const std::map<std::string, std::vector<int64_
   for (const ir::Value* v : g.fed_inputs()) {
     std::optional<std::vector<int64_t>> dims = v->type.is_tensor() ? v->type.static_shape() : std::nullopt;
     if (!dims)
-      throw Error("fix_shapes: input '" + v->name() + "' is " + v->type.to_string() +
-                  ", not fixed: give its shape (" + v->name() + ":[d1,d2,...])");
+      throw Error("fix_shapes: input '" + v->name() + "' is " + v->type.to_string() + ", not fixed: give its shape (" +
+                  v->name() + ":[d1,d2,...])");
     ir::Tensor t(v->type.elem_type, *dims);  // zeros: valid indices and sizes for integer inputs
     if (v->type.elem_type == ir::DataType::Float)
       for (float& x : t.mutable_values<float>()) x = uniform(rng);

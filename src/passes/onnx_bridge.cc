@@ -88,8 +88,8 @@ int64_t known_rank(const ir::Value* v) {
 void check_conv_pool_geometry(const ir::Graph& graph) {
   // The index of the weight among the inputs, or none for the pools.
   static const std::map<std::string, int, std::less<>> kOps = {
-      {"Conv", 1},    {"ConvTranspose", 1}, {"ConvInteger", 1}, {"QLinearConv", 3},
-      {"MaxPool", -1}, {"AveragePool", -1}, {"LpPool", -1},     {"MaxUnpool", -1}};
+      {"Conv", 1},     {"ConvTranspose", 1}, {"ConvInteger", 1}, {"QLinearConv", 3},
+      {"MaxPool", -1}, {"AveragePool", -1},  {"LpPool", -1},     {"MaxUnpool", -1}};
   for (const auto& node : graph.nodes()) {
     for (const ir::Graph* sub : node->subgraphs()) check_conv_pool_geometry(*sub);
     auto op = kOps.find(node->op_type);
@@ -97,7 +97,8 @@ void check_conv_pool_geometry(const ir::Graph& graph) {
     for (const char* name : {"strides", "dilations", "kernel_shape"})
       if (const ir::Attribute* a = node->find_attribute(name))
         for (int64_t v : a->ints)
-          if (v < 1) throw Error(node->describe() + ": " + name + " " + ir::dims_to_string(a->ints) + " must be positive");
+          if (v < 1)
+            throw Error(node->describe() + ": " + name + " " + ir::dims_to_string(a->ints) + " must be positive");
     if (op->second < 0 || node->inputs().size() <= static_cast<size_t>(op->second)) continue;
     const ir::Value* x = node->inputs()[0];
     const ir::Value* w = node->inputs()[static_cast<size_t>(op->second)];

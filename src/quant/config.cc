@@ -137,10 +137,10 @@ ir::DataType parse_quant_type(const std::string& name) {
   // Quark's types of features nobody has built: named, not unknown.
   if (bare == "QBFP" || bare == "QMX" || bare == "QInt4" || bare == "QUInt4")
     throw unsupported("quant type '" + name + "': Quark's " +
-                (bare == "QBFP"  ? std::string("BFP (block floating point) data types")
-                 : bare == "QMX" ? std::string("MX (microscaling) data types")
-                                 : std::string("4-bit types")) +
-                " are not built yet");
+                      (bare == "QBFP"  ? std::string("BFP (block floating point) data types")
+                       : bare == "QMX" ? std::string("MX (microscaling) data types")
+                                       : std::string("4-bit types")) +
+                      " are not built yet");
   std::string known;
   for (const auto& [type, text] : kTypes) known += (known.empty() ? "" : ", ") + std::string(text);
   throw Error("unknown quant type '" + name + "' (known: " + known + ")");

@@ -78,7 +78,8 @@ qmath::ScaleZeroPoint conversion_params(const TensorPlan& t, const TensorPlan::C
     qmath::QRange q = qmath::quant_range(t.type, t.symmetric);
     range = {static_cast<double>(q.min - p.zero_point) * p.scale, static_cast<double>(q.max - p.zero_point) * p.scale};
   }
-  ScaleOptions o = scale_options_of(pof2 ? Tool::vai : Tool::ort, pof2 ? ScaleKind::power_of_two : ScaleKind::float_scale);
+  ScaleOptions o =
+      scale_options_of(pof2 ? Tool::vai : Tool::ort, pof2 ? ScaleKind::power_of_two : ScaleKind::float_scale);
   o.symmetric = c.symmetric;
   if (pof2) o.pof2_position = Pof2Position::non_overflow;
   scale_float_target(o, c.type, config.activation_scaled, t.name + " (its conversion)");

@@ -19,8 +19,7 @@ ir::Model a8w8_npu_to_cpu(const ir::Model& model, ConvertResult& result) {
   size_t dequantize_nodes = 0, converted = 0, clipped = 0;
   std::vector<ir::Node*> replaced;  // the 8-bit bias DequantizeLinear nodes
   for (const auto& node : g.nodes()) dequantize_nodes += is_dequantize_node(*node);
-  if (dequantize_nodes == 0)
-    throw Error("the model has no DequantizeLinear node: it is not a quantized (QDQ) model");
+  if (dequantize_nodes == 0) throw Error("the model has no DequantizeLinear node: it is not a quantized (QDQ) model");
   const int64_t opset = m.opset("");
   for (ir::Node* n : passes::nodes_in_order(g)) {
     if (n->op_type != "Conv" && n->op_type != "ConvTranspose" && n->op_type != "Gemm") continue;
@@ -40,17 +39,17 @@ ir::Model a8w8_npu_to_cpu(const ir::Model& model, ConvertResult& result) {
                   "DequantizeLinear with axis, which needs opset 13 (the model has " + std::to_string(opset) + ")");
     std::optional<int64_t> b_axis = pb->params.size() > 1 ? std::optional<int64_t>(0) : std::nullopt;
     ir::Tensor bias = quant::dequantize_tensor(*b, pb->params, b_axis);
-    quant::QuantizedBias q = quant::quantize_bias(bias, px->params[0].scale, pw->params,
-                                                  quant::bias_options_of(quant::Tool::quark));
+    quant::QuantizedBias q =
+        quant::quantize_bias(bias, px->params[0].scale, pw->params, quant::bias_options_of(quant::Tool::quark));
     clipped += q.clipped;
     std::vector<float> scales(q.scales.begin(), q.scales.end());
-    std::vector<int64_t> dims = scales.size() > 1 ? std::vector<int64_t>{static_cast<int64_t>(scales.size())}
-                                                   : std::vector<int64_t>{};
+    std::vector<int64_t> dims =
+        scales.size() > 1 ? std::vector<int64_t>{static_cast<int64_t>(scales.size())} : std::vector<int64_t>{};
     const std::string base = n->input(2)->name();
     ir::Value* data = passes::add_initializer(m, g, base + "_int32", std::move(q.data));
-    ir::Value* scale = passes::add_initializer(m, g, base + "_int32_scale", ir::Tensor::from_values<float>(dims, scales));
-    ir::Value* zp = passes::add_initializer(m, g, base + "_int32_zero_point",
-                                            ir::Tensor(ir::DataType::Int32, dims));
+    ir::Value* scale =
+        passes::add_initializer(m, g, base + "_int32_scale", ir::Tensor::from_values<float>(dims, scales));
+    ir::Value* zp = passes::add_initializer(m, g, base + "_int32_zero_point", ir::Tensor(ir::DataType::Int32, dims));
     ir::Value* out = g.add_unique_value(base + "_int32_DequantizeLinear_Output");
     ir::Node* dq = g.insert_node_before(n, "DequantizeLinear", {data, scale, zp}, {out},
                                         g.fresh_name(base + "_int32_DequantizeLinear"));
@@ -60,8 +59,9 @@ ir::Model a8w8_npu_to_cpu(const ir::Model& model, ConvertResult& result) {
     ++converted;
   }
   if (converted == 0)
-    throw Error("no Conv, ConvTranspose or Gemm reads a dequantized input, weight and 8- or 16-bit bias: "
-                "nothing to convert (is it an A8W8 NPU model, quantized with Int32Bias false?)");
+    throw Error(
+        "no Conv, ConvTranspose or Gemm reads a dequantized input, weight and 8- or 16-bit bias: "
+        "nothing to convert (is it an A8W8 NPU model, quantized with Int32Bias false?)");
   for (ir::Node* old : replaced) {
     ir::Value* out = old->output(0);
     if (!out->uses().empty() || g.is_output(out)) continue;  // still read by another node

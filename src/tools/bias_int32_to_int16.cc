@@ -17,12 +17,8 @@ namespace onnxptq::tools {
 namespace {
 
 const std::set<std::string>& bias_ops() {
-  static const std::set<std::string> ops = {"Conv",
-                                            "ConvTranspose",
-                                            "Gemm",
-                                            "LayerNormalization",
-                                            "InstanceNormalization",
-                                            "BatchNormalization"};
+  static const std::set<std::string> ops = {
+      "Conv", "ConvTranspose", "Gemm", "LayerNormalization", "InstanceNormalization", "BatchNormalization"};
   return ops;
 }
 
@@ -57,13 +53,15 @@ ir::Tensor narrowed(const ir::Tensor& t, size_t& clipped) {
 ir::Model bias_int32_to_int16(const ir::Model& model, ConvertResult& result) {
   ir::Model m = ir::clone_model(model);
   if (int32_bias_dequantizers(*m.graph).empty())
-    throw Error("the model has no int32 bias dequantized for a Conv, ConvTranspose, Gemm or normalization: "
-                "nothing to convert");
+    throw Error(
+        "the model has no int32 bias dequantized for a Conv, ConvTranspose, Gemm or normalization: "
+        "nothing to convert");
   ir::Graph& g = *m.graph;
   size_t converted = 0, clipped = 0, contrib = 0;
   for (ir::Node* dq : int32_bias_dequantizers(g)) {
     passes::set_constant_input(m, dq, 0, narrowed(dq->input(0)->initializer(), clipped));
-    if (const ir::Tensor* zp = constant_tensor(dq->input(2))) passes::set_constant_input(m, dq, 2, narrowed(*zp, clipped));
+    if (const ir::Tensor* zp = constant_tensor(dq->input(2)))
+      passes::set_constant_input(m, dq, 2, narrowed(*zp, clipped));
     if ((dq->domain.empty() || dq->domain == "ai.onnx") && m.opset("") < 21) {
       dq->domain = "com.microsoft";
       ++contrib;

@@ -12,9 +12,9 @@
 
 namespace onnxptq::tools {
 
+using onnxptq::Bf16Format;
 using onnxptq::ConvertResult;
 using onnxptq::Fp16Options;
-using onnxptq::Bf16Format;
 
 // remove_qdq.cc
 ir::Model remove_qdq(const ir::Model& model, ConvertResult& result);

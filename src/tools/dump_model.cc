@@ -2,6 +2,8 @@
 // sample, written per tensor as raw .bin and text .txt, and with dump_float every float node
 // output (Quark's _float files). Quark reads FixNeuron models only; the dequantize nodes of the
 // QDQ formats are read here too, their integers taken from the model's run, not recomputed.
+#include "tools/dump_model.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -11,7 +13,6 @@
 #include "engine/session.h"
 #include "ir/file_io.h"
 #include "onnxptq/error.h"
-#include "tools/dump_model.h"
 #include "tools/qdq_nodes.h"
 
 namespace onnxptq::tools {
@@ -33,13 +34,26 @@ void append_integers(const ir::Tensor& t, std::string& text) {
 std::string integer_text(const ir::Tensor& t) {
   std::string text;
   switch (t.dtype()) {
-    case ir::DataType::Int8: append_integers<int8_t>(t, text); break;
-    case ir::DataType::UInt8: append_integers<uint8_t>(t, text); break;
-    case ir::DataType::Int16: append_integers<int16_t>(t, text); break;
-    case ir::DataType::UInt16: append_integers<uint16_t>(t, text); break;
-    case ir::DataType::Int32: append_integers<int32_t>(t, text); break;
-    case ir::DataType::UInt32: append_integers<uint32_t>(t, text); break;
-    default: throw Error("dump_model: internal: no integer text for " + std::string(ir::data_type_name(t.dtype())));
+    case ir::DataType::Int8:
+      append_integers<int8_t>(t, text);
+      break;
+    case ir::DataType::UInt8:
+      append_integers<uint8_t>(t, text);
+      break;
+    case ir::DataType::Int16:
+      append_integers<int16_t>(t, text);
+      break;
+    case ir::DataType::UInt16:
+      append_integers<uint16_t>(t, text);
+      break;
+    case ir::DataType::Int32:
+      append_integers<int32_t>(t, text);
+      break;
+    case ir::DataType::UInt32:
+      append_integers<uint32_t>(t, text);
+      break;
+    default:
+      throw Error("dump_model: internal: no integer text for " + std::string(ir::data_type_name(t.dtype())));
   }
   return text;
 }
@@ -71,8 +85,8 @@ void write_file(const std::filesystem::path& path, const void* data, size_t size
 }
 
 bool integer_type(ir::DataType t) {
-  return t == ir::DataType::Int8 || t == ir::DataType::UInt8 || t == ir::DataType::Int16 ||
-         t == ir::DataType::UInt16 || t == ir::DataType::Int32 || t == ir::DataType::UInt32;
+  return t == ir::DataType::Int8 || t == ir::DataType::UInt8 || t == ir::DataType::Int16 || t == ir::DataType::UInt16 ||
+         t == ir::DataType::Int32 || t == ir::DataType::UInt32;
 }
 
 int fix_neuron_pos(const ir::Node& n) {
@@ -95,7 +109,7 @@ DumpResult dump_model(const ir::Model& model, DataReader& reader, const DumpOpti
   // The dump's name -> the value whose integers it is (a dequantize node's input 0).
   std::map<std::string, const ir::Value*> quantized;
   std::map<std::string, int> fix_neurons;  // FixNeuron output -> pos
-  std::set<std::string> floats;             // node outputs, with dump_float
+  std::set<std::string> floats;            // node outputs, with dump_float
   for (const auto& node : g.nodes()) {
     if (is_dequantize_node(*node) && node->output(0) && !node->output(0)->name().empty())
       quantized[node->output(0)->name()] = node->input(0);
@@ -123,7 +137,8 @@ DumpResult dump_model(const ir::Model& model, DataReader& reader, const DumpOpti
   std::map<std::string, ir::Tensor> seen;
   // A copy: the engine may write a later value into the same buffer (in-place kernels).
   auto record = [&](const std::string& name, const ir::Tensor& t) {
-    if (wanted.count(name)) seen[name] = ir::Tensor(t.dtype(), t.dims(), Bytes::copy_of(t.bytes().data(), t.byte_size()));
+    if (wanted.count(name))
+      seen[name] = ir::Tensor(t.dtype(), t.dims(), Bytes::copy_of(t.bytes().data(), t.byte_size()));
   };
   so.constant_transform = [&](const std::string& name, ir::Tensor& t) { record(name, t); };
   engine::Session session(model, so);
@@ -156,7 +171,7 @@ DumpResult dump_model(const ir::Model& model, DataReader& reader, const DumpOpti
     const float step = std::ldexp(1.0f, pos);
     for (float v : it->second.values<float>())
       q.push_back(std::isnan(v) ? int8_t{0}
-                               : static_cast<int8_t>(std::clamp(std::nearbyint(v * step), -128.0f, 127.0f)));
+                                : static_cast<int8_t>(std::clamp(std::nearbyint(v * step), -128.0f, 127.0f)));
     ir::Tensor t = ir::Tensor::from_values<int8_t>(it->second.dims(), q);
     std::string stem = file_stem(name);
     write_file(dir / (stem + ".bin"), t.bytes().data(), t.byte_size());

@@ -20,20 +20,42 @@ constexpr int64_t kFloat16 = static_cast<int64_t>(ir::DataType::Float16);
 // Quark's DEFAULT_OP_BLOCK_LIST_FP16 (float16.py): ops without float16 kernels or whose float
 // inputs must stay float32 (Resize's scales, Range's bounds).
 const std::vector<std::string>& default_block_list() {
-  static const std::vector<std::string> ops = {
-      "ArrayFeatureExtractor", "Binarizer",      "CastMap",      "CategoryMapper",    "DictVectorizer",
-      "FeatureVectorizer",     "Imputer",        "LabelEncoder", "LinearClassifier",  "LinearRegressor",
-      "Normalizer",            "OneHotEncoder",  "RandomUniformLike", "SVMClassifier", "SVMRegressor",
-      "Scaler",                "TreeEnsembleClassifier", "TreeEnsembleRegressor", "ZipMap", "NonMaxSuppression",
-      "TopK",                  "RoiAlign",       "Resize",       "Range",             "CumSum",
-      "Min",                   "Max",            "Upsample"};
+  static const std::vector<std::string> ops = {"ArrayFeatureExtractor",
+                                               "Binarizer",
+                                               "CastMap",
+                                               "CategoryMapper",
+                                               "DictVectorizer",
+                                               "FeatureVectorizer",
+                                               "Imputer",
+                                               "LabelEncoder",
+                                               "LinearClassifier",
+                                               "LinearRegressor",
+                                               "Normalizer",
+                                               "OneHotEncoder",
+                                               "RandomUniformLike",
+                                               "SVMClassifier",
+                                               "SVMRegressor",
+                                               "Scaler",
+                                               "TreeEnsembleClassifier",
+                                               "TreeEnsembleRegressor",
+                                               "ZipMap",
+                                               "NonMaxSuppression",
+                                               "TopK",
+                                               "RoiAlign",
+                                               "Resize",
+                                               "Range",
+                                               "CumSum",
+                                               "Min",
+                                               "Max",
+                                               "Upsample"};
   return ops;
 }
 
 // Ops whose float inputs or outputs are fixed float32 by an attribute or by their parameters.
 bool must_stay_float32(const ir::Node& n) {
-  static const std::set<std::string> ops = {"RandomNormal",  "RandomUniform",   "RandomNormalLike", "EyeLike",
-                                            "Bernoulli",     "QuantizeLinear",  "DequantizeLinear", "DynamicQuantizeLinear"};
+  static const std::set<std::string> ops = {
+      "RandomNormal", "RandomUniform",  "RandomNormalLike", "EyeLike",
+      "Bernoulli",    "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"};
   return ops.count(n.op_type) > 0;
 }
 
@@ -85,7 +107,8 @@ ir::Model fp32_to_fp16(const ir::Model& model, const Fp16Options& options, Conve
         throw Error("fp32_to_fp16: the element type of '" + v->name() + "' (" + node->op_type + " '" + node->name +
                     "') is not known; run `onnxptq preprocess` first or check the model");
 
-  const std::vector<std::string>& op_list = options.op_block_list.empty() ? default_block_list() : options.op_block_list;
+  const std::vector<std::string>& op_list =
+      options.op_block_list.empty() ? default_block_list() : options.op_block_list;
   std::set<std::string> block_ops(op_list.begin(), op_list.end());
   std::set<std::string> block_nodes(options.node_block_list.begin(), options.node_block_list.end());
   std::set<const ir::Node*> wide;  // nodes reading (or Constant nodes holding) values float16 cannot hold
@@ -169,8 +192,7 @@ ir::Model fp32_to_fp16(const ir::Model& model, const Fp16Options& options, Conve
   }
   for (ir::Node* n : order) {
     if (blocked(n)) continue;
-    if (n->op_type == "Cast" && n->attr_int("to", 0) == kFloat)
-      n->set_attribute(ir::Attribute::of_int("to", kFloat16));
+    if (n->op_type == "Cast" && n->attr_int("to", 0) == kFloat) n->set_attribute(ir::Attribute::of_int("to", kFloat16));
     for (ir::Attribute& a : n->attributes)
       if (a.type == ir::AttrType::Tensor && a.t.dtype() == ir::DataType::Float && half.count(n->output(0))) {
         std::string name = a.t.name;

@@ -65,12 +65,24 @@ std::optional<QdqParams> qdq_params(const ir::Node& n) {
   if (zp) {
     for (size_t i = 0; i < s.size(); ++i) {
       switch (zp->dtype()) {
-        case ir::DataType::Int8: z[i] = zp->values<int8_t>()[i]; break;
-        case ir::DataType::UInt8: z[i] = zp->values<uint8_t>()[i]; break;
-        case ir::DataType::Int16: z[i] = zp->values<int16_t>()[i]; break;
-        case ir::DataType::UInt16: z[i] = zp->values<uint16_t>()[i]; break;
-        case ir::DataType::Int32: z[i] = zp->values<int32_t>()[i]; break;
-        default: z[i] = zp->values<uint32_t>()[i]; break;
+        case ir::DataType::Int8:
+          z[i] = zp->values<int8_t>()[i];
+          break;
+        case ir::DataType::UInt8:
+          z[i] = zp->values<uint8_t>()[i];
+          break;
+        case ir::DataType::Int16:
+          z[i] = zp->values<int16_t>()[i];
+          break;
+        case ir::DataType::UInt16:
+          z[i] = zp->values<uint16_t>()[i];
+          break;
+        case ir::DataType::Int32:
+          z[i] = zp->values<int32_t>()[i];
+          break;
+        default:
+          z[i] = zp->values<uint32_t>()[i];
+          break;
       }
     }
   }

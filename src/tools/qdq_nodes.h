@@ -20,9 +20,9 @@ bool is_dequantize_node(const ir::Node& n);
 const ir::Tensor* constant_tensor(const ir::Value* v);
 
 // The constant parameters of a quantize or dequantize node: the integer type (its zero point's;
-// without one, a dequantize node's input type, a quantize node's uint8 as ONNX says), one parameter per tensor or one per index of `axis` (ONNX's default
-// axis 1, negative as written). nullopt when the scale or zero point is not a constant, the scale
-// is not float32, or the type is not an integer type.
+// without one, a dequantize node's input type, a quantize node's uint8 as ONNX says), one parameter per tensor or one
+// per index of `axis` (ONNX's default axis 1, negative as written). nullopt when the scale or zero point is not a
+// constant, the scale is not float32, or the type is not an integer type.
 struct QdqParams {
   ir::DataType type = ir::DataType::UInt8;
   std::vector<qmath::ScaleZeroPoint> params;

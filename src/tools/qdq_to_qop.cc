@@ -67,8 +67,8 @@ class QdqReader {
     }
     result.changed = qlinear;
     result.log.push_back(std::to_string(plan_.tensors.size()) + " quantized tensors read; " + std::to_string(qlinear) +
-                         " QLinear nodes" + (line.empty() ? "" : " (" + line + ")") + "; " + std::to_string(requantized_) +
-                         " biases quantized again in units of s_x * s_w; " +
+                         " QLinear nodes" + (line.empty() ? "" : " (" + line + ")") + "; " +
+                         std::to_string(requantized_) + " biases quantized again in units of s_x * s_w; " +
                          std::to_string(left_) + " quantize/dequantize nodes kept as they are");
     if (qlinear == 0) result.log.push_back("warning: no node could take a QLinear form");
     return out;

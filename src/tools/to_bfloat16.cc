@@ -59,7 +59,8 @@ ir::Model to_bfloat16(const ir::Model& model, Bf16Format format, bool from_float
   std::set<std::string> fp16_outputs = float16_names(model.graph->outputs());
   if (from_float16 && fp16_inputs.empty() && fp16_outputs.empty()) {
     bool any = false;
-    for (const ir::Value* v : model.graph->initializers()) any = any || v->initializer().dtype() == ir::DataType::Float16;
+    for (const ir::Value* v : model.graph->initializers())
+      any = any || v->initializer().dtype() == ir::DataType::Float16;
     if (!any) throw Error("fp16_to_bf16: the model has no float16 input, output or initializer: use fp32_to_bf16");
   }
   std::optional<ir::Model> widened;

@@ -41,8 +41,9 @@ class U16ToU8 {
       pair_nodes.insert(dq);
     }
     if (pair_nodes.empty())
-      throw Error("the model has no uint16 activation (QuantizeLinear -> DequantizeLinear with a uint16 zero "
-                  "point): nothing to convert");
+      throw Error(
+          "the model has no uint16 activation (QuantizeLinear -> DequantizeLinear with a uint16 zero "
+          "point): nothing to convert");
     for (ir::Node* n : pair_nodes) convert_parameters(*n);
     size_t constants = 0;
     for (const auto& node : g_.nodes()) {  // constants quantized like activations
@@ -100,7 +101,8 @@ class U16ToU8 {
     result.log.push_back(std::to_string(result.changed) + " uint16 activations made uint8 (" +
                          std::to_string(constants) + " constants and " + std::to_string(biases) +
                          " int32 biases quantized again)");
-    if (clipped) result.log.push_back("warning: " + std::to_string(clipped) + " biases had values beyond int32, clipped");
+    if (clipped)
+      result.log.push_back("warning: " + std::to_string(clipped) + " biases had values beyond int32, clipped");
     return std::move(m_);
   }
 

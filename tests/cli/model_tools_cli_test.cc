@@ -37,8 +37,9 @@ class ModelToolsCli : public ::testing::Test {
     CliRun npu = onnxptq("quantize " + kResnet.string() + " -o " + at("npu.onnx") +
                          " --random 2 --config A8W8 --extra-option Int32Bias=false --quiet");
     ASSERT_EQ(npu.code, 0) << npu.err;
-    CliRun u16 = onnxptq("quantize " + kResnet.string() + " -o " + at("u16.onnx") +
-                         " --random 2 --calibrate-method MinMax --activation-type QUInt16 --weight-type QUInt8 --quiet");
+    CliRun u16 =
+        onnxptq("quantize " + kResnet.string() + " -o " + at("u16.onnx") +
+                " --random 2 --calibrate-method MinMax --activation-type QUInt16 --weight-type QUInt8 --quiet");
     ASSERT_EQ(u16.code, 0) << u16.err;
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }

@@ -17,6 +17,7 @@
 #include <fstream>
 #include <iostream>
 
+#include "ir/float16.h"
 #include "ir/model.h"
 #include "ir/npy.h"
 #include "onnxptq/onnxptq.h"
@@ -160,14 +161,14 @@ TEST_P(QdqToQopVsOrt, OrtRunsBothAndTheyAgreeWithinOneStep) {
   if (!HasFailure()) fs::remove_all(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Models, QdqToQopVsOrt,
-    ::testing::Values(
-        QopCase{"built_u8s8", "built", R"({"calibrate_method": "MinMax", "activation_type": "QUInt8"})"},
-        QopCase{"resnet18_u8s8", kModels / "resnet18.onnx", R"({"calibrate_method": "MinMax", "activation_type": "QUInt8"})"},
-        QopCase{"mobilenet_v2_s8s8_per_channel", kModels / "mobilenet_v2.onnx",
-                R"({"calibrate_method": "MinMax", "per_channel": true})"}),
-    [](const ::testing::TestParamInfo<QopCase>& info) { return info.param.label; });
+INSTANTIATE_TEST_SUITE_P(Models, QdqToQopVsOrt,
+                         ::testing::Values(QopCase{"built_u8s8", "built",
+                                                   R"({"calibrate_method": "MinMax", "activation_type": "QUInt8"})"},
+                                           QopCase{"resnet18_u8s8", kModels / "resnet18.onnx",
+                                                   R"({"calibrate_method": "MinMax", "activation_type": "QUInt8"})"},
+                                           QopCase{"mobilenet_v2_s8s8_per_channel", kModels / "mobilenet_v2.onnx",
+                                                   R"({"calibrate_method": "MinMax", "per_channel": true})"}),
+                         [](const ::testing::TestParamInfo<QopCase>& info) { return info.param.label; });
 
 }  // namespace
 }  // namespace onnxptq
@@ -310,7 +311,8 @@ void expect_parameters_converted(const ir::Model& u16, const ir::Model& u8) {
     const ir::Tensor& z8 = m->input(2)->initializer();
     ASSERT_EQ(z8.dtype(), ir::DataType::UInt8) << n->name;
     EXPECT_EQ(s8.values<float>()[0], static_cast<float>(double{s->initializer().values<float>()[0]} * 257.0));
-    EXPECT_EQ(z8.values<uint8_t>()[0], static_cast<uint8_t>(std::lround(z->initializer().values<uint16_t>()[0] / 257.0)));
+    EXPECT_EQ(z8.values<uint8_t>()[0],
+              static_cast<uint8_t>(std::lround(z->initializer().values<uint16_t>()[0] / 257.0)));
     ++pairs;
   }
   EXPECT_GT(pairs, 0u);
@@ -321,7 +323,8 @@ TEST(U16u8ToU8u8VsOrt, SameRangesInUint8) {
     fs::path dir = fresh_dir(std::string("u16u8_") + name);
     Model model = std::string(name) == "built" ? public_model(testing::export_test_model())
                                                : Model::load(kModels / "resnet18.onnx");
-    Model u16 = quantized(model, R"({"calibrate_method": "MinMax", "activation_type": "QUInt16", "weight_type": "QUInt8"})");
+    Model u16 =
+        quantized(model, R"({"calibrate_method": "MinMax", "activation_type": "QUInt16", "weight_type": "QUInt8"})");
     Converted u8 = u16u8_to_u8u8(u16);
     expect_parameters_converted(u16.ir(), u8.model.ir());
     for (const auto& n : u8.model.ir().graph->nodes())
@@ -377,7 +380,8 @@ TEST_P(Fp32ToFp16VsOrt, WithinFloat16Precision) {
   EXPECT_GT(float16_tensors, 10);
   std::map<std::string, ir::Tensor> feeds;
   if (source == kDet) {  // a rendered text image (tests/models/render_text_input.py)
-    std::string command = "/usr/bin/python3 " + (fs::path(ONNXPTQ_SOURCE_DIR) / "tests/models/render_text_input.py").string() +
+    std::string command = "/usr/bin/python3 " +
+                          (fs::path(ONNXPTQ_SOURCE_DIR) / "tests/models/render_text_input.py").string() +
                           " 160 160 7 " + (dir / "x.npy").string();
     ASSERT_EQ(std::system(command.c_str()), 0) << command;
     feeds["x"] = ir::load_npy(dir / "x.npy");
@@ -402,6 +406,45 @@ INSTANTIATE_TEST_SUITE_P(Models, Fp32ToFp16VsOrt,
                          [](const ::testing::TestParamInfo<fs::path>& info) {
                            return info.param == kDet ? std::string("ppocr_det") : info.param.stem().string();
                          });
+
+// A float32 copy of a float16 tensor (other tensors as they are).
+ir::Tensor widened(const ir::Tensor& t) {
+  if (t.dtype() != ir::DataType::Float16) return t;
+  std::vector<float> v(static_cast<size_t>(t.size()));
+  ir::half_to_float(t.values<uint16_t>().data(), v.data(), v.size());
+  return ir::Tensor::from_values<float>(t.dims(), v);
+}
+
+ir::Tensor narrowed(const ir::Tensor& t) {
+  std::vector<uint16_t> v(static_cast<size_t>(t.size()));
+  ir::float_to_half(t.values<float>().data(), v.data(), v.size());
+  return ir::Tensor(ir::DataType::Float16, t.dims(), Bytes::copy_of(v.data(), v.size() * sizeof(uint16_t)));
+}
+
+// Without keep_io_types the model takes and gives float16; fp16_to_bf16 keeps that interface.
+TEST(Fp16ToBf16VsOrt, Float16InterfaceKept) {
+  fs::path dir = fresh_dir("fp16_to_bf16");
+  Model model = Model::load(kModels / "resnet18.onnx");
+  auto feeds = testing::random_feeds(model.ir(), 7);
+  feeds.begin()->second = widened(narrowed(feeds.begin()->second));  // the values float16 can feed
+  std::map<std::string, ir::Tensor> half_feeds = {{feeds.begin()->first, narrowed(feeds.begin()->second)}};
+  std::vector<ir::Tensor> want = ort(model, dir / "fp32.onnx", feeds, dir / "fp32");
+  Converted half = fp32_to_fp16(model);
+  EXPECT_EQ(half.model.inputs().at(0).dtype, DataType::Float16);
+  std::vector<ir::Tensor> got = ort(half.model, dir / "fp16.onnx", half_feeds, dir / "fp16");
+  ASSERT_EQ(got.at(0).dtype(), ir::DataType::Float16);
+  double d = testing::max_steps(want.at(0), widened(got[0]), max_abs(want[0]));
+  std::cout << "fp16 (float16 io): |fp32 - fp16| <= " << d / kFloat16Epsilon << " float16 epsilons of max |output|\n";
+  EXPECT_LE(d, 8 * kFloat16Epsilon);
+  Converted bf = fp16_to_bf16(half.model);
+  EXPECT_EQ(bf.model.inputs().at(0).dtype, DataType::Float16);
+  EXPECT_EQ(bf.model.outputs().at(0).dtype, DataType::Float16);
+  got = ort(bf.model, dir / "bf16.onnx", half_feeds, dir / "bf16");
+  d = testing::max_steps(want.at(0), widened(got.at(0)), max_abs(want[0]));
+  std::cout << "fp16_to_bf16: |fp32 - bf16| <= " << d / kBfloat16Epsilon << " bfloat16 epsilons of max |output|\n";
+  EXPECT_LE(d, 8 * kBfloat16Epsilon);
+  if (!HasFailure()) fs::remove_all(dir);
+}
 
 // ------------------------------------------------------------------------------ fp32_to_bf16
 
