@@ -75,6 +75,14 @@ class QdqReader {
   }
 
  private:
+  static TensorPlan entry(const std::string& name, Role role, ir::DataType type) {
+    TensorPlan t;
+    t.name = name;
+    t.role = role;
+    t.type = type;
+    return t;
+  }
+
   void plan(TensorPlan t) {
     plan_.index[t.name] = plan_.tensors.size();
     plan_.tensors.push_back(std::move(t));
@@ -126,7 +134,7 @@ class QdqReader {
         target = g_.add_unique_value(x->name() + "_weight");
         g_.set_initializer(target, x->initializer());
       }
-      TensorPlan t{.name = target->name(), .role = Role::Weight, .type = p->type};
+      TensorPlan t = entry(target->name(), Role::Weight, p->type);
       std::optional<int64_t> axis = p->axis;
       if (axis && *axis < 0) *axis += static_cast<int64_t>(x->initializer().rank());
       t.axis = axis;
@@ -148,7 +156,7 @@ class QdqReader {
         g_.add_node("Identity", {x}, {target}, q->name.empty() ? "" : g_.fresh_name(q->name + "_Identity"));
       }
       if (!plan_.find(target->name())) {
-        TensorPlan t{.name = target->name(), .role = Role::Activation, .type = p->type};
+        TensorPlan t = entry(target->name(), Role::Activation, p->type);
         t.params = p->params;
         plan(std::move(t));
       }
@@ -189,7 +197,7 @@ class QdqReader {
       ++left_;
       return;
     }
-    TensorPlan t{.name = y->name(), .role = Role::Weight, .type = p->type};
+    TensorPlan t = entry(y->name(), Role::Weight, p->type);
     t.axis = axis;
     t.params = p->params;
     t.data = data;
@@ -219,7 +227,8 @@ class QdqReader {
       in_units = p.params[i].zero_point == 0 && std::abs(p.params[i].scale - expected) <= 1e-6 * expected;
     }
     ir::Tensor values = quant::dequantize_tensor(stored, p.params, axis);
-    TensorPlan t{.name = b->name(), .role = Role::Bias, .type = ir::DataType::Int32, .symmetric = true};
+    TensorPlan t = entry(b->name(), Role::Bias, ir::DataType::Int32);
+    t.symmetric = true;
     t.bias_input = conv->input(0)->name();
     t.bias_weight = conv->input(1)->name();
     if (in_units) {
