@@ -2,8 +2,10 @@
 // wrote (torchvision's resnet18 and mobilenet_v2, PP-OCRv4 det): ONNX Runtime (npm
 // onnxruntime-node) loads and runs every model they write, and its outputs are what the tool
 // promises: remove_qdq gives back the float model's outputs exactly; qdq_to_qop the QDQ model's
-// within one quantization step of each output (ORT runs the QDQ model with the same QLinear
-// kernels, fused, so they differ only where the two forms differ); fix_shapes the unfixed model's
+// within one quantization step of each output (ORT fuses the QDQ model's DequantizeLinear -> op ->
+// QuantizeLinear into the same QLinear kernels, so the two differ only where the forms do: the
+// classifier's Gemm, a QGemm in ORT's fused QDQ model and float between DequantizeLinear and
+// QuantizeLinear in the QOperator one, whose rounding moves an output by a step); fix_shapes the unfixed model's
 // exactly; bias_int32_to_int16 the int32 model's exactly (no bias clipped); a8w8_npu_to_cpu the NPU
 // model's within one step; fp32_to_fp16 the float32 model's within float16's precision carried
 // through the network; dump_model's integers are ORT's.

@@ -6,9 +6,12 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
+#include <fstream>
 
 #include "ir/float16.h"
+#include "onnxptq/onnxptq.h"
 #include "passes/model_format.h"
 #include "support/export_models.h"
 #include "support/one_node.h"
@@ -262,6 +265,57 @@ TEST(QdqToQop, LeavesWhatTheQOperatorFormCannotHold) {
   std::map<std::string, ir::Tensor> feeds = {{"x", ir::Tensor::from_values<float>({1, 2}, {0.34f, -0.5f})}};
   std::vector<ir::Tensor> got = testing::run_model(out, feeds), want = testing::run_model(b.m, feeds);
   EXPECT_EQ(values<float>(got.at(0)), values<float>(want.at(0)));  // relu(0.3) quantized + 0.3; 0 + 0
+}
+
+}  // namespace
+}  // namespace onnxptq
+
+namespace onnxptq {
+namespace {
+
+// ------------------------------------------------------------------------------ dump_model
+
+// vai_q_onnx's FixNeuron format: each FixNeuron's integers are round(y * 2^pos) of its output y,
+// clipped to int8 (the seeds' dump), worked out here from the dumped floats and the pos attribute.
+TEST(DumpModel, FixNeuronIntegersAreTheOutputTimesTwoToThePos) {
+  Model model(std::make_shared<const ir::Model>(testing::export_test_model()));
+  RandomData data;
+  data.count = 2;
+  std::unique_ptr<DataReader> reader = random_reader(model, data);
+  Config config =
+      Config::from_json(R"({"quant_format": "VitisQuantFormat.FixNeuron", "calibrate_method": "NonOverflow"})");
+  Model q = quantize(model, *reader, config).model;
+  std::filesystem::path dir = std::filesystem::temp_directory_path() / ("onnxptq_dump_fix_" + std::to_string(getpid()));
+  std::unique_ptr<DataReader> one = random_reader(model, RandomData{.count = 1, .seed = 5});
+  DumpOptions options;
+  options.output_dir = dir;
+  options.dump_float = true;
+  DumpResult result = dump_model(q, *one, options);
+  size_t fix_neurons = 0;
+  for (const auto& n : q.ir().graph->nodes()) {
+    if (n->op_type != "FixNeuron") continue;
+    ++fix_neurons;
+    std::string name = n->output(0)->name();
+    const ir::Attribute* pos = n->find_attribute("pos");
+    ASSERT_TRUE(pos) << name;
+    int p = pos->type == ir::AttrType::Int ? static_cast<int>(pos->i) : std::stoi(pos->s);
+    std::ifstream floats(dir / (name + "_float.bin"), std::ios::binary);
+    std::ifstream ints(dir / (name + ".bin"), std::ios::binary);
+    ASSERT_TRUE(floats && ints) << name;
+    float y = 0;
+    int8_t got = 0;
+    size_t count = 0;
+    while (floats.read(reinterpret_cast<char*>(&y), sizeof y)) {
+      ASSERT_TRUE(ints.read(reinterpret_cast<char*>(&got), 1)) << name;
+      double want = std::clamp(std::nearbyint(static_cast<double>(y) * std::ldexp(1.0, p)), -128.0, 127.0);
+      ASSERT_EQ(got, want) << name << "[" << count << "]";
+      ++count;
+    }
+    EXPECT_GT(count, 0u) << name;
+  }
+  EXPECT_GT(fix_neurons, 5u);
+  EXPECT_EQ(result.quantized, fix_neurons);
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
