@@ -160,6 +160,8 @@ struct QuantConfig {
   // Int32Bias (Quark): an int32 bias with the product scale; false: quantized like a weight.
   // Unset: true, except on the enable_dpu power-of-two path, whose biases are weights already.
   std::optional<bool> int32_bias;
+  // Int16Bias (Quark): the int32 biases stored as int16 after export (store_biases_as_int16).
+  bool int16_bias = false;
 
   // include_cle and the CLE* / ReplaceClip6Relu extra_options: cross-layer equalization of the
   // float model before calibration (passes/cle.h).

@@ -372,10 +372,10 @@ void add_alignment_options(std::vector<ConfigKey>& keys) {
             [](QuantConfig& c, const ConfigKey& k, const json& v) { c.align_reshape = json_bool(k.name, v); }));
   add(works(kExtra, "AdjustBiasScale", "bool", "true", "quant",
             [](QuantConfig& c, const ConfigKey& k, const json& v) { c.adjust_bias_scale = json_bool(k.name, v); }));
-  add(limited(kExtra, "Int16Bias", "bool", "false", "-", "true: int16 biases are not built yet",
-              [](QuantConfig&, const ConfigKey& k, const json& v) {
-                if (json_bool(k.name, v)) throw unsupported("extra option " + k.name + " " + k.note);
-              }));
+  add(works(
+      kExtra, "Int16Bias", "bool", "false", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.int16_bias = json_bool(k.name, v); },
+      "with the QDQ formats"));
 }
 
 // float16 and bfloat16 in ExtendedQuantFormat.QDQ: Quark's range scaling and its bfloat16

@@ -357,6 +357,12 @@ void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::D
   if (!with_export) return;
   start = std::chrono::steady_clock::now();
   r.model = export_model(model, r.plan, config);
+  if (config.int16_bias) {
+    Int16Biases b = store_biases_as_int16(r.model);
+    say("Int16Bias: " + std::to_string(b.converted) + " int32 biases stored as int16" +
+        (b.contrib ? " (their DequantizeLinear com.microsoft's below opset 21)" : ""));
+    if (b.clipped) say("warning: Int16Bias: " + std::to_string(b.clipped) + " bias values beyond int16 clipped");
+  }
   r.seconds["export"] = seconds_since(start);
 }
 

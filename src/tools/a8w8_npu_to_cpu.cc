@@ -7,9 +7,9 @@
 
 #include "onnxptq/error.h"
 #include "passes/rewrite.h"
+#include "quant/qdq_nodes.h"
 #include "quant/tensor_quant.h"
 #include "tools/convert.h"
-#include "tools/qdq_nodes.h"
 
 namespace onnxptq::tools {
 

@@ -9,12 +9,23 @@
 
 #include "ir/model.h"
 #include "onnxptq/convert.h"
+#include "quant/qdq_nodes.h"
 
 namespace onnxptq::tools {
 
 using onnxptq::Bf16Format;
+// The Q/DQ nodes of a written model, as the quantizer writes them.
 using onnxptq::ConvertResult;
 using onnxptq::Fp16Options;
+using quant::constant_tensor;
+using quant::dequantize_producer;
+using quant::describe_node;
+using quant::is_dequantize_node;
+using quant::is_quantize_node;
+using quant::qdq_params;
+using quant::QdqParams;
+using quant::remove_unused_initializers;
+using quant::single_dequantize_reader;
 
 // remove_qdq.cc
 ir::Model remove_qdq(const ir::Model& model, ConvertResult& result);

@@ -13,9 +13,12 @@
 #include "engine/session.h"
 #include "ir/file_io.h"
 #include "onnxptq/error.h"
-#include "tools/qdq_nodes.h"
+#include "quant/qdq_nodes.h"
 
 namespace onnxptq::tools {
+
+using quant::describe_node;
+using quant::is_dequantize_node;
 
 namespace {
 

@@ -3,8 +3,8 @@
 // without a QuantizeLinear (stored integers) stay, as in vai_q_onnx.
 #include "onnxptq/error.h"
 #include "passes/rewrite.h"
+#include "quant/qdq_nodes.h"
 #include "tools/convert.h"
-#include "tools/qdq_nodes.h"
 
 namespace onnxptq::tools {
 

@@ -232,7 +232,10 @@ TEST(ConfigKeys, RefusedKeysAreRefusedByName) {
   EXPECT_EQ(extra_error("UseRandomData", true), "");
   EXPECT_EQ(extra_error("RandomDataReaderInputShape", json::array({1, 3})),
             "extra option RandomDataReaderInputShape: expected {input name: shape}, got [1,3]");
-  EXPECT_EQ(extra_error("Int16Bias", true), "extra option Int16Bias true: int16 biases are not built yet");
+  EXPECT_EQ(extra_error("Int16Bias", true), "");  // works (the QOperator and FixNeuron formats refuse it)
+  EXPECT_EQ(extra_error("FixShapes", "x:[1,3]"), "");
+  EXPECT_EQ(extra_error("FixShapes", "x:1,3"),
+            "extra option FixShapes: 'x:1,3' for 'x' is not NAME:[d1,d2,...] with whole dims of 1 or more");
   EXPECT_EQ(extra_error("Int16Bias", false), "");
   EXPECT_EQ(config_error({{"use_dynamic_quant", true}}),
             "use_dynamic_quant true: dynamic quantization (quantize_dynamic) is not built yet");

@@ -165,6 +165,29 @@ TEST(BiasInt32ToInt16, ClipsWithAWarningAndPicksTheDomain) {
   }
 }
 
+// The quantizer's Int16Bias is the same step, after export; formats without int32 biases refuse it.
+TEST(BiasInt32ToInt16, Int16BiasInTheQuantizer) {
+  Model model(std::make_shared<const ir::Model>(testing::export_test_model()));
+  RandomData data;
+  data.count = 2;
+  std::unique_ptr<DataReader> reader = random_reader(model, data);
+  Config config = Config::from_json(R"({"calibrate_method": "MinMax", "extra_options": {"Int16Bias": true}})");
+  Model q = quantize(model, *reader, config).model;
+  size_t int16 = 0, int32 = 0;
+  for (const auto& n : q.ir().graph->nodes())
+    if (n->op_type == "DequantizeLinear" && n->input(0)->has_initializer()) {
+      int16 += n->input(0)->initializer().dtype() == DataType::Int16;
+      int32 += n->input(0)->initializer().dtype() == DataType::Int32;
+    }
+  EXPECT_EQ(int16, 2u);  // the Conv's and the Gemm's
+  EXPECT_EQ(int32, 0u);
+  for (const char* format : {"QOperator", "VitisQuantFormat.FixNeuron"}) {
+    Config c = Config::from_json(std::string(R"({"calibrate_method": "NonOverflow", "quant_format": ")") + format +
+                                 R"(", "extra_options": {"Int16Bias": true}})");
+    EXPECT_EQ(testing::error_of([&] { c.check(); }).rfind("Int16Bias: ", 0), 0u) << format;
+  }
+}
+
 // ------------------------------------------------------------------------------ remove_qdq
 
 TEST(RemoveQdq, GraphOutputsKeepTheirNames) {

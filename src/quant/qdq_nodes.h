@@ -1,7 +1,7 @@
-// What the model tools (remove_qdq, qdq_to_qop, the A8W8, U16U8 and bias converters, dump_model)
-// read off a written quantized model: its quantize and dequantize nodes in every format onnxptq
-// writes (ONNX's and com.microsoft's QuantizeLinear/DequantizeLinear, Quark's Extended*,
-// vai_q_onnx's Vitis*) and their constant parameters.
+// What is read off a written quantized model (by Int16Bias after export, and by the model tools:
+// remove_qdq, qdq_to_qop, the A8W8, U16U8 and bias converters, dump_model): its quantize and dequantize nodes in every
+// format onnxptq writes (ONNX's and com.microsoft's QuantizeLinear/DequantizeLinear, Quark's Extended*, vai_q_onnx's
+// Vitis*) and their constant parameters.
 #pragma once
 
 #include <optional>
@@ -11,7 +11,7 @@
 #include "ir/model.h"
 #include "qmath/params.h"
 
-namespace onnxptq::tools {
+namespace onnxptq::quant {
 
 bool is_quantize_node(const ir::Node& n);
 bool is_dequantize_node(const ir::Node& n);
@@ -42,4 +42,4 @@ std::string describe_node(const ir::Node& n);
 // Initializers nothing reads any more (parameters of removed nodes), and value_info of values gone.
 void remove_unused_initializers(ir::Graph& graph);
 
-}  // namespace onnxptq::tools
+}  // namespace onnxptq::quant

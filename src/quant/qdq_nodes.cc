@@ -1,6 +1,6 @@
-#include "tools/qdq_nodes.h"
+#include "quant/qdq_nodes.h"
 
-namespace onnxptq::tools {
+namespace onnxptq::quant {
 
 namespace {
 
@@ -117,4 +117,4 @@ void remove_unused_initializers(ir::Graph& graph) {
       graph.remove_value(v);
 }
 
-}  // namespace onnxptq::tools
+}  // namespace onnxptq::quant
