@@ -124,6 +124,8 @@ TEST_F(ModelToolsCliRealModels, BadFixShapesNamesTheEntry) {
       {"x:[1,3,a,64]", "fix_shapes: 'x:[1,3,a,64]' for 'x' is not NAME:[d1,d2,...]"},
       {"[1,3,64,64]", "fix_shapes: '[1,3,64,64]' is not NAME:[d1,d2,...]"},
       {"x:[1,3,64,64];x:[1,3,32,32]", "fix_shapes: 'x' is given twice"},
+      {"", kDet.string() + ": fix_shapes: input 'x' is float[p2o.DynamicDimension.0,3,p2o.DynamicDimension.1,"
+                           "p2o.DynamicDimension.2], not fixed: give its shape (x:[d1,d2,...])"},
       {"image:[1,3,64,64]", kDet.string() + ": fix_shapes: 'image' is neither an input nor an output of the model"},
       {"x:[1,3,64]", kDet.string() + ": fix_shapes: input 'x' is given [1,3,64] (rank 3); the model says float["},
       {"x:[1,4,64,64]", kDet.string() + ": fix_shapes: input 'x' is given [1,4,64,64]; the model fixes dim 1 to 3"},
