@@ -1,16 +1,17 @@
 // The model tools (onnxptq/convert.h, dump_model.h) on a built graph and on real models nobody here
 // wrote (torchvision's resnet18 and mobilenet_v2, PP-OCRv4 det): ONNX Runtime (npm
 // onnxruntime-node) loads and runs every model they write, and its outputs are what the tool
-// promises: remove_qdq gives back the float model's outputs exactly; qdq_to_qop the QDQ model's
-// within one quantization step of each output. That step is ORT's doing: it fuses a QDQ Conv into
-// QLinearConv only when its int32 bias is in units of s_x * s_w, and the QDQ export stores a bias
-// several Convs share (the identical zero biases of these untrained networks, merged by
-// dedupe_initializers) once, for the first Conv's scales; ORT ran 15 of resnet18's 20 Convs in
-// float there (its optimized graph, saved), while qdq_to_qop quantizes such biases again for each
-// Conv and all 20 run as QLinearConv, so float and integer sums round a few values apart; fix_shapes the unfixed model's
-// exactly; bias_int32_to_int16 the int32 model's exactly (no bias clipped); a8w8_npu_to_cpu the NPU
-// model's within one step; fp32_to_fp16 the float32 model's within float16's precision carried
-// through the network; dump_model's integers are ORT's.
+// promises: remove_qdq gives back the float model's outputs exactly; fix_shapes the unfixed
+// model's exactly; bias_int32_to_int16 the int32 model's exactly (no bias clipped);
+// a8w8_npu_to_cpu the NPU model's within one step; fp32_to_fp16 the float32 model's within
+// float16's precision carried through the network; dump_model's integers are ORT's (see there);
+// qdq_to_qop the QDQ model's within one quantization step of each output. That step is ORT's
+// doing: it fuses a QDQ Conv into QLinearConv only when its int32 bias is in units of s_x * s_w,
+// and the QDQ export stores a bias several Convs share (the identical zero biases of these
+// untrained networks, merged by dedupe_initializers) once, for the first Conv's scales. ORT ran 15
+// of resnet18's 20 Convs in float there (its optimized graph, saved and read), while qdq_to_qop
+// quantizes such biases again for each Conv and all 20 run as QLinearConv: float and integer sums
+// round a few values a step apart.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
