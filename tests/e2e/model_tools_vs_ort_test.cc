@@ -333,7 +333,9 @@ TEST(U16u8ToU8u8VsOrt, SameRangesInUint8) {
     Converted u8 = u16u8_to_u8u8(u16);
     expect_parameters_converted(u16.ir(), u8.model.ir());
     for (const auto& n : u8.model.ir().graph->nodes())
-      if (n->op_type == "QuantizeLinear") EXPECT_NE(n->input(2)->initializer().dtype(), ir::DataType::UInt16);
+      if (n->op_type == "QuantizeLinear") {
+        EXPECT_NE(n->input(2)->initializer().dtype(), ir::DataType::UInt16);
+      }
     auto feeds = testing::random_feeds(model.ir(), 7);
     std::vector<ir::Tensor> a = ort(u8.model, dir / "u8.onnx", feeds, dir / "u8", true);
     std::vector<ir::Tensor> e = testing::run_model(u8.model.ir(), feeds);
@@ -565,7 +567,9 @@ TEST(DumpModelVsOrt, IntegersAreOnnxRuntimes) {
           ir::Tensor(type, {static_cast<int64_t>(ort_q.size())}, Bytes::copy_of(bytes.data(), bytes.size())));
       bool equal = got == ort_q;
       same += equal;
-      if (std::string(name) == "built" || q.ir().graph->is_input(input)) EXPECT_TRUE(equal) << name << ": " << dump;
+      if (std::string(name) == "built" || q.ir().graph->is_input(input)) {
+        EXPECT_TRUE(equal) << name << ": " << dump;
+      }
       std::vector<char> floats = file_bytes(dir / "dump" / (file_of(input->name()) + "_float.bin"));
       if (!q.ir().graph->is_input(input)) {  // the engine's float, quantized as ONNX's QuantizeLinear does
         ASSERT_EQ(floats.size(), got.size() * sizeof(float)) << input->name();

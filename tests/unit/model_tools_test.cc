@@ -137,7 +137,9 @@ TEST(A8w8NpuToCpu, Int32BiasesByHand) {
     EXPECT_EQ(values<int32_t>(dq->input(0)->initializer()), want) << per_channel;
     std::vector<float> scales = values<float>(dq->input(1)->initializer());
     EXPECT_EQ(scales[0], 0.02f * 0.3f);
-    if (per_channel) EXPECT_EQ(scales.at(1), 0.02f * 0.5f);
+    if (per_channel) {
+      EXPECT_EQ(scales.at(1), 0.02f * 0.5f);
+    }
     EXPECT_EQ(dq->input(2)->initializer().dtype(), DataType::Int32);
     EXPECT_EQ(out.graph->find_value("b"), nullptr);  // the 8-bit bias is gone
   }
