@@ -16,6 +16,16 @@ void add_check_npu_command(CLI::App& app);
 void add_presets_command(CLI::App& app);
 void add_options_command(CLI::App& app);
 void add_sensitivity_command(CLI::App& app);
+void add_dump_model_command(CLI::App& app);
+void add_remove_qdq_command(CLI::App& app);
+void add_qdq_to_qop_command(CLI::App& app);
+void add_fix_shapes_command(CLI::App& app);
+void add_a8w8_npu_to_cpu_command(CLI::App& app);
+void add_u16u8_to_u8u8_command(CLI::App& app);
+void add_bias_int32_to_int16_command(CLI::App& app);
+void add_fp32_to_fp16_command(CLI::App& app);
+void add_fp32_to_bf16_command(CLI::App& app);
+void add_fp16_to_bf16_command(CLI::App& app);
 
 // The check of every count, size and thread number on the command line: digits only (CLI11 would
 // read "-1" into an unsigned option as 2^64 - 1, and a negative thread count as "all").

@@ -30,6 +30,16 @@ int main(int argc, char** argv) {
   onnxptq::cli::add_presets_command(app);
   onnxptq::cli::add_options_command(app);
   onnxptq::cli::add_sensitivity_command(app);
+  onnxptq::cli::add_dump_model_command(app);
+  onnxptq::cli::add_remove_qdq_command(app);
+  onnxptq::cli::add_qdq_to_qop_command(app);
+  onnxptq::cli::add_fix_shapes_command(app);
+  onnxptq::cli::add_a8w8_npu_to_cpu_command(app);
+  onnxptq::cli::add_u16u8_to_u8u8_command(app);
+  onnxptq::cli::add_bias_int32_to_int16_command(app);
+  onnxptq::cli::add_fp32_to_fp16_command(app);
+  onnxptq::cli::add_fp32_to_bf16_command(app);
+  onnxptq::cli::add_fp16_to_bf16_command(app);
 
   // CLI11 reports an unknown subcommand as a missing one; name it instead.
   std::string known;

@@ -477,11 +477,100 @@ py::dict evaluate(const std::string& baseline, const std::string& quantized) {
   return out;
 }
 
+py::dict convert_result(const ConvertResult& r) {
+  py::dict out;
+  out["changed"] = r.changed;
+  out["log"] = r.log;
+  return out;
+}
+
+// The model tools (onnxptq/convert.h) by name, file to file: `options` holds a tool's own
+// arguments (fix_shapes: "fix_shapes"; fp32_to_fp16: "keep_io_types", "op_block_list",
+// "node_block_list"; the bf16 tools: "format"). Returns {"changed", "log"}.
+py::dict convert(const std::string& tool, const std::string& model_input, const std::string& model_output,
+                 const py::dict& options, bool external_data) {
+  auto text = [&](const char* key, const std::string& fallback) {
+    return options.contains(key) && !options[key].is_none() ? options[key].cast<std::string>() : fallback;
+  };
+  std::map<std::string, std::vector<int64_t>> shapes;
+  if (tool == "fix_shapes" && !text("fix_shapes", "").empty()) shapes = parse_fix_shapes(text("fix_shapes", ""));
+  Fp16Options fp16;
+  if (options.contains("keep_io_types")) fp16.keep_io_types = options["keep_io_types"].cast<bool>();
+  if (options.contains("op_block_list") && !options["op_block_list"].is_none())
+    fp16.op_block_list = options["op_block_list"].cast<std::vector<std::string>>();
+  if (options.contains("node_block_list") && !options["node_block_list"].is_none())
+    fp16.node_block_list = options["node_block_list"].cast<std::vector<std::string>>();
+  Bf16Format format = parse_bf16_format(text("format", "with_cast"));
+  std::function<Converted(const Model&)> run;
+  if (tool == "remove_qdq")
+    run = [](const Model& m) { return remove_qdq(m); };
+  else if (tool == "qdq_to_qop")
+    run = [](const Model& m) { return qdq_to_qop(m); };
+  else if (tool == "fix_shapes")
+    run = [shapes](const Model& m) { return fix_shapes(m, shapes); };
+  else if (tool == "a8w8_npu_to_cpu")
+    run = [](const Model& m) { return a8w8_npu_to_cpu(m); };
+  else if (tool == "u16u8_to_u8u8")
+    run = [](const Model& m) { return u16u8_to_u8u8(m); };
+  else if (tool == "bias_int32_to_int16")
+    run = [](const Model& m) { return bias_int32_to_int16(m); };
+  else if (tool == "fp32_to_fp16")
+    run = [fp16](const Model& m) { return fp32_to_fp16(m, fp16); };
+  else if (tool == "fp32_to_bf16")
+    run = [format](const Model& m) { return fp32_to_bf16(m, format); };
+  else if (tool == "fp16_to_bf16")
+    run = [format](const Model& m) { return fp16_to_bf16(m, format); };
+  else
+    throw Error("unknown model tool '" + tool + "'", ErrorKind::internal);
+  check_output_path(model_input, model_output, "output_model_path");
+  ConvertResult result;
+  {
+    py::gil_scoped_release nogil;
+    Model model = Model::load(model_input);
+    Converted c = run(model);
+    c.model.save(model_output, external_data);
+    result = std::move(c.result);
+  }
+  return convert_result(result);
+}
+
+// Quark's dump_model: the first sample of `reader` (None: the seeds' random sample, `shapes` as
+// random_data_reader_input_shape) through the model; returns {"quantized", "float_tensors", "warnings"}.
+py::dict dump(const std::string& model_input, py::object reader, py::object shapes, bool dump_float,
+              const std::string& output_dir) {
+  std::optional<Model> model;
+  {
+    py::gil_scoped_release nogil;
+    model = Model::load(model_input);
+  }
+  std::unique_ptr<DataReader> data;
+  if (reader.is_none()) {
+    RandomData r;
+    r.shapes = random_shapes(shapes, model->inputs());
+    data = random_reader(*model, r);
+  } else {
+    data = std::make_unique<PythonReader>(reader, model->inputs());
+  }
+  DumpOptions options;
+  options.dump_float = dump_float;
+  options.output_dir = output_dir;
+  DumpResult result;
+  {
+    py::gil_scoped_release nogil;
+    result = dump_model(*model, *data, options);
+  }
+  py::dict out;
+  out["quantized"] = result.quantized;
+  out["float_tensors"] = result.float_tensors;
+  out["warnings"] = result.warnings;
+  return out;
+}
+
 }  // namespace
 }  // namespace onnxptq::python
 
 PYBIND11_MODULE(_core, m) {
-  m.doc() = "onnxptq's C++ core: quantize_static and the evaluate tool (use the onnxptq package)";
+  m.doc() = "onnxptq's C++ core: quantize_static, the evaluate tool and the model tools (use the onnxptq package)";
   // onnxptq.Error (a ValueError) for bad input; UnsupportedError (also a NotImplementedError)
   // and InternalError (also a RuntimeError) are kinds of it, as ErrorKind says.
   static PyObject* error = PyErr_NewException("onnxptq._core.Error", PyExc_ValueError, nullptr);
@@ -515,4 +604,8 @@ PYBIND11_MODULE(_core, m) {
   m.def("check_config", &onnxptq::python::check_config, py::arg("config_json"));
   m.def("presets", &onnxptq::python::presets);
   m.def("evaluate", &onnxptq::python::evaluate, py::arg("baseline"), py::arg("quantized"));
+  m.def("convert", &onnxptq::python::convert, py::arg("tool"), py::arg("model_input"), py::arg("model_output"),
+        py::arg("options"), py::arg("external_data"));
+  m.def("dump_model", &onnxptq::python::dump, py::arg("model_input"), py::arg("reader"), py::arg("shapes"),
+        py::arg("dump_float"), py::arg("output_dir"));
 }

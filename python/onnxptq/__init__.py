@@ -2,7 +2,8 @@
 
 The vai_q_onnx names (``import onnxptq as vai_q_onnx``): quantize_static, QuantFormat,
 VitisQuantFormat, QuantType, VitisQuantType, CalibrationMethod, PowerOfTwoMethod and
-CalibrationDataReader. The Quark names are in onnxptq.quark; the evaluate tool is
+CalibrationDataReader, and dump_model. The Quark names are in onnxptq.quark; the model tools
+(remove_qdq, convert_qdq_to_qop, ...) in onnxptq.tools; the evaluate tool is
 ``python -m onnxptq.evaluate``. See docs/python.md.
 """
 
@@ -354,8 +355,29 @@ def sensitivity(model_input, calibration_data_reader=None, config=None, *, extra
                              _progress_function(progress_callback))
 
 
+def dump_model(model_input, dump_data_reader=None, random_data_reader_input_shape={}, dump_float=False,
+               output_dir="./dump_results"):
+    """vai_q_onnx's and Quark's dump_model: runs the quantized model file on the first sample of
+    `dump_data_reader` (None: one random sample, shaped by random_data_reader_input_shape as
+    quantize_static's is) and writes into `output_dir`, for each quantized tensor, its integers as
+    <name>.bin (raw) and <name>.txt (one a line): the integers each DequantizeLinear reads (any Q/DQ
+    format) and, for FixNeuron, round(x * 2^pos) in int8 as the seeds do; with dump_float every
+    float node output as <name>_float.bin and .txt. '/' in names becomes '_'. Returns
+    {"quantized", "float_tensors", "warnings"}; onnxptq.Error for a model with nothing quantized
+    (unless dump_float)."""
+    if not isinstance(model_input, (str, os.PathLike)):
+        raise TypeError(f"model_input: expected a file path, got {type(model_input).__name__}")
+    result = _core.dump_model(os.fspath(model_input), dump_data_reader, random_data_reader_input_shape,
+                              bool(dump_float), os.fspath(output_dir))
+    for warning in result["warnings"]:
+        warnings.warn(warning, stacklevel=2)
+    return result
+
+
+from . import tools  # noqa: E402  (the model tools, over _core)
+
 __all__ = [
     "CalibrationDataReader", "CalibrationMethod", "Error", "InternalError", "PowerOfTwoMethod", "QuantFormat",
     "QuantType", "UnsupportedError",
-    "VitisQuantFormat", "VitisQuantType", "quantize_static", "sensitivity",
+    "VitisQuantFormat", "VitisQuantType", "dump_model", "quantize_static", "sensitivity", "tools",
 ]

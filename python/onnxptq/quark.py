@@ -4,7 +4,8 @@ the QConfig API of onnxptq.quark_qconfig, lowered onto QuantizationConfig.
 
 A configuration whose feature the core lacks (BFP/MX types, dynamic quantization, SmoothQuant,
 ...) raises onnxptq.Error naming it when the model is quantized (get_default_config returns
-every preset, as Quark does); nothing is silently left out. See docs/python.md.
+every preset, as Quark does); nothing is silently left out. quark.onnx.dump_model and the tools
+of quark.onnx.tools are onnxptq.quark.dump_model and onnxptq.quark.tools. See docs/python.md.
 """
 
 import copy
@@ -15,7 +16,7 @@ from typing import Any, Dict, List, Optional
 
 from . import (CalibrationDataReader, CalibrationMethod, Error, PowerOfTwoMethod, QuantFormat, QuantType,
                VitisQuantFormat, VitisQuantType, _core, _enum_name, _format_name, _json_value, _METHOD_CLASSES,
-               _names, _run, _subgraphs, _TYPE_CLASSES, _unbuilt)
+               _names, _run, _subgraphs, _TYPE_CLASSES, _unbuilt, dump_model, tools)
 from .quark_enums import ExtendedCalibrationMethod, ExtendedQuantFormat, ExtendedQuantType, Int16Method, LayerWiseMethod
 from .quark_qconfig import *  # noqa: F401,F403 (Quark's QConfig API: quark.onnx's names)
 from .quark_qconfig import __all__ as _qconfig_names

@@ -3,6 +3,9 @@
 // usual signature.
 #pragma once
 
+#include <cstdint>
+#include <map>
+#include <string>
 #include <vector>
 
 #include "passes/pass.h"
@@ -25,6 +28,19 @@ bool convert_fp16_to_fp32(ir::Model& model, PassContext& context);
 // the name `<output>_transpose`. A new Transpose meeting another Transpose is composed with it
 // (removed when the two cancel), so a model that transposes its input first keeps no transpose.
 bool convert_nchw_to_nhwc(ir::Model& model, PassContext& context);
+
+// FixShapes (Quark's fix_shapes and convert_dynamic_to_fixed): "in:[1,224,224,3];out:[1,1000]", a
+// shape per graph input or output name, as a map. Error naming the entry that is not NAME:[d,...]
+// with positive whole dims; `what` names the option in messages.
+std::map<std::string, std::vector<int64_t>> parse_fix_shapes(const std::string& text, const std::string& what);
+
+// The named inputs and outputs take the given shapes (Error naming one that the model does not
+// have, whose rank or a fixed dim contradicts the model, or an input left dynamic), then one run of
+// the engine on a seeded random sample gives every node output of the main graph its element type
+// and static shape, stored as value_info (Error naming an output whose given shape the run
+// contradicts). Shapes after data-dependent ops (NonMaxSuppression, NonZero) are those of that
+// sample: context.log warns of them, as Quark does.
+void fix_shapes(ir::Model& model, const std::map<std::string, std::vector<int64_t>>& shapes, PassContext& context);
 
 // The two, as passes that `--passes` can name.
 const std::vector<PassInfo>& model_format_passes();

@@ -287,6 +287,9 @@ struct QuantConfig {
   // converted inputs (calib/adapt_reader.h).
   bool convert_fp16_to_fp32 = false;
   bool convert_nchw_to_nhwc = false;
+  // FixShapes (Quark): these graph inputs and outputs take these shapes, and every tensor's shape
+  // is stored, before anything else (passes/model_format.h).
+  std::map<std::string, std::vector<int64_t>> fix_shapes;
 
   // The method calibration runs: Int16Scale calibrates with MinMax, and so does NonOverflow with
   // UsePowerOf2Scale false (vai_q_onnx hands NonOverflow to ONNX Runtime's MinMax calibrator and

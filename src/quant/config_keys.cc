@@ -5,6 +5,7 @@
 #include "onnxptq/error.h"
 #include "passes/dpu.h"
 #include "quant/config_keys_detail.h"
+#include "passes/model_format.h"
 #include "quant/overrides.h"
 #include "quant/post_process.h"
 
@@ -223,6 +224,9 @@ void add_preparation_options(std::vector<ConfigKey>& keys) {
       "with include_cle"));
   add(works(kExtra, "RemoveInputInit", "bool", "true", "quant",
             [](QuantConfig& c, const ConfigKey& k, const json& v) { c.remove_input_init = json_bool(k.name, v); }));
+  add(works(kExtra, "FixShapes", "string", "unset", "passes", [](QuantConfig& c, const ConfigKey& k, const json& v) {
+    c.fix_shapes = passes::parse_fix_shapes(json_string(k.name, v), "extra option " + k.name);
+  }));
   // Quark's extra_options of the two arguments.
   add(works(
       kExtra, "ConvertFP16ToFP32", "bool", "false", "passes",

@@ -72,6 +72,18 @@ ir::Model export_extended_qdq(const ir::Model& model, const Plan& plan, const Qu
 // DequantizeLinear and QuantizeLinear, so the model computes what the QDQ export of the plan does.
 ir::Model export_qoperator(const ir::Model& model, const Plan& plan, const QuantConfig& config);
 
+// Int16Bias (Quark; its convert_bias_int32_to_int16 tool): each int32 bias a DequantizeLinear
+// dequantizes for a Conv, ConvTranspose, Gemm or normalization is stored as int16 with the same
+// scale, values beyond int16 clipped (as Quark clips them); below opset 21, whose DequantizeLinear
+// takes no int16, that DequantizeLinear becomes com.microsoft's (Quark converts the model to opset
+// 21 instead, which libonnx's version converter cannot do here). In place.
+struct Int16Biases {
+  size_t converted = 0;  // biases
+  size_t clipped = 0;    // values beyond int16
+  size_t contrib = 0;    // DequantizeLinear nodes made com.microsoft's
+};
+Int16Biases store_biases_as_int16(ir::Model& model);
+
 // The Relu/Clip nodes the plan removed (ORT's QDQRemovableActivation): each goes, and its producer writes its output.
 void remove_planned_activations(ir::Graph& graph, const Plan& plan);
 // Sets beta to 1 on a Gemm whose bias the plan quantizes as int32: that bias's scale holds beta.

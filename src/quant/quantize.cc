@@ -226,6 +226,12 @@ std::optional<ir::Model> prepare_float_model(const ir::Model& model, calib::Data
     }
     for (const std::string& line : context.log) say(line);
   }
+  if (!config.fix_shapes.empty()) {  // FixShapes, before the models' passes
+    if (!prepared) prepared = ir::clone_model(model);
+    passes::PassContext context;
+    passes::fix_shapes(*prepared, config.fix_shapes, context);
+    for (const std::string& line : context.log) say(line);
+  }
   if (config.convert_fp16_to_fp32 || config.convert_nchw_to_nhwc) {  // first, as vai_q_onnx's quantize_static
     if (!prepared) prepared = ir::clone_model(model);
     passes::PassContext context;

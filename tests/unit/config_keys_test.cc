@@ -235,6 +235,9 @@ TEST(ConfigKeys, RefusedKeysAreRefusedByName) {
             "extra option RandomDataReaderInputShape: expected {input name: shape}, got [1,3]");
   EXPECT_EQ(extra_error("Int16Bias", true), "");
   EXPECT_EQ(extra_error("Int16Bias", 1), "extra option Int16Bias: expected true or false, got 1");
+  EXPECT_EQ(extra_error("FixShapes", "x:[1,3]"), "");
+  EXPECT_EQ(extra_error("FixShapes", "x:1,3"),
+            "extra option FixShapes: 'x:1,3' for 'x' is not NAME:[d1,d2,...] with whole dims of 1 or more");
   EXPECT_EQ(config_error({{"use_dynamic_quant", true}}),
             "use_dynamic_quant true: dynamic quantization (quantize_dynamic) is not built yet");
   EXPECT_EQ(config_error({{"execution_providers", {"CPUExecutionProvider", "CUDAExecutionProvider"}}}),
