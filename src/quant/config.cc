@@ -220,10 +220,6 @@ void check_config(const QuantConfig& c) {
   if (c.format == QuantFormat::QOperator && (c.add_qdq_pair_to_weight || c.dedicated_qdq_pair))
     throw Error(std::string(c.add_qdq_pair_to_weight ? "AddQDQPairToWeight" : "DedicatedQDQPair") +
                 " shapes Q/DQ pairs; QuantFormat.QOperator has none (QLinear ops take quantized weights)");
-  if (c.int16_bias && (c.format == QuantFormat::QOperator || c.format == QuantFormat::FixNeuron))
-    throw Error(std::string("Int16Bias: ") + quant_format_name(c.format) +
-                (c.format == QuantFormat::QOperator ? " writes QLinearConv, whose bias is int32"
-                                                    : " stores no int32 bias (FixNeuron nodes hold the biases)"));
   if (c.format == QuantFormat::FixNeuron &&
       (c.activation_type != ir::DataType::Int8 || c.weight_type != ir::DataType::Int8))
     throw Error(types + ": VitisQuantFormat.FixNeuron quantizes to QInt8 only");
