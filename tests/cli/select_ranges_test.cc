@@ -42,7 +42,7 @@ size_t count_excluded(const nlohmann::json& report) {
   return n;
 }
 
-TEST(CliSelection, QuarkPatternsSubgraphsAndExtraOpTypes) {
+TEST(CliSelection, ResNet18QuarkPatternsSubgraphsAndExtraOpTypes) {
   Folder f("onnxptq_cli_select_");
   nlohmann::json plain = report_of(f.dir, "");
   EXPECT_EQ(plain["quantized_nodes_by_op_type"]["Conv"], 20);
@@ -75,7 +75,7 @@ TEST(CliSelection, QuarkPatternsSubgraphsAndExtraOpTypes) {
 
 // One calibration, many quantizations: the model quantized with --ranges is byte for byte the one
 // quantized with calibration on the same data.
-TEST(CliRanges, QuantizeWithRangesFromCalibrateWritesTheSameModel) {
+TEST(CliRanges, ResNet18QuantizeWithRangesFromCalibrateWritesTheSameModel) {
   Folder f("onnxptq_cli_ranges_");
   const fs::path ranges = f.dir / "ranges.json";
   CliRun cal = onnxptq("calibrate " + kModel.string() + " --random 2 --quiet -o " + ranges.string());
