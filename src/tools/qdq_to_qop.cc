@@ -41,13 +41,18 @@ class QdqReader {
     if (m_.opset("") < 10)
       throw Error("qdq_to_qop: the model has opset " + std::to_string(m_.opset("")) +
                   "; QLinearConv and QuantizeLinear need opset 10 or later");
-    size_t quantize_nodes = 0;
+    // Each step removes nodes later in the graph's order: the nodes it reads are listed first.
+    std::vector<ir::Node*> quantizers, dequantizers, convs;
     for (ir::Node* n : passes::nodes_in_order(g_))
-      if (is_quantize_node(*n)) ++quantize_nodes, read_pair(n);
+      if (is_quantize_node(*n)) quantizers.push_back(n);
+    for (ir::Node* q : quantizers) read_pair(q);
     for (ir::Node* n : passes::nodes_in_order(g_))
-      if (is_dequantize_node(*n)) read_weight(n);
+      if (is_dequantize_node(*n)) dequantizers.push_back(n);
+    for (ir::Node* dq : dequantizers) read_weight(dq);
     for (ir::Node* n : passes::nodes_in_order(g_))
-      if (n->op_type == "Conv" && (n->domain.empty() || n->domain == "ai.onnx")) read_bias(n);
+      if (n->op_type == "Conv" && (n->domain.empty() || n->domain == "ai.onnx")) convs.push_back(n);
+    for (ir::Node* conv : convs) read_bias(conv);
+    const size_t quantize_nodes = quantizers.size();
     if (quantize_nodes == 0 && plan_.tensors.empty())
       throw Error("the model has no QuantizeLinear or DequantizeLinear node: it is not a QDQ model");
     remove_unused_initializers(g_);

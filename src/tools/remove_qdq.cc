@@ -1,6 +1,8 @@
 // remove_qdq (vai_q_onnx's tool): every DequantizeLinear(QuantizeLinear(x)) whose quantized value
 // only that DequantizeLinear reads becomes x, and a FixNeuron(x) becomes x; dequantized weights
 // without a QuantizeLinear (stored integers) stay, as in vai_q_onnx.
+#include <set>
+
 #include "onnxptq/error.h"
 #include "passes/rewrite.h"
 #include "quant/qdq_nodes.h"
@@ -26,7 +28,9 @@ ir::Model remove_qdq(const ir::Model& model, ConvertResult& result) {
   ir::Model m = ir::clone_model(model);
   ir::Graph& g = *m.graph;
   size_t quantize_nodes = 0, removed = 0;
+  std::set<const ir::Node*> gone;  // dequantize nodes removed ahead of the loop, still in its list
   for (ir::Node* n : passes::nodes_in_order(g)) {
+    if (gone.count(n)) continue;
     if (n->op_type == "FixNeuron") {
       ++quantize_nodes;
       bypass(g, n, n->input(0));
@@ -38,6 +42,7 @@ ir::Model remove_qdq(const ir::Model& model, ConvertResult& result) {
     ir::Node* dq = single_dequantize_reader(n->output(0));
     if (!dq) continue;
     ir::Value* q = n->output(0);
+    gone.insert(dq);
     bypass(g, dq, n->input(0));  // the readers of the dequantized value read x (or its new name)
     g.remove_node(n);
     g.remove_value(q);
