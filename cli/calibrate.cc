@@ -4,12 +4,14 @@
 #include <unistd.h>
 
 #include <iostream>
+#include <set>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "cli/calib_data.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
+#include "cli/quant_options.h"
 #include "onnxptq/error.h"
 #include "onnxptq/files.h"
 
@@ -19,6 +21,8 @@ namespace {
 struct CalibrateArgs {
   std::string model;
   std::string output;
+  std::string config;            // --config: a preset or a JSON file, the options below over it
+  std::set<std::string> given;   // the options given on the command line
   CalibDataArgs data;
   std::string method = "MinMax";
   std::string symmetric;  // "", "true", "false"
@@ -52,28 +56,33 @@ const char* activation_type_key(const std::string& t) {
 std::string json_text(const nlohmann::json& value) { return value.dump(); }
 
 void calibrate_command(const CalibrateArgs& a) {
-  Config config;
-  config.set("calibrate_method", json_text(a.method));
+  // Without --config every option below sets its key (with its default when not given); with it,
+  // only those given override the preset's or file's.
+  Config config = config_of(a.config);
+  auto use = [&](const std::string& option) { return a.config.empty() || a.given.count(option) > 0; };
+  if (use("--method")) config.set("calibrate_method", json_text(a.method));
   if (a.symmetric == "true" || a.symmetric == "false") {
     config.set_extra_option("CalibTensorRangeSymmetric", a.symmetric);
     config.set_extra_option("ActivationSymmetric", a.symmetric);
   } else if (!a.symmetric.empty()) {
     throw Error("--symmetric must be true or false, got '" + a.symmetric + "'");
   }
-  config.set_extra_option("CalibMovingAverage", json_text(a.moving_average));
-  config.set_extra_option("CalibMovingAverageConstant", json_text(a.averaging_constant));
+  if (use("--moving-average")) config.set_extra_option("CalibMovingAverage", json_text(a.moving_average));
+  if (use("--averaging-constant"))
+    config.set_extra_option("CalibMovingAverageConstant", json_text(a.averaging_constant));
   if (a.num_bins > 0) config.set_extra_option("CalibNumBins", json_text(a.num_bins));
-  config.set_extra_option("CalibNumQuantizedBins", json_text(a.num_quantized_bins));
-  config.set_extra_option("CalibPercentile", json_text(a.percentile));
-  config.set_extra_option("PercentileCandidates", json_text(a.percentile_candidates));
-  config.set_extra_option("LWPMetric", json_text(a.lwp_metric));
-  config.set_extra_option("MinMSEMode", json_text(a.minmse_mode));
-  config.set("activation_type", json_text(activation_type_key(a.activation_type)));
+  if (use("--num-quantized-bins")) config.set_extra_option("CalibNumQuantizedBins", json_text(a.num_quantized_bins));
+  if (use("--percentile")) config.set_extra_option("CalibPercentile", json_text(a.percentile));
+  if (use("--percentile-candidates"))
+    config.set_extra_option("PercentileCandidates", json_text(a.percentile_candidates));
+  if (use("--lwp-metric")) config.set_extra_option("LWPMetric", json_text(a.lwp_metric));
+  if (use("--minmse-mode")) config.set_extra_option("MinMSEMode", json_text(a.minmse_mode));
+  if (use("--activation-type")) config.set("activation_type", json_text(activation_type_key(a.activation_type)));
   // Exactly the tensors `onnxptq quantize` would calibrate with the same method, type, symmetry
   // and op types: the plan's on the prepared model (a Relu's input takes the Relu's range, weights
   // are not calibrated).
-  config.set("op_types_to_quantize", json_text(a.op_types));
-  config.set("optimize_model", json_text(!a.no_optimize_model));
+  if (use("--op-types")) config.set("op_types_to_quantize", json_text(a.op_types));
+  if (use("--no-optimize-model")) config.set("optimize_model", json_text(!a.no_optimize_model));
   config.calib_size(a.data.calib_size).threads(a.threads).calib_workers(a.workers).strict(a.strict);
 
   ProgressDisplay display(a.quiet, isatty(STDERR_FILENO));
@@ -105,6 +114,9 @@ void add_calibrate_command(CLI::App& app) {
                                      "Run the float model over calibration data and write each tensor's range as JSON");
   cmd->add_option("MODEL", a->model, "ONNX model file")->required();
   add_calib_data_options(cmd, a->data);
+  cmd->add_option("--config", a->config,
+                  "A preset (onnxptq presets) or a JSON file of quantize_static's arguments, as `quantize --config`: "
+                  "the ranges that quantize run calibrates; the options below given override it");
   cmd->add_option(
       "--method", a->method,
       "MinMax (default), Entropy, Percentile, Distribution, LayerWisePercentile, NonOverflow or MinMSE (power-of-two)");
@@ -142,7 +154,11 @@ void add_calibrate_command(CLI::App& app) {
                 "then are the model's own)");
   cmd->add_flag("--strict", a->strict, "Fail on a sample with NaN or Inf instead of skipping it");
   cmd->add_flag("--quiet", a->quiet, "Print no progress or warnings");
-  cmd->callback([a] { calibrate_command(*a); });
+  cmd->callback([a, cmd] {
+    for (const CLI::Option* o : cmd->get_options())
+      if (o->count() > 0) a->given.insert(o->get_name());
+    calibrate_command(*a);
+  });
 }
 
 }  // namespace onnxptq::cli

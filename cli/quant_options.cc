@@ -101,27 +101,32 @@ void add_quant_options(CLI::App* cmd, QuantOptions& o) {
                 "optimize_model=False: quantize the model as given, without `onnxptq preprocess`'s passes");
 }
 
-Config config_from(const QuantOptions& a) {
+Config config_of(const std::string& preset_or_file) {
   Config c;
   c.calib_workers(0);  // the command's default: as many as the threads allow (CalibWorkerNum can set it)
-  if (Config::has_preset(a.config)) {
-    c.apply_preset(a.config);  // a preset's name before a file of that name
-  } else if (!a.config.empty()) {
-    std::ifstream in(a.config);
+  if (Config::has_preset(preset_or_file)) {
+    c.apply_preset(preset_or_file);  // a preset's name before a file of that name
+  } else if (!preset_or_file.empty()) {
+    std::ifstream in(preset_or_file);
     if (!in) {
       std::string names;
       for (const PresetInfo& p : Config::presets()) names += (names.empty() ? "" : ", ") + p.name;
-      throw Error("--config '" + a.config + "' is neither a preset nor a readable file (presets: " + names + ")");
+      throw Error("--config '" + preset_or_file + "' is neither a preset nor a readable file (presets: " + names + ")");
     }
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     if (nlohmann::json::parse(text, nullptr, false).is_discarded())
-      throw Error("config file '" + a.config + "' is not valid JSON");
+      throw Error("config file '" + preset_or_file + "' is not valid JSON");
     try {
       c.apply_json(text);
     } catch (const Error& e) {
-      throw Error("config file '" + a.config + "': " + e.what(), e.kind());
+      throw Error("config file '" + preset_or_file + "': " + e.what(), e.kind());
     }
   }
+  return c;
+}
+
+Config config_from(const QuantOptions& a) {
+  Config c = config_of(a.config);
   auto text = [](const std::string& s) { return nlohmann::json(s).dump(); };
   if (a.quant_format) c.set("quant_format", text(*a.quant_format));
   if (a.calibrate_method) c.set("calibrate_method", text(*a.calibrate_method));

@@ -35,6 +35,10 @@ struct QuantOptions {
 
 void add_quant_options(CLI::App* cmd, QuantOptions& options);
 
+// The configuration of --config: a preset's name, else a JSON file of quantize_static's
+// arguments; the default configuration for "". Error naming one that is neither.
+Config config_of(const std::string& preset_or_file);
+
 // The configuration the options ask for: the preset or file of --config, then the others over
 // it. Error naming a config that is neither a preset nor a readable JSON file, or a bad value.
 Config config_from(const QuantOptions& options);

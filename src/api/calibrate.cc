@@ -6,12 +6,14 @@
 #include "calib/progress_reader.h"
 #include "ir/model.h"
 #include "onnxptq/error.h"
+#include "quant/float16_model.h"
 #include "quant/quantize.h"
 
 namespace onnxptq {
 
 Calibration calibrate(const Model& model, DataReader& reader, const Config& config, const CalibrateOptions& options) {
-  const quant::QuantConfig& c = config.quant();
+  quant::QuantConfig c = config.quant();
+  quant::resolve_float16_model(c, model.ir(), options.log);  // QuantizeFP16 calibrates the widened model
   if (!c.save_and_restore.empty())
     throw Error("extra option SaveAndRestore goes with quantize; calibrate returns the ranges it would save");
   calib::CalibOptions o = c.calibration_options();

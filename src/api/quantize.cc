@@ -15,6 +15,7 @@
 #include "ir/file_io.h"
 #include "ir/model.h"
 #include "onnxptq/files.h"
+#include "quant/float16_model.h"
 #include "quant/quantize.h"
 
 namespace onnxptq {
@@ -90,6 +91,12 @@ QuantizeOutcome quantize(const Model& model, DataReader& reader, const Config& c
   quant::QuantConfig c = config.quant();
   c.calib.progress = o.progress;
   quant::check_config(c);  // before reading any data
+  const ir::Model& m = model.ir();
+  quant::resolve_float16_model(c, m, o.log);  // QuantizeFP16
+  if (c.quantize_fp16 && *c.quantize_fp16 && (c.include_auto_mp || o.target))
+    throw Error(
+        "QuantizeFP16 (a float16 model) with include_auto_mp or an accuracy target: their trial models are "
+        "float32; convert the model first (convert_fp16_to_fp32)");
   if (c.include_auto_mp && o.target) throw Error("include_auto_mp and an accuracy target are two searches: choose one");
   if (o.evaluate && !o.target && !(c.include_auto_mp && c.auto_mp.top1_acc_target))
     throw Error(
@@ -97,7 +104,6 @@ QuantizeOutcome quantize(const Model& model, DataReader& reader, const Config& c
         "include_auto_mp with AutoMixprecision.Top1AccTarget");
   std::filesystem::path save_to;
   const std::optional<quant::KnownRanges> given = given_ranges(c, o, save_to);
-  const ir::Model& m = model.ir();
   std::unique_ptr<DataReader> random = quant::random_data_reader(m, c);  // UseRandomData
   std::unique_ptr<DataReader> counted;
   if (o.progress) counted = calib::make_progress_reader(random ? *random : reader, o.progress, c.calib.max_samples);
@@ -131,6 +137,7 @@ QuantizeOutcome quantize(const Model& model, DataReader& reader, const Config& c
               save_to.string());
     }
   }
+  quant::restore_float16_model(result.model, m, c, o.log);
   nlohmann::json report = quant::report(m, result);
   if (!search_json.is_null()) report["accuracy_target"] = search_json;
   if (!auto_mp_json.is_null()) report["auto_mixprecision"] = auto_mp_json;

@@ -43,6 +43,8 @@ const std::vector<PassInfo>& dpu_simulation_passes() {
        convert_reduce_mean_to_dpu_version},
       {"convert_softmax_to_dpu_version", "Softmax into the DPU's bfloat16 exp-polynomial subgraph",
        convert_softmax_to_dpu_version},
+      {"convert_instance_norm_to_dpu_version", "InstanceNormalization into com.amd.quark ExtendedInstanceNormalization",
+       convert_instance_norm_to_dpu_version},
       {"convert_clip_to_dpu_version", "Clip bounds rounded to integers in [-128, 127]", convert_clip_to_dpu_version},
   };
   return passes;
@@ -63,6 +65,7 @@ const std::vector<DpuPassOption>& dpu_pass_options() {
       {"convert_avg_pool_to_dpu_version", "ConvertAvgPoolToDPUVersion", true},
       {"convert_reduce_mean_to_dpu_version", "ConvertReduceMeanToDPUVersion", true},
       {"convert_softmax_to_dpu_version", "ConvertSoftmaxToDPUVersion", false},
+      {"convert_instance_norm_to_dpu_version", "ConvertInstanceNormToDPUVersion", false},
       {"convert_clip_to_dpu_version", "ConvertClipToDPUVersion", false},
   };
   return options;

@@ -42,6 +42,7 @@ bool convert_hard_sigmoid_to_dpu_version(ir::Model& model, PassContext& context)
 bool convert_avg_pool_to_dpu_version(ir::Model& model, PassContext& context);
 bool convert_reduce_mean_to_dpu_version(ir::Model& model, PassContext& context);
 bool convert_softmax_to_dpu_version(ir::Model& model, PassContext& context);
+bool convert_instance_norm_to_dpu_version(ir::Model& model, PassContext& context);
 bool convert_clip_to_dpu_version(ir::Model& model, PassContext& context);
 
 // vai_q_onnx's order: fuse_instance_norm, convert_bn_to_conv (optimize.h),
@@ -50,7 +51,8 @@ bool convert_clip_to_dpu_version(ir::Model& model, PassContext& context);
 const std::vector<PassInfo>& dpu_pre_calibration_passes();
 // convert_clip_to_relu, after calibration and before quantization.
 const std::vector<PassInfo>& dpu_post_calibration_passes();
-// vai_q_onnx's order: leaky relu, sigmoid, hard sigmoid, avg pool, reduce mean, softmax. Run each
+// vai_q_onnx's order: leaky relu, sigmoid, hard sigmoid, avg pool, reduce mean, softmax, then
+// Quark's instance norm and clip. Run each
 // once: the scaling ones are not idempotent in vai_q_onnx (a second run would scale twice); here a
 // node whose output already goes only to a Mul by its factor is left alone.
 const std::vector<PassInfo>& dpu_simulation_passes();

@@ -6,6 +6,7 @@
 
 #include "onnxptq/error.h"
 #include "passes/dpu.h"
+#include "quant/float16_model.h"
 #include "quant/ipu_limitation.h"
 #include "quant/overrides.h"
 #include "quant/post_process.h"
@@ -236,6 +237,7 @@ void check_config(const QuantConfig& c) {
                 " gives float scales already (the key applies to PowerOfTwoMethod NonOverflow and MinMSE)");
   if (!c.use_power_of_two_scale && c.enable_dpu)
     throw Error("UsePowerOf2Scale false and enable_dpu: the NPU takes power-of-two scales");
+  check_float16_model_keys(c);
   if (c.convert_opset_version && *c.convert_opset_version < 13 && c.optimize_model)
     throw Error("ConvertOpsetVersion " + std::to_string(*c.convert_opset_version) +
                 " and optimize_model: the model preparation converts to opset 13 (set optimize_model false)");

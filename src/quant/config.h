@@ -287,6 +287,12 @@ struct QuantConfig {
   // converted inputs (calib/adapt_reader.h).
   bool convert_fp16_to_fp32 = false;
   bool convert_nchw_to_nhwc = false;
+  // QuantizeFP16 (Quark): a float16 model quantized as one, written with its float16 inputs and
+  // outputs (quant/float16_model.h). nullopt: Quark's rule, on for a float16 model unless
+  // convert_fp16_to_fp32. UseFP32Scale (Quark, default = QuantizeFP16): the written model computes
+  // in float32 between Casts at its inputs and outputs; false: in float16, Q/DQ scales included.
+  std::optional<bool> quantize_fp16;
+  std::optional<bool> use_fp32_scale;
   // FixShapes (Quark): these graph inputs and outputs take these shapes, and every tensor's shape
   // is stored, before anything else (passes/model_format.h).
   std::map<std::string, std::vector<int64_t>> fix_shapes;

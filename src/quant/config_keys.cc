@@ -232,6 +232,10 @@ void add_preparation_options(std::vector<ConfigKey>& keys) {
       kExtra, "ConvertFP16ToFP32", "bool", "false", "passes",
       [](QuantConfig& c, const ConfigKey& k, const json& v) { c.convert_fp16_to_fp32 = json_bool(k.name, v); },
       "Quark's name of convert_fp16_to_fp32"));
+  add(works(kExtra, "QuantizeFP16", "bool", "= the model is float16", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.quantize_fp16 = json_bool(k.name, v); }));
+  add(works(kExtra, "UseFP32Scale", "bool", "= QuantizeFP16", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.use_fp32_scale = json_bool(k.name, v); }));
   add(works(
       kExtra, "ConvertNCHWToNHWC", "bool", "false", "passes",
       [](QuantConfig& c, const ConfigKey& k, const json& v) { c.convert_nchw_to_nhwc = json_bool(k.name, v); },
@@ -396,8 +400,6 @@ void add_dpu_options(std::vector<ConfigKey>& keys) {
 
 // Keys onnxptq refuses: those given on its command line, and those of features not built.
 void add_refused_options(std::vector<ConfigKey>& keys) {
-  keys.push_back(refused("ConvertInstanceNormToDPUVersion", "bool",
-                         "Quark's ExtendedInstanceNormalization (the DPU's bfloat16 instance norm)"));
   keys.push_back(refused("BFPAttributes", "object", "Quark's BFP data types (QBFP)"));
   keys.push_back(refused("MXAttributes", "object", "Quark's MX data types (QMX)"));
   keys.push_back(refused("UseMatMulNBits", "bool", "MatMulNBits weight-only quantization"));

@@ -1,6 +1,7 @@
 // Writing a quantized model from a float model and its plan (with parameters assigned).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -48,6 +49,10 @@ ir::Model export_qdq_styled(const ir::Model& model, const Plan& plan, const Quan
 // with a pair (vai_q_onnx forces AddQDQPairToWeight), int32 biases stored with a
 // VitisDequantizeLinear writing the bias's name.
 ir::Model export_vitis_qdq(const ir::Model& model, const Plan& plan, const QuantConfig& config);
+
+// The pos attribute of vai_q_onnx's FixNeuron and ai.onnx.contrib Q/DQ: int(rint(-log2(scale)))
+// of the float32 scale.
+inline int vitis_pos(float scale) { return static_cast<int>(std::nearbyint(-std::log2(static_cast<double>(scale)))); }
 
 // VitisQuantFormat.FixNeuron (vai_q_onnx's VitisExtendedQuantizer): one FixNeuron (ai.onnx.contrib v1) per
 // quantized tensor and weight, named <t>_DequantizeLinear, string attributes bit_width ("8"; "32"

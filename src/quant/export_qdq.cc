@@ -237,15 +237,10 @@ class QdqExporter {
                                 g_.fresh_name(t.name + "_DequantizeLinear" + suffix), style_.domain);
       const TensorPlan& provider = plan_.provider(t.name);
       n->set_attribute(ir::Attribute::of_string("bit_width", std::to_string(ir::data_type_bits(provider.type))));
-      n->set_attribute(ir::Attribute::of_string("pos", std::to_string(fix_neuron_pos(provider.params.at(0).scale))));
+      n->set_attribute(ir::Attribute::of_string("pos", std::to_string(vitis_pos(static_cast<float>(provider.params.at(0).scale)))));
       return;
     }
     write_pair(x, p, out, t.name, suffix, axis);
-  }
-
-  // vai_q_onnx: int(rint(-log2(scale))) of the float32 scale initializer.
-  static int fix_neuron_pos(double scale) {
-    return static_cast<int>(std::nearbyint(-std::log2(static_cast<double>(static_cast<float>(scale)))));
   }
 
   void weight(const TensorPlan& t) {

@@ -1,7 +1,5 @@
 // VitisQuantFormat.QDQ and VitisQuantFormat.FixNeuron: vai_q_onnx's custom-op formats, written by
 // the QDQ writer with the node family of each (vai_q_onnx's VitisExtendedQuantizer).
-#include <cmath>
-
 #include "onnxptq/error.h"
 #include "passes/rewrite.h"
 #include "quant/export.h"
@@ -10,15 +8,14 @@ namespace onnxptq::quant {
 namespace {
 
 // vai_q_onnx writes its ai.onnx.contrib QuantizeLinear / DequantizeLinear with two string
-// attributes: bit_width "8" and pos, int(rint(-log2(scale))) of the float32 scale initializer.
+// attributes: bit_width "8" and pos (vitis_pos of the float32 scale initializer).
 void add_contrib_attributes(ir::Model& model) {
   for (const auto& n : model.graph->nodes()) {
     if (n->domain != "ai.onnx.contrib") continue;
     const ir::Tensor* scale = passes::constant_of(n->input(1));
     if (!scale || scale->size() != 1) throw Error("VitisQuantFormat.QDQ export: '" + n->name + "' has no scalar scale");
-    double s = static_cast<double>(scale->values<float>()[0]);
     n->set_attribute(ir::Attribute::of_string("bit_width", "8"));
-    n->set_attribute(ir::Attribute::of_string("pos", std::to_string(static_cast<int>(std::nearbyint(-std::log2(s))))));
+    n->set_attribute(ir::Attribute::of_string("pos", std::to_string(vitis_pos(scale->values<float>()[0]))));
   }
 }
 

@@ -18,6 +18,7 @@
 #include "quant/export.h"
 #include "quant/ipu_limitation.h"
 #include "quant/node_selection.h"
+#include "quant/float16_model.h"
 #include "quant/post_process.h"
 
 namespace onnxptq::quant {
@@ -192,8 +193,8 @@ void copy_shared_initializers(std::optional<ir::Model>& prepared, const ir::Mode
 
 std::unique_ptr<calib::DataReader> adapted_reader(calib::DataReader& reader, const ir::Model& model,
                                                   const QuantConfig& config) {
-  if (!config.convert_fp16_to_fp32 && !config.convert_nchw_to_nhwc) return nullptr;
-  calib::FeedAdaptation adaptation{.widen_float16 = config.convert_fp16_to_fp32,
+  if (!widens_float16(config) && !config.convert_nchw_to_nhwc) return nullptr;
+  calib::FeedAdaptation adaptation{.widen_float16 = widens_float16(config),
                                    .nchw_to_nhwc = config.convert_nchw_to_nhwc};
   return calib::adapt_reader(reader, model.graph->fed_inputs(), adaptation);
 }
@@ -232,10 +233,10 @@ std::optional<ir::Model> prepare_float_model(const ir::Model& model, calib::Data
     passes::fix_shapes(*prepared, config.fix_shapes, context);
     for (const std::string& line : context.log) say(line);
   }
-  if (config.convert_fp16_to_fp32 || config.convert_nchw_to_nhwc) {  // first, as vai_q_onnx's quantize_static
+  if (widens_float16(config) || config.convert_nchw_to_nhwc) {  // first, as vai_q_onnx's quantize_static
     if (!prepared) prepared = ir::clone_model(model);
     passes::PassContext context;
-    if (config.convert_fp16_to_fp32) passes::convert_fp16_to_fp32(*prepared, context);
+    if (widens_float16(config)) passes::convert_fp16_to_fp32(*prepared, context);
     if (config.convert_nchw_to_nhwc) passes::convert_nchw_to_nhwc(*prepared, context);
     for (const std::string& line : context.log) say(line);
   }

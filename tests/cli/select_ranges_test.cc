@@ -123,5 +123,29 @@ TEST(CliRanges, ResNet18QuantizeWithRangesFromCalibrateWritesTheSameModel) {
   EXPECT_FALSE(fs::exists(out));
 }
 
+// calibrate --config XINT8: the ranges of XINT8's calibration (MinMSE positions on the model after
+// the NPU rewrites), which quantize --config XINT8 --ranges takes to write the model calibrating
+// writes; an option given after --config overrides it.
+TEST(CliRanges, ResNet18CalibrateWithAPresetServesThatPreset) {
+  Folder f("onnxptq_cli_ranges_preset_");
+  const std::string model = kModel.string();
+  const fs::path ranges = f.dir / "xint8.json";
+  CliRun cal = onnxptq("calibrate " + model + " --config XINT8 --random 2 --quiet -o " + ranges.string());
+  ASSERT_EQ(cal.code, 0) << cal.err;
+  nlohmann::json file = nlohmann::json::parse(slurp(ranges));
+  EXPECT_EQ(file["method"], "MinMSE");
+  CliRun plain = onnxptq("quantize " + model + " -o " + (f.dir / "plain.onnx").string() + " --config XINT8 --random 2 --quiet");
+  ASSERT_EQ(plain.code, 0) << plain.err;
+  CliRun reused = onnxptq("quantize " + model + " -o " + (f.dir / "reused.onnx").string() +
+                          " --config XINT8 --quiet --ranges " + ranges.string());
+  ASSERT_EQ(reused.code, 0) << reused.err;
+  EXPECT_EQ(slurp(f.dir / "reused.onnx"), slurp(f.dir / "plain.onnx"));
+  CliRun overridden = onnxptq("calibrate " + model + " --config XINT8 --method NonOverflow --random 1 --quiet");
+  ASSERT_EQ(overridden.code, 0) << overridden.err;
+  EXPECT_EQ(nlohmann::json::parse(overridden.out)["method"], "NonOverflow");
+  expect_one_line_error(onnxptq("calibrate " + model + " --config NOPRESET --random 1"),
+                        "--config 'NOPRESET' is neither a preset nor a readable file");
+}
+
 }  // namespace
 }  // namespace onnxptq::cli_test

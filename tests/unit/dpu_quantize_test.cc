@@ -53,6 +53,7 @@ ir::Value* ints(ir::Graph& g, const std::string& name, const std::vector<int64_t
 //             -> Clip(0, 6)                                     (ConvertClipToRelu)
 //             -> Sigmoid, HardSigmoid(1/6), AveragePool 3x3     (SimulateDPU)
 //             -> Softmax                                        (ConvertSoftmaxToDPUVersion)
+//             -> InstanceNormalization                          (ConvertInstanceNormToDPUVersion)
 // x2 [1,2,32,32] -> GlobalAveragePool                           (SplitLargeKernelPool: 1024 > 512)
 ir::Model all_patterns() {
   ir::Model m;
@@ -92,6 +93,10 @@ ir::Model all_patterns() {
   ir::Node* ap = g.add_node("AveragePool", {x}, {out(g, "ap")}, "ap");
   ap->set_attribute(ir::Attribute::of_ints("kernel_shape", {3, 3}));
   g.add_node("Softmax", {x}, {out(g, "sm")}, "sm");
+  g.add_node("InstanceNormalization",
+             {x, add_random_initializer(g, "in_scale", {4}, 8, 0.5f, 1.5f),
+              add_random_initializer(g, "in_bias", {4}, 9, -0.5f, 0.5f)},
+             {out(g, "inorm")}, "inorm");
   g.add_node("GlobalAveragePool", {x2}, {out(g, "gap")}, "gap");
   return m;
 }
@@ -162,6 +167,7 @@ TEST(DpuQuantize, DefaultsRewriteEveryPatternTheSpecTurnsOn) {
   EXPECT_EQ(producer_op(p, "ap"), "Mul");
   EXPECT_EQ(producer_op(p, "rm1"), "Mul");
   EXPECT_EQ(producer_op(p, "sm"), "Softmax");  // ConvertSoftmaxToDPUVersion is off by default
+  EXPECT_EQ(producer_op(p, "inorm"), "InstanceNormalization");  // ConvertInstanceNormToDPUVersion too
   // The scaled values "<out>_Mul" stay float: no Q/DQ in the export.
   EXPECT_EQ(r.plan.find("ap_Mul"), nullptr);
   EXPECT_EQ(quantizers_of(r.model, "ap_Mul"), 0u);
@@ -219,6 +225,15 @@ TEST(DpuQuantize, EachKeyOffLeavesItsPatternAlone) {
        [](const QuantizeResult& r) { EXPECT_EQ(producer_op(*r.prepared, "rm1"), "ReduceMean"); }},
       {"ConvertSoftmaxToDPUVersion", true,
        [](const QuantizeResult& r) { EXPECT_EQ(count_ops(*r.prepared, "Softmax"), 0u); }},
+      {"ConvertInstanceNormToDPUVersion", true,
+       [](const QuantizeResult& r) {
+         const ir::Node* n = producer(r.model, "inorm_QuantizeLinear_Input");
+         ASSERT_TRUE(n);
+         EXPECT_EQ(n->op_type, "ExtendedInstanceNormalization");
+         EXPECT_EQ(n->domain, "com.amd.quark");
+         EXPECT_EQ(r.model.opset("com.amd.quark"), 1);
+         EXPECT_EQ(n->input(0)->producer()->op_type, "DequantizeLinear");  // its input and output quantized
+       }},
       {"RemoveQDQConvLeakyRelu", true,
        [](const QuantizeResult& r) {
          EXPECT_EQ(r.plan.find("c1"), nullptr);
@@ -430,8 +445,8 @@ TEST(DpuQuantize, ConstraintsAreOneLineErrors) {
   EXPECT_TRUE(c.remove_qdq_conv_prelu);
   EXPECT_TRUE(c.dpu_pass_switches.at("FuseL2Norm"));
   EXPECT_NE(testing::error_of([&] {
-              apply_extra_option(c, "ConvertInstanceNormToDPUVersion", nlohmann::json(true));
-            }).find("ConvertInstanceNormToDPUVersion"),
+              apply_extra_option(c, "ConvertGridSampleToDPUVersion", nlohmann::json(true));
+            }).find("ConvertGridSampleToDPUVersion"),
             std::string::npos);
 }
 

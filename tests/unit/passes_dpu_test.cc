@@ -602,6 +602,100 @@ TEST(ConvertSoftmaxToDPUVersion, LeavesANotLastAxisBeforeOpset13) {
   run_pass(m, convert_softmax_to_dpu_version, false);
 }
 
+// ---- ConvertInstanceNormToDPUVersion
+
+// v on the accumulator grid of exponent m (Quark's kernel adds aligned to the larger exponent):
+// |v| + 2^(m-127) holds float32's 24 bits, so v keeps the multiples of that sum's last place,
+// rounded half to even. Written with ldexp, not the kernel's bit operations.
+float on_grid(float v, int m) {
+  const double top = std::ldexp(1.0, m - 127);
+  const double step = std::fabs(v) + top < 2 * top ? std::ldexp(1.0, m - 150) : std::ldexp(1.0, m - 149);
+  return static_cast<float>(std::nearbyint(v / step) * step);
+}
+
+int biased_exponent(float v) {
+  if (v == 0) return 0;
+  int e;
+  std::frexp(v, &e);
+  return e + 126;
+}
+
+// c - a * b as the NPU emulates float32 on bfloat16 multipliers: a and -b in three bfloat16
+// parts, the nine products accumulated on the grid of the largest term.
+float npu_multiply_subtract(float a, float b, float c) {
+  const float as[3] = {bf(a), bf(a - bf(a)), bf(a - bf(a) - bf(a - bf(a)))};
+  const float nb = -b;
+  const float bs[3] = {bf(nb), bf(nb - bf(nb)), bf(nb - bf(nb) - bf(nb - bf(nb)))};
+  auto mac = [](float x, float y, float acc) {
+    const int m = std::max(biased_exponent(x) + biased_exponent(y) - 127, biased_exponent(acc));
+    return on_grid(acc, m) + on_grid(x * y, m);
+  };
+  // The smallest products first: (i, j) pairs in the reference's order.
+  const int order[7][2] = {{2, 1}, {1, 2}, {0, 2}, {1, 1}, {2, 0}, {1, 0}, {0, 1}};
+  float terms = as[2] * bs[2];
+  for (const auto& ij : order) terms = mac(as[ij[0]], bs[ij[1]], terms);
+  const int m = std::max({biased_exponent(as[0]) + biased_exponent(bs[0]) - 127, biased_exponent(terms),
+                          biased_exponent(c)});
+  return on_grid(terms, m) + on_grid(c, m) + on_grid(as[0] * bs[0], m);
+}
+
+// Quark's ExtendedInstanceNormalization step by step on x [N, C, S].
+std::vector<float> brute_dpu_instance_norm(const Tensor& x, const std::vector<float>& scale,
+                                           const std::vector<float>& bias, float epsilon) {
+  const int64_t C = x.dims()[1], S = x.dims()[2], rows = x.size() / S;
+  auto xs = x.values<float>();
+  std::vector<float> out;
+  for (int64_t r = 0; r < rows; ++r) {
+    float sum = 0, sum_sq = 0;
+    for (int64_t j = 0; j < S; ++j) {
+      const float v = bf(xs[r * S + j]);
+      sum += v;
+      sum_sq = static_cast<float>(sum_sq + std::pow(static_cast<double>(v), 2));
+    }
+    const float per = static_cast<float>(1.0 / S);
+    const float mean = sum * per;
+    const float inv = bf(std::pow(npu_multiply_subtract(mean, mean, sum_sq * per) + epsilon, -0.5f));
+    for (int64_t j = 0; j < S; ++j) {
+      const float t = bf(bf(bf(xs[r * S + j]) * inv) - bf(bf(mean) * inv));
+      out.push_back(bf(bf(scale[r % C]) * t + bf(bias[r % C])));
+    }
+  }
+  return out;
+}
+
+TEST(ConvertInstanceNormToDPUVersion, BecomesQuarksOpAndMatchesItsBfloat16Steps) {
+  ir::Model m = new_model(13);
+  ir::Graph& g = *m.graph;
+  const std::vector<float> scale = {1.5f, -0.75f, 0.3f}, bias = {0.1f, 2.0f, -1.25f};
+  ir::Value* s = g.add_value("scale");
+  g.set_initializer(s, Tensor::from_values<float>({3}, scale));
+  ir::Value* b = g.add_value("bias");
+  g.set_initializer(b, Tensor::from_values<float>({3}, bias));
+  ir::Node* n = g.add_node("InstanceNormalization", {input(g, "x", {2, 3, 50}), s, b}, {output(g, "y")}, "in");
+  n->set_attribute(ir::Attribute::of_float("epsilon", 1e-3f));
+  ir::Model after = run_pass(m, convert_instance_norm_to_dpu_version, true);
+  const ir::Node* ext = producer_of_output(after, "y");
+  ASSERT_NE(ext, nullptr);
+  EXPECT_EQ(ext->op_type, "ExtendedInstanceNormalization");
+  EXPECT_EQ(ext->domain, "com.amd.quark");
+  EXPECT_EQ(ext->name, "in");
+  EXPECT_EQ(ext->attr_float("epsilon", 0), 1e-3f);
+  EXPECT_EQ(after.opset("com.amd.quark"), 1);
+  // Rows of small spread around a large offset make the variance's cancellation count.
+  Tensor x = testing::random_float({2, 3, 50}, 22, -3.0f, 3.0f);
+  auto xv = x.mutable_values<float>();
+  for (size_t i = 100; i < 150; ++i) xv[i] = 40.0f + xv[i] / 8;
+  testing::Feeds feeds = {{"x", x}};
+  std::vector<float> want = brute_dpu_instance_norm(x, scale, bias, 1e-3f);
+  std::vector<Tensor> got = run_model(after, feeds), exact = run_model(m, feeds);
+  ASSERT_EQ(got[0].size(), static_cast<int64_t>(want.size()));
+  for (size_t i = 0; i < want.size(); ++i) {
+    EXPECT_EQ(got[0].values<float>()[i], want[i]) << i;
+    if (i / 50 != 2)  // (that row's bfloat16 inputs are 0.25 apart, as wide as its spread)
+      EXPECT_NEAR(got[0].values<float>()[i], exact[0].values<float>()[i], 0.1) << i;  // still an instance norm
+  }
+}
+
 // ---- the lists
 
 TEST(DpuPassLists, SpecOrderAndOptionKeys) {
@@ -615,7 +709,7 @@ TEST(DpuPassLists, SpecOrderAndOptionKeys) {
             (std::vector<std::string>{"convert_leaky_relu_to_dpu_version", "convert_sigmoid_to_hard_sigmoid",
                                       "convert_hard_sigmoid_to_dpu_version", "convert_avg_pool_to_dpu_version",
                                       "convert_reduce_mean_to_dpu_version", "convert_softmax_to_dpu_version",
-                                      "convert_clip_to_dpu_version"}));  // Quark's simulate_transforms order
+                                      "convert_instance_norm_to_dpu_version", "convert_clip_to_dpu_version"}));  // Quark's simulate_transforms order
   EXPECT_EQ(dpu_post_calibration_passes().at(0).name, std::string("convert_clip_to_relu"));
   size_t listed = pre.size() + simulation.size() + 1;
   EXPECT_EQ(dpu_pass_options().size(), listed);
@@ -623,6 +717,7 @@ TEST(DpuPassLists, SpecOrderAndOptionKeys) {
     bool off_by_default = std::string(o.option) == "FuseInstanceNorm" || std::string(o.option) == "FuseL2Norm" ||
                           std::string(o.option) == "ConvertClipToRelu" ||
                           std::string(o.option) == "ConvertSoftmaxToDPUVersion" ||
+                          std::string(o.option) == "ConvertInstanceNormToDPUVersion" ||
                           std::string(o.option) == "ConvertClipToDPUVersion";
     EXPECT_EQ(o.default_value, !off_by_default) << o.option;  // vai_q_onnx 1.16's and Quark's XINT8 defaults
   }

@@ -165,7 +165,8 @@ class MatMulKernel : public Kernel {
       if (auto a = info.input_types[0].static_shape()) {
         try {
           MatMulShape s = matmul_shape(*a, weights_->dims());
-          if (s.m * s.k * s.n > 0) folded_plan(s.batch_count() * s.m, s.k, s.n, info.prepared_threads());
+          const int64_t rows = s.batch_count() * s.m;
+          if (rows * s.k * s.n > 0) folded_plan(rows, s.k, s.n, matmul_threads(info.prepared_threads(), rows * s.n));
         } catch (const std::exception&) {
           // reported by run with the actual input
         }
@@ -204,11 +205,12 @@ class MatMulKernel : public Kernel {
       std::fill(y, y + count * s.m * s.n, 0.f);
       return;
     }
-    dnnl_use_threads(ctx.threads);
+    const int threads = matmul_threads(ctx.threads, count * s.m * s.n);
+    dnnl_use_threads(threads);
     bool b_flat = ir::element_count(s.b_batch) == 1;
     if (b_flat) {  // [..., M, K] x [K, N]: one product of (batch * M) rows
       int64_t rows = count * s.m;
-      std::shared_ptr<const MatMulPlan> plan = folded_plan(rows, s.k, s.n, ctx.threads);
+      std::shared_ptr<const MatMulPlan> plan = folded_plan(rows, s.k, s.n, threads);
       if (!plan->reference) {
         run_matmul_plan(*plan, a, f32_desc({s.k, s.n}), b, nullptr, y);
         return;
@@ -216,7 +218,7 @@ class MatMulKernel : public Kernel {
     } else if (s.batch.size() + 2 <= DNNL_MAX_NDIMS) {
       std::vector<int64_t> key = s.a_batch;
       key.insert(key.end(), s.b_batch.begin(), s.b_batch.end());
-      key.insert(key.end(), {s.m, s.k, s.n, ctx.threads, -1});
+      key.insert(key.end(), {s.m, s.k, s.n, threads, -1});
       std::shared_ptr<const MatMulPlan> plan = cache_.get(key, [&](const MatMulPlan*) {
         auto dims = [&](const std::vector<int64_t>& batch, int64_t r, int64_t c) {
           std::vector<int64_t> d = batch;
@@ -360,10 +362,11 @@ class GemmKernel : public Kernel {
     if (k == 0) {
       std::fill(y, y + m * n, 0.f);
     } else {
-      dnnl_use_threads(ctx.threads);
+      const int threads = matmul_threads(ctx.threads, m * n);
+      dnnl_use_threads(threads);
       // C rides along as the primitive's bias when nothing scales the product.
       bool fuse_c = c && alpha_ == 1.f;
-      std::vector<int64_t> key{m, k, n, ctx.threads, fuse_c};
+      std::vector<int64_t> key{m, k, n, threads, fuse_c};
       if (fuse_c) key.insert(key.end(), c_dims.begin(), c_dims.end());
       dnnl::memory::desc user_b = f32_desc({k, n}, b_strides(k, n));
       std::shared_ptr<const MatMulPlan> plan = cache_.get(key, [&](const MatMulPlan* previous) {

@@ -11,6 +11,8 @@
 namespace onnxptq::engine {
 
 void norm_pool_register_pooling(KernelRegistry& r);  // MaxPool, AveragePool, LpPool, Global*Pool
+// com.amd.quark ExtendedInstanceNormalization (norm_pool_dpu_instance.cc)
+void norm_pool_register_dpu_instance_norm(KernelRegistry& r);
 
 // Calls f(std::type_identity<T>{}) for the C++ type T of `type` among Ts; false if none matches.
 template <class... Ts, class F>
