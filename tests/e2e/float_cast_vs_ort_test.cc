@@ -10,6 +10,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <iostream>
@@ -122,16 +123,26 @@ TEST_P(FloatCastVsOrt, RunsInOrtAndEachCastPairGivesOrtsValues) {
     ASSERT_EQ(l.size(), e.size());
     ASSERT_EQ(o.size(), e.size());
     size_t sim_differ = 0, literal_differ = 0, optimized_differ = 0;
-    double literal_worst = 0, optimized_worst = 0, largest = 0;
+    double literal_worst = 0, optimized_worst = 0, largest = 0, sim_worst = 0;
     for (size_t k = 0; k < e.size(); ++k) {
       sim_differ += e[k] != s[k];
+      sim_worst = std::max(sim_worst, std::fabs(double{s[k]} - e[k]));
       literal_differ += l[k] != e[k];
       optimized_differ += o[k] != e[k];
       literal_worst = std::max(literal_worst, std::fabs(double{l[k]} - e[k]));
       optimized_worst = std::max(optimized_worst, std::fabs(double{o[k]} - e[k]));
       largest = std::max(largest, std::fabs(double{e[k]}));
     }
-    EXPECT_EQ(sim_differ, 0u) << "output " << i << ": the engine's run of the export vs the simulation";
+    // The simulation runs the float model with the roundings as hooks, the export has them as Cast
+    // pairs: the engine lays out and sums some convolutions differently in the two (on AVX2 CPUs;
+    // with AVX-512's kernels they agree bit for bit), and a value near a rounding boundary of the
+    // 16-bit type can round either way, as between ORT and the engine. So the simulation is held
+    // to the export's run as closely as ORT is, or within one 16-bit step of the largest value.
+    const double step16 = std::ldexp(largest, c.type == ir::DataType::BFloat16 ? -8 : -11);
+    std::cout << c.label << " output " << i << ": the simulation differs from the export's run in " << sim_differ
+              << " values (at most " << sim_worst << ")\n";
+    EXPECT_LE(sim_worst, std::max({literal_worst, optimized_worst, step16}))
+        << "output " << i << ": the engine's run of the export vs the simulation";
     std::cout << c.label << " output " << i << " (largest |value| " << largest << "): ORT literal differs from "
               << "onnxptq in " << literal_differ << " of " << e.size() << " values (at most " << literal_worst
               << "), ORT optimized in " << optimized_differ << " (at most " << optimized_worst << ")\n";

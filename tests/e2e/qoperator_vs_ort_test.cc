@@ -23,6 +23,7 @@
 
 #include <filesystem>
 
+#include "calib/calibrate.h"
 #include "calib/data_reader.h"
 #include "ir/npy.h"
 #include "quant/export.h"
@@ -46,6 +47,9 @@ class QOperatorVsOrt : public ::testing::TestWithParam<Case> {};
 
 TEST_P(QOperatorVsOrt, OrtRunsItAndAgreesWithinOneStep) {
   const Case& c = GetParam();
+  if (calib::is_power_of_two(c.method) && testing::ort_int8_may_saturate())
+    GTEST_SKIP() << "ONNX Runtime's int8 kernels saturate on this CPU (x86 without VNNI), and power-of-two "
+                    "weights keep all 8 bits (reduce_range does not apply to them)";
   fs::path source = fs::path(ONNXPTQ_MODELS_DIR) / (c.model + ".onnx");
   ASSERT_TRUE(fs::exists(source)) << source;
   fs::path dir = fs::temp_directory_path() / ("onnxptq_qop_vs_ort_" + std::to_string(getpid()) + "_" + c.label);
@@ -62,6 +66,7 @@ TEST_P(QOperatorVsOrt, OrtRunsItAndAgreesWithinOneStep) {
   config.activation_type = c.activation;
   config.calibrate_method = c.method;
   config.calib.threads = 2;
+  config.reduce_range = testing::ort_int8_may_saturate();
   quant::QuantizeResult q = quant::quantize_static(model, *reader, config);
   fs::path path = dir / "q.onnx";
   ir::save_model(q.model, path);

@@ -44,6 +44,7 @@ quant::QuantConfig config_of(std::string name) {
   const std::string qop = "_qoperator";
   if (name.size() > qop.size() && name.compare(name.size() - qop.size(), qop.size(), qop) == 0) {
     c.format = quant::QuantFormat::QOperator;
+    c.reduce_range = testing::ort_int8_may_saturate();  // ORT's QLinearConv
     name.resize(name.size() - qop.size());
   }
   if (name == "u8s8" || name == "u8s8_cle") {

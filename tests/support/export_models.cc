@@ -159,6 +159,14 @@ std::string onnx_check(const std::filesystem::path& path) {
   return status == 0 ? "" : (out.empty() ? "the checker failed" : out);
 }
 
+bool ort_int8_may_saturate() {
+#if defined(__x86_64__) || defined(__i386__)
+  return !(__builtin_cpu_supports("avx512vnni") || __builtin_cpu_supports("avxvnni"));
+#else
+  return false;
+#endif
+}
+
 double max_steps(const ir::Tensor& a, const ir::Tensor& b, double step) {
   auto x = a.values<float>(), y = b.values<float>();
   if (x.size() != y.size()) return INFINITY;

@@ -49,6 +49,13 @@ std::vector<ir::Tensor> ort_run(const std::filesystem::path& path, const ir::Mod
 // else what it printed.
 std::string onnx_check(const std::filesystem::path& path);
 
+// Whether ONNX Runtime's 8-bit integer kernels (QLinearConv, QLinearMatMul, and the QDQ groups its
+// optimizer fuses into them) can saturate on this CPU: x86 without VNNI multiplies uint8 by int8
+// pairs with VPMADDUBSW, whose int16 pair sums saturate when the weights use all 8 bits (ONNX
+// Runtime's quantization guide: quantize with reduce_range on such machines). Tests that hold ORT's
+// integer kernels to the engine's exact sums quantize with reduce_range there.
+bool ort_int8_may_saturate();
+
 // The largest |a - b| over the elements, in units of `step`.
 double max_steps(const ir::Tensor& a, const ir::Tensor& b, double step);
 

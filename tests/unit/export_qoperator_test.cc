@@ -41,6 +41,7 @@ TEST_P(QOperatorExport, QLinearOpsThatOrtRunsAndThatAgreeWithQdq) {
   config.weight_type = c.weight;
   config.calibrate_method = c.method;
   config.activation_symmetric = c.symmetric;
+  config.reduce_range = testing::ort_int8_may_saturate();
   check_config(config);
   Plan plan = testing::calibrated_plan(model, config);
   ir::Model q = export_model(model, plan, config);

@@ -115,6 +115,12 @@ TEST(PassesOnRealModels, FoldConstantsPpOcrRec) {
   EXPECT_EQ(count_ops(after, "Shape"), shapes);  // shapes of run-time values stay
 }
 
+// Folding a scale into a Conv rounds its weights (w * gamma / sigma) once more, and the engine's
+// convolutions then sum in float32 in an order that depends on the CPU's kernels: through det's 60
+// Convs to its sigmoid output that reaches 2.7e-5 of the range on an AVX2 CPU (under 1e-5 with
+// AVX-512's kernels). det's folds are held to 1e-4, float32 noise at that depth.
+constexpr double kDetFoldBound = 1e-4;
+
 // cls: 35 BN after Conv, all fold; rec: 6, all fold; det: 2 after Conv fold, the one after an
 // Add stays (nothing to fold into).
 TEST(PassesOnRealModels, FoldBatchNormPpOcr) {
@@ -124,7 +130,7 @@ TEST(PassesOnRealModels, FoldBatchNormPpOcr) {
     ASSERT_GT(count_ops(before, "BatchNormalization"), left);
     Checked c = run_and_compare(before, after, path, {fold_batch_norm});
     EXPECT_TRUE(c.changed);
-    EXPECT_LE(c.diff, 1e-5) << path;
+    EXPECT_LE(c.diff, path == kDet ? kDetFoldBound : 1e-5) << path;
     EXPECT_EQ(count_ops(after, "BatchNormalization"), left) << path;
   }
 }
@@ -138,7 +144,7 @@ TEST(PassesOnRealModels, FoldChannelMulPpOcrDet) {
   const size_t muls = count_ops(before, "Mul"), adds = count_ops(before, "Add");
   Checked c = run_and_compare(before, after, kDet, {fold_channel_mul, fuse_conv_add_bias});
   EXPECT_TRUE(c.changed);
-  EXPECT_LE(c.diff, 1e-5);
+  EXPECT_LE(c.diff, kDetFoldBound);
   EXPECT_EQ(count_ops(after, "Mul"), muls - 28);
   EXPECT_EQ(count_ops(after, "Add"), adds - 28);
 }
@@ -152,9 +158,9 @@ TEST(PassesOnRealModels, ConvertBnToConvPpOcrDet) {
   fold_batch_norm(after, context);
   ASSERT_EQ(count_ops(after, "BatchNormalization"), 1u);
   size_t convs = count_ops(after, "Conv");
-  Checked c = run_and_compare(before, after, kDet, {convert_bn_to_conv});
+  Checked c = run_and_compare(before, after, kDet, {convert_bn_to_conv});  // after fold_batch_norm's folds
   EXPECT_TRUE(c.changed);
-  EXPECT_LE(c.diff, 1e-5);
+  EXPECT_LE(c.diff, kDetFoldBound);
   EXPECT_EQ(count_ops(after, "BatchNormalization"), 0u);
   EXPECT_EQ(count_ops(after, "Conv"), convs + 1);
 }
