@@ -52,12 +52,11 @@ void narrow_to_float16(ir::Model& quantized, const ir::Model& original) {
   ir::Graph& g = *quantized.graph;
   const ir::Graph& o = *original.graph;
   auto narrowed = [&](const ir::Value* v) {
-    const bool single = v->has_initializer() ? v->initializer().dtype() == ir::DataType::Float
-                                             : is_type(v, ir::DataType::Float);
+    const bool single =
+        v->has_initializer() ? v->initializer().dtype() == ir::DataType::Float : is_type(v, ir::DataType::Float);
     const ir::Value* before = o.find_value(v->name());
-    const bool was_single = before && (before->has_initializer()
-                                           ? before->initializer().dtype() == ir::DataType::Float
-                                           : is_type(before, ir::DataType::Float));
+    const bool was_single = before && (before->has_initializer() ? before->initializer().dtype() == ir::DataType::Float
+                                                                 : is_type(before, ir::DataType::Float));
     return single && !was_single;
   };
   std::set<ir::Value*> values(g.inputs().begin(), g.inputs().end());
@@ -129,8 +128,7 @@ void check_float16_model_keys(const QuantConfig& c) {
                             "(QuantFormat.QDQ, ExtendedQuantFormat.QDQ), not by ") +
                 quant_format_name(c.format));
   for (ir::DataType t : {c.activation_type, c.weight_type})
-    if (!(t == ir::DataType::Int8 || t == ir::DataType::UInt8 || t == ir::DataType::Int16 ||
-          t == ir::DataType::UInt16))
+    if (!(t == ir::DataType::Int8 || t == ir::DataType::UInt8 || t == ir::DataType::Int16 || t == ir::DataType::UInt16))
       throw Error(std::string("UseFP32Scale false: float16 scales go with the 8- and 16-bit integer types, not ") +
                   quant_type_name(t));
 }

@@ -153,17 +153,15 @@ TEST(Float16ModelVsOrt, UseFP32ScaleFalseWritesFloat16Throughout) {
   expect_ort_agrees(q.model, fresh_dir("fp16_fp16_scale"), false);
   // Without the Concat, ONNX Runtime runs it optimized too.
   auto again = random_reader(model, {.count = 4, .seed = 5});
-  QuantizeOutcome no_concat =
-      quantize(model, *again, Config().set_extra_option("UseFP32Scale", "false").set("nodes_to_exclude", R"(["concat"])"));
+  QuantizeOutcome no_concat = quantize(
+      model, *again, Config().set_extra_option("UseFP32Scale", "false").set("nodes_to_exclude", R"(["concat"])"));
   expect_ort_agrees(no_concat.model, fresh_dir("fp16_fp16_scale_no_concat"));
 }
 
 TEST(Float16Model, KeysThatDoNotFitAreOneLineErrors) {
   const Model half = float16_test_model();
   const Model single(std::make_shared<ir::Model>(testing::export_test_model()));
-  auto error = [](const Model& m, const Config& c) {
-    return testing::error_of([&] { quantize_with(m, c); });
-  };
+  auto error = [](const Model& m, const Config& c) { return testing::error_of([&] { quantize_with(m, c); }); };
   EXPECT_NE(error(single, Config().set_extra_option("QuantizeFP16", "true"))
                 .find("QuantizeFP16: the model has no float16 tensor, value or Cast"),
             std::string::npos);

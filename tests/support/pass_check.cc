@@ -97,4 +97,22 @@ ir::Value* add_float_value(ir::Graph& graph, const std::string& name, const std:
   return v;
 }
 
+ir::Value* output(ir::Graph& graph, const std::string& name) {
+  ir::Value* v = graph.add_value(name);
+  graph.add_output(v);
+  return v;
+}
+
+ir::Value* scalar(ir::Graph& graph, const std::string& name, float value) {
+  ir::Value* v = graph.add_value(name);
+  graph.set_initializer(v, ir::Tensor::from_values<float>({}, std::vector<float>{value}));
+  return v;
+}
+
+ir::Value* ints(ir::Graph& graph, const std::string& name, const std::vector<int64_t>& values) {
+  ir::Value* v = graph.add_value(name);
+  graph.set_initializer(v, ir::Tensor::from_values<int64_t>({static_cast<int64_t>(values.size())}, values));
+  return v;
+}
+
 }  // namespace onnxptq::testing

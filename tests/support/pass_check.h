@@ -43,4 +43,10 @@ ir::Value* add_random_initializer(ir::Graph& graph, const std::string& name, std
 // A value `name` with a float tensor type of `dims` (-1: a symbolic dimension).
 ir::Value* add_float_value(ir::Graph& graph, const std::string& name, const std::vector<int64_t>& dims);
 
+// A new value `name` made a graph output (its type left to shape inference or the run).
+ir::Value* output(ir::Graph& graph, const std::string& name);
+// A float32 scalar initializer, and a 1-D int64 one.
+ir::Value* scalar(ir::Graph& graph, const std::string& name, float value);
+ir::Value* ints(ir::Graph& graph, const std::string& name, const std::vector<int64_t>& values);
+
 }  // namespace onnxptq::testing

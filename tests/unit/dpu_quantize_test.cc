@@ -25,24 +25,9 @@ using ir::Tensor;
 using testing::add_float_value;
 using testing::add_random_initializer;
 using testing::count_ops;
-
-ir::Value* out(ir::Graph& g, const std::string& name) {
-  ir::Value* v = g.add_value(name);
-  g.add_output(v);
-  return v;
-}
-
-ir::Value* scalar(ir::Graph& g, const std::string& name, float value) {
-  ir::Value* v = g.add_value(name);
-  g.set_initializer(v, Tensor::from_values<float>({}, std::vector<float>{value}));
-  return v;
-}
-
-ir::Value* ints(ir::Graph& g, const std::string& name, const std::vector<int64_t>& values) {
-  ir::Value* v = g.add_value(name);
-  g.set_initializer(v, Tensor::from_values<int64_t>({static_cast<int64_t>(values.size())}, values));
-  return v;
-}
+using testing::ints;
+using testing::output;
+using testing::scalar;
 
 // One branch per rewrite, each ending in a graph output named after it:
 // x [1,4,8,8] -> Conv -> LeakyRelu(0.1)                         (RemoveQDQConvLeakyRelu, DPU slope)
@@ -70,7 +55,7 @@ ir::Model all_patterns() {
                                 add_random_initializer(g, "b1", {4}, 2, -0.3f, 0.3f)},
                                {c1}, "conv1");
   conv1->set_attribute(ir::Attribute::of_ints("pads", {1, 1, 1, 1}));
-  g.add_node("LeakyRelu", {c1}, {out(g, "leaky")}, "leaky")->set_attribute(ir::Attribute::of_float("alpha", 0.1f));
+  g.add_node("LeakyRelu", {c1}, {output(g, "leaky")}, "leaky")->set_attribute(ir::Attribute::of_float("alpha", 0.1f));
 
   ir::Value *c2 = g.add_value("c2"), *r2 = g.add_value("r2");
   g.add_node("Conv", {x, add_random_initializer(g, "w2", {4, 4, 1, 1}, 3, -0.5f, 0.5f)}, {c2}, "conv2");
@@ -80,24 +65,24 @@ ir::Model all_patterns() {
       {r2, add_random_initializer(g, "gamma", {4}, 4, 0.5f, 1.5f),
        add_random_initializer(g, "beta", {4}, 5, -0.5f, 0.5f), add_random_initializer(g, "mean", {4}, 6, -0.5f, 0.5f),
        add_random_initializer(g, "var", {4}, 7, 0.5f, 1.5f)},
-      {out(g, "bn")}, "bn");
+      {output(g, "bn")}, "bn");
   bn->set_attribute(ir::Attribute::of_float("epsilon", 1e-5f));
 
-  g.add_node("ReduceMean", {x}, {out(g, "rm23")}, "rm23")->set_attribute(ir::Attribute::of_ints("axes", {2, 3}));
-  g.add_node("ReduceMean", {x}, {out(g, "rm1")}, "rm1")->set_attribute(ir::Attribute::of_ints("axes", {1}));
-  g.add_node("Split", {x, ints(g, "sizes", {1, 3})}, {out(g, "s1"), out(g, "s2")}, "split")
+  g.add_node("ReduceMean", {x}, {output(g, "rm23")}, "rm23")->set_attribute(ir::Attribute::of_ints("axes", {2, 3}));
+  g.add_node("ReduceMean", {x}, {output(g, "rm1")}, "rm1")->set_attribute(ir::Attribute::of_ints("axes", {1}));
+  g.add_node("Split", {x, ints(g, "sizes", {1, 3})}, {output(g, "s1"), output(g, "s2")}, "split")
       ->set_attribute(ir::Attribute::of_int("axis", 1));
-  g.add_node("Clip", {x, scalar(g, "lo", 0.0f), scalar(g, "hi", 6.0f)}, {out(g, "clip")}, "clip");
-  g.add_node("Sigmoid", {x}, {out(g, "sig")}, "sig");
-  g.add_node("HardSigmoid", {x}, {out(g, "hs")}, "hs")->set_attribute(ir::Attribute::of_float("alpha", 1.0f / 6));
-  ir::Node* ap = g.add_node("AveragePool", {x}, {out(g, "ap")}, "ap");
+  g.add_node("Clip", {x, scalar(g, "lo", 0.0f), scalar(g, "hi", 6.0f)}, {output(g, "clip")}, "clip");
+  g.add_node("Sigmoid", {x}, {output(g, "sig")}, "sig");
+  g.add_node("HardSigmoid", {x}, {output(g, "hs")}, "hs")->set_attribute(ir::Attribute::of_float("alpha", 1.0f / 6));
+  ir::Node* ap = g.add_node("AveragePool", {x}, {output(g, "ap")}, "ap");
   ap->set_attribute(ir::Attribute::of_ints("kernel_shape", {3, 3}));
-  g.add_node("Softmax", {x}, {out(g, "sm")}, "sm");
+  g.add_node("Softmax", {x}, {output(g, "sm")}, "sm");
   g.add_node("InstanceNormalization",
              {x, add_random_initializer(g, "in_scale", {4}, 8, 0.5f, 1.5f),
               add_random_initializer(g, "in_bias", {4}, 9, -0.5f, 0.5f)},
-             {out(g, "inorm")}, "inorm");
-  g.add_node("GlobalAveragePool", {x2}, {out(g, "gap")}, "gap");
+             {output(g, "inorm")}, "inorm");
+  g.add_node("GlobalAveragePool", {x2}, {output(g, "gap")}, "gap");
   return m;
 }
 
@@ -269,7 +254,7 @@ ir::Model l2_norm() {
   g.add_node("Max", {f("sum"), scalar(g, "eps", 1e-12f)}, {v("clamped")}, "max");
   g.add_node("Sqrt", {f("clamped")}, {v("norm")}, "sqrt");
   g.add_node("Reciprocal", {f("norm")}, {v("inv")}, "inv");
-  g.add_node("Mul", {f("u"), f("inv")}, {out(g, "y")}, "root");
+  g.add_node("Mul", {f("u"), f("inv")}, {output(g, "y")}, "root");
   return m;
 }
 
@@ -320,8 +305,8 @@ ir::Model conv_leaky_relu(bool second_reader) {
   ir::Value *c = g.add_value("c"), *l = g.add_value("l");
   g.add_node("Conv", {x, add_random_initializer(g, "w", {4, 3, 3, 3}, 21, -0.5f, 0.5f)}, {c}, "conv");
   g.add_node("LeakyRelu", {c}, {l}, "leaky")->set_attribute(ir::Attribute::of_float("alpha", 0.2f));
-  g.add_node("Conv", {l, add_random_initializer(g, "w2", {2, 4, 1, 1}, 22, -0.5f, 0.5f)}, {out(g, "y")}, "conv2");
-  if (second_reader) g.add_node("Sigmoid", {c}, {out(g, "z")}, "other");
+  g.add_node("Conv", {l, add_random_initializer(g, "w2", {2, 4, 1, 1}, 22, -0.5f, 0.5f)}, {output(g, "y")}, "conv2");
+  if (second_reader) g.add_node("Sigmoid", {c}, {output(g, "z")}, "other");
   return m;
 }
 
@@ -380,7 +365,7 @@ TEST(DpuQuantize, RemoveQdqConvReluAndClipSwitches) {
   g.add_node("Conv", {x, add_random_initializer(g, "w1", {4, 3, 3, 3}, 31, -0.5f, 0.5f)}, {c1}, "conv1");
   g.add_node("Relu", {c1}, {r}, "relu");
   g.add_node("Conv", {r, add_random_initializer(g, "w2", {2, 4, 1, 1}, 32, -0.5f, 0.5f)}, {c2}, "conv2");
-  g.add_node("Clip", {c2, scalar(g, "lo", 0.0f), scalar(g, "hi", 6.0f)}, {out(g, "y")}, "clip");
+  g.add_node("Clip", {c2, scalar(g, "lo", 0.0f), scalar(g, "hi", 6.0f)}, {output(g, "y")}, "clip");
 
   QuantConfig c = npu_config();
   QuantizeResult fused = quantize(m, c);

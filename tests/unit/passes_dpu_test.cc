@@ -24,6 +24,9 @@ using testing::add_random_initializer;
 using testing::count_ops;
 using testing::relative_diff;
 using testing::run_model;
+using testing::ints;
+using testing::output;
+using testing::scalar;
 namespace fs = std::filesystem;
 
 ir::Model new_model(int64_t opset) {
@@ -35,24 +38,6 @@ ir::Model new_model(int64_t opset) {
 ir::Value* input(ir::Graph& g, const std::string& name, const std::vector<int64_t>& dims) {
   ir::Value* v = add_float_value(g, name, dims);
   g.add_input(v);
-  return v;
-}
-
-ir::Value* output(ir::Graph& g, const std::string& name) {
-  ir::Value* v = g.add_value(name);
-  g.add_output(v);
-  return v;
-}
-
-ir::Value* scalar(ir::Graph& g, const std::string& name, float value) {
-  ir::Value* v = g.add_value(name);
-  g.set_initializer(v, Tensor::from_values<float>({}, std::vector<float>{value}));
-  return v;
-}
-
-ir::Value* ints(ir::Graph& g, const std::string& name, const std::vector<int64_t>& values) {
-  ir::Value* v = g.add_value(name);
-  g.set_initializer(v, Tensor::from_values<int64_t>({static_cast<int64_t>(values.size())}, values));
   return v;
 }
 

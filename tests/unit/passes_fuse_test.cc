@@ -18,6 +18,8 @@ using testing::add_random_initializer;
 using testing::count_ops;
 using testing::relative_diff;
 using testing::run_model;
+using testing::output;
+using testing::scalar;
 
 ir::Model run_pass_checked(const ir::Model& model, PassFunction pass, bool expect_change,
                            const std::map<std::string, std::vector<int64_t>>& shapes = {}) {
@@ -27,18 +29,6 @@ ir::Model run_pass_checked(const ir::Model& model, PassFunction pass, bool expec
   auto feeds = testing::random_feeds(model, 5, shapes);
   EXPECT_LE(relative_diff(run_model(model, feeds), run_model(after, feeds)), 1e-5);
   return after;
-}
-
-ir::Value* scalar(ir::Graph& g, const std::string& name, float value) {
-  ir::Value* v = g.add_value(name);
-  g.set_initializer(v, Tensor::from_values<float>({}, std::vector<float>{value}));
-  return v;
-}
-
-ir::Value* output(ir::Graph& g, const std::string& name) {
-  ir::Value* v = g.add_value(name);
-  g.add_output(v);
-  return v;
 }
 
 // a [N,5] x B [5,7] + C [7] becomes Gemm; A of rank 3, a C of [3,7], and a MatMul whose output

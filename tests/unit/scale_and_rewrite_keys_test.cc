@@ -25,18 +25,8 @@ using nlohmann::json;
 using testing::add_float_value;
 using testing::add_random_initializer;
 using testing::error_of;
-
-ir::Value* out(ir::Graph& g, const std::string& name) {
-  ir::Value* v = g.add_value(name);
-  g.add_output(v);
-  return v;
-}
-
-ir::Value* scalar(ir::Graph& g, const std::string& name, float value) {
-  ir::Value* v = g.add_value(name);
-  g.set_initializer(v, Tensor::from_values<float>({}, std::vector<float>{value}));
-  return v;
-}
+using testing::output;
+using testing::scalar;
 
 // x [1,4,8,8] -> Conv -> BatchNormalization -> Clip(0, 6) -> Conv -> y, and x -> Clip(0.4, 6.6) -> c,
 // x -> Clip(min 0, no max) -> d. Without `bn`, no BatchNormalization.
@@ -63,9 +53,9 @@ ir::Model conv_bn_clip(int64_t opset = 13, bool bn = true) {
   g.add_node("Conv",
              {r1, add_random_initializer(g, "w2", {4, 4, 1, 1}, 6, -0.5f, 0.5f),
               add_random_initializer(g, "bias2", {4}, 7, -0.2f, 0.2f)},
-             {out(g, "y")}, "conv2");
-  g.add_node("Clip", {x, scalar(g, "lo2", 0.4f), scalar(g, "hi2", 6.6f)}, {out(g, "c")}, "clip_frac");
-  g.add_node("Clip", {x, scalar(g, "lo3", 0.0f)}, {out(g, "d")}, "clip_open");
+             {output(g, "y")}, "conv2");
+  g.add_node("Clip", {x, scalar(g, "lo2", 0.4f), scalar(g, "hi2", 6.6f)}, {output(g, "c")}, "clip_frac");
+  g.add_node("Clip", {x, scalar(g, "lo3", 0.0f)}, {output(g, "d")}, "clip_open");
   return m;
 }
 

@@ -92,28 +92,29 @@ class DpuInstanceNormKernel : public Kernel {
     Tensor y = Tensor::uninitialized(DataType::Float, x.dims());
     float* ys = y.mutable_values<float>().data();
     const float inv_count = static_cast<float>(1.0 / static_cast<double>(spatial));
-    parallel_for(ctx.threads, N * C, std::max<int64_t>(1, 16384 / std::max<int64_t>(spatial, 1)), [&](int64_t begin, int64_t end) {
-      for (int64_t i = begin; i < end; ++i) {
-        const float* xi = xs + i * spatial;
-        float sum = 0, sum_sq = 0;
-        for (int64_t j = 0; j < spatial; ++j) {
-          const float v = bf16(xi[j]);
-          sum += v;
-          // The reference adds std::pow(v, 2), a double: the sum is rounded from double.
-          sum_sq = static_cast<float>(static_cast<double>(sum_sq) + static_cast<double>(v) * v);
-        }
-        const float mean = sum * inv_count;
-        const float variance = multiply_subtract(mean, mean, sum_sq * inv_count);
-        const float inv = bf16(std::pow(variance + epsilon_, -0.5f));
-        const float mean_scaled = bf16(bf16(mean) * inv);
-        const float g = scale[i % C], b = bias[i % C];
-        float* yi = ys + i * spatial;
-        for (int64_t j = 0; j < spatial; ++j) {
-          const float t = bf16(bf16(bf16(xi[j]) * inv) - mean_scaled);
-          yi[j] = bf16(g * t + b);
-        }
-      }
-    });
+    parallel_for(ctx.threads, N * C, std::max<int64_t>(1, 16384 / std::max<int64_t>(spatial, 1)),
+                 [&](int64_t begin, int64_t end) {
+                   for (int64_t i = begin; i < end; ++i) {
+                     const float* xi = xs + i * spatial;
+                     float sum = 0, sum_sq = 0;
+                     for (int64_t j = 0; j < spatial; ++j) {
+                       const float v = bf16(xi[j]);
+                       sum += v;
+                       // The reference adds std::pow(v, 2), a double: the sum is rounded from double.
+                       sum_sq = static_cast<float>(static_cast<double>(sum_sq) + static_cast<double>(v) * v);
+                     }
+                     const float mean = sum * inv_count;
+                     const float variance = multiply_subtract(mean, mean, sum_sq * inv_count);
+                     const float inv = bf16(std::pow(variance + epsilon_, -0.5f));
+                     const float mean_scaled = bf16(bf16(mean) * inv);
+                     const float g = scale[i % C], b = bias[i % C];
+                     float* yi = ys + i * spatial;
+                     for (int64_t j = 0; j < spatial; ++j) {
+                       const float t = bf16(bf16(bf16(xi[j]) * inv) - mean_scaled);
+                       yi[j] = bf16(g * t + b);
+                     }
+                   }
+                 });
     out[0] = std::move(y);
   }
 
