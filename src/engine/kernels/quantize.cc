@@ -1,6 +1,7 @@
 // The quantize kernel family: Q/DQ (quantize_linear.cc), integer convolutions and matrix
 // products (quantize_integer.cc), the com.microsoft QLinear ops (quantize_qlinear.cc), the custom
-// Q/DQ ops of vai_q_onnx and Quark (quantize_custom.cc), and the helpers they share.
+// Q/DQ ops of vai_q_onnx and Quark (quantize_custom.cc), Quark's block formats BFP and MX
+// (quantize_block.cc), and the helpers they share.
 #include "engine/kernels/quantize.h"
 
 #include <cmath>
@@ -13,6 +14,7 @@ void register_quantize_kernels(KernelRegistry& r) {
   register_quantize_qlinear_kernels(r);
   register_quantize_pool_kernels(r);
   register_quantize_custom_kernels(r);
+  register_quantize_block_kernels(r);
 }
 
 void check_scalar(const Tensor& t, const std::string& what) {

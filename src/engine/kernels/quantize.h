@@ -34,6 +34,7 @@ void register_quantize_integer_kernels(KernelRegistry& r);  // QLinearConv, QLin
 void register_quantize_qlinear_kernels(KernelRegistry& r);  // com.microsoft QLinearAdd, Mul, Concat, Sigmoid, LeakyRelu
 void register_quantize_pool_kernels(KernelRegistry& r);     // com.microsoft QLinearGlobalAveragePool, QLinearAveragePool
 void register_quantize_custom_kernels(KernelRegistry& r);   // Vitis*, Extended* Q/DQ, ai.onnx.contrib FixNeuron, Q/DQ
+void register_quantize_block_kernels(KernelRegistry& r);    // com.amd.quark BFPQuantizeDequantize, MXQuantizeDequantize
 
 // C[M][N] = A[M][K] * B[K][N], all row-major, exact in int32 (quantize_gemm.cc). The values of A
 // and B are 8-bit numbers minus their zero point (|v| <= 255), so pairs of products fit in int32.

@@ -1,0 +1,505 @@
+// The block formats of AMD Quark for ONNX (com.amd.quark v1), fake quantization in one op, float in
+// and float out: every block of `block_size` values along `axis` shares one exponent.
+//
+//   BFPQuantizeDequantize  bfp_method "to_bfp": BFP16 (bit_width 16, block_size 8): one 8-bit
+//                          exponent, the block's largest; each value a sign and m = bit_width - 9
+//                          magnitude bits, step 2^(e - m + 1), clamped to +-(2^(e+1) - step).
+//                          bfp_method "to_bfp_prime" ("to_bfp_prime_shared"): MX4/MX6/MX9, the
+//                          shared microexponents of Rouhani et al. (arXiv:2302.08007): sub-blocks of
+//                          `sub_block_size` values may sit up to 2^sub_block_shift_bits - 1 binades
+//                          below the block's exponent; mantissas are cut from the float32 bits.
+//   MXQuantizeDequantize   the OCP Microscaling formats (OCP MX v1.0): scale 2^(E - 127 - emax) from
+//                          the block's largest exponent E, elements fp8_e5m2, fp8_e4m3, fp6_e3m2,
+//                          fp6_e2m3, fp4_e2m1 (round half to even, saturated to the largest normal)
+//                          or int8 (implicit element scale 2^-6, range [-128, 127]).
+//
+// rounding_mode: 0 half away from zero, 1 half up (towards +inf), 2 half to even. As in Quark's
+// kernels, the sign of a zero result follows their rounding functions: mode 2 gives +0 for values
+// in [-0.5, 0) steps, the MX float elements give +0 for every value that rounds to zero.
+//
+// Tensor handling (Quark's custom-op docs): a tensor of one element is returned as is; a rank-1
+// tensor is cut into blocks along its only axis (the `axis` attribute is not read); otherwise the
+// blocks run along `axis`. A last block shorter than block_size is padded with zeros, which never
+// raise a block's exponent. float16 inputs are computed in float32 and stored back.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "engine/kernels/quantize.h"
+#include "engine/parallel.h"
+
+namespace onnxptq::engine {
+namespace {
+
+constexpr int64_t kMinBlocksPerThread = 512;
+constexpr int64_t kMaxBlockSize = 65536;  // Quark's formats use 8 to 32
+constexpr int64_t kTileLines = 32;        // lines quantized together when the blocks are strided
+
+uint32_t bits_of(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+float float_of(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+uint32_t biased_exponent(float v) { return (bits_of(v) >> 23) & 0xFFu; }
+
+// 2^k for k in [-1022, 1023], built from its bits (std::ldexp is a library call per block).
+double pow2(int k) {
+  const uint64_t u = static_cast<uint64_t>(k + 1023) << 52;
+  double d;
+  std::memcpy(&d, &u, sizeof d);
+  return d;
+}
+
+// fp32 -> bf16 -> fp32 by rounding the bit pattern at bit 16, to nearest with ties to even
+// (Quark's float2bfloat, applied to NaNs as to any other pattern).
+float round_to_bfloat16(float v) {
+  uint32_t u = bits_of(v);
+  if ((u & 0x8000u) && ((u & 0xFFFFu) > 0x8000u || (u & 0x10000u))) u += 0x10000u;
+  return float_of(u & 0xFFFF0000u);
+}
+
+enum class Rounding { HalfAway = 0, HalfUp = 1, HalfEven = 2 };
+
+// y rounded to an integer (|y| < 2^24, or not finite), in the rounding functions of Quark's
+// kernels: std::round, "dpu_round" (std::round but negative halves go up) and "py3_round"
+// (floor-based half to even, which gives +0 for y in [-0.5, 0)).
+template <Rounding R>
+[[gnu::always_inline]] inline float round_to_integer(float y) {
+  if constexpr (R == Rounding::HalfAway) {
+    const float t = std::trunc(y);
+    const float r = std::fabs(t) + (std::fabs(y - t) >= 0.5f ? 1.0f : 0.0f);
+    return std::copysign(r, y);
+  } else if constexpr (R == Rounding::HalfUp) {
+    const float f = std::floor(y);
+    const float r = y - f >= 0.5f ? f + 1.0f : f;
+    return std::copysign(r, y);  // a zero keeps y's sign, as std::round and std::ceil do
+  } else {
+    const float r = std::rint(y);                   // to nearest even
+    return r == 0.0f ? (y == 0.0f ? y : 0.0f) : r;  // -0 stays -0, other zeros are +0
+  }
+}
+
+// max(lo, min(x, hi)) on values (std::min and std::max return references, which can keep a loop
+// from vectorising).
+inline float clamp_value(float x, float lo, float hi) {
+  const float below = hi < x ? hi : x;
+  return lo < below ? below : lo;
+}
+
+// The integer mantissa `mant` (< 2^24) shifted right by `tail` bits (>= 1) and rounded; a result
+// already at `upper` is not rounded up. Ties follow the rounding mode, on the sign of the value.
+// Branch-free and always inlined, so that the loops calling it vectorise.
+template <Rounding R>
+[[gnu::always_inline]] inline uint32_t shift_and_round(uint32_t mant, int tail, bool negative, uint32_t upper) {
+  const int t = tail < 25 ? tail : 25;  // 25 bits or more off a 24-bit mantissa leave 0
+  const uint32_t half = 1u << (t - 1);
+  const uint32_t rest = mant & ((1u << t) - 1);
+  const uint32_t kept = mant >> t;
+  // 0/1 as uint32_t, not bool: the vectoriser cannot convert to and from 1-bit values
+  uint32_t tie_up;
+  if constexpr (R == Rounding::HalfAway)
+    tie_up = 1u;
+  else if constexpr (R == Rounding::HalfUp)
+    tie_up = negative ? 0u : 1u;
+  else
+    tie_up = kept & 1u;
+  const uint32_t up = ((rest > half ? 1u : 0u) | ((rest == half ? 1u : 0u) & tie_up)) & (kept != upper ? 1u : 0u);
+  return kept + up;
+}
+
+// ---------------------------------------------------------------------------------------------
+// One block: `n` values of x in, `n` of y out.
+
+// The largest biased exponent of x[0..n), Inf and NaN counting as 0.
+uint32_t finite_max_exponent(const float* x, int64_t n) {
+  uint32_t e_max = 0;
+#pragma omp simd reduction(max : e_max)
+  for (int64_t i = 0; i < n; ++i) {
+    uint32_t e = biased_exponent(x[i]);
+    e = e == 0xFFu ? 0 : e;
+    e_max = std::max(e_max, e);
+  }
+  return e_max;
+}
+
+uint32_t max_exponent(const float* x, int64_t n) {
+  uint32_t e_max = 0;
+#pragma omp simd reduction(max : e_max)
+  for (int64_t i = 0; i < n; ++i) e_max = std::max(e_max, biased_exponent(x[i]));
+  return e_max;
+}
+
+// x / d for a power of two d: as x times 1/d where 1/d is a float (the same value, x * 2^-k
+// rounded once, and cheaper), else as a division.
+struct PowerOfTwoDivisor {
+  explicit PowerOfTwoDivisor(float d) : d(d), inverse(1.0f / d), exact(d >= 0x1p-126f) {}
+  float d, inverse;
+  bool exact;
+};
+
+// to_bfp: y = clamp(round(x / step) * step, lo, hi); Inf and NaN pass.
+template <Rounding R, bool kByInverse>
+void bfp_values(const float* x, float* y, int64_t n, PowerOfTwoDivisor step, float lo, float hi) {
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float steps = kByInverse ? v * step.inverse : v / step.d;
+    const float q = clamp_value(round_to_integer<R>(steps) * step.d, lo, hi);
+    y[i] = biased_exponent(v) == 0xFFu ? v : q;
+  }
+}
+
+template <Rounding R>
+void bfp_values(const float* x, float* y, int64_t n, float step, float lo, float hi) {
+  const PowerOfTwoDivisor d(step);
+  if (d.exact)
+    bfp_values<R, true>(x, y, n, d, lo, hi);
+  else
+    bfp_values<R, false>(x, y, n, d, lo, hi);
+}
+
+template <Rounding R>
+void bfp_block(const float* x, float* y, int64_t n, int m) {
+  const int e = static_cast<int>(finite_max_exponent(x, n)) - 127;
+  const auto step = static_cast<float>(pow2(e - (m - 1)));
+  const auto vmax = static_cast<float>(pow2(e + 1) - step);
+  bfp_values<R>(x, y, n, step, -vmax, vmax);
+}
+
+// to_bfp with use_compiler_version_cpu_kernel: when a value of the block's largest exponent rounds
+// to 128 steps or more (or below -128), the exponent goes up by one; the clamp is asymmetric.
+template <Rounding R>
+void bfp_compiler_block(const float* x, float* y, int64_t n, int m) {
+  const uint32_t e_biased = finite_max_exponent(x, n);
+  int e = static_cast<int>(e_biased) - 127;
+  auto step = static_cast<float>(pow2(e - (m - 1)));
+  for (int64_t i = 0; i < n; ++i) {
+    if (biased_exponent(x[i]) != e_biased) continue;
+    const float r = round_to_integer<R>(x[i] / step);
+    if (r >= 128.0f || r < -128.0f) {
+      e += 1;
+      step *= 2.0f;
+      break;
+    }
+  }
+  const auto hi = static_cast<float>(pow2(e) * (pow2(m) - 1.0));
+  const auto lo = static_cast<float>(-pow2(e) * pow2(m));
+  bfp_values<R>(x, y, n, step, lo, hi);
+}
+
+// to_bfp_prime: a sub-block's values keep m + 1 bits below the block exponent lowered by the
+// sub-block's shift; subnormals count as zero, and a block holding Inf or NaN becomes all NaN.
+template <Rounding R>
+void bfp_prime_block(const float* x, float* y, int64_t n, int m, int64_t sub_size, uint32_t max_shift) {
+  const uint32_t e_block = max_exponent(x, n);
+  if (e_block == 0xFFu) {
+    std::fill(y, y + n, float_of(0x7FFFFFFFu));
+    return;
+  }
+  const uint32_t upper = (1u << (m + 1)) - 1;
+  for (int64_t s = 0; s < n; s += sub_size) {
+    const uint32_t shift = std::min(e_block - max_exponent(x + s, sub_size), max_shift);
+    const double unit = pow2(static_cast<int>(e_block) - 127 - static_cast<int>(shift) + 1 - m);
+    const int tail_base = static_cast<int>(e_block - shift) + 23 - m + 1;
+#pragma omp simd
+    for (int64_t i = s; i < s + sub_size; ++i) {
+      const uint32_t u = bits_of(x[i]);
+      const uint32_t e = (u >> 23) & 0xFFu;
+      const uint32_t mant = e == 0 ? 0 : ((u & 0x7FFFFFu) | 0x800000u);
+      const bool negative = (u >> 31) != 0;
+      const uint32_t q = shift_and_round<R>(mant, tail_base - static_cast<int>(e), negative, upper);
+      y[i] = static_cast<float>((negative ? -unit : unit) * static_cast<double>(q));
+    }
+  }
+}
+
+// An OCP MX element format.
+struct ElementFormat {
+  int ebits;  // 0: int8
+  int mbits;
+  int emax;
+  float max_norm;
+};
+
+// v rounded half to even to a (1, ebits, mbits) float with subnormals, saturated to max_norm; a
+// value that rounds to zero gives +0.
+[[gnu::always_inline]] inline float fp_element(float v, const ElementFormat& f) {
+  const uint32_t u = bits_of(v);
+  uint32_t e = (u >> 23) & 0xFFu;
+  const uint32_t top = e != 0 ? (1u << 24) : (1u << 23);
+  const uint32_t mant = (u & 0x7FFFFFu) | (e != 0 ? 0x800000u : 0u);
+  const int bias = (1 << (f.ebits - 1)) - 1;
+  const int new_exp = static_cast<int>(e) - 127 + bias;
+  int tail = 23 - f.mbits + (new_exp > 0 ? 0 : 1 - new_exp);  // extra bits off a subnormal
+  tail = tail < 25 ? tail : 25;                               // (all of them past 25)
+  const uint32_t kept = shift_and_round<Rounding::HalfEven>(mant, tail, false, 0xFFFFFFFFu);
+  uint32_t r = kept << tail;
+  const bool carry = r >= top;  // rounded up into the next binade
+  r = carry & (e != 0) ? r >> 1 : r;
+  e += carry ? 1 : 0;
+  // Saturation compares bit patterns: for non-negative floats they order as the values do.
+  const uint32_t bits = (e << 23) + (r & 0x7FFFFFu), max_bits = bits_of(f.max_norm);
+  const uint32_t magnitude = bits < max_bits ? bits : max_bits;
+  return float_of(kept == 0 ? 0u : magnitude | (u & 0x80000000u));
+}
+
+template <Rounding R, bool kByInverse, bool kFloatElements>
+void mx_values(const float* x, float* y, int64_t n, const ElementFormat f, PowerOfTwoDivisor scale) {
+  constexpr float kInt8Step = 0.015625f;  // 2^-6
+  const float d = scale.d, inverse = scale.inverse;
+#pragma omp simd
+  for (int64_t i = 0; i < n; ++i) {
+    const float v = x[i];
+    const float w = kByInverse ? v * inverse : v / d;
+    float q;
+    if constexpr (kFloatElements) {
+      q = fp_element(w, f);  // Quark rounds float elements half to even whatever rounding_mode says
+    } else {
+      q = clamp_value(round_to_integer<R>(w * 64.0f), -128.0f, 127.0f) * kInt8Step;
+    }
+    y[i] = biased_exponent(v) == 0xFFu ? v : d * q;
+  }
+}
+
+template <Rounding R>
+void mx_block(const float* x, float* y, int64_t n, const ElementFormat& f) {
+  const int e = static_cast<int>(finite_max_exponent(x, n)) - 127 - f.emax;
+  const PowerOfTwoDivisor scale(static_cast<float>(pow2(e)));
+  if (f.ebits > 0) {
+    if (scale.exact)
+      mx_values<R, true, true>(x, y, n, f, scale);
+    else
+      mx_values<R, false, true>(x, y, n, f, scale);
+  } else {
+    if (scale.exact)
+      mx_values<R, true, false>(x, y, n, f, scale);
+    else
+      mx_values<R, false, false>(x, y, n, f, scale);
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tensor handling shared by both ops.
+
+// Calls block(in, out, block_size) on every block of x along `axis` (both buffers block_size
+// long, the input zero-padded past the end of a line), writing the results to y.
+template <class BlockFn>
+void for_each_block(int threads, const float* x, float* y, const std::vector<int64_t>& dims, int64_t axis,
+                    int64_t block_size, BlockFn&& block) {
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= dims[d];
+  for (size_t d = static_cast<size_t>(axis) + 1; d < dims.size(); ++d) inner *= dims[d];
+  const int64_t len = dims[axis];
+  const int64_t per_line = (len + block_size - 1) / block_size;
+  const int64_t blocks = outer * inner * per_line;
+  if (inner == 1 && len % block_size == 0) {  // contiguous whole blocks: straight from x to y
+    parallel_for(threads, blocks, kMinBlocksPerThread, [&](int64_t b, int64_t e) {
+      for (int64_t k = b; k < e; ++k) block(x + k * block_size, y + k * block_size, block_size);
+    });
+    return;
+  }
+  // Otherwise tiles of up to kTileLines lines side by side: each row of a tile is contiguous in x,
+  // and the tile is transposed into whole blocks (strided reads one block at a time would fetch
+  // every cache line block_size times, and power-of-two strides evict each other).
+  const int64_t tiles_per_block_row = (inner + kTileLines - 1) / kTileLines;
+  const int64_t tasks = outer * per_line * tiles_per_block_row;
+  const int64_t tile = std::min(inner, kTileLines);
+  parallel_for(threads, tasks, std::max<int64_t>(1, kMinBlocksPerThread / tile), [&](int64_t b, int64_t e) {
+    std::vector<float> in(static_cast<size_t>(block_size * tile)), out(in.size());
+    for (int64_t k = b; k < e; ++k) {
+      const int64_t i0 = (k % tiles_per_block_row) * kTileLines;
+      const int64_t first = (k / tiles_per_block_row % per_line) * block_size;
+      const int64_t o = k / (tiles_per_block_row * per_line);
+      const int64_t lines = std::min(kTileLines, inner - i0);
+      const int64_t count = std::min(block_size, len - first);
+      const int64_t base = (o * len + first) * inner + i0;
+      for (int64_t j = 0; j < count; ++j) {
+        const float* row = x + base + j * inner;
+        for (int64_t t = 0; t < lines; ++t) in[t * block_size + j] = row[t];
+      }
+      for (int64_t t = 0; t < lines; ++t) {
+        std::fill(in.begin() + t * block_size + count, in.begin() + (t + 1) * block_size, 0.0f);
+        block(in.data() + t * block_size, out.data() + t * block_size, block_size);
+      }
+      for (int64_t j = 0; j < count; ++j) {
+        float* row = y + base + j * inner;
+        for (int64_t t = 0; t < lines; ++t) row[t] = out[t * block_size + j];
+      }
+    }
+  });
+}
+
+// Calls fn(std::integral_constant<Rounding, ...>) for the rounding mode.
+template <class F>
+void visit_rounding(Rounding r, F&& fn) {
+  switch (r) {
+    case Rounding::HalfAway:
+      fn(std::integral_constant<Rounding, Rounding::HalfAway>{});
+      break;
+    case Rounding::HalfUp:
+      fn(std::integral_constant<Rounding, Rounding::HalfUp>{});
+      break;
+    case Rounding::HalfEven:
+      fn(std::integral_constant<Rounding, Rounding::HalfEven>{});
+      break;
+  }
+}
+
+Rounding read_rounding(const ir::Node& node) {
+  const int64_t mode = node.attr_int("rounding_mode", 0);
+  if (mode < 0 || mode > 2)
+    throw Error("rounding_mode " + std::to_string(mode) +
+                " is not 0 (half away from zero), 1 (half up) or 2 (half to even)");
+  return static_cast<Rounding>(mode);
+}
+
+int64_t read_block_size(const ir::Node& node, int64_t fallback) {
+  const int64_t size = node.attr_int("block_size", fallback);
+  if (size < 1 || size > kMaxBlockSize)
+    throw Error("block_size " + std::to_string(size) + " is outside [1, " + std::to_string(kMaxBlockSize) + "]");
+  return size;
+}
+
+// The float32 input (float16 converted), its original type, and the output: the input itself when
+// it has one element, else blocks quantized by `block` into a new tensor.
+template <class BlockFn>
+Tensor fake_quantize_blocks(const RunContext& ctx, const Tensor& x_in, int64_t axis_attr, int64_t block_size,
+                            bool to_bfloat16_first, BlockFn&& block) {
+  if (x_in.dtype() != DataType::Float && x_in.dtype() != DataType::Float16)
+    throw Error("the input x has type " + std::string(ir::data_type_name(x_in.dtype())) +
+                ", expected float or float16");
+  Tensor x = as_float32(x_in);
+  if (to_bfloat16_first) {
+    Tensor rounded = Tensor::uninitialized(DataType::Float, x.dims());
+    auto src = x.values<float>();
+    auto dst = rounded.mutable_values<float>();
+    for (size_t i = 0; i < src.size(); ++i) dst[i] = round_to_bfloat16(src[i]);
+    x = std::move(rounded);
+  }
+  if (x.size() <= 1) return float32_as(x, x_in.dtype());
+  const auto rank = static_cast<int64_t>(x.rank());
+  const int64_t axis = rank == 1 ? 0 : normalize_axis(axis_attr, rank);
+  Tensor y = Tensor::uninitialized(DataType::Float, x.dims());
+  for_each_block(ctx.threads, x.values<float>().data(), y.mutable_values<float>().data(), x.dims(), axis, block_size,
+                 block);
+  return float32_as(y, x_in.dtype());
+}
+
+// BFPQuantizeDequantize (com.amd.quark v1): x -> y of x's type and shape.
+class BfpQuantizeDequantizeKernel : public Kernel {
+ public:
+  explicit BfpQuantizeDequantizeKernel(const KernelInfo& info) {
+    const ir::Node& node = info.node;
+    const std::string method = node.attr_string("bfp_method", "to_bfp");
+    if (method == "to_bfp")
+      prime_ = false;
+    else if (method == "to_bfp_prime" || method == "to_bfp_prime_shared")
+      prime_ = true;
+    else
+      throw Error("bfp_method '" + method + "' is not to_bfp or to_bfp_prime");
+    axis_ = node.attr_int("axis", 1);
+    const int64_t bit_width = node.attr_int("bit_width", 16);
+    if (bit_width < 10 || bit_width > 32)
+      throw Error("bit_width " + std::to_string(bit_width) + " is outside [10, 32] (8 exponent bits, a sign, 1 to 23 " +
+                  "mantissa bits)");
+    m_ = static_cast<int>(bit_width - 9);
+    block_size_ = read_block_size(node, 8);
+    rounding_ = read_rounding(node);
+    sub_block_size_ = node.attr_int("sub_block_size", 2);
+    const int64_t shift_bits = node.attr_int("sub_block_shift_bits", 1);
+    if (prime_) {
+      if (sub_block_size_ < 1 || block_size_ % sub_block_size_ != 0)
+        throw Error("sub_block_size " + std::to_string(sub_block_size_) + " does not divide block_size " +
+                    std::to_string(block_size_));
+      if (shift_bits < 0 || shift_bits > 8)
+        throw Error("sub_block_shift_bits " + std::to_string(shift_bits) + " is outside [0, 8]");
+    }
+    max_shift_ = prime_ ? (1u << shift_bits) - 1 : 0;
+    to_bfloat16_first_ = node.attr_int("convert_to_bfloat_before_bfp", 0) != 0;
+    compiler_version_ = node.attr_int("use_compiler_version_cpu_kernel", 0) != 0;
+  }
+
+  void run(const RunContext& ctx, std::span<const Tensor* const> in, std::span<Tensor> out) const override {
+    const Tensor& x = required_input(in, 0, "x");
+    visit_rounding(rounding_, [&](auto r) {
+      constexpr Rounding R = decltype(r)::value;
+      const int m = m_;
+      if (prime_) {
+        const int64_t sub = sub_block_size_;
+        const uint32_t max_shift = max_shift_;
+        out[0] = fake_quantize_blocks(
+            ctx, x, axis_, block_size_, to_bfloat16_first_,
+            [=](const float* a, float* b, int64_t n) { bfp_prime_block<R>(a, b, n, m, sub, max_shift); });
+      } else if (compiler_version_) {
+        out[0] = fake_quantize_blocks(ctx, x, axis_, block_size_, to_bfloat16_first_,
+                                      [=](const float* a, float* b, int64_t n) { bfp_compiler_block<R>(a, b, n, m); });
+      } else {
+        out[0] = fake_quantize_blocks(ctx, x, axis_, block_size_, to_bfloat16_first_,
+                                      [=](const float* a, float* b, int64_t n) { bfp_block<R>(a, b, n, m); });
+      }
+    });
+  }
+
+ private:
+  bool prime_ = false;
+  int64_t axis_ = 1;
+  int m_ = 7;
+  int64_t block_size_ = 8;
+  Rounding rounding_ = Rounding::HalfAway;
+  int64_t sub_block_size_ = 2;
+  uint32_t max_shift_ = 1;
+  bool to_bfloat16_first_ = false;
+  bool compiler_version_ = false;
+};
+
+ElementFormat element_format(const std::string& name) {
+  if (name == "int8") return {0, 8, 0, 127.0f};
+  if (name == "fp8_e5m2") return {5, 2, 15, 57344.0f};
+  if (name == "fp8_e4m3") return {4, 3, 8, 448.0f};
+  if (name == "fp6_e3m2") return {3, 2, 4, 28.0f};
+  if (name == "fp6_e2m3") return {2, 3, 2, 7.5f};
+  if (name == "fp4_e2m1") return {2, 1, 2, 6.0f};
+  throw Error("element_dtype '" + name + "' is not int8, fp8_e5m2, fp8_e4m3, fp6_e3m2, fp6_e2m3 or fp4_e2m1");
+}
+
+// MXQuantizeDequantize (com.amd.quark v1): x -> y of x's type and shape.
+class MxQuantizeDequantizeKernel : public Kernel {
+ public:
+  explicit MxQuantizeDequantizeKernel(const KernelInfo& info)
+      : format_(element_format(info.node.attr_string("element_dtype", "int8"))),
+        axis_(info.node.attr_int("axis", 1)),
+        block_size_(read_block_size(info.node, 32)),
+        rounding_(read_rounding(info.node)) {}
+
+  void run(const RunContext& ctx, std::span<const Tensor* const> in, std::span<Tensor> out) const override {
+    const Tensor& x = required_input(in, 0, "x");
+    visit_rounding(rounding_, [&](auto r) {
+      constexpr Rounding R = decltype(r)::value;
+      const ElementFormat f = format_;
+      out[0] = fake_quantize_blocks(ctx, x, axis_, block_size_, false,
+                                    [=](const float* a, float* b, int64_t n) { mx_block<R>(a, b, n, f); });
+    });
+  }
+
+ private:
+  ElementFormat format_;
+  int64_t axis_;
+  int64_t block_size_;
+  Rounding rounding_;
+};
+
+}  // namespace
+
+void register_quantize_block_kernels(KernelRegistry& r) {
+  r.add("com.amd.quark", "BFPQuantizeDequantize", 1, 1, kernel_factory<BfpQuantizeDequantizeKernel>());
+  r.add("com.amd.quark", "MXQuantizeDequantize", 1, 1, kernel_factory<MxQuantizeDequantizeKernel>());
+}
+
+}  // namespace onnxptq::engine
