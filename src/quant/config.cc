@@ -322,4 +322,13 @@ bool is_npu_transformer_pass_option(const std::string& key) {
          key == "ConvertSplitToSlice";
 }
 
+bool rewrite_on(const QuantConfig& c, const std::string& key) {
+  auto it = c.dpu_pass_switches.find(key);
+  if (it != c.dpu_pass_switches.end()) return it->second;
+  if (!c.enable_dpu) return c.enable_npu_transformer && is_npu_transformer_pass_option(key);
+  for (const passes::DpuPassOption& o : passes::dpu_pass_options())
+    if (o.option == key) return o.default_value;
+  return false;
+}
+
 }  // namespace onnxptq::quant

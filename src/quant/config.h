@@ -333,4 +333,10 @@ void apply_fast_finetune(FastFinetune& fast_finetune, const nlohmann::json& valu
 // its quantize_static): ConvertBNToConv, ConvertReduceMeanToGlobalAvgPool, SplitLargeKernelPool, ConvertSplitToSlice.
 bool is_npu_transformer_pass_option(const std::string& key);
 
+// Whether the graph rewrite of dpu_pass_switches' `key` ("ConvertBNToConv") runs: its value when
+// set; else, with enable_dpu, its default there (passes/dpu.h), and without it, on for the four
+// keys of enable_npu_transformer when that is set (Quark's quantize_static runs the rewrites by
+// their keys alone: VINT8 sets them with no NPU flag).
+bool rewrite_on(const QuantConfig& config, const std::string& key);
+
 }  // namespace onnxptq::quant

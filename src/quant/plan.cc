@@ -67,9 +67,7 @@ std::set<std::string> quantized_op_types(const QuantConfig& config) {
     }
   }
   // ConvertBNToConv (on by default on the NPU paths) makes a standalone BatchNormalization quantizable.
-  auto bn = config.dpu_pass_switches.find("ConvertBNToConv");
-  if (bn != config.dpu_pass_switches.end() ? bn->second : config.enable_dpu || config.enable_npu_transformer)
-    ops.insert("BatchNormalization");
+  if (rewrite_on(config, "ConvertBNToConv")) ops.insert("BatchNormalization");
   return ops;
 }
 

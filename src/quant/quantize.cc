@@ -143,18 +143,10 @@ void equalize(ir::Model& model, const QuantConfig& config, const std::function<v
   for (const std::string& line : context.log) say(line);
 }
 
-// The on/off of every graph rewrite of the enable_dpu lists. enable_dpu takes the lists' defaults;
-// otherwise a rewrite runs when its key says so, and enable_npu_transformer turns four on (Quark's
-// quantize_static runs the rewrites by their keys alone, with those defaults: VINT8 sets them so).
+// The on/off of every graph rewrite of the enable_dpu lists (rewrite_on).
 std::map<std::string, bool> rewrite_switches(const QuantConfig& config) {
-  if (config.enable_dpu) return config.dpu_pass_switches;
   std::map<std::string, bool> out;
-  for (const passes::DpuPassOption& o : passes::dpu_pass_options()) {
-    auto it = config.dpu_pass_switches.find(o.option);
-    out[o.option] = it != config.dpu_pass_switches.end()
-                        ? it->second
-                        : config.enable_npu_transformer && is_npu_transformer_pass_option(o.option);
-  }
+  for (const passes::DpuPassOption& o : passes::dpu_pass_options()) out[o.option] = rewrite_on(config, o.option);
   return out;
 }
 
