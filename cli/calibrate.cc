@@ -4,8 +4,8 @@
 #include <unistd.h>
 
 #include <iostream>
-#include <set>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 
 #include "cli/calib_data.h"
@@ -21,8 +21,8 @@ namespace {
 struct CalibrateArgs {
   std::string model;
   std::string output;
-  std::string config;            // --config: a preset or a JSON file, the options below over it
-  std::set<std::string> given;   // the options given on the command line
+  std::string config;           // --config: a preset or a JSON file, the options below over it
+  std::set<std::string> given;  // the options given on the command line
   CalibDataArgs data;
   std::string method = "MinMax";
   std::string symmetric;  // "", "true", "false"
