@@ -1,40 +1,19 @@
 // Quark's convert_bias_int32_to_int16 tool on a written QDQ model: int32 biases stored as int16
 // (the quantizer's Int16Bias does the same on the plan, quant/post_process.h).
 #include <algorithm>
-#include <set>
 
 #include "passes/rewrite.h"
 #include "quant/export.h"
+#include "quant/post_process.h"
 #include "quant/qdq_nodes.h"
 
 namespace onnxptq::quant {
-
-namespace {
-
-// Quark's list: the ops whose input 2 is a bias.
-const std::set<std::string>& bias_ops() {
-  static const std::set<std::string> ops = {
-      "Conv", "ConvTranspose", "Gemm", "LayerNormalization", "InstanceNormalization", "BatchNormalization"};
-  return ops;
-}
-
-ir::Tensor narrowed(const ir::Tensor& t, size_t& clipped) {
-  std::vector<int16_t> out;
-  for (int32_t v : t.values<int32_t>()) {
-    int32_t c = std::clamp<int32_t>(v, -32768, 32767);
-    clipped += c != v;
-    out.push_back(static_cast<int16_t>(c));
-  }
-  return ir::Tensor::from_values<int16_t>(t.dims(), out);
-}
-
-}  // namespace
 
 Int16Biases store_biases_as_int16(ir::Model& model) {
   ir::Graph& g = *model.graph;
   std::vector<ir::Node*> dequantizers;  // each int32 bias DequantizeLinear once
   for (ir::Node* n : g.topological_order()) {
-    if (!bias_ops().count(n->op_type) || n->inputs().size() < 3) continue;
+    if (!int16_bias_ops().count(n->op_type) || n->inputs().size() < 3) continue;
     ir::Node* dq = dequantize_producer(n->input(2));
     if (!dq || std::find(dequantizers.begin(), dequantizers.end(), dq) != dequantizers.end()) continue;
     const ir::Value* data = dq->input(0);
@@ -45,9 +24,9 @@ Int16Biases store_biases_as_int16(ir::Model& model) {
   }
   Int16Biases out;
   for (ir::Node* dq : dequantizers) {
-    passes::set_constant_input(model, dq, 0, narrowed(dq->input(0)->initializer(), out.clipped));
+    passes::set_constant_input(model, dq, 0, clip_to_int16(dq->input(0)->initializer(), out.clipped));
     if (const ir::Tensor* zp = constant_tensor(dq->input(2)))
-      passes::set_constant_input(model, dq, 2, narrowed(*zp, out.clipped));
+      passes::set_constant_input(model, dq, 2, clip_to_int16(*zp, out.clipped));
     if ((dq->domain.empty() || dq->domain == "ai.onnx") && model.opset("") < 21) {
       dq->domain = "com.microsoft";  // ONNX's DequantizeLinear takes int16 from opset 21
       ++out.contrib;

@@ -6,6 +6,8 @@
 #pragma once
 
 #include <cstddef>
+#include <set>
+#include <string>
 
 #include "ir/model.h"
 #include "quant/config.h"
@@ -39,5 +41,11 @@ size_t remove_qdq_between_ops(Plan& plan, const ir::Model& model, const QuantCon
 // clipped). Returns how many biases changed. The QDQ writer puts them, as every 16-bit type,
 // in com.microsoft's DequantizeLinear below opset 21.
 size_t convert_biases_to_int16(Plan& plan, const ir::Model& model);
+
+// Quark's list for Int16Bias: the ops whose input 2 is a bias.
+const std::set<std::string>& int16_bias_ops();
+// An int32 tensor as int16, its values clipped to [-32768, 32767] (np.clip, as Quark); `clipped`
+// grows by how many were.
+ir::Tensor clip_to_int16(const ir::Tensor& t, size_t& clipped);
 
 }  // namespace onnxptq::quant
