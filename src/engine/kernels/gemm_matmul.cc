@@ -166,10 +166,7 @@ class MatMulKernel : public Kernel {
         try {
           MatMulShape s = matmul_shape(*a, weights_->dims());
           const int64_t rows = s.batch_count() * s.m;
-          if (rows * s.n > kSingleThreadOutputs)
-            chunk_plans(rows, s.k, s.n);
-          else if (rows * s.k * s.n > 0)
-            folded_plan(rows, s.k, s.n, 1);
+          if (rows * s.k * s.n > 0) folded_plan(rows, s.k, s.n, matmul_threads(info.prepared_threads(), rows * s.n));
         } catch (const std::exception&) {
           // reported by run with the actual input
         }
@@ -213,7 +210,6 @@ class MatMulKernel : public Kernel {
     bool b_flat = ir::element_count(s.b_batch) == 1;
     if (b_flat) {  // [..., M, K] x [K, N]: one product of (batch * M) rows
       int64_t rows = count * s.m;
-      if (rows * s.n > kSingleThreadOutputs && run_in_column_chunks(ctx, rows, s.k, s.n, a, b, y)) return;
       std::shared_ptr<const MatMulPlan> plan = folded_plan(rows, s.k, s.n, threads);
       if (!plan->reference) {
         run_matmul_plan(*plan, a, f32_desc({s.k, s.n}), b, nullptr, y);
@@ -242,53 +238,6 @@ class MatMulKernel : public Kernel {
     matmul_exact<float>(s, a, b, y);
   }
 
-  // oneDNN splits a large product's columns over the threads, and the columns at the end of each
-  // thread's share that its 16-wide kernel leaves over are summed in another order (PP-OCRv4 rec's
-  // 40x120x6625 MatMul: columns 3312 and 6624 differ between 1 and 2 threads). So the columns are cut
-  // here into kColumnChunks chunks of a width that depends on N alone (a multiple of 16), each one
-  // single-threaded oneDNN product: every column is summed the same way for any thread count.
-  // False when oneDNN declines a chunk (the caller runs the whole product).
-  static constexpr int64_t kColumnChunks = 8;
-
-  bool run_in_column_chunks(const RunContext& ctx, int64_t rows, int64_t k, int64_t n, const float* a, const float* b,
-                            float* y) const {
-    std::shared_ptr<const ChunkPlans> plans = chunk_plans(rows, k, n);
-    for (const auto& p : plans->chunks)
-      if (p->reference) return false;
-    const int64_t count = static_cast<int64_t>(plans->chunks.size());
-    parallel_for(ctx.threads, count, 1, [&](int64_t begin, int64_t end) {
-      dnnl_use_threads(1);
-      for (int64_t c = begin; c < end; ++c) {
-        const int64_t first = c * plans->width, width = std::min(plans->width, n - first);
-        run_matmul_plan(*plans->chunks[c], a, f32_desc({k, width}, {n, 1}), b + first, nullptr, y + first);
-      }
-    });
-    return true;
-  }
-
-  struct ChunkPlans {
-    int64_t width = 0;
-    std::vector<std::shared_ptr<MatMulPlan>> chunks;
-  };
-
-  std::shared_ptr<const ChunkPlans> chunk_plans(int64_t rows, int64_t k, int64_t n) const {
-    return chunk_cache_.get({rows, k, n}, [&](const ChunkPlans* previous) {
-      auto plans = std::make_shared<ChunkPlans>();
-      plans->width = (n + kColumnChunks * 16 - 1) / (kColumnChunks * 16) * 16;
-      dnnl_use_threads(1);
-      for (int64_t first = 0, c = 0; first < n; first += plans->width, ++c) {
-        const int64_t width = std::min(plans->width, n - first);
-        const MatMulPlan* before =
-            previous && static_cast<size_t>(c) < previous->chunks.size() ? previous->chunks[c].get() : nullptr;
-        plans->chunks.push_back(make_matmul_plan(f32_desc({rows, k}), f32_desc({k, width}, {n, 1}),
-                                                 f32_desc({rows, width}, {n, 1}), nullptr, 1.f,
-                                                 weights_ ? weights_->values<float>().data() + first : nullptr,
-                                                 before));
-      }
-      return plans;
-    });
-  }
-
   // The plan of a [rows, K] x [K, N] product (B packed when constant).
   std::shared_ptr<const MatMulPlan> folded_plan(int64_t rows, int64_t k, int64_t n, int threads) const {
     std::vector<int64_t> key{rows, k, n, threads};
@@ -301,7 +250,6 @@ class MatMulKernel : public Kernel {
 
   std::optional<Tensor> weights_;  // constant B as float, when it has no batch axis beyond 1
   PlanCache<MatMulPlan> cache_;
-  PlanCache<ChunkPlans> chunk_cache_;
 };
 
 // ---- Gemm

@@ -38,8 +38,7 @@ void dnnl_use_threads(int threads);
 // product (one row, or a few columns: 1x512x1000, 32x2048x64) over the threads, and its result then
 // depends on their number; the engine's must not (calibration gives the same ranges with any
 // number of workers, each with its share of the threads). At most 4096 outputs run on one thread.
-constexpr int64_t kSingleThreadOutputs = 4096;
-inline int matmul_threads(int threads, int64_t outputs) { return outputs <= kSingleThreadOutputs ? 1 : threads; }
+inline int matmul_threads(int threads, int64_t outputs) { return outputs <= 4096 ? 1 : threads; }
 
 // Per-thread buffers reused from run to run (64-byte aligned): primitives are created with
 // scratchpad_mode::user, and blocked copies of activations live here between reorders. Each
