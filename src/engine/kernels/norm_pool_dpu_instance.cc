@@ -10,34 +10,21 @@
 //     multiply-subtract (msc32 below) from the unrounded mean;
 //   - inv = bf16(powf(variance + epsilon, -0.5)); y = bf16(bf16(bf16(x) * inv) - bf16(mean * inv)),
 //     then bf16(scale * y + B) with the multiply and add in float32.
+#include <bit>
 #include <cmath>
-#include <cstring>
 
 #include "engine/kernels/norm_pool.h"
+#include "engine/kernels/quark_bfloat16.h"
 #include "engine/parallel.h"
-#include "ir/float16.h"
 
 namespace onnxptq::engine {
 namespace {
 
-uint32_t bits_of(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
+// Quark's rounding of x to bfloat16.
+float bf16(float x) { return quark_round_to_bfloat16(x); }
 
-float float_of(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
-
-// float32 rounded to bfloat16's 8 significant bits, to nearest with ties to even, as a float.
-float bf16(float x) {
-  uint32_t u = bits_of(x);
-  if ((u & 0x8000u) && ((u & 0xFFFFu) > 0x8000u || (u & 0x10000u))) u += 0x10000u;
-  return float_of(u & 0xFFFF0000u);
-}
+uint32_t bits_of(float f) { return std::bit_cast<uint32_t>(f); }
+float float_of(uint32_t u) { return std::bit_cast<float>(u); }
 
 int exponent_of(float v) { return static_cast<int>((bits_of(v) >> 23) & 0xFFu); }
 

@@ -22,10 +22,11 @@
 // blocks run along `axis`. A last block shorter than block_size is padded with zeros, which never
 // raise a block's exponent. float16 inputs are computed in float32 and stored back.
 #include <algorithm>
+#include <bit>
 #include <cmath>
-#include <cstring>
 
 #include "engine/kernels/quantize.h"
+#include "engine/kernels/quark_bfloat16.h"
 #include "engine/parallel.h"
 
 namespace onnxptq::engine {
@@ -35,35 +36,13 @@ constexpr int64_t kMinBlocksPerThread = 512;
 constexpr int64_t kMaxBlockSize = 65536;  // Quark's formats use 8 to 32
 constexpr int64_t kTileLines = 32;        // lines quantized together when the blocks are strided
 
-uint32_t bits_of(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, sizeof u);
-  return u;
-}
-
-float float_of(uint32_t u) {
-  float f;
-  std::memcpy(&f, &u, sizeof f);
-  return f;
-}
+uint32_t bits_of(float f) { return std::bit_cast<uint32_t>(f); }
+float float_of(uint32_t u) { return std::bit_cast<float>(u); }
 
 uint32_t biased_exponent(float v) { return (bits_of(v) >> 23) & 0xFFu; }
 
 // 2^k for k in [-1022, 1023], built from its bits (std::ldexp is a library call per block).
-double pow2(int k) {
-  const uint64_t u = static_cast<uint64_t>(k + 1023) << 52;
-  double d;
-  std::memcpy(&d, &u, sizeof d);
-  return d;
-}
-
-// fp32 -> bf16 -> fp32 by rounding the bit pattern at bit 16, to nearest with ties to even
-// (Quark's float2bfloat, applied to NaNs as to any other pattern).
-float round_to_bfloat16(float v) {
-  uint32_t u = bits_of(v);
-  if ((u & 0x8000u) && ((u & 0xFFFFu) > 0x8000u || (u & 0x10000u))) u += 0x10000u;
-  return float_of(u & 0xFFFF0000u);
-}
+double pow2(int k) { return std::bit_cast<double>(static_cast<uint64_t>(k + 1023) << 52); }
 
 enum class Rounding { HalfAway = 0, HalfUp = 1, HalfEven = 2 };
 
@@ -380,7 +359,7 @@ Tensor fake_quantize_blocks(const RunContext& ctx, const Tensor& x_in, int64_t a
     Tensor rounded = Tensor::uninitialized(DataType::Float, x.dims());
     auto src = x.values<float>();
     auto dst = rounded.mutable_values<float>();
-    for (size_t i = 0; i < src.size(); ++i) dst[i] = round_to_bfloat16(src[i]);
+    for (size_t i = 0; i < src.size(); ++i) dst[i] = quark_round_to_bfloat16(src[i]);
     x = std::move(rounded);
   }
   if (x.size() <= 1) return float32_as(x, x_in.dtype());
