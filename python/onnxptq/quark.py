@@ -2,8 +2,7 @@
 get_default_config (quark.onnx; DefaultConfigMapping in quantization/config/custom_config.py), and
 the QConfig API of onnxptq.quark_qconfig, lowered onto QuantizationConfig.
 
-A configuration whose feature the core lacks (BFP/MX types, dynamic quantization, SmoothQuant,
-...) raises onnxptq.Error naming it when the model is quantized (get_default_config returns
+A configuration whose feature the core lacks (dynamic quantization, SmoothQuant, ...) raises onnxptq.Error naming it when the model is quantized (get_default_config returns
 every preset, as Quark does); nothing is silently left out. quark.onnx.dump_model and the tools
 of quark.onnx.tools are onnxptq.quark.dump_model and onnxptq.quark.tools. See docs/python.md.
 """

@@ -20,8 +20,9 @@ QuantizationConfig as Quark's own quark/onnx/quantization/config/maps.py (_map_q
   nothing and switches its algorithm on (AlgoConfig._get_config, ModelQuantizer.quantize_model).
 
 What Quark's lowering ignores (a global bias or output spec, Group granularity) and what the core
-has not built (BFP/MX types, SmoothQuant, GPTQ, QuaRot, bias correction) is
-refused by name, never dropped.
+has not built (SmoothQuant, GPTQ, QuaRot, bias correction, BFP/MX types per layer) is
+refused by name, never dropped. A BFP/MX global data type brings its attribute set (BFPAttributes,
+MXAttributes: the presets' values for BFP16, MX4/6/9 and each OCP MX type) unless given.
 """
 
 import copy
@@ -87,18 +88,47 @@ MXFP8E5M2 = _data_type("MXFP8E5M2", ExtendedQuantType.QMX)
 MXFP8E4M3 = _data_type("MXFP8E4M3", ExtendedQuantType.QMX)
 MXInt8 = _data_type("MXInt8", ExtendedQuantType.QMX)
 
-_UNBUILT_TYPES = {ExtendedQuantType.QBFP: "Quark's BFP data types (QBFP)",
-                  ExtendedQuantType.QMX: "Quark's MX data types (QMX)"}
+# The block data types' attribute sets (the presets' DEFAULT_BFP_PARAMS, DEFAULT_MICROEXPONENTS_PARAMS
+# with its bit width, DEFAULT_MICROSCALING_PARAMS with its element type): the extra option and its value.
+_BLOCK_ATTRIBUTES = {
+    "BFP16": ("BFPAttributes", {"bfp_method": "to_bfp", "axis": 1, "bit_width": 16, "block_size": 8,
+                                "rounding_mode": 2}),
+    **{name: ("BFPAttributes", {"bfp_method": "to_bfp_prime", "axis": 1, "bit_width": bits, "block_size": 16,
+                                "sub_block_size": 2, "sub_block_shift_bits": 1, "rounding_mode": 2})
+       for name, bits in (("MX4", 11), ("MX6", 13), ("MX9", 16))},
+    **{name: ("MXAttributes", {"element_dtype": dtype, "axis": 1, "block_size": 32, "rounding_mode": 2})
+       for name, dtype in (("MXFP4E2M1", "fp4_e2m1"), ("MXFP6E3M2", "fp6_e3m2"), ("MXFP6E2M3", "fp6_e2m3"),
+                           ("MXFP8E5M2", "fp8_e5m2"), ("MXFP8E4M3", "fp8_e4m3"), ("MXInt8", "int8"))},
+}
+
+
+def _data_type_class(data_type, what):
+    cls = data_type if isinstance(data_type, type) else type(data_type)
+    if not (isinstance(cls, type) and issubclass(cls, DataType)):
+        raise TypeError(f"{what}: expected a data type (Int8, UInt8, Int16, ...), got {data_type!r}")
+    return cls
 
 
 def _legacy_type(data_type, what):
     """The legacy quant type of a data type class (or instance, as from_dict makes them)."""
-    cls = data_type if isinstance(data_type, type) else type(data_type)
-    if not (isinstance(cls, type) and issubclass(cls, DataType)):
-        raise TypeError(f"{what}: expected a data type (Int8, UInt8, Int16, ...), got {data_type!r}")
-    if cls.map_onnx_format in _UNBUILT_TYPES:
-        raise _unbuilt(f"{what} {cls.__name__}", _UNBUILT_TYPES[cls.map_onnx_format])
-    return cls.map_onnx_format
+    return _data_type_class(data_type, what).map_onnx_format
+
+
+def _block_attributes(specs, extra):
+    """BFPAttributes / MXAttributes in `extra` for the block data types of the global specs, unless
+    given; two block types of one family with different attributes cannot share the one key."""
+    chosen = {}
+    for spec, part in specs:
+        name = _data_type_class(spec.data_type, part).__name__
+        if name not in _BLOCK_ATTRIBUTES:
+            continue
+        key, attributes = _BLOCK_ATTRIBUTES[name]
+        if key in chosen and chosen[key][1] != attributes:
+            raise Error(f"global_config: {chosen[key][0]} and {name} both need {key}, with different values "
+                        "(one set holds for every node of the family)")
+        chosen.setdefault(key, (name, attributes))
+    for key, (name, attributes) in chosen.items():
+        extra.setdefault(key, dict(attributes))
 
 
 # ---------------------------------------------------------------------------------- tensor specs
@@ -491,6 +521,7 @@ def lower(qconfig, model_input):
         raise Error(f"global_config input_tensors: {inputs.quant_granularity}: activations are quantized per tensor")
     activation_type = _check_spec(inputs, "global_config input_tensors")
     weight_type = _check_spec(layer.weight, "global_config weight")
+    _block_attributes(((inputs, "global_config input_tensors"), (layer.weight, "global_config weight")), extra)
     fields = {"calibrate_method": _calibrate_method(inputs), "activation_type": activation_type,
               "weight_type": weight_type, "per_channel": layer.weight.quant_granularity == QuantGranularity.Channel,
               "use_external_data_format": bool(qconfig.use_external_data_format),

@@ -11,7 +11,7 @@ import onnxptq
 from onnxptq import quark
 from onnxptq.quark import (A8W8_QCONFIG, A16W8_QCONFIG, BF16_QCONFIG, BFP16_QCONFIG, VINT8_QCONFIG,
                            XINT8_ADAROUND_QCONFIG, XINT8_QCONFIG, AdaQuantConfig, AdaRoundConfig, CLEConfig,
-                           CalibMethod, GPTQConfig, Int8Spec, Int16Spec, MX4Spec, QConfig, QLayerConfig,
+                           CalibMethod, GPTQConfig, Int8Spec, Int16Spec, MX6Spec, MX9Spec, QConfig, QLayerConfig,
                            QuantGranularity,
                            ScaleType, SmoothQuantConfig, XInt8Spec)
 from conftest import real_model
@@ -78,6 +78,10 @@ def test_xint8_qconfig_is_legacy_xint8_with_int8_activations():
     (A16W8_QCONFIG, "A16W8", {"calibrate_method": quark.CalibrationMethod.Percentile}),
     # BFloat16Spec is symmetric; legacy BF16 also quantizes every op type.
     (BF16_QCONFIG, "BF16", {"extra_options": {"ActivationSymmetric": True, "WeightSymmetric": True}}),
+    # BFP16Spec brings the BFP16 preset's attribute set.
+    (BFP16_QCONFIG, "BFP16", {"extra_options": {"ActivationSymmetric": True, "WeightSymmetric": True,
+                                                "BFPAttributes": {"bfp_method": "to_bfp", "axis": 1, "bit_width": 16,
+                                                                  "block_size": 8, "rounding_mode": 2}}}),
 ])
 def test_qconfig_presets_are_the_legacy_presets_models(tiny_model, qconfig, name, changes):
     data = samples("x", (1, 3, 8, 8))
@@ -124,8 +128,6 @@ def test_layer_configs_are_their_tensor_overrides(tiny_model):
 
 
 @pytest.mark.parametrize("make,message", [
-    (lambda: QConfig(BFP16_QCONFIG.global_config), r"data_type BFP16: Quark's BFP data types \(QBFP\) is not built"),
-    (lambda: QConfig(QLayerConfig(input_tensors=MX4Spec(), weight=Int8Spec())), "data_type MX4: Quark's BFP"),
     (lambda: QConfig(QLayerConfig(input_tensors=Int8Spec(), weight=Int8Spec(
         quant_granularity=QuantGranularity.Group))), "QuantGranularity.Group: group-wise quantization"),
     (lambda: QConfig(QLayerConfig(input_tensors=Int8Spec(), weight=Int8Spec()), algo_config=[SmoothQuantConfig()]),
@@ -174,6 +176,8 @@ def test_int16_scale_type_is_int16scale(tiny_model):
     (lambda: QConfig(QLayerConfig(input_tensors=Int8Spec(), weight=Int8Spec()),
                      specific_layer_config={QLayerConfig(input_tensors=Int16Spec()): ["nonesuch"]}),
      "specific_layer_config: no node named 'nonesuch' in the model"),
+    (lambda: QConfig(QLayerConfig(input_tensors=MX6Spec(), weight=MX9Spec())),
+     "global_config: MX6 and MX9 both need BFPAttributes, with different values"),
 ])
 def test_contradicting_or_wrong_configs_are_one_line_errors(tiny_model, make, message):
     with pytest.raises(onnxptq.Error, match=message) as e:

@@ -2,10 +2,12 @@
 
 #include <array>
 #include <filesystem>
+#include <tuple>
 #include <utility>
 
 #include "onnxptq/error.h"
 #include "passes/dpu.h"
+#include "quant/block_format.h"
 #include "quant/float16_model.h"
 #include "quant/ipu_limitation.h"
 #include "quant/overrides.h"
@@ -24,7 +26,7 @@ std::string without_prefix(const std::string& name, std::initializer_list<const 
   return name;
 }
 
-constexpr std::array<std::pair<ir::DataType, const char*>, 8> kTypes = {{
+constexpr std::array<std::pair<ir::DataType, const char*>, 10> kTypes = {{
     {ir::DataType::Int8, "QInt8"},
     {ir::DataType::UInt8, "QUInt8"},
     {ir::DataType::Int16, "QInt16"},
@@ -33,6 +35,8 @@ constexpr std::array<std::pair<ir::DataType, const char*>, 8> kTypes = {{
     {ir::DataType::UInt32, "QUInt32"},
     {ir::DataType::Float16, "QFloat16"},
     {ir::DataType::BFloat16, "QBFloat16"},
+    {kQBfp, "QBFP"},
+    {kQMx, "QMX"},
 }};
 
 // Whether any precision the config asks for, for activations or for weights, passes `is`:
@@ -123,6 +127,52 @@ void check_weight_min_mse(const QuantConfig& c) {
                 ": the MinMSE search needs an integer weight type");
 }
 
+// Quark's block formats: written by ExtendedQuantFormat.QDQ only, a shared exponent per block (no
+// per_channel), as global types (mixed precision and fast finetune with them are not built yet);
+// their attribute keys only with their type.
+void check_block_types(const QuantConfig& c) {
+  auto is_block = [](ir::DataType t) { return quant_type_is_block(t); };
+  for (auto [type, option, given] : {std::tuple{kQBfp, "BFPAttributes", c.bfp_given},
+                                      std::tuple{kQMx, "MXAttributes", c.mx_given}}) {
+    const bool asked = asks_for(c, true, true, [type](ir::DataType t) { return t == type; });
+    if (given && !asked)
+      throw Error(std::string("extra option ") + option + " takes effect only with a " + quant_type_name(type) +
+                  " type, and the config asks for none (activation_type, weight_type, AutoMixprecision)");
+    if (asked) check_block_attributes(c, type);
+  }
+  if (!asks_for(c, true, true, is_block)) {
+    if (c.refine_block_axis)
+      throw Error("extra option RefineBlockAxis takes effect only with a QBFP or QMX type, and the config asks for none");
+    return;
+  }
+  const std::string types = std::string("activation_type ") + quant_type_name(c.activation_type) +
+                            " and weight_type " + quant_type_name(c.weight_type);
+  if (c.format != QuantFormat::ExtendedQDQ)
+    throw Error(types + ": Quark's block formats QBFP and QMX are written by ExtendedQuantFormat.QDQ (its "
+                        "BFPQuantizeDequantize and MXQuantizeDequantize nodes), not by " +
+                quant_format_name(c.format));
+  auto refuse_mixed = [](const std::string& where) {
+    throw unsupported(where + " with a QBFP or QMX type: mixed precision with block formats is not built yet");
+  };
+  for (const auto& [node, p] : c.node_precision)
+    if ((p.activation && is_block(*p.activation)) || (p.weight && is_block(*p.weight)))
+      refuse_mixed("NodePrecision of '" + node + "'");
+  for (const auto& [tensor, o] : c.tensor_overrides)
+    if ((o.quant_type && is_block(*o.quant_type)) || (o.convert && is_block(o.convert->quant_type)))
+      refuse_mixed("TensorQuantOverrides of '" + tensor + "'");
+  if (c.specific_tensor_precision)
+    for (const auto& [tensor, t] : c.mixed_precision_tensor)
+      if (is_block(t)) refuse_mixed("MixedPrecisionTensor '" + tensor + "'");
+  if (c.include_auto_mp && ((c.auto_mp.activation_target && is_block(*c.auto_mp.activation_target)) ||
+                            (c.auto_mp.weight_target && is_block(*c.auto_mp.weight_target))))
+    refuse_mixed("AutoMixprecision");
+  if (c.per_channel && is_block(c.weight_type))
+    throw Error(std::string("per_channel with weight_type ") + quant_type_name(c.weight_type) +
+                ": a block format shares an exponent per block, not a scale per channel");
+  if (c.include_fast_ft)
+    throw unsupported(types + ": fast finetune (include_fast_ft) of block formats is not built yet");
+}
+
 }  // namespace
 
 QuantFormat parse_quant_format(const std::string& name) {
@@ -132,8 +182,16 @@ QuantFormat parse_quant_format(const std::string& name) {
   if (name == "FixNeuron" || name == "VitisQuantFormat.FixNeuron") return QuantFormat::FixNeuron;
   if (name == "ExtendedQuantFormat.QDQ" || name == "ExtendedQDQ") return QuantFormat::ExtendedQDQ;
   if (name == "ExtendedQuantFormat.QOperator") return QuantFormat::QOperator;  // Quark's enum: QOperator = 0
+  if (block_fix_neuron_type(name)) return QuantFormat::ExtendedQDQ;
   throw Error("unknown quant format '" + name +
-              "' (known: QDQ, QOperator, VitisQuantFormat.QDQ, VitisQuantFormat.FixNeuron, ExtendedQuantFormat.QDQ)");
+              "' (known: QDQ, QOperator, VitisQuantFormat.QDQ, VitisQuantFormat.FixNeuron, ExtendedQuantFormat.QDQ, "
+              "VitisQuantFormat.BFPFixNeuron, VitisQuantFormat.MXFixNeuron)");
+}
+
+std::optional<ir::DataType> block_fix_neuron_type(const std::string& name) {
+  if (name == "VitisQuantFormat.BFPFixNeuron" || name == "BFPFixNeuron") return kQBfp;
+  if (name == "VitisQuantFormat.MXFixNeuron" || name == "MXFixNeuron") return kQMx;
+  return std::nullopt;
 }
 
 const char* quant_format_name(QuantFormat format) {
@@ -157,12 +215,8 @@ ir::DataType parse_quant_type(const std::string& name) {
   for (const auto& [type, text] : kTypes)
     if (bare == text) return type;
   // Quark's types of features nobody has built: named, not unknown.
-  if (bare == "QBFP" || bare == "QMX" || bare == "QInt4" || bare == "QUInt4")
-    throw unsupported("quant type '" + name + "': Quark's " +
-                      (bare == "QBFP"  ? std::string("BFP (block floating point) data types")
-                       : bare == "QMX" ? std::string("MX (microscaling) data types")
-                                       : std::string("4-bit types")) +
-                      " are not built yet");
+  if (bare == "QInt4" || bare == "QUInt4")
+    throw unsupported("quant type '" + name + "': Quark's 4-bit types are not built yet");
   std::string known;
   for (const auto& [type, text] : kTypes) known += (known.empty() ? "" : ", ") + std::string(text);
   throw Error("unknown quant type '" + name + "' (known: " + known + ")");
@@ -202,6 +256,7 @@ void check_config(const QuantConfig& c) {
   if (c.include_fast_ft && !c.fast_finetune.ref_model_path.empty() &&
       !std::filesystem::is_regular_file(c.fast_finetune.ref_model_path))
     throw Error("FastFinetune RefModelPath " + c.fast_finetune.ref_model_path + ": no such file");
+  check_block_types(c);
   auto is_8_or_16 = [](ir::DataType t) {
     return t == ir::DataType::Int8 || t == ir::DataType::UInt8 || t == ir::DataType::Int16 || t == ir::DataType::UInt16;
   };

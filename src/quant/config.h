@@ -33,9 +33,13 @@ enum class QuantFormat {
 // "ExtendedQuantFormat.QOperator" is QOperator); Error naming the known ones otherwise.
 QuantFormat parse_quant_format(const std::string& name);
 const char* quant_format_name(QuantFormat format);
+// Quark's deprecated VitisQuantFormat.BFPFixNeuron / MXFixNeuron ("BFPFixNeuron", "MXFixNeuron"):
+// ExtendedQuantFormat.QDQ with QBFP / QMX activations and weights (the type here), as Quark maps them.
+std::optional<ir::DataType> block_fix_neuron_type(const std::string& name);
 
-// "QInt8", "QUInt8", "QInt16", "QUInt16", "QInt32", "QUInt32", "QFloat16", "QBFloat16", with or
-// without the prefix "QuantType." or "VitisQuantType."; Error naming the known ones otherwise.
+// "QInt8", "QUInt8", "QInt16", "QUInt16", "QInt32", "QUInt32", "QFloat16", "QBFloat16", and the
+// block formats "QBFP" and "QMX" (kQBfp, kQMx of quant/tensor_quant.h), with or without the prefix
+// "QuantType.", "VitisQuantType." or "ExtendedQuantType."; Error naming the known ones otherwise.
 ir::DataType parse_quant_type(const std::string& name);
 const char* quant_type_name(ir::DataType type);
 
@@ -115,6 +119,27 @@ struct AutoMixprecision {
   bool no_input_qdq_shared = true;          // NoInputQDQShared
   bool use_fast_ft = false;                 // AutoMixUseFastFT: candidates measured after finetune
   bool given = false;                       // the extra option was set (it needs include_auto_mp)
+};
+
+// BFPAttributes (Quark): the attributes of the com.amd.quark BFPQuantizeDequantize node of every
+// QBFP tensor, Quark's op defaults (its BFP_OP_DEFAULT_ATTRS) with the given keys over them. The
+// meaning of each is the op's (engine/kernels/quantize_block.cc).
+struct BfpAttributes {
+  std::string bfp_method = "to_bfp";  // BFP16; "to_bfp_prime": MX4, MX6, MX9 (shared microexponents)
+  int64_t axis = 1;                   // of the blocks (quant/block_format.h: RefineBlockAxis)
+  int64_t bit_width = 16;
+  int64_t block_size = 8;
+  int64_t rounding_mode = 0;  // 0 half away from zero, 1 half up, 2 half to even
+  int64_t sub_block_size = 2;
+  int64_t sub_block_shift_bits = 1;
+  int64_t convert_to_bfloat_before_bfp = 0;  // activations only: weights are never rounded first
+};
+// MXAttributes (Quark): those of the MXQuantizeDequantize node of every QMX tensor (MX_OP_DEFAULT_ATTRS).
+struct MxAttributes {
+  std::string element_dtype = "int8";  // fp8_e5m2, fp8_e4m3, fp6_e3m2, fp6_e2m3, fp4_e2m1, int8
+  int64_t axis = 1;
+  int64_t block_size = 32;
+  int64_t rounding_mode = 0;
 };
 
 struct QuantConfig {
@@ -257,6 +282,17 @@ struct QuantConfig {
   std::optional<bool> bf16_qdq_to_cast;  // BF16QDQToCast (Quark)
   bool enable_vaiml_bf16 = false;        // EnableVaimlBF16 (Quark): no bfloat16 casts, rounded float weights
   bool bf16_with_clip = false;           // BF16WithClip (Quark): a Clip to the bfloat16 range first
+
+  // Quark's block formats, the types QBFP and QMX (quant/block_format.h), in ExtendedQuantFormat.QDQ.
+  BfpAttributes bfp;
+  MxAttributes mx;
+  // Set by quant_format VitisQuantFormat.BFPFixNeuron / MXFixNeuron: activations and weights are of
+  // this type whatever activation_type and weight_type say, before or after (as in vai_q_onnx and Quark).
+  std::optional<ir::DataType> format_block_type;
+  bool bfp_given = false, mx_given = false;  // the keys BFPAttributes / MXAttributes were set
+  // RefineBlockAxis (Quark): the blocks of MatMul, Gemm and Softmax inputs run along the axis they
+  // reduce; unset: on when a block type is asked for.
+  std::optional<bool> refine_block_axis;
 
   // enable_npu_transformer (Quark's TransformerQDQQuantizer):
   // the op types default to Quark's NPUTransformerRegistry (Gemm, MatMul), MatMulConstBOnly

@@ -6,6 +6,8 @@
 #include "passes/dpu.h"
 #include "quant/config_keys_detail.h"
 #include "passes/model_format.h"
+#include "quant/block_format.h"
+#include "quant/tensor_quant.h"
 #include "quant/overrides.h"
 #include "quant/post_process.h"
 
@@ -15,13 +17,25 @@ namespace {
 
 using namespace config_keys_detail;
 
+// Fast finetune of block formats is not built: check_config refuses it, and so do the keys that
+// make the combination, whichever comes last, so that a preset's refusal names its key.
+void refuse_block_finetune(const QuantConfig& c) {
+  if (c.include_fast_ft && (quant_type_is_block(c.activation_type) || quant_type_is_block(c.weight_type)))
+    throw unsupported(std::string("include_fast_ft with activation_type ") + quant_type_name(c.activation_type) +
+                      " and weight_type " + quant_type_name(c.weight_type) +
+                      ": fast finetune of block formats is not built yet");
+}
+
 // quantize_static's arguments (vai_q_onnx 1.16's names and defaults) and the switches of Quark for
 // ONNX's QuantizationConfig.
 void add_config_keys(std::vector<ConfigKey>& keys) {
   auto add = [&](ConfigKey key) { keys.push_back(std::move(key)); };
   add(works(kConfig, "quant_format", "string", "\"QDQ\"", "quant",
             [](QuantConfig& c, const ConfigKey& k, const json& v) {
-              c.format = parse_quant_format(json_string(k.name, v));
+              const std::string name = json_string(k.name, v);
+              c.format = parse_quant_format(name);
+              c.format_block_type = block_fix_neuron_type(name);
+              if (c.format_block_type) c.activation_type = c.weight_type = *c.format_block_type;
             }));
   add(works(kConfig, "calibrate_method", "string", "\"MinMSE\"", "calib",
             [](QuantConfig& c, const ConfigKey& k, const json& v) {
@@ -29,11 +43,15 @@ void add_config_keys(std::vector<ConfigKey>& keys) {
             }));
   add(works(kConfig, "activation_type", "string", "\"QInt8\"", "quant",
             [](QuantConfig& c, const ConfigKey& k, const json& v) {
-              c.activation_type = parse_quant_type(json_string(k.name, v));
+              const ir::DataType type = parse_quant_type(json_string(k.name, v));
+              c.activation_type = c.format_block_type.value_or(type);
+              refuse_block_finetune(c);
             }));
   add(works(kConfig, "weight_type", "string", "\"QInt8\"", "quant",
             [](QuantConfig& c, const ConfigKey& k, const json& v) {
-              c.weight_type = parse_quant_type(json_string(k.name, v));
+              const ir::DataType type = parse_quant_type(json_string(k.name, v));
+              c.weight_type = c.format_block_type.value_or(type);
+              refuse_block_finetune(c);
             }));
   add(works(kConfig, "per_channel", "bool", "false", "quant",
             [](QuantConfig& c, const ConfigKey& k, const json& v) { c.per_channel = json_bool(k.name, v); }));
@@ -76,7 +94,10 @@ void add_config_keys(std::vector<ConfigKey>& keys) {
       "with AutoMixprecision"));
   add(works(
       kConfig, "include_fast_ft", "bool", "false", "finetune",
-      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.include_fast_ft = json_bool(k.name, v); },
+      [](QuantConfig& c, const ConfigKey& k, const json& v) {
+        c.include_fast_ft = json_bool(k.name, v);
+        refuse_block_finetune(c);
+      },
       "with FastFinetune"));
   add(works(
       kConfig, "specific_tensor_precision", "bool", "false", "quant",
@@ -302,6 +323,25 @@ void add_float_type_options(std::vector<ConfigKey>& keys) {
       kExtra, "BF16WithClip", "bool", "false", "quant",
       [](QuantConfig& c, const ConfigKey& k, const json& v) { c.bf16_with_clip = json_bool(k.name, v); },
       "with ExtendedQuantFormat.QDQ and bfloat16 activations"));
+  add(works(
+      kExtra, "BFPAttributes", "object", "Quark's op defaults", "quant",
+      [](QuantConfig& c, const ConfigKey&, const json& v) {
+        apply_bfp_attributes(c.bfp, v);
+        c.bfp_given = true;
+      },
+      "with a QBFP type: bfp_method, axis, bit_width, block_size, rounding_mode, sub_block_size, "
+      "sub_block_shift_bits, convert_to_bfloat_before_bfp"));
+  add(works(
+      kExtra, "MXAttributes", "object", "Quark's op defaults", "quant",
+      [](QuantConfig& c, const ConfigKey&, const json& v) {
+        apply_mx_attributes(c.mx, v);
+        c.mx_given = true;
+      },
+      "with a QMX type: element_dtype, axis, block_size, rounding_mode"));
+  add(works(
+      kExtra, "RefineBlockAxis", "bool", "true with QBFP/QMX", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.refine_block_axis = json_bool(k.name, v); },
+      "with a QBFP or QMX type"));
 }
 
 // vai_q_onnx 1.16's IPU limitation check (its refine.py; Quark's NPULimitationCheck and MaxLoopNum).
@@ -400,8 +440,6 @@ void add_dpu_options(std::vector<ConfigKey>& keys) {
 
 // Keys onnxptq refuses: those given on its command line, and those of features not built.
 void add_refused_options(std::vector<ConfigKey>& keys) {
-  keys.push_back(refused("BFPAttributes", "object", "Quark's BFP data types (QBFP)"));
-  keys.push_back(refused("MXAttributes", "object", "Quark's MX data types (QMX)"));
   keys.push_back(refused("UseMatMulNBits", "bool", "MatMulNBits weight-only quantization"));
   keys.push_back(refused("MatMulNBitsParams", "object", "MatMulNBits weight-only quantization"));
   // The other keys of these families, which vai_q_onnx and Quark keep adding.

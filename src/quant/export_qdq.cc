@@ -10,6 +10,7 @@
 #include "onnxptq/error.h"
 #include "qmath/params.h"
 #include "qmath/quantize.h"
+#include "quant/block_format.h"
 #include "quant/export.h"
 #include "quant/simulate.h"
 #include "quant/tensor_quant.h"
@@ -228,10 +229,23 @@ class QdqExporter {
     dq(qv, p, out, base + "_DequantizeLinear" + suffix, axis);
   }
 
+  // A block type's one node x -> out named <t>_DequantizeLinear<suffix> (Quark's _create_fn_nodes).
+  void block_node_of(ir::Value* x, ir::Value* out, const TensorPlan& t, const std::string& suffix) {
+    if (!t.block_axis) throw Error("QDQ export: block tensor '" + t.name + "' has no block axis");
+    ir::Node proto = block_node(plan_.provider(t.name).type, config_, *t.block_axis, x->has_initializer());
+    ir::Node* n = g_.add_node(proto.op_type, {x}, {out}, g_.fresh_name(t.name + "_DequantizeLinear" + suffix),
+                              proto.domain);
+    for (ir::Attribute& a : proto.attributes) n->set_attribute(std::move(a));
+  }
+
   // The pair of plan entry t, or one FixNeuron x -> out named <t>_DequantizeLinear<suffix>
-  // (vai_q_onnx's _create_fn_nodes) with its string attributes.
+  // (vai_q_onnx's _create_fn_nodes) with its string attributes, or a block type's node.
   void pair(ir::Value* x, const QParams& p, ir::Value* out, const TensorPlan& t, const std::string& suffix,
             std::optional<int64_t> axis) {
+    if (quant_type_is_block(plan_.provider(t.name).type)) {
+      block_node_of(x, out, t, suffix);
+      return;
+    }
     if (style_.fix_neuron) {
       ir::Node* n = g_.add_node("FixNeuron", {x, p.scale, p.zero_point}, {out},
                                 g_.fresh_name(t.name + "_DequantizeLinear" + suffix), style_.domain);
@@ -245,6 +259,12 @@ class QdqExporter {
 
   void weight(const TensorPlan& t) {
     ir::Value* w = g_.find_value(t.name);
+    if (w && quant_type_is_block(t.type)) {  // the float weight through its block node
+      ir::Value* out = g_.add_unique_value(t.name + "_DequantizeLinear_Output");
+      g_.replace_uses(w, out);
+      block_node_of(w, out, t, "");
+      return;
+    }
     if (!w || !t.data) throw Error("QDQ export: weight '" + t.name + "' has no quantized values");
     if (style_.vaiml_bfloat16 && t.type == DataType::BFloat16) {
       // EnableVaimlBF16 (Quark's remove_bf16_cast): the weight's bfloat16 values stored as float32, no nodes.
@@ -331,7 +351,9 @@ class QdqExporter {
     if (!writes_pair(provider.type, v)) return;  // EnableVaimlBF16: the activation is left as it is
     QParams sz;
     auto known = params_of_.find(provider.name);
-    if (known != params_of_.end()) {
+    if (quant_type_is_block(provider.type)) {
+      // no scale or zero point: pair() writes the block node
+    } else if (known != params_of_.end()) {
       sz = known->second;
     } else {
       sz = scale_and_zero_point(provider, provider.name + "_scale", provider.name + "_zero_point", false, false);

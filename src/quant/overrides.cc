@@ -235,7 +235,10 @@ std::optional<DataType> parse_precision(const std::string& name) {
   for (const auto& [type, text] : kPrecisions)
     if (name == text) return type;
   try {
-    return parse_quant_type(name);
+    DataType t = parse_quant_type(name);
+    if (quant_type_is_block(t))
+      throw unsupported("precision '" + name + "': mixed precision with block formats (QBFP, QMX) is not built yet");
+    return t;
   } catch (const Error& e) {
     if (std::string(e.what()).rfind("unknown quant type", 0) != 0) throw;  // a type named but not built
     throw Error("unknown precision '" + name +

@@ -111,7 +111,9 @@ std::vector<std::string> Plan::tensors_to_calibrate() const {
   std::vector<std::string> names;
   std::set<std::string> seen;
   for (const TensorPlan& t : tensors) {
-    if (t.role != Role::Activation || !t.shared_from.empty() || !t.fixed.empty() || t.range) continue;
+    if (t.role != Role::Activation || !t.shared_from.empty() || !t.fixed.empty() || t.range ||
+        quant_type_is_block(t.type))
+      continue;
     const std::string& source = t.range_from.empty() ? t.name : t.range_from;
     if (seen.insert(source).second) names.push_back(source);
   }
@@ -148,6 +150,7 @@ nlohmann::json Plan::to_json() const {
     e["type"] = quant_type_name(t.type);
     e["symmetric"] = t.symmetric;
     if (t.axis) e["axis"] = *t.axis;
+    if (t.block_axis) e["block_axis"] = *t.block_axis;
     if (!t.shared_from.empty()) e["shared_from"] = t.shared_from;
     if (!t.range_from.empty()) e["range_from"] = t.range_from;
     if (t.role == Role::Bias) e["bias_of"] = {t.bias_input, t.bias_weight};

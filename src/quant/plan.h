@@ -32,6 +32,8 @@ struct TensorPlan {
   ir::DataType type = ir::DataType::Int8;
   bool symmetric = false;
   std::optional<int64_t> axis;  // weights quantized per channel along this axis
+  // A block type (QBFP, QMX): the axis its blocks run along (quant/block_format.h).
+  std::optional<int64_t> block_axis;
   // Uses the parameters of this tensor (data movement ops, Split outputs, ...).
   std::string shared_from;
   // Takes its range from this tensor's calibration (a Relu/Clip output: ORT's range adjustment).

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "onnxptq/error.h"
+#include "quant/block_format.h"
 #include "quant/node_selection.h"
 #include "quant/overrides.h"
 #include "quant/plan.h"
@@ -71,6 +72,7 @@ class Planner {
     precision_ = nullptr;
     settle_precisions(plan_, graph_, config_);
     apply_tensor_overrides(plan_, graph_, config_);
+    assign_block_axes(plan_, graph_, config_);
     if (fold_relu_kept_ > 0)
       plan_.warnings.push_back("FoldRelu: " + std::to_string(fold_relu_kept_) +
                                " Relu/Clip kept: with symmetric activations (ActivationSymmetric) their producer's "
@@ -206,12 +208,13 @@ class Planner {
       t.symmetric = weights_symmetric();
       return;
     }
-    if (quant_type_is_float(wt) || ir::data_type_bits(wt) == 32 || ir::data_type_bits(it) == 32 ||
+    if (quant_type_is_float(wt) || quant_type_is_block(wt) || quant_type_is_block(it) ||
+        ir::data_type_bits(wt) == 32 || ir::data_type_bits(it) == 32 ||
         !(config_.int32_bias.value_or(config_.use_qdq_vitis_custom_ops) ||
           config_.int16_bias)) {  // Quark: Int16Bias sets Int32Bias
-      // An int32 bias with scale s_in * s_w cannot hold float16/bfloat16 or 32-bit products: the
-      // bias is quantized like a weight, as vai_q_onnx does for its Vitis formats, and
-      // as Quark does with Int32Bias false.
+      // An int32 bias with scale s_in * s_w cannot hold float16/bfloat16 or 32-bit products, nor
+      // products with a block format (no scale): the bias is quantized like a weight, as vai_q_onnx
+      // does for its Vitis formats, and as Quark does with Int32Bias false (which it sets for BFP/MX).
       TensorPlan& t = add(b, Role::Weight);
       t.type = wt;
       t.symmetric = weights_symmetric();

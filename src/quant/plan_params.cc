@@ -106,7 +106,8 @@ void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& co
   const ScaleKind kind = scale_kind(config);
 
   for (TensorPlan& t : plan.tensors) {
-    if (t.role != Role::Activation || !t.shared_from.empty()) continue;
+    // Block formats have no parameters: their node shares an exponent per block.
+    if (t.role != Role::Activation || !t.shared_from.empty() || quant_type_is_block(t.type)) continue;
     if (!t.fixed.empty()) {
       t.params = t.fixed;
       continue;
@@ -161,7 +162,7 @@ void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& co
     return o;
   };
   for (TensorPlan& t : plan.tensors)
-    if (t.role == Role::Weight)
+    if (t.role == Role::Weight && !quant_type_is_block(t.type))
       t.params = t.fixed.empty() ? weight_params(initializer_of(model, t.name), t.type, weight_options(t)) : t.fixed;
 
   // ORT's guard raises a weight scale whose bias would overflow int32, before weights are quantized.
@@ -176,7 +177,7 @@ void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& co
     for (size_t i = 0; i < a.weight_scales.size(); ++i) w->params[i].scale = a.weight_scales[i];
   }
   for (TensorPlan& t : plan.tensors) {
-    if (t.role != Role::Weight) continue;
+    if (t.role != Role::Weight || quant_type_is_block(t.type)) continue;
     t.data = quantize_tensor(initializer_of(model, t.name), t.type, t.params, t.axis, weight_options(t).quantize);
     if (pof2 && t.params.size() == 1) t.pos = qmath::scale_to_pos(t.params[0].scale);
   }

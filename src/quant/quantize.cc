@@ -325,7 +325,9 @@ void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::D
   const std::map<std::string, ir::DataType> types = calibration_types(r.plan);
   for (const std::string& t : r.plan.tensors_to_calibrate())
     groups[pof2_calibration ? types.at(t) : calib.activation_type].push_back(t);
-  if (groups.empty()) groups[calib.activation_type];  // still one run: a model that cannot run is an error here
+  // Still one run when nothing is calibrated (block formats): a model that cannot run is an error
+  // here. A block type has no integer range for power-of-two positions, and none is computed.
+  if (groups.empty()) groups[quant_type_is_block(calib.activation_type) ? ir::DataType::Int8 : calib.activation_type];
   r.calibration = {};
   if (given) {
     check_known_ranges(*given, model, config);

@@ -2,6 +2,8 @@
 
 #include "engine/kernel.h"
 #include "onnxptq/error.h"
+#include "engine/parallel.h"
+#include "quant/block_format.h"
 #include "quant/export.h"
 #include "quant/tensor_quant.h"
 
@@ -38,6 +40,13 @@ void fake_quantize_written(ir::Tensor& value, ir::DataType type, const qmath::Sc
   if (cast) fake_quantize_values(v.data(), v.size(), type, params, qo, v.data());
 }
 
+// The node a block tensor's fake quantization computes (quant/block_format.h).
+std::shared_ptr<const engine::BlockQuantizer> block_quantizer(const TensorPlan& t, const QuantConfig& config,
+                                                              bool constant) {
+  if (!t.block_axis) throw Error("simulation: block tensor '" + t.name + "' has no block axis");
+  return std::make_shared<const engine::BlockQuantizer>(block_node(t.type, config, *t.block_axis, constant));
+}
+
 // BF16WithClip clips a bfloat16 activation computed at run time (Quark: an ExtendedQuantizeLinear
 // whose input is not an initializer).
 bool clips(ir::DataType type, const QuantConfig& config) {
@@ -68,24 +77,38 @@ void Simulation::add_conversions(ir::Graph& g, const Plan& plan, const QuantConf
     for (const ir::Use& u : readers) g.set_node_input(u.node, u.input, converted);
     activations_[converted->name()] = {t.convert->type, *t.convert->params,
                                        clips(t.convert->type, config) && !v->has_initializer(),
-                                       casts(t.convert->type, config)};
+                                       casts(t.convert->type, config), nullptr};
     so.visible.insert(converted->name());
     added = true;
   }
   if (added) g.sort_nodes();  // the Identity nodes go before their readers
 }
 
-Simulation::Simulation(const ir::Model& model, const Plan& plan, const QuantConfig& config, int threads) {
+Simulation::Simulation(const ir::Model& model, const Plan& plan, const QuantConfig& config, int threads)
+    : threads_(threads > 0 ? threads : engine::hardware_threads()) {
   const QuantizeOptions qo = quantize_options_of(config);
   // Weights and biases: the values the exported DequantizeLinear computes from the stored ones.
   auto constants = std::make_shared<std::map<std::string, ir::Tensor>>();
   engine::SessionOptions so;
   so.threads = threads;
-  // Activation parameters are per tensor: the fake quantization treats every element alike.
+  // Activation parameters are per tensor: the fake quantization treats every element alike. The
+  // blocks of a block format run along an axis: they need the tensors in ONNX order.
   so.hooks_ignore_layout = true;
   for (const TensorPlan& t : plan.tensors) {
-    if (!model.graph->find_value(t.name))
-      throw Error("simulation: the planned tensor '" + t.name + "' is not in the model");
+    const ir::Value* v = model.graph->find_value(t.name);
+    if (!v) throw Error("simulation: the planned tensor '" + t.name + "' is not in the model");
+    if (quant_type_is_block(plan.provider(t.name).type)) {
+      const bool constant = v->has_initializer();
+      auto block = block_quantizer(t, config, constant);
+      if (t.role != Role::Activation) {
+        constants->emplace(t.name, (*block)(v->initializer(), threads_));
+        continue;
+      }
+      activations_[t.name] = {t.type, {}, false, false, std::move(block)};
+      so.visible.insert(t.name);
+      so.hooks_ignore_layout = false;
+      continue;
+    }
     if (t.role != Role::Activation) {
       if (!t.data || t.params.empty())
         throw Error("simulation: " + std::string(t.role == Role::Weight ? "weight" : "bias") + " '" + t.name +
@@ -99,7 +122,7 @@ Simulation::Simulation(const ir::Model& model, const Plan& plan, const QuantConf
                   " parameters, expected one (parameters not assigned)");
     activations_[t.name] = {provider.type, provider.params[0],
                             clips(provider.type, config) && !model.graph->find_value(t.name)->has_initializer(),
-                            casts(provider.type, config)};
+                            casts(provider.type, config), nullptr};
     so.visible.insert(t.name);
   }
 
@@ -107,7 +130,10 @@ Simulation::Simulation(const ir::Model& model, const Plan& plan, const QuantConf
     auto it = activations_.find(name);
     if (it == activations_.end()) return;
     const Activation& a = it->second;
-    fake_quantize_written(value, a.type, a.params, a.clip, a.cast, qo);
+    if (a.block)
+      value = (*a.block)(value, threads_);
+    else
+      fake_quantize_written(value, a.type, a.params, a.clip, a.cast, qo);
   };
   transform_ = fake_quantize;
   // Constants: weights and biases replaced, initializers quantized as activations fake-quantized.
@@ -163,6 +189,10 @@ void fake_quantize_activation(const Plan& plan, const QuantConfig& config, const
   const TensorPlan* t = plan.find(name);
   if (!t || t->role != Role::Activation) return;
   const TensorPlan& provider = plan.provider(name);
+  if (quant_type_is_block(provider.type)) {
+    value = (*block_quantizer(*t, config, false))(value, engine::hardware_threads());
+    return;
+  }
   if (provider.params.size() != 1)
     throw Error("activation '" + name + "' has " + std::to_string(provider.params.size()) +
                 " parameters, expected one (parameters not assigned)");

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/block_quantizer.h"
 #include "engine/session.h"
 #include "ir/model.h"
 #include "quant/config.h"
@@ -38,10 +39,12 @@ class Simulation {
     qmath::ScaleZeroPoint params;
     bool clip = false;  // BF16WithClip: clipped to the bfloat16 range first
     bool cast = true;   // false under EnableVaimlBF16 (bfloat16): the written model does not round it
+    std::shared_ptr<const engine::BlockQuantizer> block;  // a block type's node (then nothing else applies)
   };
   void add_conversions(ir::Graph& graph, const Plan& plan, const QuantConfig& config, engine::SessionOptions& options);
 
-  std::map<std::string, Activation> activations_;  // value name -> what its Q/DQ pair does
+  std::map<std::string, Activation> activations_;  // value name -> what its Q/DQ pair (or block node) does
+  int threads_ = 1;                                // of the session, for the block nodes
   engine::TensorTransform transform_;
   std::unique_ptr<engine::Session> session_;
 };

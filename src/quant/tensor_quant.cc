@@ -233,6 +233,8 @@ bool quant_type_is_integer(DataType t) {
 
 bool quant_type_is_float(DataType t) { return t == DataType::Float16 || t == DataType::BFloat16; }
 
+bool quant_type_is_block(DataType t) { return t == kQBfp || t == kQMx; }
+
 FloatRange float_quant_range(DataType type, bool scaled) {
   if (type == DataType::Float16) return {-65504.0, 65504.0};
   if (type == DataType::BFloat16) {

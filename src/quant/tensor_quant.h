@@ -24,6 +24,15 @@ bool quant_type_is_integer(ir::DataType type);
 // float16 and bfloat16: a cast, scaled or not (compute_scale_zp_fp of vai and Quark).
 bool quant_type_is_float(ir::DataType type);
 
+// Quark's block formats as quant types (its ExtendedQuantType.QBFP and QMX, which its enum sets
+// beside the integer and float types): codes outside ONNX's element types, for no tensor holds
+// them. A tensor of a block type stays float through one fake-quantization node, com.amd.quark
+// BFPQuantizeDequantize or MXQuantizeDequantize (quant/block_format.h): no scale, no zero point,
+// no calibrated range.
+inline constexpr ir::DataType kQBfp = static_cast<ir::DataType>(1011);
+inline constexpr ir::DataType kQMx = static_cast<ir::DataType>(1012);
+bool quant_type_is_block(ir::DataType type);
+
 // The "range" Quark's compute_scale_zp_fp maps a float16/bfloat16 range onto (its get_qmin_qmax_for_qType):
 // float16 [-65504, 65504]; bfloat16 [-3.38953139e38, 3.38953139e38], or [-2, 2] when `scaled`.
 struct FloatRange {

@@ -134,9 +134,14 @@ TEST(Float16ModelVsOrt, UseFP32ScaleFalseWritesFloat16Throughout) {
   EXPECT_EQ(written.opset(""), 13);  // float16 QuantizeLinear / DequantizeLinear: com.microsoft's below 19
   size_t half_scales = 0;
   for (const auto& n : written.graph->nodes()) {
-    for (const ir::Value* v : n->outputs())
-      if (v && v->type.is_tensor()) EXPECT_NE(v->type.elem_type, ir::DataType::Float) << v->name();
-    if (n->op_type == "Cast") EXPECT_NE(n->attr_int("to", 0), static_cast<int64_t>(ir::DataType::Float)) << n->name;
+    for (const ir::Value* v : n->outputs()) {
+      if (v && v->type.is_tensor()) {
+        EXPECT_NE(v->type.elem_type, ir::DataType::Float) << v->name();
+      }
+    }
+    if (n->op_type == "Cast") {
+      EXPECT_NE(n->attr_int("to", 0), static_cast<int64_t>(ir::DataType::Float)) << n->name;
+    }
     if (n->op_type.find("QuantizeLinear") != std::string::npos) {
       EXPECT_EQ(n->input(1)->initializer().dtype(), ir::DataType::Float16) << n->name;
       ++half_scales;

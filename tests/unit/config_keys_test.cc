@@ -223,8 +223,11 @@ TEST(ConfigKeys, RefusedKeysAreRefusedByName) {
   EXPECT_EQ(config_error({{"extra_options", {{"quant_format", "QDQ"}}}}), "unknown extra option 'quant_format'");
   EXPECT_EQ(config_error(json::array()), "the config must be a JSON object");
   EXPECT_EQ(config_error({{"extra_options", 1}}), "extra_options must be a JSON object");
-  EXPECT_EQ(extra_error("BFPAttributes", json::object()),
-            "extra option BFPAttributes belongs to Quark's BFP data types (QBFP), not built yet");
+  EXPECT_EQ(extra_error("BFPAttributes", {{"bits", 8}}),
+            "extra option BFPAttributes: unknown key 'bits' (known: bfp_method, axis, bit_width, block_size, "
+            "rounding_mode, sub_block_size, sub_block_shift_bits, convert_to_bfloat_before_bfp)");
+  EXPECT_EQ(extra_error("MXAttributes", {{"block_size", "32"}}),
+            "extra option MXAttributes: block_size must be an integer, got \"32\"");
   EXPECT_EQ(extra_error("ConvertOpsetVersion", 17), "");
   EXPECT_EQ(extra_error("AlignSomethingNew", true),
             "extra option AlignSomethingNew: onnxptq has no such key of the Align* family (onnxptq options lists "

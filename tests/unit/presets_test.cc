@@ -136,36 +136,23 @@ TEST(Presets, SettingsAreTheSpecsRows) {
 // that changed: shrink the list (docs/options.md, "Presets", says the same).
 const std::map<std::string, std::set<std::string>> kRefusedToday = {
     // the NPU CNN path's Quark-only keys (nobody)
-    // BFP and MX types (nobody)
-    {"BFP16", {"activation_type", "weight_type", "BFPAttributes"}},
-    {"BFP16_ADAQUANT", {"activation_type", "weight_type", "BFPAttributes"}},
-    {"MX4", {"activation_type", "weight_type", "BFPAttributes"}},
-    {"MX4_ADAQUANT", {"activation_type", "weight_type", "BFPAttributes"}},
-    {"MX6", {"activation_type", "weight_type", "BFPAttributes"}},
-    {"MX6_ADAQUANT", {"activation_type", "weight_type", "BFPAttributes"}},
-    {"MX9", {"activation_type", "weight_type", "BFPAttributes"}},
-    {"MX9_ADAQUANT", {"activation_type", "weight_type", "BFPAttributes"}},
-    {"MXFP8E5M2", {"activation_type", "weight_type", "MXAttributes"}},
-    {"MXFP8E5M2_ADAQUANT", {"activation_type", "weight_type", "MXAttributes"}},
-    {"MXFP8E4M3", {"activation_type", "weight_type", "MXAttributes"}},
-    {"MXFP8E4M3_ADAQUANT", {"activation_type", "weight_type", "MXAttributes"}},
-    {"MXFP6E3M2", {"activation_type", "weight_type", "MXAttributes"}},
-    {"MXFP6E3M2_ADAQUANT", {"activation_type", "weight_type", "MXAttributes"}},
-    {"MXFP6E2M3", {"activation_type", "weight_type", "MXAttributes"}},
-    {"MXFP6E2M3_ADAQUANT", {"activation_type", "weight_type", "MXAttributes"}},
-    {"MXFP4E2M1", {"activation_type", "weight_type", "MXAttributes"}},
-    {"MXFP4E2M1_ADAQUANT", {"activation_type", "weight_type", "MXAttributes"}},
-    {"MXINT8", {"activation_type", "weight_type", "MXAttributes"}},
-    {"MXINT8_ADAQUANT", {"activation_type", "weight_type", "MXAttributes"}},
-    {"BF16_BFP16", {"weight_type", "BFPAttributes"}},
-    {"BF16_MXINT8", {"weight_type", "MXAttributes"}},
-    {"MX9_INT8", {"activation_type", "BFPAttributes"}},
+    // fast finetune of BFP and MX types (nobody)
+    {"BFP16_ADAQUANT", {"activation_type", "weight_type"}},
+    {"MX4_ADAQUANT", {"activation_type", "weight_type"}},
+    {"MX6_ADAQUANT", {"activation_type", "weight_type"}},
+    {"MX9_ADAQUANT", {"activation_type", "weight_type"}},
+    {"MXFP8E5M2_ADAQUANT", {"activation_type", "weight_type"}},
+    {"MXFP8E4M3_ADAQUANT", {"activation_type", "weight_type"}},
+    {"MXFP6E3M2_ADAQUANT", {"activation_type", "weight_type"}},
+    {"MXFP6E2M3_ADAQUANT", {"activation_type", "weight_type"}},
+    {"MXFP4E2M1_ADAQUANT", {"activation_type", "weight_type"}},
+    {"MXINT8_ADAQUANT", {"activation_type", "weight_type"}},
     // automatic mixed precision down to BFP/MX types (their AutoMixprecision targets); CalibDataSize
     // is --calib-size
-    {"BF16_MIXED_BFP16", {"AutoMixprecision", "BFPAttributes"}},
-    {"BF16_MIXED_BFP16_ADAQUANT", {"AutoMixprecision", "BFPAttributes"}},
-    {"BF16_MIXED_MXINT8", {"AutoMixprecision", "MXAttributes"}},
-    {"BF16_MIXED_MXINT8_ADAQUANT", {"AutoMixprecision", "MXAttributes"}},
+    {"BF16_MIXED_BFP16", {"AutoMixprecision"}},
+    {"BF16_MIXED_BFP16_ADAQUANT", {"AutoMixprecision"}},
+    {"BF16_MIXED_MXINT8", {"AutoMixprecision"}},
+    {"BF16_MIXED_MXINT8_ADAQUANT", {"AutoMixprecision"}},
     // dynamic quantization, MatMulNBits (nobody)
     {"UINT8_DYNAMIC_QUANT", {"use_dynamic_quant"}},
     {"MATMUL_NBITS", {"UseMatMulNBits", "MatMulNBitsParams"}},
@@ -174,8 +161,6 @@ const std::map<std::string, std::set<std::string>> kRefusedToday = {
 // Words the refusal of a feature nobody is building must contain.
 const std::map<std::string, std::string> kMissingFeature = {{"include_fast_ft", "fast finetune"},
                                                             {"use_dynamic_quant", "dynamic quantization"},
-                                                            {"BFPAttributes", "BFP"},
-                                                            {"MXAttributes", "MX"},
                                                             {"UseMatMulNBits", "MatMulNBits"},
                                                             {"MatMulNBitsParams", "MatMulNBits"}};
 
@@ -197,10 +182,8 @@ TEST(Presets, EachAppliesOrNamesWhatTheCoreRefuses) {
         EXPECT_NE(r.error.find(kMissingFeature.at(r.key)), std::string::npos) << r.error;
         EXPECT_NE(r.error.find("not built"), std::string::npos) << r.error;
       }
-      if ((r.key == "activation_type" || r.key == "weight_type") && value.is_string()) {
-        std::string type = value.get<std::string>();
-        std::string family = type.find("QBFP") != std::string::npos ? "BFP" : "MX";
-        EXPECT_NE(r.error.find(family + " ("), std::string::npos) << r.error;
+      if (r.key == "activation_type" || r.key == "weight_type") {  // with include_fast_ft: a part not built
+        EXPECT_NE(r.error.find("fast finetune"), std::string::npos) << r.error;
         EXPECT_NE(r.error.find("not built"), std::string::npos) << r.error;
       }
     }
@@ -328,9 +311,10 @@ TEST_F(PresetsCli, UnknownAndUnbuiltPresetsAreOneLineErrorsAndWriteNothing) {
   EXPECT_EQ(unknown.err.rfind("error: --config 'NOPE' is neither a preset nor a readable file (presets: ", 0), 0u)
       << unknown.err;
   EXPECT_NE(unknown.err.find("XINT8"), std::string::npos);
-  cli_test::CliRun unbuilt = cli_test::onnxptq(base + "--config MXINT8");
+  cli_test::CliRun unbuilt = cli_test::onnxptq(base + "--config MATMUL_NBITS");
   EXPECT_EQ(unbuilt.code, 3);  // every setting refused is a feature not built: unsupported
-  EXPECT_EQ(unbuilt.err.rfind("error: preset MXINT8: quant type 'ExtendedQuantType.QMX': Quark's MX", 0), 0u)
+  EXPECT_EQ(unbuilt.err.rfind("error: preset MATMUL_NBITS: extra option MatMulNBitsParams belongs to MatMulNBits", 0),
+            0u)
       << unbuilt.err;
   EXPECT_EQ(unbuilt.err.find('\n'), unbuilt.err.size() - 1);
   EXPECT_FALSE(fs::exists(out));
@@ -350,7 +334,7 @@ TEST_F(PresetsCli, PresetsListsEveryPresetWithItsStatus) {
   }
   EXPECT_EQ(status.size(), presets().size());
   EXPECT_EQ(status["U8S8_AAWS"], "ready");
-  EXPECT_EQ(status["MXINT8"], "not");  // "not yet"
+  EXPECT_EQ(status["MATMUL_NBITS"], "not");  // "not yet"
   cli_test::CliRun json_list = cli_test::onnxptq("presets --json");
   ASSERT_EQ(json_list.code, 0) << json_list.err;
   json all = json::parse(json_list.out);
@@ -359,10 +343,11 @@ TEST_F(PresetsCli, PresetsListsEveryPresetWithItsStatus) {
     std::string name = p.at("name").get<std::string>();
     EXPECT_EQ(p.at("ready").get<bool>(), status[name] == "ready") << name;
   }
-  cli_test::CliRun one = cli_test::onnxptq("presets MXINT8");
+  cli_test::CliRun one = cli_test::onnxptq("presets MATMUL_NBITS");
   EXPECT_EQ(one.code, 0);
   EXPECT_NE(one.out.find("status: not yet"), std::string::npos) << one.out;
-  EXPECT_NE(one.out.find("MXAttributes: extra option MXAttributes belongs to Quark's MX data types"), std::string::npos)
+  EXPECT_NE(one.out.find("UseMatMulNBits: extra option UseMatMulNBits belongs to MatMulNBits weight-only"),
+            std::string::npos)
       << one.out;
   cli_test::CliRun bad = cli_test::onnxptq("presets NOPE");
   EXPECT_EQ(bad.code, 2);

@@ -25,6 +25,7 @@
 #include <bit>
 #include <cmath>
 
+#include "engine/block_quantizer.h"
 #include "engine/kernels/quantize.h"
 #include "engine/kernels/quark_bfloat16.h"
 #include "engine/parallel.h"
@@ -479,6 +480,35 @@ class MxQuantizeDequantizeKernel : public Kernel {
 void register_quantize_block_kernels(KernelRegistry& r) {
   r.add("com.amd.quark", "BFPQuantizeDequantize", 1, 1, kernel_factory<BfpQuantizeDequantizeKernel>());
   r.add("com.amd.quark", "MXQuantizeDequantize", 1, 1, kernel_factory<MxQuantizeDequantizeKernel>());
+}
+
+namespace {
+
+std::unique_ptr<Kernel> block_kernel(const ir::Node& node) {
+  KernelInfo info{.node = node,
+                  .opset = 1,
+                  .constant_inputs = {nullptr},
+                  .input_types = {},
+                  .implicit_inputs = {},
+                  .compile_subgraph = {},
+                  .threads = 0};
+  if (node.op_type == "BFPQuantizeDequantize") return std::make_unique<BfpQuantizeDequantizeKernel>(info);
+  if (node.op_type == "MXQuantizeDequantize") return std::make_unique<MxQuantizeDequantizeKernel>(info);
+  throw Error("'" + node.op_type + "' is not a block quantize op (BFPQuantizeDequantize, MXQuantizeDequantize)");
+}
+
+}  // namespace
+
+BlockQuantizer::BlockQuantizer(const ir::Node& node) : kernel_(block_kernel(node)) {}
+BlockQuantizer::~BlockQuantizer() = default;
+
+Tensor BlockQuantizer::operator()(const Tensor& x, int threads) const {
+  const Tensor* in[] = {&x};
+  Tensor out[1];
+  RunContext ctx;
+  ctx.threads = threads;
+  kernel_->run(ctx, in, out);
+  return std::move(out[0]);
 }
 
 }  // namespace onnxptq::engine
