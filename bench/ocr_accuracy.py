@@ -78,7 +78,10 @@ FINETUNED = ["XINT8", "A8W8", "U8S8_AAWS", "S8S8_AAWS"]
 CONFIGS = [(name, ["--config", name]) for name in [
     "XINT8", "A8W8", "A16W8", "U8S8_AAWS", "S8S8_AAWS", "U8U8_AAWA", "S16S8_ASWS", "U16S8_AAWS",
     "INT8_CNN_DEFAULT", "INT16_CNN_DEFAULT", "INT8_TRANSFORMER_DEFAULT", "INT16_TRANSFORMER_DEFAULT",
-    "VAI_CNN_CPU", "VAI_CNN_NPU", "VAI_CNN_NPU_CLE", "VAI_TRANSFORMER_NPU", "FP16", "BF16", "S16S16_MIXED_S8S8"]] + [
+    "VAI_CNN_CPU", "VAI_CNN_NPU", "VAI_CNN_NPU_CLE", "VAI_TRANSFORMER_NPU", "FP16", "BF16", "S16S16_MIXED_S8S8",
+    # Quark's block formats (their models run in `onnxptq run`: ORT has no kernel for their ops)
+    "BFP16", "MX4", "MX6", "MX9", "MXFP8E5M2", "MXFP8E4M3", "MXFP6E3M2", "MXFP6E2M3", "MXFP4E2M1", "MXINT8",
+    "BF16_BFP16", "BF16_MXINT8", "MX9_INT8"]] + [
     ("A16W16", ["--config", "A16W8", "--weight-type", "QInt16"]),
     ("U8S8 per-channel MinMax", ["--calibrate-method", "MinMax", "--activation-type", "QUInt8",
                                  "--weight-type", "QInt8", "--per-channel"]),

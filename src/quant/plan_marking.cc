@@ -474,7 +474,8 @@ class Planner {
   // for power-of-two scales (its QDQSoftmax).
   void softmax_output(const ir::Node& n) {
     TensorPlan* t = plan_.find(n.output(0) ? n.output(0)->name() : "");
-    if (!t || t->role != Role::Activation || !t->shared_from.empty()) return;
+    // A block format has no parameters to fix.
+    if (!t || t->role != Role::Activation || !t->shared_from.empty() || quant_type_is_block(t->type)) return;
     t->fixed = {softmax_params(t->type, t->symmetric, config_.power_of_two())};
   }
 

@@ -9,6 +9,7 @@
 #include <bit>
 #include <filesystem>
 #include <functional>
+#include <random>
 
 #include "ir/npy.h"
 #include "quant/block_format.h"
@@ -166,6 +167,52 @@ TEST(BlockFormat, EachTensorsBlocksRunAlongTheAxisItsReaderReduces) {
     const TensorPlan* t = plan.find(name);
     ASSERT_NE(t, nullptr) << name;
     EXPECT_EQ(t->block_axis, axis) << name;
+  }
+}
+
+// x [1,8,16] -> MatMul(w [16,32]) -> Softmax(axis 2) -> y: the Softmax input, also the MatMul's
+// output, takes the Softmax's axis (the later reader), and a Softmax output has no fixed parameters.
+ir::Model attention_like_model() {
+  ir::Model m;
+  m.set_opset("", 13);
+  ir::Graph& g = *m.graph;
+  ir::Value* x = g.add_value("x");
+  x->type = ir::ValueType::tensor(ir::DataType::Float, {1, 8, 16});
+  g.add_input(x);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  std::vector<float> w(16 * 32);
+  for (float& v : w) v = u(rng);
+  ir::Value* wv = g.add_value("w");
+  g.set_initializer(wv, ir::Tensor::from_values<float>({16, 32}, w));
+  g.add_node("MatMul", {x, wv}, {g.add_value("s")}, "matmul");
+  ir::Node* softmax = g.add_node("Softmax", {g.find_value("s")}, {g.add_value("y")}, "softmax");
+  softmax->set_attribute(ir::Attribute::of_int("axis", 2));
+  ir::Value* y = g.find_value("y");
+  y->type = ir::ValueType::tensor(ir::DataType::Float, {1, 8, 32});
+  g.add_output(y);
+  return m;
+}
+
+TEST(BlockFormat, SoftmaxInputsTakeTheSoftmaxAxis) {
+  ir::Model model = attention_like_model();
+  for (const char* preset : {"BFP16", "MXFP4E2M1"}) {
+    SCOPED_TRACE(preset);
+    QuantConfig config = preset_config(preset);
+    Plan plan = testing::calibrated_plan(model, config);
+    ASSERT_NE(plan.find("s"), nullptr);
+    EXPECT_EQ(plan.find("s")->block_axis, 2);
+    EXPECT_EQ(plan.find("x")->block_axis, -1);
+    EXPECT_EQ(plan.find("w")->block_axis, 0);
+    ASSERT_NE(plan.find("y"), nullptr);
+    EXPECT_TRUE(plan.find("y")->fixed.empty());
+    ir::Model q = export_model(model, plan, config);
+    Simulation simulation(model, plan, config, 2);
+    std::map<std::string, ir::Tensor> feeds = testing::random_feeds(model, 5);
+    std::vector<ir::Tensor> simulated = simulation.run(feeds), written = testing::run_model(q, feeds);
+    auto a = simulated.at(0).values<float>(), b = written.at(0).values<float>();
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t i = 0; i < a.size(); ++i) ASSERT_EQ(std::bit_cast<uint32_t>(a[i]), std::bit_cast<uint32_t>(b[i])) << i;
   }
 }
 
