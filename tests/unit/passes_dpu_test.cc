@@ -676,8 +676,9 @@ TEST(ConvertInstanceNormToDPUVersion, BecomesQuarksOpAndMatchesItsBfloat16Steps)
   ASSERT_EQ(got[0].size(), static_cast<int64_t>(want.size()));
   for (size_t i = 0; i < want.size(); ++i) {
     EXPECT_EQ(got[0].values<float>()[i], want[i]) << i;
-    if (i / 50 != 2)  // (that row's bfloat16 inputs are 0.25 apart, as wide as its spread)
+    if (i / 50 != 2) {  // (that row's bfloat16 inputs are 0.25 apart, as wide as its spread)
       EXPECT_NEAR(got[0].values<float>()[i], exact[0].values<float>()[i], 0.1) << i;  // still an instance norm
+    }
   }
 }
 
