@@ -1,8 +1,8 @@
 #include "quant/simulate.h"
 
 #include "engine/kernel.h"
-#include "onnxptq/error.h"
 #include "engine/parallel.h"
+#include "onnxptq/error.h"
 #include "quant/block_format.h"
 #include "quant/export.h"
 #include "quant/tensor_quant.h"
