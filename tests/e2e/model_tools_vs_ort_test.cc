@@ -27,6 +27,7 @@
 #include "ir/npy.h"
 #include "onnxptq/onnxptq.h"
 #include "support/export_models.h"
+#include "support/test_paths.h"
 
 namespace onnxptq {
 namespace {

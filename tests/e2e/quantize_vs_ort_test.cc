@@ -21,14 +21,15 @@
 #include "ir/npy.h"
 #include "quant/quantize.h"
 #include "support/export_models.h"
+#include "support/test_paths.h"
 
 namespace onnxptq {
 namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kSource = ONNXPTQ_SOURCE_DIR;
-const fs::path kModels = ONNXPTQ_MODELS_DIR;
+using testing::kModels;
+using testing::kSource;
 
 struct Case {
   std::string label;

@@ -22,6 +22,7 @@
 #include "quant/simulate.h"
 #include "support/cli_run.h"
 #include "support/export_models.h"
+#include "support/test_paths.h"
 
 namespace onnxptq {
 namespace {

@@ -18,6 +18,7 @@
 #include "ir/npy.h"
 #include "quant/quantize.h"
 #include "quant/simulate.h"
+#include "support/test_paths.h"
 #include "tools/random_inputs.h"
 
 namespace onnxptq {
@@ -25,8 +26,8 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kSource = ONNXPTQ_SOURCE_DIR;
-const fs::path kModels = ONNXPTQ_MODELS_DIR;
+using testing::kModels;
+using testing::kSource;
 
 struct Case {
   std::string label;

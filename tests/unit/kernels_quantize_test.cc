@@ -25,6 +25,7 @@
 #include "onnxptq/error.h"
 #include "qmath/quantize.h"
 #include "support/one_node.h"
+#include "support/test_paths.h"
 
 namespace onnxptq {
 namespace {

@@ -16,6 +16,7 @@
 #include "passes/cle.h"
 #include "support/one_node.h"
 #include "support/pass_check.h"
+#include "support/test_paths.h"
 
 namespace onnxptq::passes {
 namespace {
@@ -679,7 +680,7 @@ TEST(ReplaceClip6Relu, ReplacesClip06FromAttributesBeforeOpset11) {
 
 // Real models: torchvision exports with random weights (BN folded, biases zero and shared through
 // Identity nodes: the equalized heads get biases of their own only where the values change).
-const fs::path kModels = ONNXPTQ_MODELS_DIR;
+using testing::kModels;
 
 // The channel layout of a Conv or Gemm weight as the ONNX spec gives it.
 ChannelFn head_channel(const ir::Node& n) {

