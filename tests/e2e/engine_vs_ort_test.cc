@@ -32,7 +32,7 @@ struct RealModel {
 
 class EngineVsOrt : public ::testing::TestWithParam<RealModel> {};
 
-double relative_error(const ir::Tensor& expected, const ir::Tensor& got) {
+double ort_relative_error(const ir::Tensor& expected, const ir::Tensor& got) {
   auto e = expected.values<float>();
   auto g = got.values<float>();
   auto [lo, hi] = std::minmax_element(e.begin(), e.end());
@@ -77,7 +77,7 @@ TEST_P(EngineVsOrt, SameOutputs) {
     std::replace(name.begin(), name.end(), ':', '_');
     ir::Tensor expected = ir::load_npy(dir / (name + ".npy"));
     ASSERT_EQ(expected.dims(), outputs[i].dims()) << name;
-    double error = relative_error(expected, outputs[i]);
+    double error = ort_relative_error(expected, outputs[i]);
     std::cout << m.label << " output " << name << ": max abs diff / range = " << error << "\n";
     EXPECT_LE(error, 1e-4) << name;
   }

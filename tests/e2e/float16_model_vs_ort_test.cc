@@ -54,7 +54,7 @@ ir::Tensor as_float32(const ir::Tensor& t) {
 }
 
 // The scale of the DequantizeLinear behind graph output `name` (through its Cast, if any).
-double output_step(const ir::Model& model, const std::string& name) {
+double output_step_through_cast(const ir::Model& model, const std::string& name) {
   const ir::Node* n = model.graph->find_value(name)->producer();
   if (n && n->op_type == "Cast") n = n->input(0)->producer();
   if (!n || n->op_type.find("DequantizeLinear") == std::string::npos) return 0;
@@ -76,7 +76,7 @@ void expect_ort_agrees(const Model& q, const fs::path& dir, bool optimized = tru
   ASSERT_EQ(ort.size(), engine.size());
   for (size_t i = 0; i < ort.size(); ++i) {
     const std::string& name = written.graph->outputs()[i]->name();
-    const double step = output_step(written, name);
+    const double step = output_step_through_cast(written, name);
     ASSERT_GT(step, 0) << name;
     // A float16 output holds the dequantized value rounded: one step plus that rounding.
     const double bound = 1.0 + 2e-3 * 128;

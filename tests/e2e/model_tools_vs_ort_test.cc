@@ -66,7 +66,7 @@ double max_abs(const ir::Tensor& t) {
 }
 
 // The quantization step of graph output `i` of a QDQ model: the scale of the DequantizeLinear writing it.
-double output_step(const ir::Model& m, size_t i) {
+double nth_output_step(const ir::Model& m, size_t i) {
   const ir::Node* dq = m.graph->outputs()[i]->producer();
   if (!dq || dq->op_type != "DequantizeLinear") return 0;
   const ir::Value* s = dq->input(1);
@@ -150,7 +150,7 @@ TEST_P(QdqToQopVsOrt, OrtRunsBothAndTheyAgreeWithinOneStep) {
     std::vector<ir::Tensor> b = ort(qop.model, dir / "qop.onnx", feeds, dir / ("qop" + std::to_string(seed)));
     ASSERT_EQ(a.size(), b.size());
     for (size_t i = 0; i < a.size(); ++i) {
-      double step = output_step(q.ir(), i);
+      double step = nth_output_step(q.ir(), i);
       ASSERT_GT(step, 0) << "output " << i << " is not dequantized";
       double d = testing::max_steps(a[i], b[i], step);
       std::cout << c.label << " seed " << seed << " output " << i << ": |QDQ - QOperator| (both in ORT) <= " << d
@@ -282,7 +282,7 @@ TEST(A8w8NpuToCpuVsOrt, Int32BiasesAgreeWithinOneStep) {
       std::vector<ir::Tensor> b = ort(cpu.model, dir / "cpu.onnx", feeds, dir / ("cpu" + std::to_string(seed)), true);
       ASSERT_EQ(a.size(), b.size());
       for (size_t i = 0; i < a.size(); ++i) {
-        double step = output_step(npu.ir(), i);
+        double step = nth_output_step(npu.ir(), i);
         ASSERT_GT(step, 0);
         double d = testing::max_steps(a[i], b[i], step);
         std::cout << name << " seed " << seed << " output " << i << ": |NPU - CPU| <= " << d << " steps\n";
@@ -336,7 +336,7 @@ TEST(U16u8ToU8u8VsOrt, SameRangesInUint8) {
     std::vector<ir::Tensor> e = testing::run_model(u8.model.ir(), feeds);
     ASSERT_EQ(a.size(), e.size());
     for (size_t i = 0; i < a.size(); ++i) {
-      double step = output_step(u8.model.ir(), i);
+      double step = nth_output_step(u8.model.ir(), i);
       double d = testing::max_steps(a[i], e[i], step);
       std::cout << name << " output " << i << ": |ORT - onnxptq| <= " << d << " uint8 steps\n";
       EXPECT_LE(d, 1.001);

@@ -40,7 +40,7 @@ ir::Tensor ort_output(const ir::Model& model, const std::string& label, const st
   return t;
 }
 
-double relative_error(const ir::Tensor& expected, const ir::Tensor& got) {
+double pipeline_relative_error(const ir::Tensor& expected, const ir::Tensor& got) {
   if (expected.dims() != got.dims() || expected.dtype() != ir::DataType::Float) return INFINITY;
   auto e = expected.values<float>(), g = got.values<float>();
   auto [lo, hi] = std::minmax_element(e.begin(), e.end());
@@ -76,7 +76,7 @@ TEST(Pipeline, PreparesThePaddleOcrClassifier) {
     EXPECT_EQ(model.opset(""), 13);
     EXPECT_EQ(untyped(model), 0u) << label;
     EXPECT_EQ(testing::error_of([&] { passes::onnx_check_model(model); }), "") << label;
-    double error = relative_error(expected, ort_output(model, label, "1x3x48x192"));
+    double error = pipeline_relative_error(expected, ort_output(model, label, "1x3x48x192"));
     std::cout << label << ": " << model.graph->node_count() << " nodes, " << count_op(model, "BatchNormalization")
               << " BatchNormalization; ORT original vs prepared: " << error << "\n";
     EXPECT_LE(error, 1e-5) << label;
