@@ -2,6 +2,7 @@
 // outside the tree would be, but for building the test model and checking results against the
 // library's own parts.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
@@ -26,7 +27,9 @@ struct SavedModel {
     ir::save_model(testing::outlier_model(), path);
   }
   ~SavedModel() { fs::remove_all(dir); }
-  fs::path dir = fs::temp_directory_path() / "onnxptq_api_test";
+  // One per process: ctest runs these tests in parallel processes, and one's destructor would
+  // remove the model another is reading.
+  fs::path dir = fs::temp_directory_path() / ("onnxptq_api_test_" + std::to_string(getpid()));
   fs::path path = dir / "model.onnx";
 };
 
