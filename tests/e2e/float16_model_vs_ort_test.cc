@@ -21,6 +21,7 @@ namespace onnxptq {
 namespace {
 
 namespace fs = std::filesystem;
+using testing::fresh_dir;
 
 Model float16_test_model() {
   Model float32(std::make_shared<ir::Model>(testing::export_test_model()));
@@ -30,13 +31,6 @@ Model float16_test_model() {
 QuantizeOutcome quantize_with(const Model& model, Config config) {
   auto reader = random_reader(model, {.count = 4, .seed = 5});
   return quantize(model, *reader, config);
-}
-
-fs::path fresh_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("onnxptq_" + name + "_" + std::to_string(getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
 }
 
 // random_feeds' values for `model`'s inputs, rounded to float16 where an input is float16.
@@ -60,7 +54,7 @@ ir::Tensor as_float32(const ir::Tensor& t) {
 }
 
 // The scale of the DequantizeLinear behind graph output `name` (through its Cast, if any).
-double output_step(const ir::Model& model, const std::string& name) {
+double output_step_through_cast(const ir::Model& model, const std::string& name) {
   const ir::Node* n = model.graph->find_value(name)->producer();
   if (n && n->op_type == "Cast") n = n->input(0)->producer();
   if (!n || n->op_type.find("DequantizeLinear") == std::string::npos) return 0;
@@ -82,7 +76,7 @@ void expect_ort_agrees(const Model& q, const fs::path& dir, bool optimized = tru
   ASSERT_EQ(ort.size(), engine.size());
   for (size_t i = 0; i < ort.size(); ++i) {
     const std::string& name = written.graph->outputs()[i]->name();
-    const double step = output_step(written, name);
+    const double step = output_step_through_cast(written, name);
     ASSERT_GT(step, 0) << name;
     // A float16 output holds the dequantized value rounded: one step plus that rounding.
     const double bound = 1.0 + 2e-3 * 128;

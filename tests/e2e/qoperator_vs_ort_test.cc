@@ -35,7 +35,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Case {
+struct QOperatorVsOrtCase {
   std::string label;
   std::string model;
   ir::DataType activation;
@@ -43,10 +43,10 @@ struct Case {
   bool compare_with_qdq;
 };
 
-class QOperatorVsOrt : public ::testing::TestWithParam<Case> {};
+class QOperatorVsOrt : public ::testing::TestWithParam<QOperatorVsOrtCase> {};
 
 TEST_P(QOperatorVsOrt, OrtRunsItAndAgreesWithinOneStep) {
-  const Case& c = GetParam();
+  const QOperatorVsOrtCase& c = GetParam();
   if (calib::is_power_of_two(c.method) && testing::ort_int8_may_saturate())
     GTEST_SKIP() << "ONNX Runtime's int8 kernels saturate on this CPU (x86 without VNNI), and power-of-two "
                     "weights keep all 8 bits (reduce_range does not apply to them)";
@@ -111,8 +111,8 @@ TEST_P(QOperatorVsOrt, OrtRunsItAndAgreesWithinOneStep) {
   if (!HasFailure()) fs::remove_all(dir);  // kept for a look otherwise
 }
 
-std::vector<Case> cases() {
-  std::vector<Case> all;
+std::vector<QOperatorVsOrtCase> qoperator_cases() {
+  std::vector<QOperatorVsOrtCase> all;
   for (const char* model : {"resnet18", "mobilenet_v2"}) {
     all.push_back({std::string(model) + "_u8s8", model, ir::DataType::UInt8, calib::Method::MinMax, true});
     all.push_back({std::string(model) + "_pof2", model, ir::DataType::Int8, calib::Method::MinMSE, false});
@@ -120,8 +120,8 @@ std::vector<Case> cases() {
   return all;
 }
 
-INSTANTIATE_TEST_SUITE_P(RealModels, QOperatorVsOrt, ::testing::ValuesIn(cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.label; });
+INSTANTIATE_TEST_SUITE_P(RealModels, QOperatorVsOrt, ::testing::ValuesIn(qoperator_cases()),
+                         [](const ::testing::TestParamInfo<QOperatorVsOrtCase>& info) { return info.param.label; });
 
 }  // namespace
 }  // namespace onnxptq

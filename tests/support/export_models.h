@@ -12,6 +12,8 @@
 #include "ir/model.h"
 #include "quant/config.h"
 #include "quant/plan.h"
+#include "quant/quantize.h"
+#include "support/model_run.h"  // run_model, count_ops
 
 namespace onnxptq::testing {
 
@@ -23,19 +25,16 @@ ir::Model export_test_model(int64_t opset = 13);
 // The plan of `model` for `config`, calibrated on `samples` random inputs in [-1, 1] (seed 1).
 quant::Plan calibrated_plan(const ir::Model& model, const quant::QuantConfig& config, size_t samples = 4);
 
+// quantize_static of `model` calibrated on `samples` random inputs (seed `seed`, the random
+// reader's default ranges).
+quant::QuantizeResult quantize_random(const ir::Model& model, const quant::QuantConfig& config, size_t samples,
+                                      uint32_t seed);
+
 // Every node output of `model` typed float: the value types make_plan takes for an all-float graph.
 std::map<std::string, ir::DataType> all_float(const ir::Model& model);
 
 // A random input for every fed graph input, values in [-1.5, 1.5] (seed `seed`).
 std::map<std::string, ir::Tensor> random_feeds(const ir::Model& model, uint32_t seed);
-
-// The model's outputs on `feeds`, run by the engine with or without its speed rewrites.
-std::vector<ir::Tensor> run_model(const ir::Model& model, const std::map<std::string, ir::Tensor>& feeds,
-                                  bool optimize = true, engine::SessionOptions options = {},
-                                  const engine::TensorTransform* transform = nullptr);
-
-// How many nodes of `op_type` (any domain) the model has.
-int count_ops(const ir::Model& model, const std::string& op_type);
 
 // ONNX Runtime's outputs (tests/oracle/ort_run.js, 2 threads) of the model file `path` on `feeds`,
 // in the order of `model`'s graph outputs; the inputs and outputs go through .npy files in `dir`.
@@ -49,12 +48,26 @@ std::vector<ir::Tensor> ort_run(const std::filesystem::path& path, const ir::Mod
 // else what it printed.
 std::string onnx_check(const std::filesystem::path& path);
 
+// `model` saved to `path`, expected to pass onnx_check, and loaded back.
+ir::Model saved_and_loaded(const ir::Model& model, const std::filesystem::path& path);
+
+// An empty directory onnxptq_<name>_<pid> in the system's temporary directory (what an earlier
+// run left there removed).
+std::filesystem::path fresh_dir(const std::string& name);
+
+// A rendered text image (tests/models/render_text_input.py) of the input shape "1x3xHxW", written
+// as .npy to `file`; seeds give different texts.
+void render_text_image(const std::string& shape, int seed, const std::filesystem::path& file);
+
 // Whether ONNX Runtime's 8-bit integer kernels (QLinearConv, QLinearMatMul, and the QDQ groups its
 // optimizer fuses into them) can saturate on this CPU: x86 without VNNI multiplies uint8 by int8
 // pairs with VPMADDUBSW, whose int16 pair sums saturate when the weights use all 8 bits (ONNX
 // Runtime's quantization guide: quantize with reduce_range on such machines). Tests that hold ORT's
 // integer kernels to the engine's exact sums quantize with reduce_range there.
 bool ort_int8_may_saturate();
+
+// The same float values, output by output; `what` names the comparison in a failure.
+void expect_bit_equal(const std::vector<ir::Tensor>& a, const std::vector<ir::Tensor>& b, const std::string& what);
 
 // The largest |a - b| over the elements, in units of `step`.
 double max_steps(const ir::Tensor& a, const ir::Tensor& b, double step);

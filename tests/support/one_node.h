@@ -1,4 +1,5 @@
-// Test support: run one node through the engine, and catch the message of an Error.
+// Test support: run one node through the engine, list its attributes, and catch the message of
+// an Error.
 #pragma once
 
 #include <cstdint>
@@ -21,6 +22,14 @@ struct NodeInput {
 std::vector<ir::Tensor> run_node(const std::string& op, const std::string& domain, int64_t opset,
                                  const std::vector<NodeInput>& inputs, std::vector<ir::Attribute> attrs = {},
                                  size_t outputs = 1, int threads = 2);
+
+// The attributes as a list (attributes are move-only: no initializer lists of them).
+template <class... A>
+std::vector<ir::Attribute> attrs(A... a) {
+  std::vector<ir::Attribute> v;
+  (v.push_back(std::move(a)), ...);
+  return v;
+}
 
 // The message of the onnxptq::Error `fn` throws, or "" when it throws none.
 std::string error_of(const std::function<void()>& fn);

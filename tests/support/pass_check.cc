@@ -1,11 +1,11 @@
 #include "support/pass_check.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
-
-#include "engine/session.h"
 
 namespace onnxptq::testing {
 
@@ -17,7 +17,7 @@ ir::Tensor random_float(std::vector<int64_t> dims, uint32_t seed, float lo, floa
   return t;
 }
 
-Feeds random_feeds(const ir::Model& model, uint32_t seed, const std::map<std::string, std::vector<int64_t>>& shapes) {
+Feeds seeded_feeds(const ir::Model& model, uint32_t seed, const std::map<std::string, std::vector<int64_t>>& shapes) {
   Feeds feeds;
   for (const ir::Value* v : model.graph->fed_inputs()) {
     std::vector<int64_t> dims;
@@ -29,13 +29,6 @@ Feeds random_feeds(const ir::Model& model, uint32_t seed, const std::map<std::st
     feeds[v->name()] = random_float(dims, seed++);
   }
   return feeds;
-}
-
-std::vector<ir::Tensor> run_model(const ir::Model& model, const Feeds& feeds) {
-  engine::SessionOptions options;
-  options.threads = 2;
-  engine::Session session(model, options);
-  return session.run(feeds);
 }
 
 double relative_diff(const std::vector<ir::Tensor>& expected, const std::vector<ir::Tensor>& got) {
@@ -65,6 +58,16 @@ double relative_diff(const std::vector<ir::Tensor>& expected, const std::vector<
   return worst;
 }
 
+ir::Model run_pass_checked(const ir::Model& model, passes::PassFunction pass, bool expect_change, uint32_t seed,
+                           const std::map<std::string, std::vector<int64_t>>& shapes) {
+  ir::Model after = ir::clone_model(model);
+  passes::PassContext context;
+  EXPECT_EQ(pass(after, context), expect_change);
+  Feeds feeds = seeded_feeds(model, seed, shapes);
+  EXPECT_LE(relative_diff(run_model(model, feeds), run_model(after, feeds)), 1e-5);
+  return after;
+}
+
 double smallest_range(const std::vector<ir::Tensor>& outputs) {
   double smallest = std::numeric_limits<double>::infinity();
   for (const ir::Tensor& t : outputs) {
@@ -76,17 +79,21 @@ double smallest_range(const std::vector<ir::Tensor>& outputs) {
   return smallest;
 }
 
-size_t count_ops(const ir::Model& model, std::string_view op_type) {
-  return std::count_if(model.graph->nodes().begin(), model.graph->nodes().end(),
-                       [&](const auto& n) { return n->op_type == op_type; });
-}
-
 ir::Value* add_random_initializer(ir::Graph& graph, const std::string& name, std::vector<int64_t> dims, uint32_t seed,
                                   float lo, float hi) {
   ir::Value* v = graph.add_value(name);
   v->type = ir::ValueType::tensor(ir::DataType::Float, dims);
   graph.set_initializer(v, random_float(std::move(dims), seed, lo, hi));
   return v;
+}
+
+ir::Value* add_step_initializer(ir::Graph& graph, const std::string& name, std::vector<int64_t> dims, float step,
+                                int offset) {
+  std::vector<float> v(static_cast<size_t>(ir::element_count(dims)));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = step * static_cast<float>(static_cast<int>((i * 7 + offset) % 11) - 5);
+  ir::Value* value = graph.add_value(name);
+  graph.set_initializer(value, ir::Tensor::from_values<float>(std::move(dims), v));
+  return value;
 }
 
 ir::Value* add_float_value(ir::Graph& graph, const std::string& name, const std::vector<int64_t>& dims) {

@@ -11,19 +11,13 @@
 #include "quant/export.h"
 #include "quant/simulate.h"
 #include "support/export_models.h"
+#include "support/pass_check.h"
 
 namespace onnxptq::quant {
 namespace {
 
 using ir::DataType;
-
-ir::Value* constant(ir::Graph& g, const std::string& name, std::vector<int64_t> dims, float step, int offset = 0) {
-  std::vector<float> v(static_cast<size_t>(ir::element_count(dims)));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = step * static_cast<float>(static_cast<int>((i * 7 + offset) % 11) - 5);
-  ir::Value* value = g.add_value(name);
-  g.set_initializer(value, ir::Tensor::from_values<float>(std::move(dims), v));
-  return value;
-}
+using testing::add_step_initializer;
 
 // x -> ConvA -> a -> ConvC -> d -> Pad(5) -> pd (output: a wider range than d's)
 // x -> ConvB (5x the weights) -> b;  Concat(a, b) -> cc -> Concat(cc, e = ConvE(x)) -> c2 -> GlobalAveragePool -> g
@@ -37,10 +31,17 @@ ir::Model branches() {
   x->type = ir::ValueType::tensor(DataType::Float, {1, 2, 5, 5});
   g.add_input(x);
   auto v = [&](const char* name) { return g.add_value(name); };
-  g.add_node("Conv", {x, constant(g, "wa", {3, 2, 1, 1}, 0.1f), constant(g, "ba", {3}, 0.05f)}, {v("a")}, "conv_a");
-  g.add_node("Conv", {x, constant(g, "wb", {3, 2, 1, 1}, 0.5f, 3), constant(g, "bb", {3}, 0.2f)}, {v("b")}, "conv_b");
-  g.add_node("Conv", {x, constant(g, "we", {2, 2, 1, 1}, 0.9f, 5), constant(g, "be", {2}, 0.3f)}, {v("e")}, "conv_e");
-  g.add_node("Conv", {g.find_value("a"), constant(g, "wc", {2, 3, 1, 1}, 0.3f, 1), constant(g, "bc", {2}, 0.07f)},
+  g.add_node("Conv", {x, add_step_initializer(g, "wa", {3, 2, 1, 1}, 0.1f), add_step_initializer(g, "ba", {3}, 0.05f)},
+             {v("a")}, "conv_a");
+  g.add_node("Conv",
+             {x, add_step_initializer(g, "wb", {3, 2, 1, 1}, 0.5f, 3), add_step_initializer(g, "bb", {3}, 0.2f)},
+             {v("b")}, "conv_b");
+  g.add_node("Conv",
+             {x, add_step_initializer(g, "we", {2, 2, 1, 1}, 0.9f, 5), add_step_initializer(g, "be", {2}, 0.3f)},
+             {v("e")}, "conv_e");
+  g.add_node("Conv",
+             {g.find_value("a"), add_step_initializer(g, "wc", {2, 3, 1, 1}, 0.3f, 1),
+              add_step_initializer(g, "bc", {2}, 0.07f)},
              {v("d")}, "conv_c");
   ir::Node* c1 = g.add_node("Concat", {g.find_value("a"), g.find_value("b")}, {v("cc")}, "concat");
   c1->set_attribute(ir::Attribute::of_int("axis", 1));

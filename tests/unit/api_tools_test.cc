@@ -15,13 +15,14 @@
 #include "onnxptq/onnxptq.h"
 #include "support/accuracy_models.h"
 #include "support/cli_run.h"
+#include "support/test_paths.h"
 
 namespace onnxptq {
 namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kBackendData = "/usr/share/libonnx-testdata/data";
+using testing::kBackendData;
 
 class PublicTools : public ::testing::Test {
  protected:

@@ -15,6 +15,7 @@
 #include "quant/quantize.h"
 #include "quant/simulate.h"
 #include "support/cli_run.h"
+#include "support/export_models.h"
 #include "support/one_node.h"
 #include "support/pass_check.h"
 
@@ -27,6 +28,8 @@ using testing::add_random_initializer;
 using testing::count_ops;
 using testing::ints;
 using testing::output;
+using testing::producer;
+using testing::quantize_random;
 using testing::scalar;
 
 // One branch per rewrite, each ending in a graph output named after it:
@@ -96,19 +99,6 @@ QuantConfig npu_config() {  // the seeds' "CNNs on NPU": QDQ, QUInt8 / QInt8, Mi
   return c;
 }
 
-QuantizeResult quantize(const ir::Model& m, const QuantConfig& c) {
-  calib::RandomReaderOptions ro;
-  ro.count = 2;
-  ro.seed = 11;
-  auto reader = calib::make_random_reader(m.graph->fed_inputs(), ro);
-  return quantize_static(m, *reader, c);
-}
-
-const ir::Node* producer(const ir::Model& m, const std::string& name) {
-  const ir::Value* v = m.graph->find_value(name);
-  return v ? v->producer() : nullptr;
-}
-
 std::string producer_op(const ir::Model& m, const std::string& name) {
   const ir::Node* n = producer(m, name);
   return n ? n->op_type : "";
@@ -132,7 +122,7 @@ size_t quantizers_of(const ir::Model& exported, const std::string& name) {
 
 TEST(DpuQuantize, DefaultsRewriteEveryPatternTheSpecTurnsOn) {
   ir::Model m = all_patterns();
-  QuantizeResult r = quantize(m, npu_config());
+  QuantizeResult r = quantize_random(m, npu_config(), 2, 11);
   ASSERT_TRUE(r.prepared);
   const ir::Model& p = *r.prepared;
   // The pre-calibration rewrites: on by default.
@@ -233,7 +223,7 @@ TEST(DpuQuantize, EachKeyOffLeavesItsPatternAlone) {
     SCOPED_TRACE(s.key);
     QuantConfig c = npu_config();
     apply_extra_option(c, s.key, nlohmann::json(s.value));
-    QuantizeResult r = quantize(m, c);
+    QuantizeResult r = quantize_random(m, c, 2, 11);
     ASSERT_TRUE(r.prepared);
     s.check(r);
   }
@@ -260,12 +250,12 @@ ir::Model l2_norm() {
 
 TEST(DpuQuantize, OptInFusionsRunOnlyWhenAskedFor) {
   ir::Model m = l2_norm();
-  QuantizeResult r = quantize(m, npu_config());  // FuseL2Norm: false by default (vai)
+  QuantizeResult r = quantize_random(m, npu_config(), 2, 11);  // FuseL2Norm: false by default (vai)
   EXPECT_EQ(count_ops(*r.prepared, "LpNormalization"), 0u);
   EXPECT_EQ(producer_op(*r.prepared, "y"), "Mul");
   QuantConfig c = npu_config();
   apply_extra_option(c, "FuseL2Norm", nlohmann::json(true));
-  r = quantize(m, c);
+  r = quantize_random(m, c, 2, 11);
   EXPECT_EQ(producer_op(*r.prepared, "y"), "LpNormalization");
   EXPECT_EQ(count_ops(*r.prepared, "Sqrt"), 0u);
 }
@@ -274,7 +264,7 @@ TEST(DpuQuantize, NodeFilterKeepsExcludedNodesAsTheyAre) {
   ir::Model m = all_patterns();
   QuantConfig c = npu_config();
   c.nodes_to_exclude = {"split", "sig", "ap", "bn", "leaky"};
-  QuantizeResult r = quantize(m, c);
+  QuantizeResult r = quantize_random(m, c, 2, 11);
   const ir::Model& p = *r.prepared;
   EXPECT_EQ(count_ops(p, "Split"), 1u);
   EXPECT_EQ(producer_op(p, "sig"), "Sigmoid");
@@ -287,7 +277,7 @@ TEST(DpuQuantize, NodeFilterKeepsExcludedNodesAsTheyAre) {
   // op_types_to_quantize: only the listed types are rewritten (BatchNormalization is added by ConvertBNToConv).
   c = npu_config();
   c.op_types_to_quantize = {"Conv", "Relu", "LeakyRelu"};
-  r = quantize(m, c);
+  r = quantize_random(m, c, 2, 11);
   EXPECT_EQ(producer_op(*r.prepared, "bn"), "Conv");
   EXPECT_EQ(leaky_alpha(*r.prepared), 26.0f / 256.0f);
   EXPECT_EQ(count_ops(*r.prepared, "Split"), 1u);
@@ -314,7 +304,7 @@ TEST(DpuQuantize, RemoveQdqBetweenConvAndLeakyRelu) {
   QuantConfig c = npu_config();
   c.remove_qdq_conv_leaky_relu = true;
   ir::Model m = conv_leaky_relu(false);
-  QuantizeResult r = quantize(m, c);
+  QuantizeResult r = quantize_random(m, c, 2, 11);
   EXPECT_EQ(r.plan.find("c"), nullptr);
   EXPECT_EQ(r.plan.fused_activations.at("c"), "l");
   EXPECT_EQ(quantizers_of(r.model, "c"), 0u);
@@ -340,13 +330,13 @@ TEST(DpuQuantize, RemoveQdqBetweenConvAndLeakyRelu) {
 
   // Without the option the pair keeps its Q/DQ.
   c.remove_qdq_conv_leaky_relu = false;
-  r = quantize(m, c);
+  r = quantize_random(m, c, 2, 11);
   EXPECT_NE(r.plan.find("c"), nullptr);
   EXPECT_EQ(quantizers_of(r.model, "c"), 1u);
 
   // A second reader of the Conv's output: the Q/DQ stays, with a warning.
   c.remove_qdq_conv_leaky_relu = true;
-  r = quantize(conv_leaky_relu(true), c);
+  r = quantize_random(conv_leaky_relu(true), c, 2, 11);
   EXPECT_NE(r.plan.find("c"), nullptr);
   bool warned = false;
   for (const std::string& w : r.plan.warnings) warned = warned || w.find("'c' is also read") != std::string::npos;
@@ -368,20 +358,20 @@ TEST(DpuQuantize, RemoveQdqConvReluAndClipSwitches) {
   g.add_node("Clip", {c2, scalar(g, "lo", 0.0f), scalar(g, "hi", 6.0f)}, {output(g, "y")}, "clip");
 
   QuantConfig c = npu_config();
-  QuantizeResult fused = quantize(m, c);
+  QuantizeResult fused = quantize_random(m, c, 2, 11);
   EXPECT_EQ(fused.plan.find("c1"), nullptr);
   EXPECT_EQ(fused.plan.find("c2"), nullptr);
   EXPECT_EQ(quantizers_of(fused.model, "c1"), 0u);
 
   c.remove_qdq_conv_relu = false;
-  QuantizeResult relu_kept = quantize(m, c);
+  QuantizeResult relu_kept = quantize_random(m, c, 2, 11);
   EXPECT_NE(relu_kept.plan.find("c1"), nullptr);
   EXPECT_EQ(quantizers_of(relu_kept.model, "c1"), 1u);
   EXPECT_EQ(relu_kept.plan.find("c2"), nullptr);
 
   c.remove_qdq_conv_relu = true;
   c.remove_qdq_conv_clip = false;
-  QuantizeResult clip_kept = quantize(m, c);
+  QuantizeResult clip_kept = quantize_random(m, c, 2, 11);
   EXPECT_EQ(clip_kept.plan.find("c1"), nullptr);
   EXPECT_NE(clip_kept.plan.find("c2"), nullptr);
   EXPECT_EQ(quantizers_of(clip_kept.model, "c2"), 1u);

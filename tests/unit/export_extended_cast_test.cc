@@ -26,6 +26,9 @@ namespace {
 namespace fs = std::filesystem;
 using ir::DataType;
 using nlohmann::json;
+using testing::fresh_dir;
+using testing::producer;
+using testing::saved_and_loaded;
 
 // ONNX's TensorProto element types of the Cast `to` attribute.
 constexpr int64_t kToFloat = 1, kToFloat16 = 10, kToBfloat16 = 16;
@@ -79,7 +82,7 @@ ir::Model exact_model() {
 }
 
 // The config of a JSON config as a user writes it (the keys go through the parser).
-QuantConfig config_of(const json& j) {
+QuantConfig config_from_json(const json& j) {
   QuantConfig c;
   c.calib.threads = 2;
   apply_config_json(c, j);
@@ -87,25 +90,12 @@ QuantConfig config_of(const json& j) {
   return c;
 }
 
-json extended(const char* activation, const char* weight, json extra = json::object()) {
+json extended_json(const char* activation, const char* weight, json extra = json::object()) {
   return {{"quant_format", "ExtendedQuantFormat.QDQ"},
           {"calibrate_method", "MinMax"},
           {"activation_type", activation},
           {"weight_type", weight},
           {"extra_options", extra}};
-}
-
-fs::path temp_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("onnxptq_extended_cast_" + std::to_string(getpid()) + "_" + name);
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
-
-ir::Model saved_and_loaded(const ir::Model& model, const fs::path& path) {
-  ir::save_model(model, path);
-  EXPECT_EQ(testing::onnx_check(path), "") << path;
-  return ir::load_model(path);
 }
 
 // How many values differ (as floats: NaN never appears here; -0 equals 0).
@@ -130,11 +120,6 @@ int casts_to(const ir::Model& m, int64_t to) {
   for (const auto& node : m.graph->nodes())
     if (node->op_type == "Cast") n += node->find_attribute("to") && node->find_attribute("to")->i == to;
   return n;
-}
-
-const ir::Node* producer(const ir::Model& m, const std::string& value) {
-  const ir::Value* v = m.graph->find_value(value);
-  return v ? v->producer() : nullptr;
 }
 
 // The op types of the nodes from `value` back to `start` (or to a value no node writes).
@@ -165,9 +150,9 @@ class FloatCastInOrt : public ::testing::TestWithParam<OrtCase> {};
 // the simulation of its plan, on two inputs; the engine's run of it too.
 TEST_P(FloatCastInOrt, ComputesTheSimulationBitForBit) {
   ir::Model model = exact_model();
-  QuantConfig config = config_of(GetParam().config);
+  QuantConfig config = config_from_json(GetParam().config);
   Plan plan = testing::calibrated_plan(model, config);
-  fs::path dir = temp_dir(GetParam().label);
+  fs::path dir = fresh_dir("extended_cast_" + GetParam().label);
   ir::Model q = saved_and_loaded(export_model(model, plan, config), dir / "q.onnx");
   for (const auto& n : q.graph->nodes())
     EXPECT_NE(n->domain, "com.amd.quark") << n->name << ": the Cast form writes no custom op";
@@ -195,39 +180,42 @@ INSTANTIATE_TEST_SUITE_P(
     Configs, FloatCastInOrt,
     ::testing::Values(
         // Quark's FP16 and BF16 presets (asymmetric activations: bfloat16 zero points, Add / Sub).
-        OrtCase{"fp16", extended("QFloat16", "QFloat16", {{"ForceQuantizeNoInputCheck", true}})},
-        OrtCase{"bf16", extended("QBFloat16", "QBFloat16",
-                                 {{"ForceQuantizeNoInputCheck", true}, {"QuantizeAllOpTypes", true}})},
-        OrtCase{"bf16_symmetric", extended("QBFloat16", "QBFloat16", {{"ActivationSymmetric", true}})},
+        OrtCase{"fp16", extended_json("QFloat16", "QFloat16", {{"ForceQuantizeNoInputCheck", true}})},
+        OrtCase{"bf16", extended_json("QBFloat16", "QBFloat16",
+                                      {{"ForceQuantizeNoInputCheck", true}, {"QuantizeAllOpTypes", true}})},
+        OrtCase{"bf16_symmetric", extended_json("QBFloat16", "QBFloat16", {{"ActivationSymmetric", true}})},
         // Scaled ranges: Div and Mul, per tensor and per channel (MatMul's weight along axis 1).
         OrtCase{"fp16_scaled",
-                extended("QFloat16", "QFloat16",
-                         {{"ActivationScaled", true}, {"WeightScaled", true}, {"ActivationSymmetric", true}})},
+                extended_json("QFloat16", "QFloat16",
+                              {{"ActivationScaled", true}, {"WeightScaled", true}, {"ActivationSymmetric", true}})},
         OrtCase{"bf16_scaled",
-                extended("QBFloat16", "QBFloat16", {{"ActivationScaled", true}, {"WeightScaled", true}})},
+                extended_json("QBFloat16", "QBFloat16", {{"ActivationScaled", true}, {"WeightScaled", true}})},
         OrtCase{"bf16_scaled_per_channel",
                 [] {
-                  json j = extended("QBFloat16", "QBFloat16",
+                  json j =
+                      extended_json("QBFloat16", "QBFloat16",
                                     {{"ActivationScaled", true}, {"WeightScaled", true}, {"WeightSymmetric", false}});
                   j["per_channel"] = true;
                   return j;
                 }()},
         OrtCase{"fp16_scaled_per_channel",
                 [] {
-                  json j = extended("QFloat16", "QFloat16", {{"WeightScaled", true}});
+                  json j = extended_json("QFloat16", "QFloat16", {{"WeightScaled", true}});
                   j["per_channel"] = true;
                   return j;
                 }()},
         // Integer activations with bfloat16 weights, float weights as pairs, a pair per reader.
-        OrtCase{"u8_bf16", extended("QUInt8", "QBFloat16", {{"WeightScaled", true}})},
+        OrtCase{"u8_bf16", extended_json("QUInt8", "QBFloat16", {{"WeightScaled", true}})},
         OrtCase{"bf16_weight_pairs",
-                extended("QBFloat16", "QBFloat16", {{"AddQDQPairToWeight", true}, {"WeightScaled", true}})},
-        OrtCase{"fp16_dedicated_pairs", extended("QFloat16", "QFloat16", {{"DedicatedQDQPair", true}})},
-        OrtCase{"bf16_clip", extended("QBFloat16", "QBFloat16", {{"BF16WithClip", true}, {"ActivationScaled", true}})},
-        OrtCase{"bf16_vaiml", extended("QBFloat16", "QBFloat16", {{"EnableVaimlBF16", true}, {"WeightScaled", true}})},
+                extended_json("QBFloat16", "QBFloat16", {{"AddQDQPairToWeight", true}, {"WeightScaled", true}})},
+        OrtCase{"fp16_dedicated_pairs", extended_json("QFloat16", "QFloat16", {{"DedicatedQDQPair", true}})},
+        OrtCase{"bf16_clip",
+                extended_json("QBFloat16", "QBFloat16", {{"BF16WithClip", true}, {"ActivationScaled", true}})},
+        OrtCase{"bf16_vaiml",
+                extended_json("QBFloat16", "QBFloat16", {{"EnableVaimlBF16", true}, {"WeightScaled", true}})},
         // Quark's own combination: float16 custom ops are not run here, so bfloat16 throughout.
         OrtCase{"bf16_to_cast_explicit",
-                extended("QBFloat16", "QBFloat16", {{"FloatQDQAsCustomOps", true}, {"BF16QDQToCast", true}})}),
+                extended_json("QBFloat16", "QBFloat16", {{"FloatQDQAsCustomOps", true}, {"BF16QDQToCast", true}})}),
     [](const ::testing::TestParamInfo<OrtCase>& info) { return info.param.label; });
 
 // The Cast pairs of the presets: every quantize is a Cast to the type, every dequantize a Cast back;
@@ -237,8 +225,8 @@ TEST(FloatCastForm, PresetsWriteCastPairsInPlaceOfTheCustomOps) {
   for (auto [type, to, name] : {std::tuple{"QFloat16", kToFloat16, DataType::Float16},
                                 std::tuple{"QBFloat16", kToBfloat16, DataType::BFloat16}}) {
     SCOPED_TRACE(type);
-    QuantConfig config =
-        config_of(extended(type, type, {{"ForceQuantizeNoInputCheck", true}, {"ActivationSymmetric", true}}));
+    QuantConfig config = config_from_json(
+        extended_json(type, type, {{"ForceQuantizeNoInputCheck", true}, {"ActivationSymmetric", true}}));
     Plan plan = testing::calibrated_plan(model, config);
     ir::Model q = export_model(model, plan, config);
     int weights = 0;
@@ -279,7 +267,7 @@ TEST(FloatCastForm, PresetsWriteCastPairsInPlaceOfTheCustomOps) {
 TEST(FloatCastForm, ScaledRangesWriteDivAndMulAndZeroPointsAddAndSub) {
   ir::Model model = testing::export_test_model();
   QuantConfig config =
-      config_of(extended("QBFloat16", "QBFloat16", {{"ActivationScaled", true}, {"WeightScaled", true}}));
+      config_from_json(extended_json("QBFloat16", "QBFloat16", {{"ActivationScaled", true}, {"WeightScaled", true}}));
   Plan plan = testing::calibrated_plan(model, config);
   ir::Model q = export_model(model, plan, config);
   // The Relu's output: range [0, max], so Quark's zero point is the scaled range's low end, -2.
@@ -296,9 +284,9 @@ TEST(FloatCastForm, ScaledRangesWriteDivAndMulAndZeroPointsAddAndSub) {
   EXPECT_EQ(q.graph->find_value("w_quantized")->initializer().dtype(), DataType::BFloat16);
 
   // Per channel: the Mul's scale has the weight's rank, the channels on its axis.
-  json j = extended("QFloat16", "QFloat16", {{"WeightScaled", true}});
+  json j = extended_json("QFloat16", "QFloat16", {{"WeightScaled", true}});
   j["per_channel"] = true;
-  QuantConfig per_channel = config_of(j);
+  QuantConfig per_channel = config_from_json(j);
   Plan pc = testing::calibrated_plan(model, per_channel);
   ir::Model qc = export_model(model, pc, per_channel);
   const ir::Node* w_mul = producer(qc, "w_DequantizeLinear_Output");
@@ -312,7 +300,8 @@ TEST(FloatCastForm, ScaledRangesWriteDivAndMulAndZeroPointsAddAndSub) {
 // bfloat16 Casts. The engine runs each as the simulation computes it.
 TEST(FloatCastForm, CustomOpsWhenAsked) {
   ir::Model model = testing::export_test_model();
-  json mixed = extended("QFloat16", "QFloat16", {{"NodePrecision", {{"gemm", "QBFloat16"}, {"matmul", "QBFloat16"}}}});
+  json mixed =
+      extended_json("QFloat16", "QFloat16", {{"NodePrecision", {{"gemm", "QBFloat16"}, {"matmul", "QBFloat16"}}}});
   struct Case {
     json extra;
     bool fp16_custom, bf16_custom;
@@ -324,7 +313,7 @@ TEST(FloatCastForm, CustomOpsWhenAsked) {
     SCOPED_TRACE(c.extra.dump());
     json j = mixed;
     j["extra_options"].update(c.extra);
-    QuantConfig config = config_of(j);
+    QuantConfig config = config_from_json(j);
     Plan plan = testing::calibrated_plan(model, config);
     ir::Model q = export_model(model, plan, config);
     int fp16_custom = 0, bf16_custom = 0;
@@ -361,11 +350,11 @@ TEST(FloatCastForm, BF16WithClipKeepsValuesBeyondTheBfloat16RangeFinite) {
   x[1] = std::bit_cast<float>(0x7F7F8000u);
   x[2] = -std::numeric_limits<float>::max();
   feeds["x"] = ir::Tensor::from_values<float>({2, 3, 4, 4}, x);
-  fs::path dir = temp_dir("clip");
+  fs::path dir = fresh_dir("extended_cast_clip");
   for (bool clip : {false, true}) {
     SCOPED_TRACE(clip ? "BF16WithClip" : "no clip");
-    QuantConfig config =
-        config_of(extended("QBFloat16", "QBFloat16", {{"ActivationSymmetric", true}, {"BF16WithClip", clip}}));
+    QuantConfig config = config_from_json(
+        extended_json("QBFloat16", "QBFloat16", {{"ActivationSymmetric", true}, {"BF16WithClip", clip}}));
     Plan plan = testing::calibrated_plan(model, config);
     fs::path file = dir / (clip ? "clip.onnx" : "plain.onnx");
     ir::Model q = saved_and_loaded(export_model(model, plan, config), file);
@@ -400,7 +389,7 @@ TEST(FloatCastForm, BF16WithClipKeepsValuesBeyondTheBfloat16RangeFinite) {
   }
   // The custom-op form gets the Clip too, before its ExtendedQuantizeLinear.
   QuantConfig custom =
-      config_of(extended("QBFloat16", "QBFloat16", {{"BF16WithClip", true}, {"BF16QDQToCast", false}}));
+      config_from_json(extended_json("QBFloat16", "QBFloat16", {{"BF16WithClip", true}, {"BF16QDQToCast", false}}));
   Plan plan = testing::calibrated_plan(model, custom);
   ir::Model q = export_model(model, plan, custom);
   const ir::Node* quantize = producer(q, "x_QuantizeLinear_Output");
@@ -414,7 +403,7 @@ TEST(FloatCastForm, BF16WithClipKeepsValuesBeyondTheBfloat16RangeFinite) {
 // float32 initializers under their own names holding bfloat16-rounded values, times the scale.
 TEST(FloatCastForm, EnableVaimlBF16StoresRoundedFloatWeightsAndNoCasts) {
   ir::Model model = exact_model();
-  QuantConfig config = config_of(extended("QBFloat16", "QBFloat16", {{"EnableVaimlBF16", true}}));
+  QuantConfig config = config_from_json(extended_json("QBFloat16", "QBFloat16", {{"EnableVaimlBF16", true}}));
   Plan plan = testing::calibrated_plan(model, config);
   ir::Model q = export_model(model, plan, config);
   EXPECT_EQ(count(q, "Cast"), 0);
@@ -433,13 +422,13 @@ TEST(FloatCastForm, EnableVaimlBF16StoresRoundedFloatWeightsAndNoCasts) {
     EXPECT_GT(changed, 0u) << name;
   }
   // ActivationScaled leaves no Div / Mul either (Quark's leaves a Mul by 1/s and a Mul by s).
-  QuantConfig scaled =
-      config_of(extended("QBFloat16", "QBFloat16", {{"EnableVaimlBF16", true}, {"ActivationScaled", true}}));
+  QuantConfig scaled = config_from_json(
+      extended_json("QBFloat16", "QBFloat16", {{"EnableVaimlBF16", true}, {"ActivationScaled", true}}));
   Plan sp = testing::calibrated_plan(model, scaled);
   ir::Model qs = export_model(model, sp, scaled);
   EXPECT_EQ(qs.graph->nodes().size(), model.graph->nodes().size());
   // float16 is not bfloat16: its Cast pairs stay.
-  QuantConfig mixed = config_of(extended("QFloat16", "QBFloat16", {{"EnableVaimlBF16", true}}));
+  QuantConfig mixed = config_from_json(extended_json("QFloat16", "QBFloat16", {{"EnableVaimlBF16", true}}));
   Plan mp = testing::calibrated_plan(model, mixed);
   ir::Model qm = export_model(model, mp, mixed);
   EXPECT_GT(casts_to(qm, kToFloat16), 5);
@@ -449,12 +438,12 @@ TEST(FloatCastForm, EnableVaimlBF16StoresRoundedFloatWeightsAndNoCasts) {
 // The bfloat16 Cast needs opset 13 (Cast-13 takes bfloat16); the custom ops do not.
 TEST(FloatCastForm, BfloatCastsNeedOpset13) {
   ir::Model model = testing::export_test_model(11);
-  QuantConfig config = config_of(extended("QBFloat16", "QBFloat16"));
+  QuantConfig config = config_from_json(extended_json("QBFloat16", "QBFloat16"));
   Plan plan = testing::calibrated_plan(model, config);
   EXPECT_EQ(testing::error_of([&] { export_model(model, plan, config); }),
             "the Cast form of bfloat16 Q/DQ needs opset 13 or later (Cast takes bfloat16 from 13); the model has "
             "opset 11 (upgrade it first, or set FloatQDQAsCustomOps)");
-  QuantConfig custom = config_of(extended("QBFloat16", "QBFloat16", {{"FloatQDQAsCustomOps", true}}));
+  QuantConfig custom = config_from_json(extended_json("QBFloat16", "QBFloat16", {{"FloatQDQAsCustomOps", true}}));
   EXPECT_GT(count(export_model(model, testing::calibrated_plan(model, custom), custom),
                   "com.amd.quark:ExtendedQuantizeLinear"),
             5);
@@ -462,42 +451,42 @@ TEST(FloatCastForm, BfloatCastsNeedOpset13) {
 
 // Each key is refused where it would do nothing, naming itself.
 TEST(FloatCastForm, KeysAreRefusedWhereTheyDoNothing) {
-  auto error = [](const json& j) { return testing::error_of([&] { config_of(j); }); };
+  auto error = [](const json& j) { return testing::error_of([&] { config_from_json(j); }); };
   auto has = [](const std::string& message, const std::string& part) {
     return message.find(part) != std::string::npos;
   };
-  json vitis = extended("QBFloat16", "QBFloat16", {{"ActivationScaled", true}});
+  json vitis = extended_json("QBFloat16", "QBFloat16", {{"ActivationScaled", true}});
   vitis["quant_format"] = "VitisQuantFormat.QDQ";
   EXPECT_EQ(error(vitis),
             "extra option ActivationScaled takes effect only with ExtendedQuantFormat.QDQ (VitisQuantFormat.QDQ "
             "writes no Quark float16/bfloat16 Q/DQ)");
   EXPECT_EQ(
-      error(extended("QFloat16", "QFloat16", {{"BF16QDQToCast", true}})),
+      error(extended_json("QFloat16", "QFloat16", {{"BF16QDQToCast", true}})),
       "extra option BF16QDQToCast takes effect only with bfloat16, and the config asks for none "
       "(activation_type, weight_type, NodePrecision, TensorQuantOverrides, MixedPrecisionTensor, AutoMixprecision)");
-  EXPECT_TRUE(has(error(extended("QBFloat16", "QInt8", {{"WeightScaled", true}})),
+  EXPECT_TRUE(has(error(extended_json("QBFloat16", "QInt8", {{"WeightScaled", true}})),
                   "WeightScaled takes effect only with float16 or bfloat16 weights,"));
-  EXPECT_TRUE(has(error(extended("QInt8", "QFloat16", {{"ActivationScaled", true}})),
+  EXPECT_TRUE(has(error(extended_json("QInt8", "QFloat16", {{"ActivationScaled", true}})),
                   "ActivationScaled takes effect only with float16 or bfloat16 activations,"));
-  EXPECT_TRUE(has(error(extended("QInt8", "QInt8", {{"FloatQDQAsCustomOps", true}})),
+  EXPECT_TRUE(has(error(extended_json("QInt8", "QInt8", {{"FloatQDQAsCustomOps", true}})),
                   "FloatQDQAsCustomOps takes effect only with float16 or bfloat16,"));
   // Quark's float16 op ignores the zero point: a scaled float16 range must be symmetric.
-  EXPECT_TRUE(has(error(extended("QFloat16", "QFloat16", {{"ActivationScaled", true}})),
+  EXPECT_TRUE(has(error(extended_json("QFloat16", "QFloat16", {{"ActivationScaled", true}})),
                   "ActivationScaled with float16 activations needs ActivationSymmetric true"));
-  EXPECT_TRUE(has(error(extended("QFloat16", "QFloat16", {{"WeightScaled", true}, {"WeightSymmetric", false}})),
+  EXPECT_TRUE(has(error(extended_json("QFloat16", "QFloat16", {{"WeightScaled", true}, {"WeightSymmetric", false}})),
                   "WeightScaled with float16 weights needs WeightSymmetric true"));
-  EXPECT_TRUE(has(error(extended("QInt8", "QBFloat16", {{"BF16WithClip", true}})),
+  EXPECT_TRUE(has(error(extended_json("QInt8", "QBFloat16", {{"BF16WithClip", true}})),
                   "BF16WithClip takes effect only with bfloat16 activations,"));
-  EXPECT_TRUE(has(error(extended("QFloat16", "QFloat16", {{"EnableVaimlBF16", true}})),
+  EXPECT_TRUE(has(error(extended_json("QFloat16", "QFloat16", {{"EnableVaimlBF16", true}})),
                   "EnableVaimlBF16 takes effect only with bfloat16,"));
-  EXPECT_EQ(error(extended("QBFloat16", "QBFloat16", {{"EnableVaimlBF16", true}, {"BF16QDQToCast", false}})),
+  EXPECT_EQ(error(extended_json("QBFloat16", "QBFloat16", {{"EnableVaimlBF16", true}, {"BF16QDQToCast", false}})),
             "extra options EnableVaimlBF16 true and BF16QDQToCast false: EnableVaimlBF16 removes the Casts of the "
             "bfloat16 Cast form, which BF16QDQToCast false does not write");
   // A type asked for by NodePrecision is enough; false values ask for nothing and are accepted.
-  EXPECT_NO_THROW(
-      config_of(extended("QInt8", "QInt8", {{"NodePrecision", {{"conv", "QBFloat16"}}}, {"BF16WithClip", true}})));
-  EXPECT_NO_THROW(config_of(
-      extended("QInt8", "QInt8", {{"BF16WithClip", false}, {"EnableVaimlBF16", false}, {"BF16QDQToCast", false}})));
+  EXPECT_NO_THROW(config_from_json(
+      extended_json("QInt8", "QInt8", {{"NodePrecision", {{"conv", "QBFloat16"}}}, {"BF16WithClip", true}})));
+  EXPECT_NO_THROW(config_from_json(extended_json(
+      "QInt8", "QInt8", {{"BF16WithClip", false}, {"EnableVaimlBF16", false}, {"BF16QDQToCast", false}})));
 }
 
 }  // namespace

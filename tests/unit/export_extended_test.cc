@@ -21,17 +21,20 @@ namespace {
 
 namespace fs = std::filesystem;
 using ir::DataType;
+using testing::expect_bit_equal;
+using testing::fresh_dir;
+using testing::saved_and_loaded;
 
-struct Combo {
+struct ExtendedCombo {
   DataType activation, weight;
   bool symmetric;
 };
 
-std::string label(const Combo& c) {
+std::string extended_label(const ExtendedCombo& c) {
   return std::string(quant_type_name(c.activation)) + "_" + quant_type_name(c.weight) + (c.symmetric ? "_sym" : "");
 }
 
-QuantConfig config_of(const Combo& c) {
+QuantConfig extended_config(const ExtendedCombo& c) {
   QuantConfig config;
   config.format = QuantFormat::ExtendedQDQ;
   config.calibrate_method = calib::Method::MinMax;
@@ -45,36 +48,13 @@ QuantConfig config_of(const Combo& c) {
   return config;
 }
 
-fs::path temp_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("onnxptq_export_extended_" + std::to_string(getpid()) + "_" + name);
-  fs::create_directories(dir);
-  return dir;
-}
-
-ir::Model saved_and_loaded(const ir::Model& model, const fs::path& path) {
-  ir::save_model(model, path);
-  EXPECT_EQ(testing::onnx_check(path), "") << path;
-  return ir::load_model(path);
-}
-
-void expect_bit_equal(const std::vector<ir::Tensor>& a, const std::vector<ir::Tensor>& b, const std::string& what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  for (size_t i = 0; i < a.size(); ++i) {
-    ASSERT_EQ(a[i].dims(), b[i].dims()) << what;
-    auto x = a[i].values<float>(), y = b[i].values<float>();
-    size_t differ = 0;
-    for (size_t k = 0; k < x.size(); ++k) differ += x[k] != y[k];
-    EXPECT_EQ(differ, 0u) << what << ": output " << i << " differs in " << differ << " of " << x.size() << " values";
-  }
-}
-
-class ExtendedEightAndSixteen : public ::testing::TestWithParam<Combo> {};
+class ExtendedEightAndSixteen : public ::testing::TestWithParam<ExtendedCombo> {};
 
 TEST_P(ExtendedEightAndSixteen, MicrosoftQdqThatOrtRunsAndTheQdqExportsNumbers) {
   ir::Model model = testing::export_test_model();
-  QuantConfig config = config_of(GetParam());
+  QuantConfig config = extended_config(GetParam());
   Plan plan = testing::calibrated_plan(model, config);
-  fs::path dir = temp_dir(label(GetParam()));
+  fs::path dir = fresh_dir("export_extended_" + extended_label(GetParam()));
   ir::Model q = saved_and_loaded(export_model(model, plan, config), dir / "q.onnx");
 
   EXPECT_EQ(q.opset("com.microsoft"), 1);
@@ -114,26 +94,28 @@ TEST_P(ExtendedEightAndSixteen, MicrosoftQdqThatOrtRunsAndTheQdqExportsNumbers) 
     const std::string& name = q.graph->outputs()[i]->name();
     double step = plan.provider(name).params.at(0).scale;
     EXPECT_LE(testing::max_steps(ort[i], got[i], step), 1.001) << name;
-    std::cout << label(GetParam()) << " " << name << ": ORT optimized " << testing::max_steps(optimized[i], got[i], step)
-              << " steps\n";
+    std::cout << extended_label(GetParam()) << " " << name << ": ORT optimized "
+              << testing::max_steps(optimized[i], got[i], step) << " steps\n";
   }
   fs::remove_all(dir);
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, ExtendedEightAndSixteen,
-                         ::testing::Values(Combo{DataType::Int8, DataType::Int8, true},
-                                           Combo{DataType::UInt8, DataType::Int8, false},
-                                           Combo{DataType::Int16, DataType::Int8, true},
-                                           Combo{DataType::UInt16, DataType::Int16, false}),
-                         [](const ::testing::TestParamInfo<Combo>& info) { return label(info.param); });
+                         ::testing::Values(ExtendedCombo{DataType::Int8, DataType::Int8, true},
+                                           ExtendedCombo{DataType::UInt8, DataType::Int8, false},
+                                           ExtendedCombo{DataType::Int16, DataType::Int8, true},
+                                           ExtendedCombo{DataType::UInt16, DataType::Int16, false}),
+                         [](const ::testing::TestParamInfo<ExtendedCombo>& info) {
+                           return extended_label(info.param);
+                         });
 
-class ExtendedWideTypes : public ::testing::TestWithParam<Combo> {};
+class ExtendedWideTypes : public ::testing::TestWithParam<ExtendedCombo> {};
 
 TEST_P(ExtendedWideTypes, CustomOpsWhereMicrosoftsCannotAndTheSimulationsNumbers) {
   ir::Model model = testing::export_test_model();
-  QuantConfig config = config_of(GetParam());
+  QuantConfig config = extended_config(GetParam());
   Plan plan = testing::calibrated_plan(model, config);
-  fs::path dir = temp_dir(label(GetParam()));
+  fs::path dir = fresh_dir("export_extended_" + extended_label(GetParam()));
   ir::Model q = saved_and_loaded(export_model(model, plan, config), dir / "q.onnx");
   fs::remove_all(dir);
 
@@ -168,18 +150,20 @@ TEST_P(ExtendedWideTypes, CustomOpsWhereMicrosoftsCannotAndTheSimulationsNumbers
   for (uint32_t seed : {7u, 8u}) {
     auto feeds = testing::random_feeds(model, seed);
     expect_bit_equal(testing::run_model(q, feeds, false), Simulation(model, plan, config, 2).run(feeds),
-                     label(GetParam()));
+                     extended_label(GetParam()));
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, ExtendedWideTypes,
-                         ::testing::Values(Combo{DataType::Int32, DataType::Int8, true},
-                                           Combo{DataType::Int32, DataType::Int32, false},
-                                           Combo{DataType::UInt32, DataType::Int8, false},
-                                           Combo{DataType::Float16, DataType::Float16, true},
-                                           Combo{DataType::BFloat16, DataType::BFloat16, true},
-                                           Combo{DataType::BFloat16, DataType::Int8, true}),
-                         [](const ::testing::TestParamInfo<Combo>& info) { return label(info.param); });
+                         ::testing::Values(ExtendedCombo{DataType::Int32, DataType::Int8, true},
+                                           ExtendedCombo{DataType::Int32, DataType::Int32, false},
+                                           ExtendedCombo{DataType::UInt32, DataType::Int8, false},
+                                           ExtendedCombo{DataType::Float16, DataType::Float16, true},
+                                           ExtendedCombo{DataType::BFloat16, DataType::BFloat16, true},
+                                           ExtendedCombo{DataType::BFloat16, DataType::Int8, true}),
+                         [](const ::testing::TestParamInfo<ExtendedCombo>& info) {
+                           return extended_label(info.param);
+                         });
 
 // Asymmetric float16 weights (WeightSymmetric false): their stored values are what the format's ops
 // compute from the float weight (Quark's float16 op ignores the zero point, vai_q_onnx's the scale
@@ -188,7 +172,7 @@ TEST(ExtendedFloatWeights, AsymmetricFloat16WeightsAreWhatTheOpsCompute) {
   ir::Model model = testing::export_test_model();
   for (QuantFormat format : {QuantFormat::ExtendedQDQ, QuantFormat::VitisQDQ}) {
     SCOPED_TRACE(quant_format_name(format));
-    QuantConfig config = config_of({DataType::Float16, DataType::Float16, true});
+    QuantConfig config = extended_config({DataType::Float16, DataType::Float16, true});
     config.format = format;
     config.float_qdq_as_custom_ops = format == QuantFormat::ExtendedQDQ;
     config.weight_symmetric = false;

@@ -18,7 +18,7 @@ namespace {
 namespace fs = std::filesystem;
 using ir::DataType;
 
-struct Case {
+struct QOperatorExportCase {
   std::string label;
   DataType activation, weight;
   calib::Method method;
@@ -30,10 +30,10 @@ struct Case {
   bool compare_with_qdq = false;
 };
 
-class QOperatorExport : public ::testing::TestWithParam<Case> {};
+class QOperatorExport : public ::testing::TestWithParam<QOperatorExportCase> {};
 
 TEST_P(QOperatorExport, QLinearOpsThatOrtRunsAndThatAgreeWithQdq) {
-  const Case& c = GetParam();
+  const QOperatorExportCase& c = GetParam();
   ir::Model model = testing::export_test_model();
   QuantConfig config;
   config.format = QuantFormat::QOperator;
@@ -101,12 +101,14 @@ TEST_P(QOperatorExport, QLinearOpsThatOrtRunsAndThatAgreeWithQdq) {
   if (!HasFailure()) fs::remove_all(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(
-    Types, QOperatorExport,
-    ::testing::Values(Case{"u8s8_minmax", DataType::UInt8, DataType::Int8, calib::Method::MinMax, false, true},
-                      Case{"s8s8_pof2", DataType::Int8, DataType::Int8, calib::Method::MinMSE},
-                      Case{"u8u8_symmetric", DataType::UInt8, DataType::UInt8, calib::Method::MinMax, true}),
-    [](const ::testing::TestParamInfo<Case>& info) { return info.param.label; });
+INSTANTIATE_TEST_SUITE_P(Types, QOperatorExport,
+                         ::testing::Values(QOperatorExportCase{"u8s8_minmax", DataType::UInt8, DataType::Int8,
+                                                               calib::Method::MinMax, false, true},
+                                           QOperatorExportCase{"s8s8_pof2", DataType::Int8, DataType::Int8,
+                                                               calib::Method::MinMSE},
+                                           QOperatorExportCase{"u8u8_symmetric", DataType::UInt8, DataType::UInt8,
+                                                               calib::Method::MinMax, true}),
+                         [](const ::testing::TestParamInfo<QOperatorExportCase>& info) { return info.param.label; });
 
 TEST(QOperatorExport, NodesThatCannotBeQLinearStayFloatBetweenDequantizeAndQuantize) {
   ir::Model model = testing::export_test_model();

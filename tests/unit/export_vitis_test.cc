@@ -27,17 +27,17 @@ namespace {
 namespace fs = std::filesystem;
 using ir::DataType;
 
-struct Combo {
+struct VitisCombo {
   DataType activation, weight;
   calib::Method method;
 };
 
-std::string label(const Combo& c) {
+std::string vitis_label(const VitisCombo& c) {
   return std::string(quant_type_name(c.activation)) + "_" + quant_type_name(c.weight) + "_" +
          calib::method_name(c.method);
 }
 
-QuantConfig config_of(QuantFormat format, const Combo& c) {
+QuantConfig format_config(QuantFormat format, const VitisCombo& c) {
   QuantConfig config;
   config.format = format;
   config.activation_type = c.activation;
@@ -48,7 +48,7 @@ QuantConfig config_of(QuantFormat format, const Combo& c) {
 }
 
 // The model written to a file and read back (what a user gets), so types and attributes survive.
-ir::Model saved_and_loaded(const ir::Model& model, const std::string& name) {
+ir::Model reloaded_through_temp(const ir::Model& model, const std::string& name) {
   fs::path path = fs::temp_directory_path() / ("onnxptq_export_vitis_" + std::to_string(getpid()) + "_" + name);
   ir::save_model(model, path);
   EXPECT_EQ(testing::onnx_check(path), "") << name;  // python3-onnx's checker takes the custom domains too
@@ -180,15 +180,15 @@ std::vector<ir::Tensor> simulate(const ir::Model& model, const Plan& plan,
 
 // ---------------------------------------------------------------------------------------------
 
-class VitisVsQdq : public ::testing::TestWithParam<Combo> {};
+class VitisVsQdq : public ::testing::TestWithParam<VitisCombo> {};
 
 TEST_P(VitisVsQdq, SameOutputsAsTheQdqExportOfThePlanBitForBit) {
   ir::Model model = testing::export_test_model();
-  QuantConfig config = config_of(QuantFormat::VitisQDQ, GetParam());
+  QuantConfig config = format_config(QuantFormat::VitisQDQ, GetParam());
   Plan plan = testing::calibrated_plan(model, config);
   EXPECT_TRUE(plan.removed_activations.empty());  // vai_q_onnx's Vitis quantizer keeps Relu
 
-  ir::Model vitis = saved_and_loaded(export_model(model, plan, config), "vitis.onnx");
+  ir::Model vitis = reloaded_through_temp(export_model(model, plan, config), "vitis.onnx");
   QuantConfig qdq_config = config;
   qdq_config.format = QuantFormat::QDQ;
   qdq_config.add_qdq_pair_to_weight = true;  // as vai_q_onnx forces for VitisQuantFormat
@@ -213,27 +213,27 @@ TEST_P(VitisVsQdq, SameOutputsAsTheQdqExportOfThePlanBitForBit) {
   for (uint32_t seed : {7u, 8u}) {
     auto feeds = testing::random_feeds(model, seed);
     std::vector<ir::Tensor> got = testing::run_model(vitis, feeds);
-    expect_identical(got, testing::run_model(qdq, feeds), label(GetParam()));
+    expect_identical(got, testing::run_model(qdq, feeds), vitis_label(GetParam()));
     expect_quantized(model, got, feeds);
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(EightAndSixteenBits, VitisVsQdq,
-                         ::testing::Values(Combo{DataType::UInt8, DataType::Int8, calib::Method::MinMax},
-                                           Combo{DataType::Int8, DataType::Int8, calib::Method::MinMSE},
-                                           Combo{DataType::UInt8, DataType::UInt8, calib::Method::NonOverflow},
-                                           Combo{DataType::Int16, DataType::Int8, calib::Method::MinMax},
-                                           Combo{DataType::UInt16, DataType::Int16, calib::Method::MinMax},
-                                           Combo{DataType::Int16, DataType::Int16, calib::Method::NonOverflow}),
-                         [](const ::testing::TestParamInfo<Combo>& info) { return label(info.param); });
+                         ::testing::Values(VitisCombo{DataType::UInt8, DataType::Int8, calib::Method::MinMax},
+                                           VitisCombo{DataType::Int8, DataType::Int8, calib::Method::MinMSE},
+                                           VitisCombo{DataType::UInt8, DataType::UInt8, calib::Method::NonOverflow},
+                                           VitisCombo{DataType::Int16, DataType::Int8, calib::Method::MinMax},
+                                           VitisCombo{DataType::UInt16, DataType::Int16, calib::Method::MinMax},
+                                           VitisCombo{DataType::Int16, DataType::Int16, calib::Method::NonOverflow}),
+                         [](const ::testing::TestParamInfo<VitisCombo>& info) { return vitis_label(info.param); });
 
-class VitisWideTypes : public ::testing::TestWithParam<Combo> {};
+class VitisWideTypes : public ::testing::TestWithParam<VitisCombo> {};
 
 TEST_P(VitisWideTypes, EqualsTheFloatModelWithTheSpecsFormulasApplied) {
   ir::Model model = testing::export_test_model();
-  QuantConfig config = config_of(QuantFormat::VitisQDQ, GetParam());
+  QuantConfig config = format_config(QuantFormat::VitisQDQ, GetParam());
   Plan plan = testing::calibrated_plan(model, config);
-  ir::Model vitis = saved_and_loaded(export_model(model, plan, config), "wide.onnx");
+  ir::Model vitis = reloaded_through_temp(export_model(model, plan, config), "wide.onnx");
   int zero_points = 0;  // each of the plan's type (float16 and bfloat16 ones too)
   for (const auto& v : vitis.graph->initializers()) {
     const std::string suffix = "_zero_point";
@@ -250,27 +250,27 @@ TEST_P(VitisWideTypes, EqualsTheFloatModelWithTheSpecsFormulasApplied) {
   for (uint32_t seed : {7u, 8u}) {
     auto feeds = testing::random_feeds(model, seed);
     std::vector<ir::Tensor> got = testing::run_model(vitis, feeds, false);
-    expect_identical(got, simulate(model, plan, feeds, fn), label(GetParam()));
+    expect_identical(got, simulate(model, plan, feeds, fn), vitis_label(GetParam()));
     expect_quantized(model, got, feeds);
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(ThirtyTwoBitsAndFloats, VitisWideTypes,
-                         ::testing::Values(Combo{DataType::Int32, DataType::Int32, calib::Method::MinMax},
-                                           Combo{DataType::UInt32, DataType::Int32, calib::Method::MinMax},
-                                           Combo{DataType::Int32, DataType::Int8, calib::Method::NonOverflow},
-                                           Combo{DataType::Float16, DataType::Float16, calib::Method::MinMax},
-                                           Combo{DataType::BFloat16, DataType::BFloat16, calib::Method::MinMax},
-                                           Combo{DataType::BFloat16, DataType::Int8, calib::Method::Percentile}),
-                         [](const ::testing::TestParamInfo<Combo>& info) { return label(info.param); });
+                         ::testing::Values(VitisCombo{DataType::Int32, DataType::Int32, calib::Method::MinMax},
+                                           VitisCombo{DataType::UInt32, DataType::Int32, calib::Method::MinMax},
+                                           VitisCombo{DataType::Int32, DataType::Int8, calib::Method::NonOverflow},
+                                           VitisCombo{DataType::Float16, DataType::Float16, calib::Method::MinMax},
+                                           VitisCombo{DataType::BFloat16, DataType::BFloat16, calib::Method::MinMax},
+                                           VitisCombo{DataType::BFloat16, DataType::Int8, calib::Method::Percentile}),
+                         [](const ::testing::TestParamInfo<VitisCombo>& info) { return vitis_label(info.param); });
 
 class FixNeuronExport : public ::testing::TestWithParam<calib::Method> {};
 
 TEST_P(FixNeuronExport, OneFixNeuronPerTensorComputingTheSpecsFormula) {
   ir::Model model = testing::export_test_model();
-  QuantConfig config = config_of(QuantFormat::FixNeuron, {DataType::Int8, DataType::Int8, GetParam()});
+  QuantConfig config = format_config(QuantFormat::FixNeuron, {DataType::Int8, DataType::Int8, GetParam()});
   Plan plan = testing::calibrated_plan(model, config);
-  ir::Model fixed = saved_and_loaded(export_model(model, plan, config), "fix.onnx");
+  ir::Model fixed = reloaded_through_temp(export_model(model, plan, config), "fix.onnx");
 
   EXPECT_EQ(fixed.opset("ai.onnx.contrib"), 1);
   EXPECT_EQ(testing::count_ops(fixed, "FixNeuron"), static_cast<int>(plan.tensors.size()));
@@ -340,7 +340,8 @@ TEST(VitisFormats, RefusedCombinationsNameTheOption) {
 // com.vai.quantize form of a plan whose biases are weights too.
 TEST(VitisFormats, ContribOpsWithoutVitisCustomOps) {
   ir::Model model = testing::export_test_model();
-  QuantConfig config = config_of(QuantFormat::VitisQDQ, Combo{DataType::Int8, DataType::Int8, calib::Method::MinMSE});
+  QuantConfig config =
+      format_config(QuantFormat::VitisQDQ, VitisCombo{DataType::Int8, DataType::Int8, calib::Method::MinMSE});
   apply_extra_option(config, "UseQDQVitisCustomOps", false);
   EXPECT_EQ(testing::error_of([&] { check_config(config); }), "");
   Plan plan = testing::calibrated_plan(model, config);
@@ -348,7 +349,7 @@ TEST(VitisFormats, ContribOpsWithoutVitisCustomOps) {
   ASSERT_NE(b, nullptr);
   EXPECT_EQ(b->role, Role::Weight);
   EXPECT_EQ(b->type, DataType::Int8);
-  ir::Model contrib = saved_and_loaded(export_model(model, plan, config), "contrib.onnx");
+  ir::Model contrib = reloaded_through_temp(export_model(model, plan, config), "contrib.onnx");
   QuantConfig vitis_config = config;
   vitis_config.use_qdq_vitis_custom_ops = true;
   ir::Model vitis = export_model(model, plan, vitis_config);

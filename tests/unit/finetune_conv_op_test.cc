@@ -14,19 +14,16 @@
 #include "ir/graph.h"
 #include "ir/tensor.h"
 #include "onnxptq/error.h"
+#include "support/finetune_support.h"
+#include "support/one_node.h"
 
 namespace onnxptq::finetune {
 namespace {
 
 using Dims = std::vector<int64_t>;
-
-std::vector<float> random_values(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1, 1);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (float& x : v) x = d(rng);
-  return v;
-}
+using testing::error_of;
+using testing::random_values;
+using testing::unravel;
 
 struct ConvCase {
   std::string name{}, op = "Conv";
@@ -40,8 +37,8 @@ struct ConvCase {
 };
 
 // A graph holding the case's node, named "layer", with inputs x, w (and b).
-struct OneNode {
-  explicit OneNode(const ConvCase& c) {
+struct ConvCaseNode {
+  explicit ConvCaseNode(const ConvCase& c) {
     std::vector<ir::Value*> in = {graph.add_value("x"), graph.add_value("w")};
     if (c.bias) in.push_back(graph.add_value("b"));
     node = graph.add_node(c.op, in, {graph.add_value("y")}, "layer");
@@ -60,18 +57,9 @@ struct OneNode {
 };
 
 std::unique_ptr<LayerOp> make_op(const ConvCase& c, int threads = 2) {
-  OneNode one(c);
+  ConvCaseNode one(c);
   const int64_t out_channels = c.op == "Conv" ? c.w[0] : c.w[1] * c.group;
   return make_layer_op(*one.node, c.w, c.bias ? static_cast<size_t>(out_channels) : 0, threads);
-}
-
-Dims unravel(int64_t i, const Dims& dims) {
-  Dims idx(dims.size());
-  for (size_t d = dims.size(); d-- > 0;) {
-    idx[d] = i % dims[d];
-    i /= dims[d];
-  }
-  return idx;
 }
 
 // The specification's sums, one product at a time. A window of the "from" positions (Conv: the
@@ -408,19 +396,10 @@ TEST(ConvOp, GradientsMatchCentralDifferences) {
   }
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
 TEST(ConvOp, RefusesWhatDoesNotFit) {
   auto made = [](ConvCase c, Dims w, size_t bias_size) {
     return error_of([&] {
-      OneNode one(c);
+      ConvCaseNode one(c);
       make_layer_op(*one.node, w, bias_size, 1);
     });
   };
@@ -452,7 +431,7 @@ TEST(ConvOp, RefusesWhatDoesNotFit) {
   bad.output_padding = {1, 1};  // ConvTranspose's
   EXPECT_NE(made(bad, conv.w, 4), "");
   {
-    OneNode one(conv);
+    ConvCaseNode one(conv);
     one.node->set_attribute(ir::Attribute::of_ints("kernel_shape", {5, 5}));
     EXPECT_THROW(make_layer_op(*one.node, conv.w, 4, 1), Error);
   }

@@ -14,24 +14,19 @@
 #include "ir/float16.h"
 #include "ir/graph.h"
 #include "onnxptq/error.h"
+#include "support/finetune_support.h"
 #include "support/one_node.h"
 
 namespace onnxptq::finetune {
 namespace {
+
+using testing::random_values;
 
 // `values` as one sample each.
 SharedStore store_of(const std::vector<ir::Tensor>& values) {
   auto store = std::make_shared<SampleStore>(values.size());
   for (size_t i = 0; i < values.size(); ++i) store->set(i, values[i]);
   return store;
-}
-
-std::vector<float> random_values(size_t n, uint32_t seed, float low = -1, float high = 1) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(low, high);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
 }
 
 // A graph holding one node of `op` with inputs x, w (and b), and attributes set by `with`.
@@ -166,14 +161,14 @@ TEST(LinearLayer, RefusesWhatItCannotTrain) {
 
 // Conv and ConvTranspose cases: the forward pass against the engine's kernels (oneDNN, checked
 // against ONNX Runtime elsewhere), the gradients against differences.
-struct ConvCase {
+struct ConvLayerCase {
   std::string op;
   std::vector<int64_t> x, w;
   bool bias;
   std::function<std::vector<ir::Attribute>()> attrs;
 };
 
-std::vector<ConvCase> conv_cases() {
+std::vector<ConvLayerCase> conv_cases() {
   using A = ir::Attribute;
   return {
       {"Conv", {2, 3, 7, 6}, {4, 3, 3, 3}, true, [] { return std::vector<A>{}; }},
@@ -245,7 +240,7 @@ std::vector<ConvCase> conv_cases() {
 }
 
 TEST(ConvLayer, ForwardIsTheEnginesConvolution) {
-  for (const ConvCase& c : conv_cases()) {
+  for (const ConvLayerCase& c : conv_cases()) {
     SCOPED_TRACE(c.op + " x " + ir::dims_to_string(c.x) + " w " + ir::dims_to_string(c.w));
     OneNode node(c.op, c.bias);
     for (ir::Attribute& a : c.attrs()) node.with(std::move(a));

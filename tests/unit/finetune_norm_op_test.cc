@@ -16,22 +16,15 @@
 #include "ir/graph.h"
 #include "ir/tensor.h"
 #include "onnxptq/error.h"
+#include "support/finetune_support.h"
 #include "support/one_node.h"
 
 namespace onnxptq::finetune {
 namespace {
 
 using Dims = std::vector<int64_t>;
-
-// Values in [low, high) plus a different offset every `block` values: rows whose mean is far
-// from 0 test that the variance does not cancel.
-std::vector<float> random_values(size_t n, uint32_t seed, float low = -1, float high = 1, size_t block = 0) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(low, high);
-  std::vector<float> v(n);
-  for (size_t i = 0; i < n; ++i) v[i] = d(rng) + (block ? static_cast<float>((i / block) % 5) * 3.0f : 0.0f);
-  return v;
-}
+using testing::random_values;
+using testing::unravel;
 
 // A graph of one normalization node "norm": inputs x, scale (and B of `bias_dims`, its type
 // set, since its dims decide how it broadcasts), outputs y (and Mean, InvStdDev).
@@ -64,20 +57,11 @@ int64_t broadcast_index(const Dims& index, const Dims& to, const Dims& dims) {
   return at;
 }
 
-Dims unravel(int64_t i, const Dims& dims) {
-  Dims index(dims.size());
-  for (size_t d = dims.size(); d-- > 0;) {
-    index[d] = i % dims[d];
-    i /= dims[d];
-  }
-  return index;
-}
-
 // The specification's formulas in double: x standardized over the dims from `axis` on (the
 // population variance), then Scale and B broadcast to x, multiplied and added.
-std::vector<double> reference(const std::vector<float>& x, const Dims& x_dims, int64_t axis,
-                              const std::vector<float>& scale, const Dims& scale_dims, const std::vector<float>& bias,
-                              const Dims& bias_dims, double epsilon) {
+std::vector<double> norm_reference(const std::vector<float>& x, const Dims& x_dims, int64_t axis,
+                                   const std::vector<float>& scale, const Dims& scale_dims,
+                                   const std::vector<float>& bias, const Dims& bias_dims, double epsilon) {
   const int64_t total = ir::element_count(x_dims), rows = ir::element_count(Dims(x_dims.begin(), x_dims.begin() + axis));
   const int64_t length = total / rows;
   std::vector<double> y(static_cast<size_t>(total));
@@ -160,8 +144,8 @@ TEST(NormLayer, ForwardIsTheSpecificationsFormula) {
     channel[0] = c.x[1];
     const double epsilon = c.epsilon > 0 ? c.epsilon : 1e-5f;
     expect_near_relative(y,
-                         reference(x, c.x, axis, w, instance ? channel : c.scale, b,
-                                   instance ? channel : c.bias.value_or(Dims{}), epsilon),
+                         norm_reference(x, c.x, axis, w, instance ? channel : c.scale, b,
+                                        instance ? channel : c.bias.value_or(Dims{}), epsilon),
                          c.what);
   }
 }
@@ -195,7 +179,7 @@ TEST(NormLayer, ForwardMatchesTheEngine) {
 }
 
 // L = sum(dy * y) is linear in the scale and the bias: central differences are exact up to rounding.
-void expect_gradients_match(const LayerOp& op, const Dims& x_dims, uint32_t seed, const std::string& what) {
+void expect_norm_gradients_match(const LayerOp& op, const Dims& x_dims, uint32_t seed, const std::string& what) {
   std::vector<float> x = random_values(static_cast<size_t>(ir::element_count(x_dims)), seed, -1, 1, 6);
   std::vector<float> w = random_values(op.weight_size(), seed + 1, -2, 2), b = random_values(op.bias_size(), seed + 2);
   std::vector<float> dy = random_values(x.size(), seed + 3), y(x.size());
@@ -233,7 +217,7 @@ TEST(NormLayer, GradientsMatchDifferences) {
     NormNode n(c.op, c.bias ? &*c.bias : nullptr, c.outputs);
     set_attributes(n, c);
     auto op = make_layer_op(*n.node, c.scale, c.bias ? static_cast<size_t>(ir::element_count(*c.bias)) : 0, 2);
-    expect_gradients_match(*op, c.x, seed += 10, c.what);
+    expect_norm_gradients_match(*op, c.x, seed += 10, c.what);
   }
 }
 
@@ -294,7 +278,7 @@ TEST(NormLayer, SameBitsOnAnyThreadCount) {
 }
 
 // The message of the Error `fn` throws names the node; "" when it throws none.
-std::string error_of(const std::function<void()>& fn) {
+std::string error_naming_norm(const std::function<void()>& fn) {
   std::string message = testing::error_of(fn);
   if (!message.empty()) {
     EXPECT_NE(message.find("'norm'"), std::string::npos) << message;
@@ -307,70 +291,78 @@ TEST(NormLayer, RefusesWhatDoesNotFit) {
   // InstanceNormalization: a scale for other channels, not 1-D, a missing or wrong B, x of rank 2.
   NormNode instance("InstanceNormalization", &c3);
   auto in_op = make_layer_op(*instance.node, {3}, 3, 1);
-  EXPECT_NE(error_of([&] { in_op->output_dims({2, 4, 5}); }).find("channels"), std::string::npos);
-  EXPECT_NE(error_of([&] { in_op->output_dims({2, 3}); }).find("[N, C, D1, ...]"), std::string::npos);
+  EXPECT_NE(error_naming_norm([&] { in_op->output_dims({2, 4, 5}); }).find("channels"), std::string::npos);
+  EXPECT_NE(error_naming_norm([&] { in_op->output_dims({2, 3}); }).find("[N, C, D1, ...]"), std::string::npos);
   std::vector<float> x(6), w(3), b(3), y(6);
-  EXPECT_NE(error_of([&] { in_op->forward(x.data(), {2, 3}, w.data(), b.data(), y.data()); }), "");
-  EXPECT_NE(error_of([&] { in_op->backward(x.data(), {2, 3}, w.data(), y.data(), w.data(), b.data()); }), "");
-  EXPECT_NE(error_of([&] { make_layer_op(*instance.node, {3, 1}, 3, 1); }).find("per channel"), std::string::npos);
-  EXPECT_NE(error_of([&] { make_layer_op(*instance.node, {3}, 4, 1); }).find("B holds 4"), std::string::npos);
-  EXPECT_NE(error_of([&] { make_layer_op(*instance.node, {3}, 0, 1); }).find("B holds 0"), std::string::npos);
+  EXPECT_NE(error_naming_norm([&] { in_op->forward(x.data(), {2, 3}, w.data(), b.data(), y.data()); }), "");
+  EXPECT_NE(error_naming_norm([&] { in_op->backward(x.data(), {2, 3}, w.data(), y.data(), w.data(), b.data()); }), "");
+  EXPECT_NE(error_naming_norm([&] {
+              make_layer_op(*instance.node, {3, 1}, 3, 1);
+            }).find("per channel"),
+            std::string::npos);
+  EXPECT_NE(error_naming_norm([&] { make_layer_op(*instance.node, {3}, 4, 1); }).find("B holds 4"), std::string::npos);
+  EXPECT_NE(error_naming_norm([&] { make_layer_op(*instance.node, {3}, 0, 1); }).find("B holds 0"), std::string::npos);
   NormNode no_bias("InstanceNormalization", nullptr);
-  EXPECT_NE(error_of([&] { make_layer_op(*no_bias.node, {3}, 0, 1); }).find("requires"), std::string::npos);
+  EXPECT_NE(error_naming_norm([&] { make_layer_op(*no_bias.node, {3}, 0, 1); }).find("requires"), std::string::npos);
   NormNode negative("InstanceNormalization", &c3);
   negative.with(ir::Attribute::of_float("epsilon", -1));
-  EXPECT_NE(error_of([&] { make_layer_op(*negative.node, {3}, 3, 1); }).find("epsilon"), std::string::npos);
+  EXPECT_NE(error_naming_norm([&] { make_layer_op(*negative.node, {3}, 3, 1); }).find("epsilon"), std::string::npos);
 
   // LayerNormalization: a scale or B that is not a suffix of the normalized dims.
   NormNode layer("LayerNormalization", &d5);
   auto wrong_scale = make_layer_op(*layer.node, {4}, 5, 1);
-  EXPECT_NE(error_of([&] { wrong_scale->output_dims({2, 3, 5}); }).find("the scale has dims [4]"), std::string::npos);
+  EXPECT_NE(error_naming_norm([&] {
+              wrong_scale->output_dims({2, 3, 5});
+            }).find("the scale has dims [4]"),
+            std::string::npos);
   auto ok = make_layer_op(*layer.node, {5}, 5, 1);
   EXPECT_EQ(ok->output_dims({2, 3, 5}), (Dims{2, 3, 5}));
-  EXPECT_NE(error_of([&] { ok->output_dims({2, 3, 4}); }), "");
+  EXPECT_NE(error_naming_norm([&] { ok->output_dims({2, 3, 4}); }), "");
   NormNode axis1("LayerNormalization", &d5);
   axis1.with(ir::Attribute::of_int("axis", 1));
   auto not_suffix = make_layer_op(*axis1.node, {3, 1}, 5, 1);  // broadcasts, but along dim 2 of x
-  EXPECT_NE(error_of([&] { not_suffix->output_dims({2, 3, 5}); }).find("suffix"), std::string::npos);
+  EXPECT_NE(error_naming_norm([&] { not_suffix->output_dims({2, 3, 5}); }).find("suffix"), std::string::npos);
   auto too_long = make_layer_op(*axis1.node, {1, 1, 5}, 5, 1);  // more dims than the normalized
-  EXPECT_NE(error_of([&] { too_long->output_dims({2, 3, 5}); }).find("suffix"), std::string::npos);
+  EXPECT_NE(error_naming_norm([&] { too_long->output_dims({2, 3, 5}); }).find("suffix"), std::string::npos);
   const Dims b4 = {4};
   NormNode wrong_bias("LayerNormalization", &b4);
   auto wrong_b = make_layer_op(*wrong_bias.node, {5}, 4, 1);
-  EXPECT_NE(error_of([&] { wrong_b->output_dims({2, 3, 5}); }).find("B has dims [4]"), std::string::npos);
-  EXPECT_NE(error_of([&] { make_layer_op(*layer.node, {5}, 3, 1); }).find("3 values"), std::string::npos);
-  EXPECT_NE(error_of([&] { make_layer_op(*layer.node, {5}, 0, 1); }).find("not a constant"), std::string::npos);
+  EXPECT_NE(error_naming_norm([&] { wrong_b->output_dims({2, 3, 5}); }).find("B has dims [4]"), std::string::npos);
+  EXPECT_NE(error_naming_norm([&] { make_layer_op(*layer.node, {5}, 3, 1); }).find("3 values"), std::string::npos);
+  EXPECT_NE(error_naming_norm([&] { make_layer_op(*layer.node, {5}, 0, 1); }).find("not a constant"),
+            std::string::npos);
   NormNode unknown_bias("LayerNormalization", &d5);
   unknown_bias.node->input(2)->type = ir::ValueType{};
-  EXPECT_NE(error_of([&] { make_layer_op(*unknown_bias.node, {5}, 5, 1); }).find("not known"), std::string::npos);
+  EXPECT_NE(error_naming_norm([&] { make_layer_op(*unknown_bias.node, {5}, 5, 1); }).find("not known"),
+            std::string::npos);
   NormNode no_b("LayerNormalization", nullptr);
-  EXPECT_NE(error_of([&] { make_layer_op(*no_b.node, {5}, 5, 1); }).find("no B"), std::string::npos);
+  EXPECT_NE(error_naming_norm([&] { make_layer_op(*no_b.node, {5}, 5, 1); }).find("no B"), std::string::npos);
 
   // The batch dim is never normalized: axis 0, or a negative axis reaching it, or x of rank 1.
   NormNode axis0("LayerNormalization", nullptr);
   axis0.with(ir::Attribute::of_int("axis", 0));
-  EXPECT_NE(error_of([&] { make_layer_op(*axis0.node, {5}, 0, 1); }).find("batch"), std::string::npos);
+  EXPECT_NE(error_naming_norm([&] { make_layer_op(*axis0.node, {5}, 0, 1); }).find("batch"), std::string::npos);
   NormNode axis_m2("LayerNormalization", nullptr);
   axis_m2.with(ir::Attribute::of_int("axis", -2));
   auto m2 = make_layer_op(*axis_m2.node, {5}, 0, 1);
   EXPECT_EQ(m2->output_dims({2, 3, 5}), (Dims{2, 3, 5}));
-  EXPECT_NE(error_of([&] { m2->output_dims({3, 5}); }).find("batch"), std::string::npos);
+  EXPECT_NE(error_naming_norm([&] { m2->output_dims({3, 5}); }).find("batch"), std::string::npos);
   NormNode last("LayerNormalization", nullptr);
   auto last_op = make_layer_op(*last.node, {5}, 0, 1);
-  EXPECT_NE(error_of([&] { last_op->output_dims({5}); }).find("batch"), std::string::npos);
-  EXPECT_NE(error_of([&] { last_op->output_dims({}); }).find("out of range"), std::string::npos);
+  EXPECT_NE(error_naming_norm([&] { last_op->output_dims({5}); }).find("batch"), std::string::npos);
+  EXPECT_NE(error_naming_norm([&] { last_op->output_dims({}); }).find("out of range"), std::string::npos);
   NormNode axis_far("LayerNormalization", nullptr);
   axis_far.with(ir::Attribute::of_int("axis", 3));
   auto far = make_layer_op(*axis_far.node, {5}, 0, 1);
-  EXPECT_NE(error_of([&] { far->output_dims({2, 3, 5}); }).find("out of range"), std::string::npos);
+  EXPECT_NE(error_naming_norm([&] { far->output_dims({2, 3, 5}); }).find("out of range"), std::string::npos);
 
   // Attributes it does not compute.
   NormNode stash("LayerNormalization", nullptr);
   stash.with(ir::Attribute::of_int("stash_type", 0));
-  EXPECT_NE(error_of([&] { make_layer_op(*stash.node, {5}, 0, 1); }).find("stash_type"), std::string::npos);
+  EXPECT_NE(error_naming_norm([&] { make_layer_op(*stash.node, {5}, 0, 1); }).find("stash_type"), std::string::npos);
   NormNode typed("LayerNormalization", nullptr);
   typed.with(ir::Attribute::of_float("axis", 1.0f));
-  EXPECT_NE(error_of([&] { make_layer_op(*typed.node, {5}, 0, 1); }).find("axis"), std::string::npos);
+  EXPECT_NE(error_naming_norm([&] { make_layer_op(*typed.node, {5}, 0, 1); }).find("axis"), std::string::npos);
 }
 
 }  // namespace

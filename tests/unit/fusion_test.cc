@@ -5,6 +5,7 @@
 #include "engine/fusion.h"
 #include "engine/session.h"
 #include "ir/model.h"
+#include "support/model_run.h"
 
 namespace onnxptq::engine {
 namespace {
@@ -32,7 +33,7 @@ struct ConvThen {
   }
 };
 
-auto nothing_visible = [](const ir::Value*) { return false; };
+using testing::nothing_visible;
 
 TEST(FuseConvActivations, ReluBecomesOneFusedConvKeepingConvAttributes) {
   ConvThen t("Relu");

@@ -24,6 +24,9 @@
 #pragma GCC diagnostic ignored "-Wmissing-field-initializers"
 #include <stb/stb_image_write.h>
 #pragma GCC diagnostic pop
+// Not into the files a unity build compiles after this one.
+#undef STB_IMAGE_WRITE_IMPLEMENTATION
+#undef STB_IMAGE_WRITE_STATIC
 
 namespace onnxptq::calib {
 namespace {

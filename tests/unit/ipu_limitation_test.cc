@@ -23,12 +23,12 @@ using ir::DataType;
 
 // A graph built node by node, and a plan whose positions are set by hand (int8, symmetric, zero
 // point 0), as assign_parameters would leave them.
-struct Case {
+struct IpuCase {
   ir::Model model;
   Plan plan;
   QuantConfig config;
 
-  Case() {
+  IpuCase() {
     model.set_opset("", 13);
     config.calibrate_method = calib::Method::NonOverflow;
     config.enable_dpu = true;
@@ -106,17 +106,17 @@ std::vector<int8_t> expected_int8(std::span<const float> w, int pos) {
   return q;
 }
 
-std::vector<int8_t> stored(const Case& c, const std::string& name) {
+std::vector<int8_t> stored(const IpuCase& c, const std::string& name) {
   std::span<const int8_t> d = c.plan.find(name)->data->values<int8_t>();
   return {d.begin(), d.end()};
 }
 
-std::span<const float> float_values(Case& c, const std::string& name) {
+std::span<const float> float_values(IpuCase& c, const std::string& name) {
   return c.g().find_value(name)->initializer().values<float>();
 }
 
 // x -> Conv(w[, b]) -> y
-void conv(Case& c, bool bias) {
+void conv(IpuCase& c, bool bias) {
   c.input("x");
   c.init("w", {2, 2, 1, 1}, {0.3f, -0.17f, 0.051f, 0.9f});
   if (bias) c.init("b", {2}, {0.01f, -0.004f});
@@ -126,7 +126,7 @@ void conv(Case& c, bool bias) {
 // A worked AdjustShiftCut example (vai_q_onnx 1.16's rule): wpos 9, ipos 7, opos 0 -> shift_cut 16,
 // allowed; opos -1 -> 17, and wpos := 16 - 1 - 7 = 8, the stored weight quantized again at 2^-8.
 TEST(IpuLimitation, AppendixAExample6ShiftCut) {
-  Case ok;
+  IpuCase ok;
   conv(ok, false);
   ok.act("x", 7);
   ok.weight("w", 9);
@@ -134,7 +134,7 @@ TEST(IpuLimitation, AppendixAExample6ShiftCut) {
   EXPECT_TRUE(ok.run().empty());
   EXPECT_EQ(ok.pos("w"), 9);
 
-  Case c;
+  IpuCase c;
   conv(c, false);
   c.act("x", 7);
   c.weight("w", 9);
@@ -158,7 +158,7 @@ TEST(IpuLimitation, AppendixAExample6ShiftCut) {
 // quantized again at 2^-20.
 TEST(IpuLimitation, AppendixAExample7ShiftBias) {
   for (int bpos : {14, 22}) {
-    Case c;
+    IpuCase c;
     conv(c, true);
     c.act("x", 5);
     c.weight("w", 8);
@@ -182,7 +182,7 @@ TEST(IpuLimitation, AppendixAExample7ShiftBias) {
 // A LeakyRelu fused into the Conv (no Q/DQ between, RemoveQDQConvLeakyRelu) raises the lower bound
 // of shift_bias to 0: -1 becomes 0, bpos := wpos + ipos.
 TEST(IpuLimitation, ShiftBiasBeforeFusedLeakyRelu) {
-  Case c;
+  IpuCase c;
   c.config.remove_qdq_conv_leaky_relu = true;
   c.input("x");
   c.init("w", {2, 2, 1, 1}, {0.3f, -0.17f, 0.051f, 0.9f});
@@ -201,7 +201,7 @@ TEST(IpuLimitation, ShiftBiasBeforeFusedLeakyRelu) {
 
 // AdjustShiftRead: Add inputs at 10 and 2 (shift_read 8 > 7): the larger becomes 2 + 7 = 9.
 TEST(IpuLimitation, ShiftReadLowersTheLargerInput) {
-  Case c;
+  IpuCase c;
   c.input("a");
   c.input("b");
   c.node("Add", {"a", "b"}, {"y"}, "add");
@@ -230,7 +230,7 @@ TEST(IpuLimitation, ShiftWriteAddAndMul) {
                 Row{"Mul", 3, 4, 10, 7},    // 7 - 10 = -3 -> 0: opos = 7
                 Row{"Mul", 20, 20, 0, 8},   // 40 > 32: opos = 40 - 32
                 Row{"Mul", 3, 4, 5, 5}}) {  // 2: fine
-    Case c;
+    IpuCase c;
     c.input("a");
     c.input("b");
     c.node(r.op, {"a", "b"}, {"y"}, "n");
@@ -247,7 +247,7 @@ TEST(IpuLimitation, ShiftWriteAddAndMul) {
 
 // A Mul with an input that has no position (the DPU scaling Mul's constant) is skipped.
 TEST(IpuLimitation, MulWithAnInputWithoutPositionIsSkipped) {
-  Case c;
+  IpuCase c;
   c.input("a");
   c.init("k", {}, {1.5f});
   c.node("Mul", {"a", "k"}, {"y"}, "n");
@@ -264,7 +264,7 @@ TEST(IpuLimitation, HardSigmoidThroughTheDpuMul) {
     int in, out, in_expected, out_expected;
   };
   for (Row r : {Row{17, 9, 15, 9}, Row{-2, 5, 0, 7}, Row{0, 20, 0, 14}, Row{3, 12, 3, 12}}) {
-    Case c;
+    IpuCase c;
     c.input("x");
     ir::Node* h = c.node("HardSigmoid", {"x"}, {"h_Mul"}, "hsig");
     h->set_attribute(ir::Attribute::of_float("alpha", static_cast<float>(1.0 / 6)));
@@ -282,7 +282,7 @@ TEST(IpuLimitation, HardSigmoidThroughTheDpuMul) {
 
 // AdjustShiftSwish: x * hsigmoid(x), ipos0 + ipos1 - opos in [0, 15]: 6 + 7 - (-5) = 18 -> opos = -2.
 TEST(IpuLimitation, ShiftSwish) {
-  Case c;
+  IpuCase c;
   c.input("x");
   ir::Node* h = c.node("HardSigmoid", {"x"}, {"h"}, "hsig");
   h->set_attribute(ir::Attribute::of_float("alpha", static_cast<float>(1.0 / 6)));
@@ -296,7 +296,7 @@ TEST(IpuLimitation, ShiftSwish) {
   EXPECT_EQ(changes[0].node, "swish");
   EXPECT_EQ(c.pos("y"), -2);
   // A Mul of two tensors no hard sigmoid reads is no swish.
-  Case plain;
+  IpuCase plain;
   plain.input("x");
   plain.input("z");
   plain.node("Mul", {"x", "z"}, {"y"}, "mul");
@@ -310,7 +310,7 @@ TEST(IpuLimitation, ShiftSwish) {
 // AlignConcat: every position becomes the minimum; an input sharing another tensor's parameters
 // (Reshape) changes through its provider, and the sharing tensor follows.
 TEST(IpuLimitation, AlignConcatThroughTheProvider) {
-  Case c;
+  IpuCase c;
   c.input("a0");
   c.input("b");
   c.g().set_initializer(c.v("shape"), ir::Tensor::from_values<int64_t>({4}, std::vector<int64_t>{1, 2, 4, 4}));
@@ -336,7 +336,7 @@ TEST(IpuLimitation, AlignConcatThroughTheProvider) {
 // without Q/DQ reads the Pad's input position (refine.py's look-through).
 TEST(IpuLimitation, AlignPool) {
   for (auto [in, out] : {std::pair{6, 4}, std::pair{3, 5}}) {
-    Case c;
+    IpuCase c;
     c.input("x");
     c.node("GlobalAveragePool", {"x"}, {"y"}, "gap");
     c.act("x", in);
@@ -346,7 +346,7 @@ TEST(IpuLimitation, AlignPool) {
     EXPECT_EQ(c.pos("x"), std::min(in, out));
     EXPECT_EQ(c.pos("y"), std::min(in, out));
   }
-  Case c;
+  IpuCase c;
   c.input("x");
   c.g().set_initializer(c.v("pads"), ir::Tensor::from_values<int64_t>({8}, std::vector<int64_t>(8, 0)));
   c.node("Pad", {"x", "pads"}, {"p"}, "pad");
@@ -363,7 +363,7 @@ TEST(IpuLimitation, AlignPool) {
 TEST(IpuLimitation, QuarksAlignPadAndAlignSlice) {
   for (bool set : {false, true})
     for (const char* op : {"Pad", "Slice"}) {
-      Case c;
+      IpuCase c;
       c.input("x");
       if (std::string(op) == "Pad") {
         c.g().set_initializer(c.v("pads"), ir::Tensor::from_values<int64_t>({8}, std::vector<int64_t>(8, 1)));
@@ -387,7 +387,7 @@ TEST(IpuLimitation, QuarksAlignPadAndAlignSlice) {
 // A Relu the plan removed: the Conv writes its output, whose position is opos (Q/DQ removal, as
 // refine.py).
 TEST(IpuLimitation, OutputPositionThroughARemovedRelu) {
-  Case c;
+  IpuCase c;
   c.input("x");
   c.init("w", {2, 2, 1, 1}, {0.3f, -0.17f, 0.051f, 0.9f});
   c.node("Conv", {"x", "w"}, {"c"}, "conv");
@@ -406,7 +406,7 @@ TEST(IpuLimitation, OutputPositionThroughARemovedRelu) {
 // shift_read is 8: with one sweep it stays, with two b becomes 1 + 7 = 8.
 TEST(IpuLimitation, SecondSweepMendsWhatALaterRuleBroke) {
   for (int loops : {1, 2, 5}) {
-    Case c;
+    IpuCase c;
     c.config.ipu.max_loops = loops;
     c.input("a");
     c.input("b");
@@ -444,7 +444,7 @@ TEST(IpuLimitation, SecondSweepMendsWhatALaterRuleBroke) {
 // own power-of-two position from its values: max |b| = 0.4 -> 0.4/127 -> -log2 = 8.3 -> pos 8 (and
 // the finest position holding 0.4 is 8 too), values clip(rne(b 256), -127, 127).
 TEST(IpuLimitation, NpuBiasIsAPowerOfTwoWeight) {
-  Case c;
+  IpuCase c;
   c.input("x");
   c.init("w", {2, 2, 1, 1}, {0.3f, -0.17f, 0.051f, 0.9f});
   c.init("b", {2}, {0.4f, -0.1f});

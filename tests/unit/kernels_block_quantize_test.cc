@@ -17,6 +17,7 @@
 
 #include "ir/float16.h"
 #include "ir/model.h"
+#include "support/kernel_run.h"
 #include "support/one_node.h"
 
 namespace onnxptq {
@@ -27,10 +28,9 @@ using ir::DataType;
 using ir::Tensor;
 using testing::error_of;
 using In = testing::NodeInput;
-
-constexpr float kInf = std::numeric_limits<float>::infinity();
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-const std::string kQuark = "com.amd.quark";
+using kernel_test::kInf;
+using kernel_test::kNaN;
+using kernel_test::kQuark;
 
 uint32_t bits(float f) {
   uint32_t u;

@@ -19,6 +19,7 @@
 #include "ir/float16.h"
 #include "ir/model.h"
 #include "onnxptq/error.h"
+#include "support/kernel_run.h"
 #include "support/one_node.h"
 
 namespace onnxptq {
@@ -27,22 +28,17 @@ namespace {
 using ir::Attribute;
 using ir::DataType;
 using ir::Tensor;
+using kernel_test::kInf;
+using kernel_test::kNaN;
+using kernel_test::kQuark;
+using kernel_test::make;
+using kernel_test::scalar;
+using kernel_test::scalar_of;
+using kernel_test::values_of;
 
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-constexpr float kInf = std::numeric_limits<float>::infinity();
 const std::string kVitis = "com.vai.quantize";
-const std::string kQuark = "com.amd.quark";
 const std::string kContrib = "ai.onnx.contrib";
 
-template <class T>
-Tensor make(std::vector<int64_t> dims, std::vector<T> values) {
-  return Tensor::from_values<T>(std::move(dims), values);
-}
-template <class T>
-Tensor scalar_of(T v) {
-  return make<T>({}, {v});
-}
-Tensor scalar(float v) { return scalar_of<float>(v); }
 // A float16 or bfloat16 tensor from its bit patterns.
 Tensor bits16(DataType type, std::vector<int64_t> dims, std::vector<uint16_t> bits) {
   Tensor t = Tensor::uninitialized(type, std::move(dims));
@@ -51,24 +47,18 @@ Tensor bits16(DataType type, std::vector<int64_t> dims, std::vector<uint16_t> bi
   return t;
 }
 
-template <class T>
-std::vector<T> values_of(const Tensor& t) {
-  auto v = t.values<T>();
-  return {v.begin(), v.end()};
-}
-
 using testing::error_of;
 using In = testing::NodeInput;
 
 // A model of one node of `domain` (imported at version 1, the default domain at 21) and its outputs.
-std::vector<Tensor> run_one(const std::string& op, const std::string& domain, const std::vector<In>& inputs,
-                            std::vector<Attribute> attributes = {}, int threads = 2) {
+std::vector<Tensor> run_custom_op(const std::string& op, const std::string& domain, const std::vector<In>& inputs,
+                                  std::vector<Attribute> attributes = {}, int threads = 2) {
   return testing::run_node(op, domain, 21, inputs, std::move(attributes), 1, threads);
 }
 
 Tensor run_single(const std::string& op, const std::string& domain, const std::vector<In>& inputs,
                   std::vector<Attribute> attributes = {}) {
-  auto out = run_one(op, domain, inputs, std::move(attributes));
+  auto out = run_custom_op(op, domain, inputs, std::move(attributes));
   EXPECT_EQ(out.size(), 1u);
   return out.at(0);
 }
@@ -428,110 +418,114 @@ TEST(CustomQuantizeErrors, OneLineNamingWhatIsWrong) {
   // A zero point of a type none of the ops quantizes to.
   expect_error(
       [&] {
-        run_one("VitisQuantizeLinear", kVitis, {{"x", x}, {"s", scalar(1)}, {"z", scalar_of<int64_t>(0)}});
+        run_custom_op("VitisQuantizeLinear", kVitis, {{"x", x}, {"s", scalar(1)}, {"z", scalar_of<int64_t>(0)}});
       },
       "y_zero_point has type int64, expected uint8, int8, uint16, int16, uint32, int32, float16 or bfloat16");
   expect_error(
       [&] {
-        run_one("ExtendedQuantizeLinear", kQuark, {{"x", x}, {"s", scalar(1)}, {"z", scalar(0)}});
+        run_custom_op("ExtendedQuantizeLinear", kQuark, {{"x", x}, {"s", scalar(1)}, {"z", scalar(0)}});
       },
       "y_zero_point has type float, expected");
   // A scale that is not float.
   expect_error(
       [&] {
-        run_one("VitisQuantizeLinear", kVitis, {{"x", x}, {"s", scalar_of<int8_t>(1)}, {"z", scalar_of<int8_t>(0)}});
+        run_custom_op("VitisQuantizeLinear", kVitis,
+                      {{"x", x}, {"s", scalar_of<int8_t>(1)}, {"z", scalar_of<int8_t>(0)}});
       },
       "y_scale has type int8, expected float or float16");
   expect_error(
       [&] {
-        run_one("VitisDequantizeLinear", kVitis,
-                {{"q", make<int8_t>({1}, {1})}, {"s", scalar_of<int32_t>(1)}, {"z", scalar_of<int8_t>(0)}});
+        run_custom_op("VitisDequantizeLinear", kVitis,
+                      {{"q", make<int8_t>({1}, {1})}, {"s", scalar_of<int32_t>(1)}, {"z", scalar_of<int8_t>(0)}});
       },
       "x_scale has type int32, expected float or float16");
   // The zero point is not optional, and names the node in front.
   expect_error(
       [&] {
-        run_one("VitisQuantizeLinear", kVitis, {{"x", x}, {"s", scalar(1)}});
+        run_custom_op("VitisQuantizeLinear", kVitis, {{"x", x}, {"s", scalar(1)}});
       },
       "input 2 (y_zero_point) is missing");
-  expect_error([&] { run_one("VitisQuantizeLinear", kVitis, {{"x", x}, {"s", scalar(1)}}); }, "node 'n0'");
+  expect_error([&] { run_custom_op("VitisQuantizeLinear", kVitis, {{"x", x}, {"s", scalar(1)}}); }, "node 'n0'");
   expect_error(
       [&] {
-        run_one("FixNeuron", kContrib, {{"x", x}, {"s", scalar(1)}});
+        run_custom_op("FixNeuron", kContrib, {{"x", x}, {"s", scalar(1)}});
       },
       "input 2 (zero_point) is missing");
   // Dequantize: the zero point's type must be the input's.
   expect_error(
       [&] {
-        run_one("VitisDequantizeLinear", kVitis,
-                {{"q", make<int8_t>({1}, {1})}, {"s", scalar(1)}, {"z", scalar_of<uint8_t>(0)}});
+        run_custom_op("VitisDequantizeLinear", kVitis,
+                      {{"q", make<int8_t>({1}, {1})}, {"s", scalar(1)}, {"z", scalar_of<uint8_t>(0)}});
       },
       "x_zero_point has type uint8, the input x int8");
   // x not float.
   expect_error(
       [&] {
-        run_one("ExtendedQuantizeLinear", kQuark,
-                {{"x", make<int32_t>({1}, {1})}, {"s", scalar(1)}, {"z", scalar_of<int8_t>(0)}});
+        run_custom_op("ExtendedQuantizeLinear", kQuark,
+                      {{"x", make<int32_t>({1}, {1})}, {"s", scalar(1)}, {"z", scalar_of<int8_t>(0)}});
       },
       "the input x has type int32, expected float or float16");
   // Per-axis shapes.
   Tensor x23 = make<float>({2, 3}, {1, 2, 3, 4, 5, 6});
   expect_error(
       [&] {
-        run_one("VitisQuantizeLinear", kVitis,
-                {{"x", x23}, {"s", make<float>({2}, {1, 1})}, {"z", make<int8_t>({2}, {0, 0})}});  // axis 1 has 3
+        run_custom_op("VitisQuantizeLinear", kVitis,
+                      {{"x", x23}, {"s", make<float>({2}, {1, 1})}, {"z", make<int8_t>({2}, {0, 0})}});  // axis 1 has 3
       },
       "y_scale has 2 values, the input [2,3] has 3 along axis 1");
   expect_error(
       [&] {
-        run_one("VitisQuantizeLinear", kVitis,
-                {{"x", x23},
-                 {"s", make<float>({2, 3}, {1, 1, 1, 1, 1, 1})},
-                 {"z", make<int8_t>({2, 3}, {0, 0, 0, 0, 0, 0})}});
+        run_custom_op("VitisQuantizeLinear", kVitis,
+                      {{"x", x23},
+                       {"s", make<float>({2, 3}, {1, 1, 1, 1, 1, 1})},
+                       {"z", make<int8_t>({2, 3}, {0, 0, 0, 0, 0, 0})}});
       },
       "y_scale of shape [2,3] is neither one value nor 1-D");
   expect_error(
       [&] {
-        run_one("VitisQuantizeLinear", kVitis,
-                {{"x", x23}, {"s", make<float>({3}, {1, 1, 1})}, {"z", scalar_of<int8_t>(0)}});
+        run_custom_op("VitisQuantizeLinear", kVitis,
+                      {{"x", x23}, {"s", make<float>({3}, {1, 1, 1})}, {"z", scalar_of<int8_t>(0)}});
       },
       "y_zero_point has shape [], y_scale [3]: they must match");
   expect_error(
       [&] {
-        run_one("VitisQuantizeLinear", kVitis,
-                {{"x", x23}, {"s", make<float>({3}, {1, 1, 1})}, {"z", make<int8_t>({3}, {0, 0, 0})}}, axis(2));
+        run_custom_op("VitisQuantizeLinear", kVitis,
+                      {{"x", x23}, {"s", make<float>({3}, {1, 1, 1})}, {"z", make<int8_t>({3}, {0, 0, 0})}}, axis(2));
       },
       "axis 2 is out of range for rank 2");
   // contrib: int8 zero point, one scale, a bit_width that is an integer in range.
   expect_error(
       [&] {
-        run_one("FixNeuron", kContrib, {{"x", x}, {"s", scalar(1)}, {"z", scalar_of<uint8_t>(0)}});
+        run_custom_op("FixNeuron", kContrib, {{"x", x}, {"s", scalar(1)}, {"z", scalar_of<uint8_t>(0)}});
       },
       "the zero point has type uint8, expected int8");
   expect_error(
       [&] {
-        run_one("FixNeuron", kContrib, {{"x", x}, {"s", scalar_of<int8_t>(1)}, {"z", scalar_of<int8_t>(0)}});
+        run_custom_op("FixNeuron", kContrib, {{"x", x}, {"s", scalar_of<int8_t>(1)}, {"z", scalar_of<int8_t>(0)}});
       },
       "the scale has type int8, expected float or float16");
   expect_error(
       [&] {
-        run_one("QuantizeLinear", kContrib, {{"x", x}, {"s", make<float>({2}, {1, 2})}, {"z", scalar_of<int8_t>(0)}});
+        run_custom_op("QuantizeLinear", kContrib,
+                      {{"x", x}, {"s", make<float>({2}, {1, 2})}, {"z", scalar_of<int8_t>(0)}});
       },
       "the scale must be a scalar or a 1-element tensor, got shape [2]");
   expect_error(
       [&] {
-        run_one("FixNeuron", kContrib, {{"x", x}, {"s", scalar(1)}, {"z", scalar_of<int8_t>(0)}}, bit_width("eight"));
+        run_custom_op("FixNeuron", kContrib, {{"x", x}, {"s", scalar(1)}, {"z", scalar_of<int8_t>(0)}},
+                      bit_width("eight"));
       },
       "bit_width 'eight' is not an integer");
   expect_error(
       [&] {
-        run_one("QuantizeLinear", kContrib, {{"x", x}, {"s", scalar(1)}, {"z", scalar_of<int8_t>(0)}}, bit_width("9"));
+        run_custom_op("QuantizeLinear", kContrib, {{"x", x}, {"s", scalar(1)}, {"z", scalar_of<int8_t>(0)}},
+                      bit_width("9"));
       },
       "bit_width 9 is outside [1, 8]");
   expect_error(
       [&] {
-        run_one("DequantizeLinear", kContrib,
-                {{"q", make<int16_t>({1}, {1})}, {"s", scalar(1)}, {"z", scalar_of<int8_t>(0)}});
+        run_custom_op("DequantizeLinear", kContrib,
+                      {{"q", make<int16_t>({1}, {1})}, {"s", scalar(1)}, {"z", scalar_of<int8_t>(0)}});
       },
       "the input x has type int16, expected int8");
 }

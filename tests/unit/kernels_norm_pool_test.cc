@@ -16,101 +16,23 @@
 
 #include "engine/session.h"
 #include "onnxptq/error.h"
+#include "support/kernel_run.h"
 
 namespace onnxptq::engine {
 namespace {
 
 using ir::DataType;
 using Dims = std::vector<int64_t>;
-constexpr float kInf = std::numeric_limits<float>::infinity();
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-struct Attr {
-  std::string name;
-  std::variant<int64_t, float, std::string, std::vector<int64_t>> value;
-};
-
-struct Op {
-  std::string type;
-  int64_t opset = 13;
-  std::vector<Attr> attrs = {};
-  int outputs = 1;
-  int threads = 1;
-  std::set<size_t> constants = {};  // inputs given as initializers
-};
-
-std::vector<Tensor> run_all(const Op& op, const std::vector<std::optional<Tensor>>& inputs) {
-  ir::Model m;
-  m.set_opset("", op.opset);
-  ir::Graph& g = *m.graph;
-  std::vector<ir::Value*> ins;
-  std::map<std::string, Tensor> feeds;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i]) {
-      ins.push_back(nullptr);
-      continue;
-    }
-    ir::Value* v = g.add_value("in" + std::to_string(i));
-    if (op.constants.count(i)) {
-      g.set_initializer(v, *inputs[i]);
-    } else {
-      g.add_input(v);
-      feeds["in" + std::to_string(i)] = *inputs[i];
-    }
-    ins.push_back(v);
-  }
-  std::vector<ir::Value*> outs;
-  for (int i = 0; i < op.outputs; ++i) outs.push_back(g.add_value("out" + std::to_string(i)));
-  ir::Node* node = g.add_node(op.type, ins, outs, "node");
-  for (const Attr& a : op.attrs) {
-    if (auto* i = std::get_if<int64_t>(&a.value)) node->set_attribute(ir::Attribute::of_int(a.name, *i));
-    else if (auto* f = std::get_if<float>(&a.value)) node->set_attribute(ir::Attribute::of_float(a.name, *f));
-    else if (auto* s = std::get_if<std::string>(&a.value)) node->set_attribute(ir::Attribute::of_string(a.name, *s));
-    else node->set_attribute(ir::Attribute::of_ints(a.name, std::get<std::vector<int64_t>>(a.value)));
-  }
-  for (ir::Value* v : outs) g.add_output(v);
-  SessionOptions options;
-  options.threads = op.threads;
-  Session session(m, options);
-  return session.run(feeds);
-}
-
-Tensor run_op(const Op& op, const std::vector<std::optional<Tensor>>& inputs) { return run_all(op, inputs)[0]; }
-
-std::string op_error(const Op& op, const std::vector<std::optional<Tensor>>& inputs) {
-  try {
-    run_all(op, inputs);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-Tensor f32(Dims dims, std::vector<float> v) { return Tensor::from_values<float>(std::move(dims), v); }
-
-Tensor random_f32(const Dims& dims, unsigned seed, float lo = -3.0f, float hi = 3.0f) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(static_cast<size_t>(ir::element_count(dims)));
-  for (float& x : v) x = dist(gen);
-  return f32(dims, v);
-}
-
-std::vector<float> floats(const Tensor& t) {
-  auto v = t.values<float>();
-  return {v.begin(), v.end()};
-}
-
-void expect_near_all(const std::vector<double>& expected, const Tensor& got, double rtol = 1e-5, double atol = 1e-5) {
-  ASSERT_EQ(got.dtype(), DataType::Float);
-  ASSERT_EQ(static_cast<int64_t>(expected.size()), got.size());
-  auto g = got.values<float>();
-  for (size_t i = 0; i < expected.size(); ++i) {
-    if (std::isnan(expected[i])) EXPECT_TRUE(std::isnan(g[i])) << "element " << i;
-    else if (std::isinf(expected[i])) EXPECT_EQ(expected[i], g[i]) << "element " << i;
-    else EXPECT_NEAR(expected[i], g[i], atol + rtol * std::fabs(expected[i])) << "element " << i;
-  }
-}
+using kernel_test::expect_near_all;
+using kernel_test::f32;
+using kernel_test::floats;
+using kernel_test::kInf;
+using kernel_test::kNaN;
+using kernel_test::Op;
+using kernel_test::op_error;
+using kernel_test::random_f32;
+using kernel_test::run_all;
+using kernel_test::run_op;
 
 // ---- Pools against a naive pool ----
 

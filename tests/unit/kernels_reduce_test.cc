@@ -15,106 +15,29 @@
 #include "engine/session.h"
 #include "ir/float16.h"
 #include "onnxptq/error.h"
+#include "support/kernel_run.h"
 
 namespace onnxptq::engine {
 namespace {
 
 using ir::DataType;
 using Dims = std::vector<int64_t>;
-constexpr float kInf = std::numeric_limits<float>::infinity();
-constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+using kernel_test::expect_near_all;
+using kernel_test::f32;
+using kernel_test::floats;
+using kernel_test::i32;
+using kernel_test::i64;
+using kernel_test::kInf;
+using kernel_test::kNaN;
+using kernel_test::Op;
+using kernel_test::op_error;
+using kernel_test::random_f32;
+using kernel_test::run_all;
+using kernel_test::run_op;
 
-struct Attr {
-  std::string name;
-  std::variant<int64_t, float, std::vector<int64_t>> value;
-};
-
-struct Op {
-  std::string type;
-  int64_t opset = 13;
-  std::vector<Attr> attrs = {};
-  int outputs = 1;
-  int threads = 1;
-};
-
-// Runs a one-node model whose inputs are graph inputs (nullopt: an omitted optional input).
-std::vector<Tensor> run_all(const Op& op, const std::vector<std::optional<Tensor>>& inputs) {
-  ir::Model m;
-  m.set_opset("", op.opset);
-  ir::Graph& g = *m.graph;
-  std::vector<ir::Value*> ins;
-  std::map<std::string, Tensor> feeds;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i]) {
-      ins.push_back(nullptr);
-      continue;
-    }
-    ir::Value* v = g.add_value("in" + std::to_string(i));
-    g.add_input(v);
-    ins.push_back(v);
-    feeds["in" + std::to_string(i)] = *inputs[i];
-  }
-  std::vector<ir::Value*> outs;
-  for (int i = 0; i < op.outputs; ++i) outs.push_back(g.add_value("out" + std::to_string(i)));
-  ir::Node* node = g.add_node(op.type, ins, outs, "node");
-  for (const Attr& a : op.attrs) {
-    if (auto* i = std::get_if<int64_t>(&a.value)) node->set_attribute(ir::Attribute::of_int(a.name, *i));
-    else if (auto* f = std::get_if<float>(&a.value)) node->set_attribute(ir::Attribute::of_float(a.name, *f));
-    else node->set_attribute(ir::Attribute::of_ints(a.name, std::get<std::vector<int64_t>>(a.value)));
-  }
-  for (ir::Value* v : outs) g.add_output(v);
-  SessionOptions options;
-  options.threads = op.threads;
-  Session session(m, options);
-  return session.run(feeds);
-}
-
-Tensor run_op(const Op& op, const std::vector<std::optional<Tensor>>& inputs) { return run_all(op, inputs)[0]; }
-
-// The message of the Error the op raises (when built or run), or "" when it runs.
-std::string op_error(const Op& op, const std::vector<std::optional<Tensor>>& inputs) {
-  try {
-    run_all(op, inputs);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-Tensor f32(Dims dims, std::vector<float> v) { return Tensor::from_values<float>(std::move(dims), v); }
-Tensor i64(Dims dims, std::vector<int64_t> v) { return Tensor::from_values<int64_t>(std::move(dims), v); }
-Tensor i32(Dims dims, std::vector<int32_t> v) { return Tensor::from_values<int32_t>(std::move(dims), v); }
-
-Tensor random_f32(const Dims& dims, unsigned seed, float lo = -3.0f, float hi = 3.0f) {
-  std::mt19937 gen(seed);
-  std::uniform_real_distribution<float> dist(lo, hi);
-  std::vector<float> v(static_cast<size_t>(ir::element_count(dims)));
-  for (float& x : v) x = dist(gen);
-  return f32(dims, v);
-}
-
-std::vector<float> floats(const Tensor& t) {
-  auto v = t.values<float>();
-  return {v.begin(), v.end()};
-}
 std::vector<int64_t> int64s(const Tensor& t) {
   auto v = t.values<int64_t>();
   return {v.begin(), v.end()};
-}
-
-void expect_near_all(const std::vector<double>& expected, const Tensor& got, double rtol = 1e-5, double atol = 1e-6) {
-  ASSERT_EQ(got.dtype(), DataType::Float);
-  ASSERT_EQ(static_cast<int64_t>(expected.size()), got.size());
-  auto g = got.values<float>();
-  for (size_t i = 0; i < expected.size(); ++i) {
-    if (std::isnan(expected[i])) {
-      EXPECT_TRUE(std::isnan(g[i])) << "element " << i;
-    } else if (std::isinf(expected[i])) {
-      EXPECT_EQ(expected[i], g[i]) << "element " << i;
-    } else {
-      EXPECT_NEAR(expected[i], g[i], atol + rtol * std::fabs(expected[i])) << "element " << i;
-    }
-  }
 }
 
 // ---- Reductions against a naive reference ----
@@ -249,7 +172,7 @@ TEST(KernelsReduce, EmptyReductionsGiveTheIdentityOfTheOp) {
     SCOPED_TRACE(op);
     Tensor y = run_op({op, 12, {{"axes", std::vector<int64_t>{1}}}}, {x});
     EXPECT_EQ(y.dims(), (Dims{2, 1}));
-    expect_near_all({value, value}, y);
+    expect_near_all({value, value}, y, 1e-5, 1e-6);
   }
   // An empty kept axis gives an empty result.
   EXPECT_EQ(run_op({"ReduceSum", 13, {{"keepdims", int64_t{0}}}}, {f32({0, 3}, {}), i64({1}, {1})}).dims(), (Dims{0}));
@@ -356,11 +279,12 @@ TEST(KernelsSoftmax, LastAxisAndOtherAxesMatchNaiveReference) {
 TEST(KernelsSoftmax, BeforeOpset13TheInputIsCoercedTo2D) {
   Tensor x = random_f32({2, 3, 4}, 3);
   // Opset 11, axis 1: each of the 2 rows of 12 values; opset 13, axis 1: along the axis of 3.
-  expect_near_all(naive_softmax(floats(x), 2, 12, 1, false), run_op({"Softmax", 11}, {x}));
-  expect_near_all(naive_softmax(floats(x), 2, 3, 4, false), run_op({"Softmax", 13, {{"axis", int64_t{1}}}}, {x}));
+  expect_near_all(naive_softmax(floats(x), 2, 12, 1, false), run_op({"Softmax", 11}, {x}), 1e-5, 1e-6);
+  expect_near_all(naive_softmax(floats(x), 2, 3, 4, false), run_op({"Softmax", 13, {{"axis", int64_t{1}}}}, {x}), 1e-5,
+                  1e-6);
   expect_near_all(naive_softmax(floats(x), 1, 24, 1, true), run_op({"LogSoftmax", 1, {{"axis", int64_t{0}}}}, {x}), 1e-5, 1e-5);
   // Axis = rank: every row holds one value.
-  expect_near_all(std::vector<double>(24, 1.0), run_op({"Softmax", 11, {{"axis", int64_t{3}}}}, {x}));
+  expect_near_all(std::vector<double>(24, 1.0), run_op({"Softmax", 11, {{"axis", int64_t{3}}}}, {x}), 1e-5, 1e-6);
   Tensor h = run_op({"Hardmax", 11}, {f32({2, 2, 2}, {1, 5, 2, 5, 0, 0, 0, 0})});
   EXPECT_EQ(floats(h), (std::vector<float>{0, 1, 0, 0, 1, 0, 0, 0}));  // first maximum of each 2-D row
 }

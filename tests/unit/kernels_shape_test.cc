@@ -17,82 +17,27 @@
 #include "engine/session.h"
 #include "ir/float16.h"
 #include "onnxptq/error.h"
+#include "support/kernel_run.h"
 
 namespace onnxptq::engine {
 namespace {
 
 using ir::DataType;
 using Dims = std::vector<int64_t>;
+using kernel_test::Attr;
+using kernel_test::f32;
+using kernel_test::floats;
+using kernel_test::i32;
+using kernel_test::i64;
+using kernel_test::Op;
+using kernel_test::op_error;
+using kernel_test::run_all;
+using kernel_test::run_op;
 
-struct Attr {
-  std::string name;
-  std::variant<int64_t, float, std::string, std::vector<int64_t>, std::vector<float>, Tensor> value;
-};
-
-struct Op {
-  std::string type;
-  int64_t opset = 13;
-  std::vector<Attr> attrs = {};
-  int outputs = 1;
-  int threads = 1;
-};
-
-// Runs a one-node model whose inputs are graph inputs (nullopt: an omitted optional input).
-std::vector<Tensor> run_all(const Op& op, const std::vector<std::optional<Tensor>>& inputs) {
-  ir::Model m;
-  m.set_opset("", op.opset);
-  ir::Graph& g = *m.graph;
-  std::vector<ir::Value*> ins;
-  std::map<std::string, Tensor> feeds;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i]) {
-      ins.push_back(nullptr);
-      continue;
-    }
-    ir::Value* v = g.add_value("in" + std::to_string(i));
-    g.add_input(v);
-    ins.push_back(v);
-    feeds["in" + std::to_string(i)] = *inputs[i];
-  }
-  std::vector<ir::Value*> outs;
-  for (int i = 0; i < op.outputs; ++i) outs.push_back(g.add_value("out" + std::to_string(i)));
-  ir::Node* node = g.add_node(op.type, ins, outs, "node");
-  for (const Attr& a : op.attrs) {
-    if (auto* i = std::get_if<int64_t>(&a.value)) node->set_attribute(ir::Attribute::of_int(a.name, *i));
-    else if (auto* f = std::get_if<float>(&a.value)) node->set_attribute(ir::Attribute::of_float(a.name, *f));
-    else if (auto* s = std::get_if<std::string>(&a.value)) node->set_attribute(ir::Attribute::of_string(a.name, *s));
-    else if (auto* is = std::get_if<std::vector<int64_t>>(&a.value))
-      node->set_attribute(ir::Attribute::of_ints(a.name, *is));
-    else if (auto* fs = std::get_if<std::vector<float>>(&a.value))
-      node->set_attribute(ir::Attribute::of_floats(a.name, *fs));
-    else node->set_attribute(ir::Attribute::of_tensor(a.name, std::get<Tensor>(a.value)));
-  }
-  for (ir::Value* v : outs) g.add_output(v);
-  SessionOptions options;
-  options.threads = op.threads;
-  Session session(m, options);
-  return session.run(feeds);
-}
-
-Tensor run_op(const Op& op, const std::vector<std::optional<Tensor>>& inputs) { return run_all(op, inputs)[0]; }
-
-// The message of the Error the op raises (when built or run), or "" when it runs.
-std::string op_error(const Op& op, const std::vector<std::optional<Tensor>>& inputs) {
-  try {
-    run_all(op, inputs);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
-
-Tensor f32(Dims dims, std::vector<float> v) { return Tensor::from_values<float>(std::move(dims), v); }
-Tensor i64(Dims dims, std::vector<int64_t> v) { return Tensor::from_values<int64_t>(std::move(dims), v); }
 Tensor i64s(std::vector<int64_t> v) {
   auto n = static_cast<int64_t>(v.size());
   return i64({n}, std::move(v));
 }
-Tensor i32(Dims dims, std::vector<int32_t> v) { return Tensor::from_values<int32_t>(std::move(dims), v); }
 
 // 0, 1, 2, ... in the given shape.
 Tensor iota(Dims dims) {
@@ -109,10 +54,6 @@ Tensor random_floats(Dims dims, uint32_t seed) {
   return f32(std::move(dims), v);
 }
 
-std::vector<float> floats(const Tensor& t) {
-  auto v = t.values<float>();
-  return {v.begin(), v.end()};
-}
 std::vector<int64_t> ints(const Tensor& t) {
   auto v = t.values<int64_t>();
   return {v.begin(), v.end()};

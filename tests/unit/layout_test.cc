@@ -9,6 +9,7 @@
 #include "engine/fusion.h"
 #include "engine/session.h"
 #include "ir/model.h"
+#include "support/model_run.h"
 
 namespace onnxptq::engine {
 namespace {
@@ -72,7 +73,7 @@ struct GraphMaker {
   const ir::Node* producer(const std::string& value) const { return g.find_value(value)->producer(); }
 };
 
-auto nothing_visible = [](const ir::Value*) { return false; };
+using testing::nothing_visible;
 
 int optimize(ir::Graph& g, const std::function<bool(const ir::Value*)>& visible) {
   fuse_conv_activations(g, visible);

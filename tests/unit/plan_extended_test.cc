@@ -15,20 +15,15 @@
 #include "quant/quantize.h"
 #include "support/export_models.h"
 #include "support/one_node.h"
+#include "support/pass_check.h"
 
 namespace onnxptq::quant {
 namespace {
 
 namespace fs = std::filesystem;
 using ir::DataType;
-
-ir::Value* constant(ir::Graph& g, const std::string& name, std::vector<int64_t> dims, float step) {
-  std::vector<float> v(static_cast<size_t>(ir::element_count(dims)));
-  for (size_t i = 0; i < v.size(); ++i) v[i] = step * static_cast<float>(static_cast<int>((i * 7) % 11) - 5);
-  ir::Value* value = g.add_value(name);
-  g.set_initializer(value, ir::Tensor::from_values<float>(std::move(dims), v));
-  return value;
-}
+using testing::add_step_initializer;
+using testing::expect_bit_equal;
 
 // x -> Conv(w, b) -> c -> Relu -> r (graph output too) -> Conv(w2, b2) -> y
 ir::Model conv_relu_conv() {
@@ -40,11 +35,13 @@ ir::Model conv_relu_conv() {
   x->type = ir::ValueType::tensor(DataType::Float, {1, 2, 6, 6});
   g.add_input(x);
   ir::Value *c = g.add_value("c"), *r = g.add_value("r"), *y = g.add_value("y");
-  ir::Node* conv =
-      g.add_node("Conv", {x, constant(g, "w", {4, 2, 3, 3}, 0.1f), constant(g, "b", {4}, 0.05f)}, {c}, "conv");
+  ir::Node* conv = g.add_node(
+      "Conv", {x, add_step_initializer(g, "w", {4, 2, 3, 3}, 0.1f), add_step_initializer(g, "b", {4}, 0.05f)}, {c},
+      "conv");
   conv->set_attribute(ir::Attribute::of_ints("pads", {1, 1, 1, 1}));
   g.add_node("Relu", {c}, {r}, "relu");
-  g.add_node("Conv", {r, constant(g, "w2", {3, 4, 1, 1}, 0.2f), constant(g, "b2", {3}, 0.1f)}, {y}, "conv2");
+  g.add_node("Conv", {r, add_step_initializer(g, "w2", {3, 4, 1, 1}, 0.2f), add_step_initializer(g, "b2", {3}, 0.1f)},
+             {y}, "conv2");
   r->type = ir::ValueType::tensor(DataType::Float, {1, 4, 6, 6});
   y->type = ir::ValueType::tensor(DataType::Float, {1, 3, 6, 6});
   g.add_output(r);
@@ -52,7 +49,7 @@ ir::Model conv_relu_conv() {
   return m;
 }
 
-QuantConfig extended(DataType activation, bool symmetric) {
+QuantConfig extended_minmax(DataType activation, bool symmetric) {
   QuantConfig c;
   c.format = QuantFormat::ExtendedQDQ;
   c.calibrate_method = calib::Method::MinMax;
@@ -92,20 +89,9 @@ std::vector<ir::Tensor> ort_literal(const ir::Model& model, const std::map<std::
   return out;
 }
 
-void expect_bit_equal(const std::vector<ir::Tensor>& a, const std::vector<ir::Tensor>& b, const std::string& what) {
-  ASSERT_EQ(a.size(), b.size()) << what;
-  for (size_t i = 0; i < a.size(); ++i) {
-    ASSERT_EQ(a[i].dims(), b[i].dims()) << what;
-    auto x = a[i].values<float>(), y = b[i].values<float>();
-    size_t differ = 0;
-    for (size_t k = 0; k < x.size(); ++k) differ += x[k] != y[k];
-    EXPECT_EQ(differ, 0u) << what << ": output " << i << " of " << x.size() << " values";
-  }
-}
-
 TEST(ExtendedPlan, FoldReluRemovesTheReluAndItsProducersQuantizedOutputClipsAtZero) {
   ir::Model m = conv_relu_conv();
-  QuantConfig fold = extended(DataType::Int8, false);
+  QuantConfig fold = extended_minmax(DataType::Int8, false);
   fold.fold_relu = true;
   Plan folded = testing::calibrated_plan(m, fold);
   EXPECT_EQ(folded.removed_activations, std::set<std::string>{"r"});
@@ -114,7 +100,7 @@ TEST(ExtendedPlan, FoldReluRemovesTheReluAndItsProducersQuantizedOutputClipsAtZe
   // The calibrated range of the Relu's output starts at 0: int8 zero point -128, the grid's lowest value 0.
   EXPECT_EQ(folded.find("r")->params.at(0).zero_point, -128);
 
-  QuantConfig keep = extended(DataType::Int8, false);  // ExtendedQuantFormat.QDQ keeps Relu without FoldRelu
+  QuantConfig keep = extended_minmax(DataType::Int8, false);  // ExtendedQuantFormat.QDQ keeps Relu without FoldRelu
   Plan kept = testing::calibrated_plan(m, keep);
   EXPECT_TRUE(kept.removed_activations.empty());
   ASSERT_TRUE(kept.find("c"));
@@ -142,7 +128,7 @@ TEST(ExtendedPlan, FoldReluRemovesTheReluAndItsProducersQuantizedOutputClipsAtZe
 
 TEST(ExtendedPlan, FoldReluKeepsTheReluWithSymmetricActivationsAndSaysSo) {
   ir::Model m = conv_relu_conv();
-  QuantConfig c = extended(DataType::Int8, true);
+  QuantConfig c = extended_minmax(DataType::Int8, true);
   c.fold_relu = true;
   Plan p = testing::calibrated_plan(m, c);
   EXPECT_TRUE(p.removed_activations.empty());
@@ -166,9 +152,9 @@ ir::Model eltwise_chain() {
   x->type = ir::ValueType::tensor(DataType::Float, {2, 8});
   g.add_input(x);
   ir::Value *mu = g.add_value("mu"), *ad = g.add_value("ad"), *y = g.add_value("y");
-  g.add_node("Mul", {x, constant(g, "cm", {8}, 0.3f)}, {mu}, "mul");
-  g.add_node("Add", {mu, constant(g, "ca", {8}, 0.11f)}, {ad}, "add");
-  g.add_node("Sub", {ad, constant(g, "cs", {8}, 0.07f)}, {y}, "sub");
+  g.add_node("Mul", {x, add_step_initializer(g, "cm", {8}, 0.3f)}, {mu}, "mul");
+  g.add_node("Add", {mu, add_step_initializer(g, "ca", {8}, 0.11f)}, {ad}, "add");
+  g.add_node("Sub", {ad, add_step_initializer(g, "cs", {8}, 0.07f)}, {y}, "sub");
   y->type = ir::ValueType::tensor(DataType::Float, {2, 8});
   g.add_output(y);
   return m;
@@ -176,7 +162,7 @@ ir::Model eltwise_chain() {
 
 TEST(ExtendedPlan, AlignEltwiseQuantTypeGivesElementwiseInitializersTheActivationType) {
   ir::Model m = eltwise_chain();
-  QuantConfig a16w8 = extended(DataType::Int16, true);  // A16W8
+  QuantConfig a16w8 = extended_minmax(DataType::Int16, true);  // A16W8
   Plan plain = testing::calibrated_plan(m, a16w8);
   for (const char* name : {"cm", "ca", "cs"}) {  // Sub is quantized: Quark's NPU CNN registry
     ASSERT_TRUE(plain.find(name)) << name;

@@ -29,7 +29,8 @@ ir::Value* input(ir::Graph& g, const std::string& name, std::vector<int64_t> dim
   return v;
 }
 
-ir::Value* constant(ir::Graph& g, const std::string& name, std::vector<int64_t> dims, float first) {
+// A float initializer of values in [first - 0.05, first + 0.11].
+ir::Value* initializer_near(ir::Graph& g, const std::string& name, std::vector<int64_t> dims, float first) {
   size_t n = 1;
   for (int64_t d : dims) n *= static_cast<size_t>(d);
   std::vector<float> values(n);
@@ -134,9 +135,9 @@ ir::Model matmuls_gemm_add() {
   ir::Value* x = input(g, "x", {2, 4});
   ir::Value* z = input(g, "z", {3, 5});
   ir::Value *a = g.add_value("a"), *y = g.add_value("y"), *gm = g.add_value("g"), *s = g.add_value("s");
-  g.add_node("MatMul", {x, constant(g, "W", {4, 3}, 0.3f)}, {a}, "mm_const");
+  g.add_node("MatMul", {x, initializer_near(g, "W", {4, 3}, 0.3f)}, {a}, "mm_const");
   g.add_node("MatMul", {a, z}, {y}, "mm_input");
-  g.add_node("Gemm", {x, constant(g, "W2", {4, 3}, -0.2f), constant(g, "B2", {3}, 0.1f)}, {gm}, "gemm");
+  g.add_node("Gemm", {x, initializer_near(g, "W2", {4, 3}, -0.2f), initializer_near(g, "B2", {3}, 0.1f)}, {gm}, "gemm");
   g.add_node("Add", {a, gm}, {s}, "add");
   g.add_output(y);
   g.add_output(s);
@@ -219,8 +220,8 @@ ir::Model split_matmuls() {
   g.set_initializer(sizes, ir::Tensor::from_values<int64_t>({2}, std::vector<int64_t>{2, 4}));
   ir::Value *s1 = g.add_value("s1"), *s2 = g.add_value("s2"), *y1 = g.add_value("y1"), *y2 = g.add_value("y2");
   g.add_node("Split", {x, sizes}, {s1, s2}, "split")->set_attribute(ir::Attribute::of_int("axis", 1));
-  g.add_node("MatMul", {s1, constant(g, "W1", {2, 3}, 0.2f)}, {y1}, "mm1");
-  g.add_node("MatMul", {s2, constant(g, "W2", {4, 3}, -0.1f)}, {y2}, "mm2");
+  g.add_node("MatMul", {s1, initializer_near(g, "W1", {2, 3}, 0.2f)}, {y1}, "mm1");
+  g.add_node("MatMul", {s2, initializer_near(g, "W2", {4, 3}, -0.1f)}, {y2}, "mm2");
   g.add_output(y1);
   g.add_output(y2);
   return m;

@@ -24,21 +24,15 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 using testing::add_float_value;
 using testing::add_random_initializer;
+using testing::producer;
+using testing::quantize_random;
 
-QuantConfig config_of(const json& extra, calib::Method method = calib::Method::MinMax) {
+QuantConfig config_with_options(const json& extra, calib::Method method = calib::Method::MinMax) {
   QuantConfig c;
   c.calibrate_method = method;
   c.calib.threads = 1;
   for (const auto& [key, value] : extra.items()) apply_extra_option(c, key, value);
   return c;
-}
-
-QuantizeResult quantize(const ir::Model& m, const QuantConfig& c) {
-  calib::RandomReaderOptions ro;
-  ro.count = 3;
-  ro.seed = 5;
-  auto reader = calib::make_random_reader(m.graph->fed_inputs(), ro);
-  return quantize_static(m, *reader, c);
 }
 
 // The written model saved, loaded again, and run by ONNX Runtime and by the engine on the same
@@ -49,7 +43,7 @@ void expect_ort_agrees(const ir::Model& q, const std::string& label, bool litera
   fs::create_directories(dir);
   ir::save_model(q, dir / "q.onnx");
   ir::Model reloaded = ir::load_model(dir / "q.onnx");
-  std::map<std::string, ir::Tensor> feeds = testing::random_feeds(reloaded, 7, {});
+  std::map<std::string, ir::Tensor> feeds = testing::seeded_feeds(reloaded, 7);
   std::vector<ir::Tensor> ort = testing::ort_run(dir / "q.onnx", reloaded, feeds, dir / "ort", literal);
   std::vector<ir::Tensor> ours = testing::run_model(reloaded, feeds, true);
   ASSERT_EQ(ort.size(), ours.size());
@@ -64,11 +58,6 @@ void expect_ort_agrees(const ir::Model& q, const std::string& label, bool litera
 size_t readers_of(const ir::Model& m, const std::string& value) {
   const ir::Value* v = m.graph->find_value(value);
   return v ? v->uses().size() : 0;
-}
-
-const ir::Node* producer(const ir::Model& m, const std::string& value) {
-  const ir::Value* v = m.graph->find_value(value);
-  return v ? v->producer() : nullptr;
 }
 
 // x [4,1] -> MatMul(W) -> a -> MatMul(W) -> y, W [1,1] shared: products of one term, which every
@@ -87,14 +76,14 @@ ir::Model shared_weight() {
 
 TEST(CopySharedInit, GivesEachReaderOfTheListedOpTypesItsOwnWeight) {
   ir::Model m = shared_weight();
-  QuantizeResult off = quantize(m, config_of({}));
+  QuantizeResult off = quantize_random(m, config_with_options({}), 3, 5);
   EXPECT_TRUE(off.plan.find("W"));
   EXPECT_FALSE(off.plan.find("duplicatedW2"));
   EXPECT_EQ(readers_of(off.model, "W_DequantizeLinear_Output"), 2u);  // one DequantizeLinear for both
 
   for (const json& ops : {json::array({"MatMul"}), json::array()}) {  // [] is every op type
     SCOPED_TRACE(ops.dump());
-    QuantizeResult r = quantize(m, config_of({{"CopySharedInit", ops}}));
+    QuantizeResult r = quantize_random(m, config_with_options({{"CopySharedInit", ops}}), 3, 5);
     ASSERT_TRUE(r.prepared);
     EXPECT_EQ(producer(*r.prepared, "y")->input(1)->name(), "duplicatedW2");
     ASSERT_TRUE(r.plan.find("W") && r.plan.find("duplicatedW2"));
@@ -104,8 +93,9 @@ TEST(CopySharedInit, GivesEachReaderOfTheListedOpTypesItsOwnWeight) {
     expect_ort_agrees(r.model, "copy_shared_init");
   }
   // Other op types than the readers' leave it shared; null is Quark's None.
-  EXPECT_FALSE(quantize(m, config_of({{"CopySharedInit", json::array({"Conv"})}})).plan.find("duplicatedW2"));
-  EXPECT_FALSE(quantize(m, config_of({{"CopySharedInit", nullptr}})).plan.find("duplicatedW2"));
+  EXPECT_FALSE(quantize_random(m, config_with_options({{"CopySharedInit", json::array({"Conv"})}}), 3, 5)
+                   .plan.find("duplicatedW2"));
+  EXPECT_FALSE(quantize_random(m, config_with_options({{"CopySharedInit", nullptr}}), 3, 5).plan.find("duplicatedW2"));
 }
 
 // x [1,2,5,5] -> Conv(w1 [3,2,3,3], b) -> a -> Conv(w2 [3,3,1,1], b) -> y: one bias for both.
@@ -126,7 +116,7 @@ ir::Model shared_bias(float bias_scale = 0.3f) {
 
 TEST(CopyBiasInit, CopiesSharedBiasesForIntegerTypesWithOrtMethodsByDefault) {
   ir::Model m = shared_bias();
-  QuantizeResult r = quantize(m, config_of({}));  // MinMax, int8: Quark's default list applies
+  QuantizeResult r = quantize_random(m, config_with_options({}), 3, 5);  // MinMax, int8: Quark's default list applies
   const TensorPlan* b = r.plan.find("b");
   const TensorPlan* copy = r.plan.find("duplicatedb2");
   ASSERT_TRUE(b && copy);
@@ -138,13 +128,14 @@ TEST(CopyBiasInit, CopiesSharedBiasesForIntegerTypesWithOrtMethodsByDefault) {
   expect_ort_agrees(r.model, "copy_bias_init", /*literal=*/true);
 
   // Power-of-two methods, float types and None keep the bias shared (quantized for its first reader).
-  EXPECT_FALSE(quantize(m, config_of({}, calib::Method::MinMSE)).plan.find("duplicatedb2"));
-  EXPECT_FALSE(quantize(m, config_of({{"CopyBiasInit", nullptr}})).plan.find("duplicatedb2"));
-  QuantConfig bf16 = config_of({});
+  EXPECT_FALSE(quantize_random(m, config_with_options({}, calib::Method::MinMSE), 3, 5).plan.find("duplicatedb2"));
+  EXPECT_FALSE(quantize_random(m, config_with_options({{"CopyBiasInit", nullptr}}), 3, 5).plan.find("duplicatedb2"));
+  QuantConfig bf16 = config_with_options({});
   bf16.format = QuantFormat::ExtendedQDQ;
   bf16.activation_type = bf16.weight_type = ir::DataType::BFloat16;
-  EXPECT_FALSE(quantize(m, bf16).plan.find("duplicatedb2"));
-  EXPECT_FALSE(quantize(m, config_of({{"CopyBiasInit", json::array({"Gemm"})}})).plan.find("duplicatedb2"));
+  EXPECT_FALSE(quantize_random(m, bf16, 3, 5).plan.find("duplicatedb2"));
+  EXPECT_FALSE(quantize_random(m, config_with_options({{"CopyBiasInit", json::array({"Gemm"})}}), 3, 5)
+                   .plan.find("duplicatedb2"));
 }
 
 // x [2,3,4,4] -> Mul(k) -> m -> Add(c) -> a; a -> Mul(k2) -> y1; a -> Sub(d) -> y2 (Sub not
@@ -168,9 +159,9 @@ ir::Model branching() {
 
 TEST(DedicateDQNode, GivesEachReaderItsOwnDequantizeLinear) {
   ir::Model m = branching();
-  QuantizeResult off = quantize(m, config_of({}));
+  QuantizeResult off = quantize_random(m, config_with_options({}), 3, 5);
   EXPECT_EQ(readers_of(off.model, "a_DequantizeLinear_Output"), 2u);
-  QuantizeResult r = quantize(m, config_of({{"DedicateDQNode", true}}));
+  QuantizeResult r = quantize_random(m, config_with_options({{"DedicateDQNode", true}}), 3, 5);
   EXPECT_EQ(testing::count_ops(r.model, std::string("DequantizeLinear")),
             testing::count_ops(off.model, std::string("DequantizeLinear")) + 1);
   EXPECT_EQ(readers_of(r.model, "a_DequantizeLinear_Output"), 1u);
@@ -190,7 +181,8 @@ TEST(DedicateDQNode, GivesEachReaderItsOwnDequantizeLinear) {
 }
 
 TEST(DedicateDQNode, CopiesTheQuantizeOfASharedWeightPair) {
-  QuantizeResult r = quantize(shared_weight(), config_of({{"DedicateDQNode", true}, {"AddQDQPairToWeight", true}}));
+  QuantizeResult r = quantize_random(
+      shared_weight(), config_with_options({{"DedicateDQNode", true}, {"AddQDQPairToWeight", true}}), 3, 5);
   EXPECT_EQ(readers_of(r.model, "W_DequantizeLinear_Output"), 1u);
   const ir::Node* dq = producer(r.model, "W_DequantizeLinear_Output_1");
   ASSERT_TRUE(dq);
@@ -201,7 +193,7 @@ TEST(DedicateDQNode, CopiesTheQuantizeOfASharedWeightPair) {
 
 TEST(RemoveQDQMulAdd, RemovesThePairBetweenMulAndItsOnlyReaderAdd) {
   ir::Model m = branching();
-  QuantizeResult r = quantize(m, config_of({{"RemoveQDQMulAdd", true}}));
+  QuantizeResult r = quantize_random(m, config_with_options({{"RemoveQDQMulAdd", true}}), 3, 5);
   EXPECT_EQ(r.plan.find("m"), nullptr);
   const ir::Node* add = nullptr;
   for (const auto& n : r.model.graph->nodes())
@@ -209,11 +201,12 @@ TEST(RemoveQDQMulAdd, RemovesThePairBetweenMulAndItsOnlyReaderAdd) {
   ASSERT_TRUE(add);
   EXPECT_EQ(add->input(0)->name(), "m");  // the Mul's float output
   EXPECT_EQ(add->input(0)->producer()->op_type, "Mul");
-  EXPECT_EQ(testing::count_ops(r.model, std::string("QuantizeLinear")),
-            testing::count_ops(quantize(m, config_of({})).model, std::string("QuantizeLinear")) - 1);
+  EXPECT_EQ(
+      testing::count_ops(r.model, std::string("QuantizeLinear")),
+      testing::count_ops(quantize_random(m, config_with_options({}), 3, 5).model, std::string("QuantizeLinear")) - 1);
   // The simulation of the plan computes what the written model does.
-  std::map<std::string, ir::Tensor> feeds = testing::random_feeds(m, 9, {});
-  Simulation sim(*r.prepared, r.plan, config_of({}), 1);
+  std::map<std::string, ir::Tensor> feeds = testing::seeded_feeds(m, 9);
+  Simulation sim(*r.prepared, r.plan, config_with_options({}), 1);
   std::vector<ir::Tensor> simulated = sim.run(feeds), written = testing::run_model(r.model, feeds, true);
   for (size_t i = 0; i < written.size(); ++i)
     EXPECT_EQ(testing::values_of(simulated[i]), testing::values_of(written[i]));
@@ -222,25 +215,30 @@ TEST(RemoveQDQMulAdd, RemovesThePairBetweenMulAndItsOnlyReaderAdd) {
 
 TEST(RemoveQDQBetweenOps, RemovesPairsBetweenTheListedOpTypesWithOneReader) {
   ir::Model m = branching();
-  QuantizeResult r = quantize(m, config_of({{"RemoveQDQBetweenOps", json::array({json::array({"Mul", "Add"})})}}));
+  QuantizeResult r = quantize_random(
+      m, config_with_options({{"RemoveQDQBetweenOps", json::array({json::array({"Mul", "Add"})})}}), 3, 5);
   EXPECT_EQ(r.plan.find("m"), nullptr);
   EXPECT_TRUE(r.plan.find("a"));
   expect_ort_agrees(r.model, "remove_qdq_between_ops");
   // a is read by the Mul and the Sub: its DequantizeLinear has two readers, so its pair stays.
-  QuantizeResult two = quantize(m, config_of({{"RemoveQDQBetweenOps", json::array({json::array({"Add", "Mul"})})}}));
+  QuantizeResult two = quantize_random(
+      m, config_with_options({{"RemoveQDQBetweenOps", json::array({json::array({"Add", "Mul"})})}}), 3, 5);
   EXPECT_TRUE(two.plan.find("a"));
   // With a pair per reader (DedicatedQDQPair) they all stay, with a warning.
-  QuantizeResult dedicated = quantize(
-      m, config_of({{"RemoveQDQBetweenOps", json::array({json::array({"Add", "Mul"})})}, {"DedicatedQDQPair", true}}));
+  QuantizeResult dedicated =
+      quantize_random(m,
+                      config_with_options({{"RemoveQDQBetweenOps", json::array({json::array({"Add", "Mul"})})},
+                                           {"DedicatedQDQPair", true}}),
+                      3, 5);
   EXPECT_TRUE(dedicated.plan.find("a"));
   ASSERT_FALSE(dedicated.plan.warnings.empty());
   EXPECT_NE(dedicated.plan.warnings.back().find("DedicatedQDQPair"), std::string::npos);
   // null is Quark's None: nothing removed.
-  EXPECT_TRUE(quantize(m, config_of({{"RemoveQDQBetweenOps", nullptr}})).plan.find("m"));
+  EXPECT_TRUE(quantize_random(m, config_with_options({{"RemoveQDQBetweenOps", nullptr}}), 3, 5).plan.find("m"));
 }
 
-QuantConfig npu_config(const json& extra) {  // the seeds' "CNNs on NPU": MinMSE, QUInt8 / QInt8, symmetric
-  QuantConfig c = config_of(extra, calib::Method::MinMSE);
+QuantConfig npu_config_with(const json& extra) {  // the seeds' "CNNs on NPU": MinMSE, QUInt8 / QInt8, symmetric
+  QuantConfig c = config_with_options(extra, calib::Method::MinMSE);
   c.activation_type = ir::DataType::UInt8;
   c.activation_symmetric = true;
   c.enable_dpu = true;
@@ -267,9 +265,9 @@ ir::Model conv_gelu() {
 
 TEST(RemoveQDQConvGelu, TheConvWritesTheGeluInputWithoutQDQOnTheNpuPath) {
   ir::Model m = conv_gelu();
-  QuantizeResult off = quantize(m, npu_config({}));
+  QuantizeResult off = quantize_random(m, npu_config_with({}), 3, 5);
   EXPECT_TRUE(off.plan.find("c"));
-  QuantizeResult r = quantize(m, npu_config({{"RemoveQDQConvGelu", true}}));
+  QuantizeResult r = quantize_random(m, npu_config_with({{"RemoveQDQConvGelu", true}}), 3, 5);
   EXPECT_EQ(r.plan.find("c"), nullptr);
   EXPECT_EQ(r.plan.fused_activations.at("c"), "g");
   EXPECT_EQ(producer(r.model, "g_QuantizeLinear_Output")->input(0)->producer()->op_type, "Gelu");
@@ -294,8 +292,8 @@ ir::Model instance_norm_relu() {
 
 TEST(RemoveQDQInstanceNorm, InstanceNormalizationBecomesAnAnnotatedProducer) {
   ir::Model m = instance_norm_relu();
-  EXPECT_TRUE(quantize(m, npu_config({})).plan.find("n"));
-  QuantizeResult r = quantize(m, npu_config({{"RemoveQDQInstanceNorm", true}}));
+  EXPECT_TRUE(quantize_random(m, npu_config_with({}), 3, 5).plan.find("n"));
+  QuantizeResult r = quantize_random(m, npu_config_with({{"RemoveQDQInstanceNorm", true}}), 3, 5);
   EXPECT_EQ(r.plan.find("n"), nullptr);
   EXPECT_EQ(r.plan.fused_activations.at("n"), "y");
   const ir::Node* relu = nullptr;
@@ -308,7 +306,7 @@ TEST(RemoveQDQInstanceNorm, InstanceNormalizationBecomesAnAnnotatedProducer) {
 
 TEST(Int16Bias, StoresInt32BiasesAsInt16) {
   ir::Model m = shared_bias(40.0f);  // biases large against s_in * s_w: some beyond int16
-  QuantizeResult r = quantize(m, config_of({{"Int16Bias", true}, {"CopyBiasInit", nullptr}}));
+  QuantizeResult r = quantize_random(m, config_with_options({{"Int16Bias", true}, {"CopyBiasInit", nullptr}}), 3, 5);
   const TensorPlan* b = r.plan.find("b");
   ASSERT_TRUE(b);
   EXPECT_EQ(b->type, ir::DataType::Int16);
@@ -319,7 +317,7 @@ TEST(Int16Bias, StoresInt32BiasesAsInt16) {
   EXPECT_EQ(dq->input(0)->initializer().dtype(), ir::DataType::Int16);
   EXPECT_EQ(dq->input(2)->initializer().dtype(), ir::DataType::Int16);
   // The int32 values clipped to int16, with their scale (Quark's np.clip).
-  QuantizeResult int32 = quantize(m, config_of({{"CopyBiasInit", nullptr}}));
+  QuantizeResult int32 = quantize_random(m, config_with_options({{"CopyBiasInit", nullptr}}), 3, 5);
   const TensorPlan* b32 = int32.plan.find("b");
   ASSERT_TRUE(b32 && b32->data);
   EXPECT_EQ(b->params.at(0).scale, b32->params.at(0).scale);
@@ -338,15 +336,15 @@ TEST(Int16Bias, StoresInt32BiasesAsInt16) {
   // At opset 21 the standard DequantizeLinear.
   ir::Model m21 = shared_bias(40.0f);
   m21.set_opset("", 21);
-  QuantizeResult r21 = quantize(m21, config_of({{"Int16Bias", true}}));
+  QuantizeResult r21 = quantize_random(m21, config_with_options({{"Int16Bias", true}}), 3, 5);
   EXPECT_EQ(producer(r21.model, "b")->domain, "");
   EXPECT_EQ(producer(r21.model, "b")->input(0)->initializer().dtype(), ir::DataType::Int16);
   expect_ort_agrees(r21.model, "int16_bias_21", /*literal=*/true);
 
   // ExtendedQuantFormat.QDQ: com.microsoft's DequantizeLinear, int16.
-  QuantConfig extended = config_of({{"Int16Bias", true}});
+  QuantConfig extended = config_with_options({{"Int16Bias", true}});
   extended.format = QuantFormat::ExtendedQDQ;
-  QuantizeResult e = quantize(m, extended);
+  QuantizeResult e = quantize_random(m, extended, 3, 5);
   EXPECT_EQ(producer(e.model, "b")->input(0)->initializer().dtype(), ir::DataType::Int16);
   expect_ort_agrees(e.model, "int16_bias_extended", /*literal=*/true);
 }
@@ -354,7 +352,7 @@ TEST(Int16Bias, StoresInt32BiasesAsInt16) {
 TEST(PostProcessKeys, BadValuesAreOneLineErrors) {
   auto error = [](const json& extra, QuantFormat format = QuantFormat::QDQ, bool dpu = false) {
     return testing::error_of([&] {
-      QuantConfig c = config_of(extra);
+      QuantConfig c = config_with_options(extra);
       c.format = format;
       if (dpu) {
         c.enable_dpu = true;

@@ -26,6 +26,7 @@ using testing::add_float_value;
 using testing::add_random_initializer;
 using testing::error_of;
 using testing::output;
+using testing::quantize_random;
 using testing::scalar;
 
 // x [1,4,8,8] -> Conv -> BatchNormalization -> Clip(0, 6) -> Conv -> y, and x -> Clip(0.4, 6.6) -> c,
@@ -61,15 +62,7 @@ ir::Model conv_bn_clip(int64_t opset = 13, bool bn = true) {
 
 int ops(const ir::Model& m, const std::string& op_type) { return testing::count_ops(m, op_type); }
 
-QuantizeResult quantize(const ir::Model& m, const QuantConfig& c) {
-  calib::RandomReaderOptions ro;
-  ro.count = 2;
-  ro.seed = 11;
-  auto reader = calib::make_random_reader(m.graph->fed_inputs(), ro);
-  return quantize_static(m, *reader, c);
-}
-
-QuantConfig u8s8() {
+QuantConfig u8s8_unoptimized() {
   QuantConfig c;
   c.calibrate_method = calib::Method::MinMax;
   c.activation_type = ir::DataType::UInt8;
@@ -107,12 +100,12 @@ std::vector<float> clip_bounds(const ir::Model& m, const std::string& node) {
 
 TEST(RewriteKeys, RunByTheirKeysWithoutAnNpuFlag) {
   ir::Model m = conv_bn_clip();
-  QuantConfig plain = u8s8();
-  EXPECT_EQ(ops(quantize(m, plain).model, "BatchNormalization"), 1);
-  QuantConfig c = u8s8();
+  QuantConfig plain = u8s8_unoptimized();
+  EXPECT_EQ(ops(quantize_random(m, plain, 2, 11).model, "BatchNormalization"), 1);
+  QuantConfig c = u8s8_unoptimized();
   apply_extra_option(c, "ConvertBNToConv", json(true));
   apply_extra_option(c, "ConvertClipToRelu", json(true));
-  ir::Model q = quantize(m, c).model;
+  ir::Model q = quantize_random(m, c, 2, 11).model;
   EXPECT_EQ(ops(q, "BatchNormalization"), 0);
   EXPECT_EQ(ops(q, "Conv"), 3);  // the BatchNormalization is a depthwise 1x1 Conv
   // Clip(0, 6) and the open Clip(0, .) become Relu after calibration (the first then goes, as ORT
@@ -127,13 +120,13 @@ TEST(RewriteKeys, RunByTheirKeysWithoutAnNpuFlag) {
   EXPECT_EQ(ops(q, "Clip"), 1);
   // A key false without an NPU flag is what happens anyway: accepted. What only the NPU CNN
   // quantizer does (simulating the DPU, removing Q/DQ around activations) is refused by name.
-  QuantConfig off = u8s8();
+  QuantConfig off = u8s8_unoptimized();
   apply_extra_option(off, "ConvertSplitToSlice", json(false));
   apply_extra_option(off, "SimulateDPU", json(false));
   apply_extra_option(off, "RemoveQDQConvRelu", json(false));
   EXPECT_EQ(error_of([&] { check_config(off); }), "");
   for (const char* key : {"ConvertSigmoidToHardSigmoid", "ConvertClipToDPUVersion", "RemoveQDQConvPRelu"}) {
-    QuantConfig bad = u8s8();
+    QuantConfig bad = u8s8_unoptimized();
     apply_extra_option(bad, key, json(true));
     EXPECT_EQ(error_of([&] { check_config(bad); }),
               std::string("extra option ") + key + " takes effect only with enable_dpu (the NPU CNN quantizer's)");
@@ -145,7 +138,7 @@ TEST(RewriteKeys, Vint8PresetQuantizesWithItsRewrites) {
   apply_preset(c, "VINT8");
   c.calib.threads = 1;
   EXPECT_EQ(error_of([&] { check_config(c); }), "");
-  ir::Model q = quantize(conv_bn_clip(), c).model;
+  ir::Model q = quantize_random(conv_bn_clip(), c, 2, 11).model;
   EXPECT_EQ(ops(q, "BatchNormalization"), 0);  // ConvertBNToConv (optimize_model is off)
   EXPECT_EQ(ops(q, "Clip"), 1);                // ReplaceClip6Relu, ConvertClipToRelu: Clip(0.4, 6.6) is left
   for (const auto& [tensor, s] : scales(q)) EXPECT_TRUE(is_power_of_two(s)) << tensor << " " << s;
@@ -165,9 +158,9 @@ TEST(RewriteKeys, ConvertClipToDpuVersionRoundsBoundsToInt8Integers) {
   c.calib.threads = 1;
   c.optimize_model = false;
   c.dpu_pass_switches["ConvertClipToRelu"] = false;
-  EXPECT_EQ(clip_bounds(quantize(conv_bn_clip(), c).model, "clip_frac")[1], 6.6f);
+  EXPECT_EQ(clip_bounds(quantize_random(conv_bn_clip(), c, 2, 11).model, "clip_frac")[1], 6.6f);
   apply_extra_option(c, "ConvertClipToDPUVersion", json(true));
-  EXPECT_EQ(clip_bounds(quantize(conv_bn_clip(), c).model, "clip_frac")[1], 7.0f);
+  EXPECT_EQ(clip_bounds(quantize_random(conv_bn_clip(), c, 2, 11).model, "clip_frac")[1], 7.0f);
 }
 
 // The M / 2^N nearest to s with M 16-bit and N in [0, 16], smaller N first on ties (vai_q_onnx's
@@ -185,12 +178,12 @@ double nearest_m_over_2n(double s) {
 
 TEST(ScaleKeys, Int16ScaleSnapsMinMaxScalesToM_Over_2N) {
   ir::Model m = conv_bn_clip();
-  QuantConfig plain = u8s8();
-  QuantConfig c = u8s8();
+  QuantConfig plain = u8s8_unoptimized();
+  QuantConfig c = u8s8_unoptimized();
   c.calibrate_method = calib::Method::MinMSE;  // Int16Scale calibrates with MinMax, whatever the method
   apply_extra_option(c, "Int16Scale", json(true));
-  std::map<std::string, double> float_scales = scales(quantize(m, plain).model);
-  std::map<std::string, double> int16 = scales(quantize(m, c).model);
+  std::map<std::string, double> float_scales = scales(quantize_random(m, plain, 2, 11).model);
+  std::map<std::string, double> int16 = scales(quantize_random(m, c, 2, 11).model);
   ASSERT_EQ(float_scales.size(), int16.size());
   size_t snapped = 0;
   for (const auto& [tensor, s] : float_scales) {
@@ -210,13 +203,13 @@ TEST(ScaleKeys, UsePowerOf2ScaleFalseKeepsTheFloatScaleOfTheRange) {
   ir::Model m = conv_bn_clip();
   // NonOverflow ranges are the symmetric MinMax ones; with UsePowerOf2Scale false their scales
   // are the float ones, weights too.
-  QuantConfig minmax = u8s8();
+  QuantConfig minmax = u8s8_unoptimized();
   minmax.calib.symmetric = true;
-  QuantConfig c = u8s8();
+  QuantConfig c = u8s8_unoptimized();
   c.calibrate_method = calib::Method::NonOverflow;
   apply_extra_option(c, "UsePowerOf2Scale", json(false));
-  std::map<std::string, double> expected = scales(quantize(m, minmax).model);
-  std::map<std::string, double> got = scales(quantize(m, c).model);
+  std::map<std::string, double> expected = scales(quantize_random(m, minmax, 2, 11).model);
+  std::map<std::string, double> got = scales(quantize_random(m, c, 2, 11).model);
   ASSERT_EQ(expected.size(), got.size());
   size_t float_scales = 0;
   for (const auto& [tensor, s] : expected) {
@@ -226,11 +219,11 @@ TEST(ScaleKeys, UsePowerOf2ScaleFalseKeepsTheFloatScaleOfTheRange) {
   EXPECT_GT(float_scales, 3u);
   // MinMSE's range is the one its position represents, whose float scale is that power of two,
   // and its weights still search positions (vai_q_onnx's quantize_data_pof2s): the same scales.
-  QuantConfig pof2 = u8s8();
+  QuantConfig pof2 = u8s8_unoptimized();
   pof2.calibrate_method = c.calibrate_method = calib::Method::MinMSE;
-  EXPECT_EQ(scales(quantize(m, c).model), scales(quantize(m, pof2).model));
+  EXPECT_EQ(scales(quantize_random(m, c, 2, 11).model), scales(quantize_random(m, pof2, 2, 11).model));
 
-  QuantConfig bad = u8s8();
+  QuantConfig bad = u8s8_unoptimized();
   apply_extra_option(bad, "UsePowerOf2Scale", json(false));
   EXPECT_NE(error_of([&] { check_config(bad); }).find("UsePowerOf2Scale false: calibrate_method MinMax"),
             std::string::npos);
@@ -241,13 +234,14 @@ TEST(ScaleKeys, UsePowerOf2ScaleFalseKeepsTheFloatScaleOfTheRange) {
 }
 
 TEST(PreparationKeys, ConvertOpsetVersionUpOrDown) {
-  QuantConfig c = u8s8();
+  QuantConfig c = u8s8_unoptimized();
   apply_extra_option(c, "ConvertOpsetVersion", json(17));
-  EXPECT_EQ(quantize(conv_bn_clip(13), c).model.opset(""), 17);
+  EXPECT_EQ(quantize_random(conv_bn_clip(13), c, 2, 11).model.opset(""), 17);
   apply_extra_option(c, "ConvertOpsetVersion", json(13));
   // libonnx has no adapter down from BatchNormalization-15: without one, a one-line error.
-  EXPECT_EQ(quantize(conv_bn_clip(17, false), c).model.opset(""), 13);
-  EXPECT_NE(error_of([&] { quantize(conv_bn_clip(17), c); }).find("opset conversion 17 -> 13"), std::string::npos);
+  EXPECT_EQ(quantize_random(conv_bn_clip(17, false), c, 2, 11).model.opset(""), 13);
+  EXPECT_NE(error_of([&] { quantize_random(conv_bn_clip(17), c, 2, 11); }).find("opset conversion 17 -> 13"),
+            std::string::npos);
   c.optimize_model = true;
   apply_extra_option(c, "ConvertOpsetVersion", json(11));
   EXPECT_EQ(error_of([&] { check_config(c); }),

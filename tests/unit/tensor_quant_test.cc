@@ -19,7 +19,12 @@ namespace onnxptq::quant {
 namespace {
 
 using ir::DataType;
-using namespace testing;
+// Each name, not the namespace: a unity build may have put other testing:: names in scope.
+using testing::expect_error;
+using testing::f32;
+using testing::floats;
+using testing::sz;
+using testing::values_of;
 
 // ------------------------------------------------------------------------------------------------
 // Ranges

@@ -20,21 +20,14 @@ namespace onnxptq::quant {
 namespace {
 
 namespace fs = std::filesystem;
-
-QuantizeResult quantize(const ir::Model& m, const QuantConfig& c) {
-  calib::RandomReaderOptions ro;
-  ro.count = 2;
-  ro.seed = 3;
-  auto reader = calib::make_random_reader(m.graph->fed_inputs(), ro);
-  return quantize_static(m, *reader, c);
-}
+using testing::quantize_random;
 
 TEST(WeightsOnly, OnlyConstantsAreQuantized) {
   ir::Model m = testing::export_test_model();
   QuantConfig c;
   c.calibrate_method = calib::Method::MinMax;
   apply_extra_option(c, "WeightsOnly", nlohmann::json(true));
-  QuantizeResult r = quantize(m, c);
+  QuantizeResult r = quantize_random(m, c, 2, 3);
   size_t weights = 0;
   for (const TensorPlan& t : r.plan.tensors) {
     EXPECT_EQ(t.role, Role::Weight) << t.name;

@@ -1,0 +1,27 @@
+#include "support/model_run.h"
+
+#include <algorithm>
+
+namespace onnxptq::testing {
+
+std::vector<ir::Tensor> run_model(const ir::Model& model, const std::map<std::string, ir::Tensor>& feeds, bool optimize,
+                                  engine::SessionOptions options, const engine::TensorTransform* transform) {
+  options.optimize = optimize;
+  options.threads = 2;
+  engine::Session session(model, std::move(options));
+  engine::RunHooks hooks;
+  hooks.transform = transform;
+  return session.run(feeds, hooks);
+}
+
+size_t count_ops(const ir::Model& model, std::string_view op_type) {
+  return std::count_if(model.graph->nodes().begin(), model.graph->nodes().end(),
+                       [&](const auto& n) { return n->op_type == op_type; });
+}
+
+const ir::Node* producer(const ir::Model& model, const std::string& name) {
+  const ir::Value* v = model.graph->find_value(name);
+  return v ? v->producer() : nullptr;
+}
+
+}  // namespace onnxptq::testing
