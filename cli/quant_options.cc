@@ -99,6 +99,9 @@ void add_quant_options(CLI::App* cmd, QuantOptions& o) {
                 "convert_nchw_to_nhwc=True: 4-D NCHW image inputs declared NHWC first (NCHW samples are transposed)");
   cmd->add_flag("--no-optimize-model", o.no_optimize_model,
                 "optimize_model=False: quantize the model as given, without `onnxptq preprocess`'s passes");
+  cmd->add_flag("--standard-ops", o.standard_ops,
+                "BlockQDQAsStandardOps=True: QBFP/QMX fake quantization written in standard ONNX ops (no custom-op "
+                "library needed)");
 }
 
 Config config_of(const std::string& preset_or_file) {
@@ -174,6 +177,7 @@ Config config_from(const QuantOptions& a) {
   if (a.no_include_fast_ft) c.disable_fast_finetune();
   if (a.enable_dpu) c.set("enable_dpu", "true");
   if (a.enable_npu_transformer) c.set("enable_npu_transformer", "true");
+  if (a.standard_ops) c.set_extra_option("BlockQDQAsStandardOps", "true");
   return c;
 }
 

@@ -5,12 +5,24 @@
 #pragma once
 
 #include <memory>
+#include <string>
 
 #include "ir/graph.h"
 
 namespace onnxptq::engine {
 
 class Kernel;
+
+// An OCP MX element format (MXQuantizeDequantize's element_dtype): exponent and mantissa bits
+// (ebits 0: int8, whose 8 bits are all mantissa), the largest normal exponent, the largest value.
+struct MxElementFormat {
+  int ebits;
+  int mbits;
+  int emax;
+  float max_norm;
+};
+// Error naming element_dtype when it is not int8, fp8_e5m2, fp8_e4m3, fp6_e3m2, fp6_e2m3 or fp4_e2m1.
+MxElementFormat mx_element_format(const std::string& element_dtype);
 
 class BlockQuantizer {
  public:

@@ -143,6 +143,9 @@ void check_block_types(const QuantConfig& c) {
   if (!asks_for(c, true, true, is_block)) {
     if (c.refine_block_axis)
       throw Error("extra option RefineBlockAxis takes effect only with a QBFP or QMX type, and the config asks for none");
+    if (c.block_qdq_as_standard_ops)
+      throw Error("extra option BlockQDQAsStandardOps (--standard-ops) takes effect only with a QBFP or QMX type, and "
+                  "the config asks for none");
     return;
   }
   const std::string types = std::string("activation_type ") + quant_type_name(c.activation_type) +

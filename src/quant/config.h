@@ -293,6 +293,10 @@ struct QuantConfig {
   // RefineBlockAxis (Quark): the blocks of MatMul, Gemm and Softmax inputs run along the axis they
   // reduce; unset: on when a block type is asked for.
   std::optional<bool> refine_block_axis;
+  // BlockQDQAsStandardOps (onnxptq; the command's --standard-ops): the block nodes written as
+  // standard ONNX ops computing the same values (quant/block_standard_ops.h), so that a runtime
+  // without Quark's custom ops runs the model.
+  bool block_qdq_as_standard_ops = false;
 
   // enable_npu_transformer (Quark's TransformerQDQQuantizer):
   // the op types default to Quark's NPUTransformerRegistry (Gemm, MatMul), MatMulConstBOnly

@@ -4,12 +4,12 @@
 
 #include "onnxptq/error.h"
 #include "passes/dpu.h"
-#include "quant/config_keys_detail.h"
 #include "passes/model_format.h"
 #include "quant/block_format.h"
-#include "quant/tensor_quant.h"
+#include "quant/config_keys_detail.h"
 #include "quant/overrides.h"
 #include "quant/post_process.h"
+#include "quant/tensor_quant.h"
 
 namespace onnxptq::quant {
 
@@ -338,6 +338,10 @@ void add_float_type_options(std::vector<ConfigKey>& keys) {
         c.mx_given = true;
       },
       "with a QMX type: element_dtype, axis, block_size, rounding_mode"));
+  add(works(
+      kExtra, "BlockQDQAsStandardOps", "bool", "false", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.block_qdq_as_standard_ops = json_bool(k.name, v); },
+      "with a QBFP or QMX type: its nodes written in standard ONNX ops"));
   add(works(
       kExtra, "RefineBlockAxis", "bool", "true with QBFP/QMX", "quant",
       [](QuantConfig& c, const ConfigKey& k, const json& v) { c.refine_block_axis = json_bool(k.name, v); },

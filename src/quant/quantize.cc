@@ -14,11 +14,12 @@
 #include "passes/onnx_bridge.h"
 #include "passes/pipeline.h"
 #include "quant/align_float.h"
+#include "quant/block_standard_ops.h"
 #include "quant/dpu_plan.h"
 #include "quant/export.h"
+#include "quant/float16_model.h"
 #include "quant/ipu_limitation.h"
 #include "quant/node_selection.h"
-#include "quant/float16_model.h"
 #include "quant/post_process.h"
 
 namespace onnxptq::quant {
@@ -419,6 +420,9 @@ void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::D
     passes::dedicate_dq_nodes(r.model, context);
     for (const std::string& line : context.log) say(line);
   }
+  if (config.block_qdq_as_standard_ops)
+    say("BlockQDQAsStandardOps: " + std::to_string(write_block_nodes_in_standard_ops(r.model)) +
+        " block nodes written in standard ops");
   r.seconds["export"] = seconds_since(start);
 }
 

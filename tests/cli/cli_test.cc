@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "support/cli_run.h"
@@ -363,6 +364,32 @@ TEST(CliQuantize, BadOptionsWriteNothingAndAGoodRunWritesModelPlanAndReport) {
           out.string());
   ASSERT_EQ(check.code, 0) << check.err;
   EXPECT_GT(std::stoi(check.out), 40);
+  fs::remove_all(dir);
+}
+
+TEST(CliQuantize, StandardOpsWritesBlockFormatsWithoutCustomOps) {
+  fs::path dir = fs::temp_directory_path() / ("onnxptq_cli_standard_ops_" + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  fs::path model = fs::path(ONNXPTQ_MODELS_DIR) / "resnet18.onnx";
+  fs::path out = dir / "q.onnx";
+  std::string base = "quantize " + model.string() + " -o " + out.string() + " --random 1 --quiet --standard-ops ";
+  expect_one_line_error(onnxptq(base + "--config XINT8"),
+                        "extra option BlockQDQAsStandardOps (--standard-ops) takes effect only with a QBFP or QMX type");
+  EXPECT_FALSE(fs::exists(out));
+  CliRun ok = onnxptq(base + "--config MXINT8");
+  ASSERT_EQ(ok.code, 0) << ok.err;
+  // No com.amd.quark node is left, and ONNX's checker passes.
+  CliRun check = run(
+      "/usr/bin/python3 -c \"import onnx, sys; m = onnx.load(sys.argv[1]); onnx.checker.check_model(m, full_check=True); "
+      "print(sum(n.domain == 'com.amd.quark' for n in m.graph.node), sum(n.op_type == 'ReduceMax' for n in "
+      "m.graph.node))\" " +
+      out.string());
+  ASSERT_EQ(check.code, 0) << check.err;
+  int custom = -1, reduce_max = -1;
+  std::istringstream(check.out) >> custom >> reduce_max;
+  EXPECT_EQ(custom, 0);
+  EXPECT_GT(reduce_max, 10);  // a block maximum per activation
   fs::remove_all(dir);
 }
 

@@ -200,17 +200,9 @@ void bfp_prime_block(const float* x, float* y, int64_t n, int m, int64_t sub_siz
   }
 }
 
-// An OCP MX element format.
-struct ElementFormat {
-  int ebits;  // 0: int8
-  int mbits;
-  int emax;
-  float max_norm;
-};
-
 // v rounded half to even to a (1, ebits, mbits) float with subnormals, saturated to max_norm; a
 // value that rounds to zero gives +0.
-[[gnu::always_inline]] inline float fp_element(float v, const ElementFormat& f) {
+[[gnu::always_inline]] inline float fp_element(float v, const MxElementFormat& f) {
   const uint32_t u = bits_of(v);
   uint32_t e = (u >> 23) & 0xFFu;
   const uint32_t top = e != 0 ? (1u << 24) : (1u << 23);
@@ -231,7 +223,7 @@ struct ElementFormat {
 }
 
 template <Rounding R, bool kByInverse, bool kFloatElements>
-void mx_values(const float* x, float* y, int64_t n, const ElementFormat f, PowerOfTwoDivisor scale) {
+void mx_values(const float* x, float* y, int64_t n, const MxElementFormat f, PowerOfTwoDivisor scale) {
   constexpr float kInt8Step = 0.015625f;  // 2^-6
   const float d = scale.d, inverse = scale.inverse;
 #pragma omp simd
@@ -249,7 +241,7 @@ void mx_values(const float* x, float* y, int64_t n, const ElementFormat f, Power
 }
 
 template <Rounding R>
-void mx_block(const float* x, float* y, int64_t n, const ElementFormat& f) {
+void mx_block(const float* x, float* y, int64_t n, const MxElementFormat& f) {
   const int e = static_cast<int>(finite_max_exponent(x, n)) - 127 - f.emax;
   const PowerOfTwoDivisor scale(static_cast<float>(pow2(e)));
   if (f.ebits > 0) {
@@ -439,21 +431,11 @@ class BfpQuantizeDequantizeKernel : public Kernel {
   bool compiler_version_ = false;
 };
 
-ElementFormat element_format(const std::string& name) {
-  if (name == "int8") return {0, 8, 0, 127.0f};
-  if (name == "fp8_e5m2") return {5, 2, 15, 57344.0f};
-  if (name == "fp8_e4m3") return {4, 3, 8, 448.0f};
-  if (name == "fp6_e3m2") return {3, 2, 4, 28.0f};
-  if (name == "fp6_e2m3") return {2, 3, 2, 7.5f};
-  if (name == "fp4_e2m1") return {2, 1, 2, 6.0f};
-  throw Error("element_dtype '" + name + "' is not int8, fp8_e5m2, fp8_e4m3, fp6_e3m2, fp6_e2m3 or fp4_e2m1");
-}
-
 // MXQuantizeDequantize (com.amd.quark v1): x -> y of x's type and shape.
 class MxQuantizeDequantizeKernel : public Kernel {
  public:
   explicit MxQuantizeDequantizeKernel(const KernelInfo& info)
-      : format_(element_format(info.node.attr_string("element_dtype", "int8"))),
+      : format_(mx_element_format(info.node.attr_string("element_dtype", "int8"))),
         axis_(info.node.attr_int("axis", 1)),
         block_size_(read_block_size(info.node, 32)),
         rounding_(read_rounding(info.node)) {}
@@ -462,20 +444,30 @@ class MxQuantizeDequantizeKernel : public Kernel {
     const Tensor& x = required_input(in, 0, "x");
     visit_rounding(rounding_, [&](auto r) {
       constexpr Rounding R = decltype(r)::value;
-      const ElementFormat f = format_;
+      const MxElementFormat f = format_;
       out[0] = fake_quantize_blocks(ctx, x, axis_, block_size_, false,
                                     [=](const float* a, float* b, int64_t n) { mx_block<R>(a, b, n, f); });
     });
   }
 
  private:
-  ElementFormat format_;
+  MxElementFormat format_;
   int64_t axis_;
   int64_t block_size_;
   Rounding rounding_;
 };
 
 }  // namespace
+
+MxElementFormat mx_element_format(const std::string& name) {
+  if (name == "int8") return {0, 8, 0, 127.0f};
+  if (name == "fp8_e5m2") return {5, 2, 15, 57344.0f};
+  if (name == "fp8_e4m3") return {4, 3, 8, 448.0f};
+  if (name == "fp6_e3m2") return {3, 2, 4, 28.0f};
+  if (name == "fp6_e2m3") return {2, 3, 2, 7.5f};
+  if (name == "fp4_e2m1") return {2, 1, 2, 6.0f};
+  throw Error("element_dtype '" + name + "' is not int8, fp8_e5m2, fp8_e4m3, fp6_e3m2, fp6_e2m3 or fp4_e2m1");
+}
 
 void register_quantize_block_kernels(KernelRegistry& r) {
   r.add("com.amd.quark", "BFPQuantizeDequantize", 1, 1, kernel_factory<BfpQuantizeDequantizeKernel>());
