@@ -83,6 +83,11 @@ CONFIGS = [(name, ["--config", name]) for name in [
     "BFP16", "MX4", "MX6", "MX9", "MXFP8E5M2", "MXFP8E4M3", "MXFP6E3M2", "MXFP6E2M3", "MXFP4E2M1", "MXINT8",
     "BF16_BFP16", "BF16_MXINT8", "MX9_INT8"]] + [
     ("A16W16", ["--config", "A16W8", "--weight-type", "QInt16"]),
+] + [
+    # onnxptq's MX scale of least squared error per block (docs/formats.md)
+    (name + " min_error_scale", ["--config", name, "--extra-option", 'MXAttributes={"min_error_scale": 1}'])
+    for name in ["MXFP8E4M3", "MXFP6E2M3", "MXFP4E2M1", "MXINT8"]
+] + [
     ("U8S8 per-channel MinMax", ["--calibrate-method", "MinMax", "--activation-type", "QUInt8",
                                  "--weight-type", "QInt8", "--per-channel"]),
 ] + [(base + suffix, ["--config", base + suffix]) for base in FINETUNED for suffix in ("_ADAROUND", "_ADAQUANT")]

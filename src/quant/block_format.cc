@@ -66,7 +66,9 @@ void apply_mx_attributes(MxAttributes& a, const json& value) {
   apply_attributes<MxAttributes>("MXAttributes", a, value,
                                  {{"axis", &MxAttributes::axis},
                                   {"block_size", &MxAttributes::block_size},
-                                  {"rounding_mode", &MxAttributes::rounding_mode}},
+                                  {"rounding_mode", &MxAttributes::rounding_mode},
+                                  {"min_error_scale", &MxAttributes::min_error_scale},
+                                  {"symmetric_int8", &MxAttributes::symmetric_int8}},
                                  {"element_dtype", &MxAttributes::element_dtype});
 }
 
@@ -95,6 +97,9 @@ ir::Node block_node(ir::DataType type, const QuantConfig& config, int64_t axis, 
     n.set_attribute(ir::Attribute::of_int("axis", axis));
     n.set_attribute(ir::Attribute::of_int("block_size", a.block_size));
     n.set_attribute(ir::Attribute::of_int("rounding_mode", a.rounding_mode));
+    // onnxptq's choices, absent when off: the node is then exactly Quark's.
+    if (a.min_error_scale != 0) n.set_attribute(ir::Attribute::of_int("min_error_scale", a.min_error_scale));
+    if (a.symmetric_int8 != 0) n.set_attribute(ir::Attribute::of_int("symmetric_int8", a.symmetric_int8));
   }
   return n;
 }

@@ -49,6 +49,8 @@ struct BlockOp {
   int max_shift = 1;
   // MXQuantizeDequantize
   engine::MxElementFormat element{0, 8, 0, 127.0f};
+  bool min_error_scale = false;
+  double int8_min = -128;
 };
 
 BlockOp read_block_op(const ir::Node& node) {
@@ -65,6 +67,8 @@ BlockOp read_block_op(const ir::Node& node) {
   if (op.mx) {
     op.block_size = node.attr_int("block_size", 32);
     op.element = engine::mx_element_format(node.attr_string("element_dtype", "int8"));
+    op.min_error_scale = node.attr_int("min_error_scale", 0) != 0;
+    op.int8_min = node.attr_int("symmetric_int8", 0) != 0 ? -127 : -128;
     return op;
   }
   if (node.attr_int("use_compiler_version_cpu_kernel", 0) != 0)
@@ -181,8 +185,8 @@ class Rewriter {
     return op("Or", {unary("IsInf", x, DataType::Bool), unary("IsNaN", x, DataType::Bool)}, DataType::Bool);
   }
   // Whether y's sign bit is set (true for -0) or clear: 1 / y is -inf or +inf at zeros, and never 0
-  // for the |y| < 2^24 this is asked of. (Not a Not of the other: ONNX Runtime's NotWhereFusion
-  // would swap a Where's inputs, and a zero's sign with them.)
+  // for a finite y (1 / FLT_MAX is subnormal; a runtime flushing subnormals to zero is not ONNX's). (Not a Not of the
+  // other: ONNX Runtime's NotWhereFusion would swap a Where's inputs, and a zero's sign with them.)
   Value* sign_bit(Value* y) { return compare("Less", binary("Div", f32(1), y), f32(0)); }
   Value* sign_clear(Value* y) { return compare("Greater", binary("Div", f32(1), y), f32(0)); }
 
@@ -266,16 +270,14 @@ class Rewriter {
     return where(bad_block, c_.nan(), value);
   }
 
-  // Blocks [-1, block_size] -> their MX values.
-  Value* mx(Value* x, const BlockOp& b) {
+  // Blocks [-1, block_size] (`bad`: where not finite) -> their MX values with the scale 2^scale_exponent.
+  Value* mx_values(Value* x, Value* bad, Value* scale_exponent, const BlockOp& b) {
     const engine::MxElementFormat& f = b.element;
-    Value* bad = not_finite(x);
-    Value* e = floor_log2(reduce_max(where(bad, f32(0), unary("Abs", x)), {1}), -127, 127);
-    Value* scale = pow2(e, -f.emax);
+    Value* scale = pow2(scale_exponent, 0);
     Value* w = binary("Div", x, scale);
     Value* q;
-    if (f.ebits == 0) {  // int8: steps of 2^-6 in [-128, 127]
-      q = binary("Mul", clamp(round_to_integer(binary("Mul", w, f32(64)), b.rounding), -128, 127), f32(0.015625));
+    if (f.ebits == 0) {  // int8: steps of 2^-6 in [-128 (or -127), 127]
+      q = binary("Mul", clamp(round_to_integer(binary("Mul", w, f32(64)), b.rounding), b.int8_min, 127), f32(0.015625));
     } else {  // to nearest even on the element's grid (subnormals included), saturated; zeros +0
       const int bias = (1 << (f.ebits - 1)) - 1;
       Value* a = where(bad, f32(0), unary("Abs", w));  // no Log of Inf or NaN: they pass anyway
@@ -286,6 +288,38 @@ class Rewriter {
       q = where(negative, unary("Neg", magnitude), magnitude);
     }
     return where(bad, x, binary("Mul", scale, q));
+  }
+
+  // The kernel's squared_error of blocks [-1, block_size]: squares of the finite differences in
+  // double, padded with zeros to a power of two, then halves added until one column is left.
+  Value* squared_error(Value* x, Value* bad, Value* y, int64_t block_size) {
+    Value* d = binary("Sub", cast(x, DataType::Double), cast(y, DataType::Double), DataType::Double);
+    Value* s = binary("Mul", d, d, DataType::Double);
+    s = where(bad, f64(0), s, DataType::Double);
+    const auto width = static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(block_size)));
+    if (width > block_size) s = op("Pad", {s, c_.int64s({0, 0, 0, width - block_size})}, DataType::Double);
+    for (int64_t half = width / 2; half >= 1; half /= 2) {
+      Value* low = op("Slice", {s, c_.int64s({0}), c_.int64s({half}), c_.int64s({1})}, DataType::Double);
+      Value* high = op("Slice", {s, c_.int64s({half}), c_.int64s({2 * half}), c_.int64s({1})}, DataType::Double);
+      s = binary("Add", low, high, DataType::Double);
+    }
+    return s;
+  }
+
+  // Blocks [-1, block_size] -> their MX values: the scale 2^(E - emax) from the block's largest
+  // exponent E, or with min_error_scale twice that when its squared error is smaller (the scale
+  // is chosen, then the values computed once more with it: no Where on values that may be -0).
+  Value* mx(Value* x, const BlockOp& b) {
+    Value* bad = not_finite(x);
+    Value* e = floor_log2(reduce_max(where(bad, f32(0), unary("Abs", x)), {1}), -127, 127);
+    e = binary("Sub", e, f32(b.element.emax));
+    if (b.min_error_scale) {
+      Value* coarser = binary("Add", e, f32(1));
+      Value* smaller = compare("Less", squared_error(x, bad, mx_values(x, bad, coarser, b), b.block_size),
+                               squared_error(x, bad, mx_values(x, bad, e, b), b.block_size));
+      e = binary("Add", e, cast(smaller, DataType::Float));
+    }
+    return mx_values(x, bad, e, b);
   }
 
   // x's blocks along `axis` computed by `blocks`, written to `out`.

@@ -140,6 +140,10 @@ struct MxAttributes {
   int64_t axis = 1;
   int64_t block_size = 32;
   int64_t rounding_mode = 0;
+  // onnxptq's, written only when 1 (Quark's op has neither): the scale of the two nearest powers of
+  // two that gives the block the smaller squared error, and int8 elements in [-127, 127] (OCP).
+  int64_t min_error_scale = 0;
+  int64_t symmetric_int8 = 0;
 };
 
 struct QuantConfig {

@@ -337,7 +337,7 @@ void add_float_type_options(std::vector<ConfigKey>& keys) {
         apply_mx_attributes(c.mx, v);
         c.mx_given = true;
       },
-      "with a QMX type: element_dtype, axis, block_size, rounding_mode"));
+      "with a QMX type: element_dtype, axis, block_size, rounding_mode; onnxptq's min_error_scale, symmetric_int8"));
   add(works(
       kExtra, "BlockQDQAsStandardOps", "bool", "false", "quant",
       [](QuantConfig& c, const ConfigKey& k, const json& v) { c.block_qdq_as_standard_ops = json_bool(k.name, v); },

@@ -214,7 +214,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Format{"MX9_shift3", "MX9", {{"sub_block_shift_bits", 3}, {"sub_block_size", 4}}},
                       Format{"MXINT8", "MXINT8", {}}, Format{"MXFP8E5M2", "MXFP8E5M2", {}},
                       Format{"MXFP8E4M3", "MXFP8E4M3", {}}, Format{"MXFP6E3M2", "MXFP6E3M2", {}},
-                      Format{"MXFP6E2M3", "MXFP6E2M3", {}}, Format{"MXFP4E2M1", "MXFP4E2M1", {}}),
+                      Format{"MXFP6E2M3", "MXFP6E2M3", {}}, Format{"MXFP4E2M1", "MXFP4E2M1", {}},
+                      // onnxptq's attributes: the scale of least squared error, OCP's int8 range
+                      Format{"MXFP4E2M1_min_error_scale", "MXFP4E2M1", {{"min_error_scale", 1}}},
+                      Format{"MXFP8E4M3_min_error_scale", "MXFP8E4M3", {{"min_error_scale", 1}}},
+                      Format{"MXINT8_symmetric_min_error", "MXINT8", {{"symmetric_int8", 1}, {"min_error_scale", 1}}}),
     [](const ::testing::TestParamInfo<Format>& info) { return info.param.label; });
 
 TEST(BlockStandardOpsModel, AConstantInputBecomesTheKernelsValuesStored) {

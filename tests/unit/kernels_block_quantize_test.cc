@@ -176,8 +176,10 @@ const std::vector<MxFormat> kMxFormats = {
 // |v| rounded half to even to its binade's quantum 2^(max(floor(log2|v|), 1 - bias) - mbits) (the
 // binade below the normals' is the subnormals'), saturated to max_norm, zero as +0; an int8
 // element is round(v * 64) in [-128, 127], over 64. Inf and NaN unchanged.
-std::vector<float> ref_mx(const std::vector<float>& b, const MxFormat& f, int rounding) {
-  const auto scale = static_cast<float>(std::ldexp(1.0, max_finite_exponent(b) - 127 - f.emax));
+// `coarser`: the scale twice as large; `int8_min`: -127 with symmetric_int8.
+std::vector<float> ref_mx(const std::vector<float>& b, const MxFormat& f, int rounding, bool coarser = false,
+                          double int8_min = -128) {
+  const auto scale = static_cast<float>(std::ldexp(1.0, max_finite_exponent(b) - 127 - f.emax + (coarser ? 1 : 0)));
   std::vector<float> out;
   for (float x : b) {
     if (!std::isfinite(x)) {
@@ -187,7 +189,7 @@ std::vector<float> ref_mx(const std::vector<float>& b, const MxFormat& f, int ro
     const float v = x / scale;
     double q;
     if (f.ebits == 0) {
-      q = std::max(-128.0, std::min(ref_round(static_cast<double>(v) * 64, rounding), 127.0)) / 64;
+      q = std::max(int8_min, std::min(ref_round(static_cast<double>(v) * 64, rounding), 127.0)) / 64;
     } else {
       const double a = std::fabs(static_cast<double>(v));
       const int bias = (1 << (f.ebits - 1)) - 1;
@@ -203,6 +205,19 @@ std::vector<float> ref_mx(const std::vector<float>& b, const MxFormat& f, int ro
     out.push_back(scale * static_cast<float>(q));
   }
   return out;
+}
+
+// min_error_scale: of the rule's scale and the one twice as large, the one whose values are
+// nearer the block's finite values in squared error (summed in long double; ties keep the rule's).
+std::vector<float> ref_mx_min_error(const std::vector<float>& b, const MxFormat& f, int rounding, double int8_min) {
+  auto error = [&](const std::vector<float>& q) {
+    long double sum = 0;
+    for (size_t i = 0; i < b.size(); ++i)
+      if (std::isfinite(b[i])) sum += std::pow(static_cast<long double>(b[i]) - static_cast<long double>(q[i]), 2);
+    return sum;
+  };
+  std::vector<float> rule = ref_mx(b, f, rounding, false, int8_min), coarser = ref_mx(b, f, rounding, true, int8_min);
+  return error(coarser) < error(rule) ? coarser : rule;
 }
 
 // fp32 -> bf16 -> fp32, to nearest even on the bit pattern.
@@ -273,12 +288,15 @@ std::vector<Attribute> bfp_attributes(const BfpAttrs& a, int64_t axis) {
   return v;
 }
 
-std::vector<Attribute> mx_attributes(const std::string& dtype, int block_size, int rounding, int64_t axis) {
+std::vector<Attribute> mx_attributes(const std::string& dtype, int block_size, int rounding, int64_t axis,
+                                     bool min_error_scale = false, bool symmetric_int8 = false) {
   std::vector<Attribute> v;
   v.push_back(Attribute::of_string("element_dtype", dtype));
   v.push_back(Attribute::of_int("axis", axis));
   v.push_back(Attribute::of_int("block_size", block_size));
   v.push_back(Attribute::of_int("rounding_mode", rounding));
+  if (min_error_scale) v.push_back(Attribute::of_int("min_error_scale", 1));
+  if (symmetric_int8) v.push_back(Attribute::of_int("symmetric_int8", 1));
   return v;
 }
 
@@ -527,6 +545,56 @@ TEST(BlockQuantizeTest, MxRandomAndEdgeBlocksMatchReference) {
       }
     }
   }
+}
+
+// onnxptq's min_error_scale and symmetric_int8 against the reference, on the same blocks.
+TEST(BlockQuantizeTest, MxMinErrorScaleAndSymmetricInt8MatchReference) {
+  std::mt19937 rng(37);
+  for (const MxFormat& f : kMxFormats) {
+    for (int mode = 0; mode < 3; ++mode) {
+      for (int bs : {32, 7}) {
+        const std::string name = f.name + " rounding " + std::to_string(mode) + " blocks of " + std::to_string(bs);
+        std::vector<std::vector<float>> parts = edge_blocks(bs);
+        for (int i = 0; i < 150; ++i) parts.push_back(random_values(rng, bs, (i % 40) - 20, 1 + i % 16));
+        parts.push_back(random_values(rng, bs, 127, 30));  // the coarser scale overflows for int8
+        for (int i = 0; i < 20; ++i) {
+          auto b = random_values(rng, bs, 4, 6);
+          b[i % bs] = std::ldexp(1.0f + static_cast<float>(i) / 20.0f, 4);
+          parts.push_back(b);
+        }
+        const std::vector<float> x = concat(parts);
+        const std::vector<int64_t> dims = {static_cast<int64_t>(x.size() / bs), bs};
+        for (bool symmetric : {false, true}) {
+          const double int8_min = symmetric ? -127 : -128;
+          auto got = run_float("MXQuantizeDequantize", x, dims, mx_attributes(f.name, bs, mode, -1, true, symmetric));
+          auto want = ref_tensor(
+              x, dims, 1, bs, [&](const std::vector<float>& blk) { return ref_mx_min_error(blk, f, mode, int8_min); });
+          expect_same_bits(got, want, x, name + (symmetric ? " symmetric" : ""));
+          auto rule = run_float("MXQuantizeDequantize", x, dims, mx_attributes(f.name, bs, mode, -1, false, symmetric));
+          auto rule_want = ref_tensor(
+              x, dims, 1, bs, [&](const std::vector<float>& blk) { return ref_mx(blk, f, mode, false, int8_min); });
+          expect_same_bits(rule, rule_want, x, name + " floor rule" + (symmetric ? " symmetric" : ""));
+        }
+      }
+    }
+  }
+}
+
+// FP4 E2M1 (0, 0.5, 1, 1.5, 2, 3, 4, 6): a block of 7.5s takes the scale 2^(2 - 2) = 1 and clips
+// every value to 6 (squared error 8 x 2.25); the scale 2 puts them on 4 x 2 = 8 (error 8 x 0.25),
+// which min_error_scale takes. MXINT8 at scale 1: -1.9921875 is -127.5 steps of 2^-6, which round
+// to -128 in Quark's range and stop at -127 in the symmetric one.
+TEST(BlockQuantizeTest, MxMinErrorScaleTakesTheCoarserScaleWhereTheRuleClips) {
+  const std::vector<float> sevens(8, 7.5f);
+  expect_same_bits(run_float("MXQuantizeDequantize", sevens, {8}, mx_attributes("fp4_e2m1", 8, 0, 0)),
+                   std::vector<float>(8, 6.0f), sevens, "floor rule");
+  expect_same_bits(run_float("MXQuantizeDequantize", sevens, {8}, mx_attributes("fp4_e2m1", 8, 0, 0, true)),
+                   std::vector<float>(8, 8.0f), sevens, "min_error_scale");
+  const std::vector<float> x = {1.5f, -1.9921875f};
+  expect_same_bits(run_float("MXQuantizeDequantize", x, {2}, mx_attributes("int8", 2, 0, 0)),
+                   std::vector<float>{1.5f, -2.0f}, x, "int8");
+  expect_same_bits(run_float("MXQuantizeDequantize", x, {2}, mx_attributes("int8", 2, 0, 0, false, true)),
+                   std::vector<float>{1.5f, -1.984375f}, x, "symmetric int8");
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -11,7 +11,10 @@
 //   MXQuantizeDequantize   the OCP Microscaling formats (OCP MX v1.0): scale 2^(E - 127 - emax) from
 //                          the block's largest exponent E, elements fp8_e5m2, fp8_e4m3, fp6_e3m2,
 //                          fp6_e2m3, fp4_e2m1 (round half to even, saturated to the largest normal)
-//                          or int8 (implicit element scale 2^-6, range [-128, 127]).
+//                          or int8 (implicit element scale 2^-6, range [-128, 127]). Two attributes
+//                          of onnxptq's (absent in Quark's models): min_error_scale 1 takes the
+//                          scale twice as large when it gives the block a smaller squared error,
+//                          symmetric_int8 1 the OCP reference emulator's int8 range [-127, 127].
 //
 // rounding_mode: 0 half away from zero, 1 half up (towards +inf), 2 half to even. As in Quark's
 // kernels, the sign of a zero result follows their rounding functions: mode 2 gives +0 for values
@@ -24,6 +27,7 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <vector>
 
 #include "engine/block_quantizer.h"
 #include "engine/kernels/quantize.h"
@@ -46,6 +50,12 @@ uint32_t biased_exponent(float v) { return (bits_of(v) >> 23) & 0xFFu; }
 double pow2(int k) { return std::bit_cast<double>(static_cast<uint64_t>(k + 1023) << 52); }
 
 enum class Rounding { HalfAway = 0, HalfUp = 1, HalfEven = 2 };
+
+// The MX scale choice and int8 range (read_mx_scaling).
+struct MxScaling {
+  bool min_error_scale = false;
+  float int8_min = -128.0f;
+};
 
 // y rounded to an integer (|y| < 2^24, or not finite), in the rounding functions of Quark's
 // kernels: std::round, "dpu_round" (std::round but negative halves go up) and "py3_round"
@@ -223,7 +233,7 @@ void bfp_prime_block(const float* x, float* y, int64_t n, int m, int64_t sub_siz
 }
 
 template <Rounding R, bool kByInverse, bool kFloatElements>
-void mx_values(const float* x, float* y, int64_t n, const MxElementFormat f, PowerOfTwoDivisor scale) {
+void mx_values(const float* x, float* y, int64_t n, const MxElementFormat f, PowerOfTwoDivisor scale, float int8_min) {
   constexpr float kInt8Step = 0.015625f;  // 2^-6
   const float d = scale.d, inverse = scale.inverse;
 #pragma omp simd
@@ -234,27 +244,58 @@ void mx_values(const float* x, float* y, int64_t n, const MxElementFormat f, Pow
     if constexpr (kFloatElements) {
       q = fp_element(w, f);  // Quark rounds float elements half to even whatever rounding_mode says
     } else {
-      q = clamp_value(round_to_integer<R>(w * 64.0f), -128.0f, 127.0f) * kInt8Step;
+      q = clamp_value(round_to_integer<R>(w * 64.0f), int8_min, 127.0f) * kInt8Step;
     }
     y[i] = biased_exponent(v) == 0xFFu ? v : d * q;
   }
 }
 
+// The block's values with the shared scale 2^e.
 template <Rounding R>
-void mx_block(const float* x, float* y, int64_t n, const MxElementFormat& f) {
-  const int e = static_cast<int>(finite_max_exponent(x, n)) - 127 - f.emax;
+void mx_scaled(const float* x, float* y, int64_t n, const MxElementFormat& f, int e, float int8_min) {
   const PowerOfTwoDivisor scale(static_cast<float>(pow2(e)));
   if (f.ebits > 0) {
     if (scale.exact)
-      mx_values<R, true, true>(x, y, n, f, scale);
+      mx_values<R, true, true>(x, y, n, f, scale, int8_min);
     else
-      mx_values<R, false, true>(x, y, n, f, scale);
+      mx_values<R, false, true>(x, y, n, f, scale, int8_min);
   } else {
     if (scale.exact)
-      mx_values<R, true, false>(x, y, n, f, scale);
+      mx_values<R, true, false>(x, y, n, f, scale, int8_min);
     else
-      mx_values<R, false, false>(x, y, n, f, scale);
+      mx_values<R, false, false>(x, y, n, f, scale, int8_min);
   }
+}
+
+// The sum of (x - y)^2 over the block's finite x, in double (each square exact), summed as a tree
+// over the block padded with zeros to a power of two: halves added element by element, an order
+// that standard ONNX ops can repeat (quant/block_standard_ops.cc).
+double squared_error(const float* x, const float* y, int64_t n, std::vector<double>& s) {
+  const auto width = static_cast<int64_t>(std::bit_ceil(static_cast<uint64_t>(n)));
+  s.assign(static_cast<size_t>(width), 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    const double d = biased_exponent(x[i]) == 0xFFu ? 0.0 : static_cast<double>(x[i]) - static_cast<double>(y[i]);
+    s[static_cast<size_t>(i)] = d * d;
+  }
+  for (int64_t half = width / 2; half >= 1; half /= 2)
+    for (int64_t i = 0; i < half; ++i) s[static_cast<size_t>(i)] += s[static_cast<size_t>(i + half)];
+  return s[0];
+}
+
+// The OCP scale 2^(E - emax) from the block's largest exponent E; with min_error_scale, 2^(E - emax
+// + 1) instead when it gives the block a smaller squared error (the rule's scale clips block
+// maxima whose significand exceeds the element's largest, 1.5 for FP4 and FP6 E2M3, 1.75 for E4M3).
+template <Rounding R>
+void mx_block(const float* x, float* y, int64_t n, const MxElementFormat& f, const MxScaling& scaling) {
+  const int e = static_cast<int>(finite_max_exponent(x, n)) - 127 - f.emax;
+  mx_scaled<R>(x, y, n, f, e, scaling.int8_min);
+  if (!scaling.min_error_scale) return;
+  thread_local std::vector<float> coarser;
+  thread_local std::vector<double> squares;
+  coarser.resize(static_cast<size_t>(n));
+  mx_scaled<R>(x, coarser.data(), n, f, e + 1, scaling.int8_min);
+  if (squared_error(x, coarser.data(), n, squares) < squared_error(x, y, n, squares))
+    std::copy(coarser.begin(), coarser.end(), y);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -431,6 +472,17 @@ class BfpQuantizeDequantizeKernel : public Kernel {
   bool compiler_version_ = false;
 };
 
+// onnxptq's two attributes beyond Quark's (absent, both 0: Quark's op): min_error_scale and
+// symmetric_int8 (int8 elements in [-127, 127], the OCP reference emulator's range).
+MxScaling read_mx_scaling(const ir::Node& node) {
+  auto flag = [&](const char* name) {
+    const int64_t v = node.attr_int(name, 0);
+    if (v != 0 && v != 1) throw Error(std::string(name) + " " + std::to_string(v) + " is not 0 or 1");
+    return v == 1;
+  };
+  return {.min_error_scale = flag("min_error_scale"), .int8_min = flag("symmetric_int8") ? -127.0f : -128.0f};
+}
+
 // MXQuantizeDequantize (com.amd.quark v1): x -> y of x's type and shape.
 class MxQuantizeDequantizeKernel : public Kernel {
  public:
@@ -438,15 +490,17 @@ class MxQuantizeDequantizeKernel : public Kernel {
       : format_(mx_element_format(info.node.attr_string("element_dtype", "int8"))),
         axis_(info.node.attr_int("axis", 1)),
         block_size_(read_block_size(info.node, 32)),
-        rounding_(read_rounding(info.node)) {}
+        rounding_(read_rounding(info.node)),
+        scaling_(read_mx_scaling(info.node)) {}
 
   void run(const RunContext& ctx, std::span<const Tensor* const> in, std::span<Tensor> out) const override {
     const Tensor& x = required_input(in, 0, "x");
     visit_rounding(rounding_, [&](auto r) {
       constexpr Rounding R = decltype(r)::value;
       const MxElementFormat f = format_;
+      const MxScaling scaling = scaling_;
       out[0] = fake_quantize_blocks(ctx, x, axis_, block_size_, false,
-                                    [=](const float* a, float* b, int64_t n) { mx_block<R>(a, b, n, f); });
+                                    [=](const float* a, float* b, int64_t n) { mx_block<R>(a, b, n, f, scaling); });
     });
   }
 
@@ -455,6 +509,7 @@ class MxQuantizeDequantizeKernel : public Kernel {
   int64_t axis_;
   int64_t block_size_;
   Rounding rounding_;
+  MxScaling scaling_;
 };
 
 }  // namespace
