@@ -485,6 +485,10 @@ void apply_tensor_overrides(Plan& plan, const ir::Graph& graph, const QuantConfi
     }
     if (t->role == Role::Bias)
       throw Error(where + ": an int32 bias takes its scale from its input and weight; it has no overrides");
+    if (quant_type_is_block(o.quant_type.value_or(t->type)) &&
+        (o.symmetric || o.reduce_range || o.axis || o.rmin || !o.scale.empty() || o.convert))
+      throw Error(where + ": the tensor is of the block type " + quant_type_name(o.quant_type.value_or(t->type)) +
+                  ", whose blocks share exponents: it has no scale, range, symmetry, axis or conversion to set");
     const bool weight = t->role == Role::Weight;
     if (o.reduce_range && !weight) throw Error(where + ": reduce_range applies to initializers only");
     if (o.axis && !weight) throw Error(where + ": axis applies to initializers (weights) only");

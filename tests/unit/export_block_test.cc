@@ -266,6 +266,21 @@ TEST(BlockFormat, WhatCannotWorkIsRefusedByName) {
             "is not built yet");
 }
 
+TEST(BlockFormat, TensorQuantOverridesOfABlockTensorAreRefused) {
+  ir::Model model = testing::export_test_model();
+  QuantConfig config = preset_config("BFP16");
+  apply_extra_option(config, "TensorQuantOverrides", nlohmann::json::parse(R"({"x": [{"rmin": -1, "rmax": 1}]})"));
+  std::string error;
+  try {
+    testing::calibrated_plan(model, config);
+  } catch (const Error& e) {
+    error = e.what();
+  }
+  EXPECT_EQ(error,
+            "TensorQuantOverrides['x']: the tensor is of the block type QBFP, whose blocks share exponents: it has no "
+            "scale, range, symmetry, axis or conversion to set");
+}
+
 TEST(BlockFormat, BfpFixNeuronIsExtendedQdqWithBfpTypes) {
   QuantConfig c;
   apply_config_json(c, {{"quant_format", "VitisQuantFormat.MXFixNeuron"}});
