@@ -18,6 +18,7 @@ void add_options_command(CLI::App& app);
 void add_sensitivity_command(CLI::App& app);
 void add_dump_model_command(CLI::App& app);
 void add_remove_qdq_command(CLI::App& app);
+void add_block_to_standard_ops_command(CLI::App& app);
 void add_qdq_to_qop_command(CLI::App& app);
 void add_fix_shapes_command(CLI::App& app);
 void add_a8w8_npu_to_cpu_command(CLI::App& app);

@@ -32,6 +32,7 @@ int main(int argc, char** argv) {
   onnxptq::cli::add_sensitivity_command(app);
   onnxptq::cli::add_dump_model_command(app);
   onnxptq::cli::add_remove_qdq_command(app);
+  onnxptq::cli::add_block_to_standard_ops_command(app);
   onnxptq::cli::add_qdq_to_qop_command(app);
   onnxptq::cli::add_fix_shapes_command(app);
   onnxptq::cli::add_a8w8_npu_to_cpu_command(app);

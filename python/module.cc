@@ -512,6 +512,8 @@ py::dict convert(const std::string& tool, const std::string& model_input, const 
     run = [](const Model& m) { return a8w8_npu_to_cpu(m); };
   else if (tool == "u16u8_to_u8u8")
     run = [](const Model& m) { return u16u8_to_u8u8(m); };
+  else if (tool == "block_to_standard_ops")
+    run = [](const Model& m) { return block_to_standard_ops(m); };
   else if (tool == "bias_int32_to_int16")
     run = [](const Model& m) { return bias_int32_to_int16(m); };
   else if (tool == "fp32_to_fp16")

@@ -66,6 +66,13 @@ Converted a8w8_npu_to_cpu(const Model& model);
 // scales. `changed`: the activations converted. Error when there is no uint16 activation.
 Converted u16u8_to_u8u8(const Model& model);
 
+// Quark's block formats without its custom ops: every com.amd.quark BFPQuantizeDequantize /
+// MXQuantizeDequantize node written as standard ONNX ops that compute its values bit for bit (what
+// the quantizer's BlockQDQAsStandardOps writes, docs/formats.md), a node on a constant as the
+// constant fake-quantized. `changed`: the nodes rewritten. Error for a model without such a node,
+// or with one the rewrite cannot write (an input of unknown rank, opset below 13, ...).
+Converted block_to_standard_ops(const Model& model);
+
 // Quark's convert_bias_int32_to_int16: each int32 bias of a Conv, ConvTranspose, Gemm or
 // normalization stored as int16 (same scale, values clipped to int16 with a warning); below opset
 // 21 (ONNX's DequantizeLinear takes int16 from 21) the bias DequantizeLinear becomes com.microsoft's

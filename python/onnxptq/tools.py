@@ -64,6 +64,13 @@ def convert_u16u8_to_u8u8(input_model_path, output_model_path, save_as_external_
     return _convert("u16u8_to_u8u8", input_model_path, output_model_path, save_as_external_data)
 
 
+def convert_block_to_standard_ops(input_model_path, output_model_path, save_as_external_data=False):
+    """Every com.amd.quark BFPQuantizeDequantize / MXQuantizeDequantize node (Quark's BFP and MX
+    formats) written as standard ONNX ops computing the same values bit for bit, so that
+    onnxruntime runs the model without Quark's custom-op library. "changed": the nodes."""
+    return _convert("block_to_standard_ops", input_model_path, output_model_path, save_as_external_data)
+
+
 def convert_bias_int32_to_int16(input_model_path, output_model_path, save_as_external_data=False):
     """Quark's convert_bias_int32_to_int16: int32 biases stored as int16 (clipped, with a warning).
     "changed": the biases."""
@@ -93,7 +100,8 @@ def convert_fp16_to_bf16(input_model_path, output_model_path, format="with_cast"
 
 
 __all__ = [
-    "convert_a8w8_npu_to_a8w8_cpu", "convert_bias_int32_to_int16", "convert_dynamic_to_fixed",
+    "convert_a8w8_npu_to_a8w8_cpu", "convert_bias_int32_to_int16", "convert_block_to_standard_ops",
+    "convert_dynamic_to_fixed",
     "convert_fp16_to_bf16", "convert_fp32_to_bf16", "convert_fp32_to_fp16", "convert_qdq_to_qop",
     "convert_u16u8_to_u8u8", "fix_shapes", "remove_qdq",
 ]

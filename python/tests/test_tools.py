@@ -148,3 +148,16 @@ def test_dump_model(tiny_model, tmp_path):
         r = onnxptq.dump_model(tiny_model, dump_float=True, output_dir=tmp_path / "floats")
     assert r["quantized"] == 0 and r["float_tensors"] == 5
     assert any("only the float values are written" in str(w.message) for w in caught)
+
+
+def test_block_to_standard_ops(tiny_model, tmp_path):
+    q = str(tmp_path / "mx.onnx")
+    run_cli("quantize", tiny_model, "-o", q, "--random", "1", "--config", "MXINT8", "--quiet")
+    r = tools.convert_block_to_standard_ops(q, tmp_path / "standard.onnx")
+    assert r["changed"] > 0
+    m = onnx.load(str(tmp_path / "standard.onnx"))
+    assert not [n for n in m.graph.node if n.domain == "com.amd.quark"]
+    assert any(n.op_type == "ReduceMax" for n in m.graph.node)
+    onnx.checker.check_model(m, full_check=True)
+    with pytest.raises(onnxptq.Error, match="no com.amd.quark BFPQuantizeDequantize or MXQuantizeDequantize node"):
+        tools.convert_block_to_standard_ops(tiny_model, tmp_path / "none.onnx")

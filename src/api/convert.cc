@@ -23,6 +23,10 @@ Converted remove_qdq(const Model& model) {
   return converted([&](ConvertResult& r) { return tools::remove_qdq(model.ir(), r); });
 }
 
+Converted block_to_standard_ops(const Model& model) {
+  return converted([&](ConvertResult& r) { return tools::block_to_standard_ops(model.ir(), r); });
+}
+
 Converted qdq_to_qop(const Model& model) {
   return converted([&](ConvertResult& r) { return tools::qdq_to_qop(model.ir(), r); });
 }

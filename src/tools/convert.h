@@ -29,6 +29,8 @@ using quant::single_dequantize_reader;
 
 // remove_qdq.cc
 ir::Model remove_qdq(const ir::Model& model, ConvertResult& result);
+// block_to_standard_ops.cc
+ir::Model block_to_standard_ops(const ir::Model& model, ConvertResult& result);
 // qdq_to_qop.cc
 ir::Model qdq_to_qop(const ir::Model& model, ConvertResult& result);
 // fix_shapes is a pass (passes/model_format.h): the quantizer's FixShapes runs it too.

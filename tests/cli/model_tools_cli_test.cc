@@ -1,9 +1,9 @@
 // The model tools as a user runs them (`onnxptq remove-qdq`, `qdq-to-qop`, `fix-shapes`,
 // `a8w8-npu-to-cpu`, `u16u8-to-u8u8`, `bias-int32-to-int16`, `fp32-to-fp16`, `fp32-to-bf16`,
-// `fp16-to-bf16`, `dump-model`): each writes a model that loads, and bad input (a missing file, a
-// model without what the tool needs, a bad --fix-shapes, a refused format) ends in one line naming
-// the model and what is wrong, with nothing written. ONNX Runtime runs what they write in
-// tests/e2e/model_tools_vs_ort_test.cc.
+// `fp16-to-bf16`, `block-to-standard-ops`, `dump-model`): each writes a model that loads, and bad
+// input (a missing file, a model without what the tool needs, a bad --fix-shapes, a refused
+// format) ends in one line naming the model and what is wrong, with nothing written. ONNX Runtime
+// runs what they write in tests/e2e/model_tools_vs_ort_test.cc.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -41,6 +41,8 @@ class ModelToolsCliRealModels : public ::testing::Test {
         onnxptq("quantize " + kResnet.string() + " -o " + at("u16.onnx") +
                 " --random 2 --calibrate-method MinMax --activation-type QUInt16 --weight-type QUInt8 --quiet");
     ASSERT_EQ(u16.code, 0) << u16.err;
+    CliRun mx9 = onnxptq("quantize " + kResnet.string() + " -o " + at("mx9.onnx") + " --random 1 --config MX9 --quiet");
+    ASSERT_EQ(mx9.code, 0) << mx9.err;
   }
   static void TearDownTestSuite() { fs::remove_all(dir_); }
   static std::string at(const std::string& name) { return (dir_ / name).string(); }
@@ -71,6 +73,7 @@ TEST_F(ModelToolsCliRealModels, EachToolWritesItsModel) {
       {"bias-int32-to-int16", at("qdq.onnx"), "", "int32 biases stored as int16"},
       {"fp32-to-fp16", kResnet.string(), "--keep-io-types", "values made float16"},
       {"fp32-to-bf16", kResnet.string(), "--format simulate_bf16", "bfloat16 tensors"},
+      {"block-to-standard-ops", at("mx9.onnx"), "", "block nodes written in standard ops"},
   };
   for (const Case& c : cases) {
     bool written = false;
@@ -98,6 +101,8 @@ TEST_F(ModelToolsCliRealModels, AModelWithoutWhatTheToolNeedsIsRefusedByName) {
       {"bias-int32-to-int16", resnet, "", resnet + ": the model has no int32 bias"},
       {"bias-int32-to-int16", at("npu.onnx"), "", at("npu.onnx") + ": the model has no int32 bias"},
       {"fp16-to-bf16", resnet, "", resnet + ": fp16_to_bf16: the model has no float16 input"},
+      {"block-to-standard-ops", at("qdq.onnx"), "",
+       at("qdq.onnx") + ": the model has no com.amd.quark BFPQuantizeDequantize or MXQuantizeDequantize node"},
       {"remove-qdq", at("missing.onnx"), "", at("missing.onnx") + ": no such file"},
       {"fp32-to-fp16", at("missing.onnx"), "", at("missing.onnx") + ": no such file"},
   };
