@@ -17,4 +17,10 @@ inline constexpr const char* kEngineDomain = "onnxptq.engine";
 // HardSigmoid's alpha and beta, Clip's min and max). Returns how many pairs were fused.
 int fuse_conv_activations(ir::Graph& graph, const std::function<bool(const ir::Value*)>& visible);
 
+// Quark's BFPQuantizeDequantize / MXQuantizeDequantize nodes reading an initializer (a weight or
+// bias of a block-format model) replaced by their output, computed once: the convolution reading
+// it then has constant weights, which the channels-last pass and the kernels' packing need.
+// Returns how many nodes were folded (block_constants.cc).
+int fold_block_quantized_constants(ir::Graph& graph, const std::function<bool(const ir::Value*)>& visible);
+
 }  // namespace onnxptq::engine

@@ -108,6 +108,14 @@ std::vector<size_t> elementwise_data_inputs(const ir::Node& n) {
   return all;
 }
 
+// Quark's BFPQuantizeDequantize / MXQuantizeDequantize: blocks of consecutive values along one
+// axis, the same blocks in any layout once the axis follows the Transpose (channels-last makes
+// channel blocks contiguous, which their kernel reads fastest).
+bool is_block_quantize(const ir::Node& n) {
+  return n.domain == "com.amd.quark" && (n.op_type == "BFPQuantizeDequantize" || n.op_type == "MXQuantizeDequantize") &&
+         n.inputs().size() == 1 && n.outputs().size() == 1 && n.output(0);
+}
+
 class TransposeElimination {
  public:
   TransposeElimination(ir::Graph& graph, const std::function<bool(const ir::Value*)>& visible, int64_t onnx_opset,
@@ -175,6 +183,7 @@ class TransposeElimination {
   // The inputs of `n` that a Transpose(perm) may move below, or empty when it cannot.
   std::vector<size_t> movable_inputs(const ir::Node& n, const std::vector<int64_t>& perm) const {
     std::vector<size_t> data = elementwise_data_inputs(n);
+    if (is_block_quantize(n)) return {0};
     if (!data.empty() || !is_default_domain(n) || n.outputs().empty() || !n.output(0)) return data;
     if (n.op_type == "Concat") {
       for (size_t i = 0; i < n.inputs().size(); ++i) data.push_back(i);
@@ -209,7 +218,8 @@ class TransposeElimination {
   }
 
   // Op(Transpose(P) of a, Transpose(P) of b, scalar) becomes Transpose(P) of Op(a, b, scalar);
-  // likewise Concat (its axis moved) and global pools (run channels-last).
+  // likewise Concat and the block quantize ops (their axis moved) and global pools (run
+  // channels-last).
   int push_below(ir::Node* n) {
     const ir::Value* first = n->input(0);
     std::optional<std::vector<int64_t>> perm = transposed_by(first);
@@ -218,6 +228,7 @@ class TransposeElimination {
     std::vector<size_t> data = movable_inputs(*n, *perm);
     if (data.empty()) return 0;
     bool concat = n->op_type == "Concat";
+    bool block = is_block_quantize(*n);
 
     bool frees_one = false;  // moving a Transpose must not add one for good
     for (size_t i : data) {
@@ -234,7 +245,7 @@ class TransposeElimination {
     }
     if (!frees_one) return 0;
     int64_t rank = static_cast<int64_t>(perm->size());
-    int64_t axis = concat ? n->attr_int("axis", 0) : 0;
+    int64_t axis = concat ? n->attr_int("axis", 0) : block ? n->attr_int("axis", 1) : 0;
     if (axis < 0) axis += rank;
     if (axis < 0 || axis >= rank) return 0;  // the kernel reports it
 
@@ -247,7 +258,7 @@ class TransposeElimination {
     }
     for (ir::Value* v : above)
       if (v->uses().empty()) drop_if_unused(v);
-    if (concat) {
+    if (concat || block) {
       n->set_attribute(ir::Attribute::of_int("axis", (*perm)[axis]));
     } else if (n->op_type == "GlobalAveragePool" || n->op_type == "GlobalMaxPool" || n->op_type == "Resize" ||
                n->op_type == "MaxPool") {

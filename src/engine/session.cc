@@ -275,6 +275,7 @@ Session::Session(const ir::Model& model, SessionOptions options)
   if (options_.optimize && KernelRegistry::instance().find(kEngineDomain, "FusedConv", 1)) {
     model_.set_opset(kEngineDomain, 1);
     auto visible = [this](const ir::Value* v) { return options_.visible.count(v->name()) > 0; };
+    fold_block_quantized_constants(*model_.graph, visible);
     fuse_conv_activations(*model_.graph, visible);
     std::unordered_set<std::string> model_values;
     for (const auto& node : model_.graph->nodes())

@@ -211,6 +211,45 @@ void expect_same_outputs(const ir::Model& m, const std::vector<int64_t>& x_dims,
   }
 }
 
+// Quark's block quantize ops between convolutions (a BFP16 model): their weights' nodes fold into
+// constants, the block ops run channels-last with their axis on the channels (3), and no
+// Transpose is left between the convolutions.
+TEST(NhwcLayout, BlockQuantizeOpsRunNhwcWithTheirAxisOnTheChannels) {
+  GraphMaker t;
+  t.m.set_opset("com.amd.quark", 1);
+  auto block = [&](ir::Value* v, const std::string& name) {
+    ir::Value* y = t.g.add_value(name);
+    ir::Node* n = t.g.add_node("BFPQuantizeDequantize", {v}, {y}, name, "com.amd.quark");
+    n->set_attribute(ir::Attribute::of_int("axis", 1));
+    n->set_attribute(ir::Attribute::of_int("rounding_mode", 2));
+    return y;
+  };
+  ir::Value* x = block(t.input("x"), "xq");
+  ir::Value* a = t.conv(x, "a", {});
+  ir::Node* conv_a = t.g.find_value("a")->producer();
+  t.g.set_node_input(conv_a, 1, block(conv_a->input(1), "a.wq"));  // a block-quantized weight
+  ir::Value* aq = block(a, "aq");
+  t.g.add_output(t.conv(aq, "b", {}));
+  EXPECT_EQ(fold_block_quantized_constants(t.g, nothing_visible), 1);
+  optimize(t.g, nothing_visible);
+  const ir::Node* between = nullptr;  // the node named aq (its output renamed by the pass)
+  for (const auto& n : t.g.nodes())
+    if (n->name == "aq") between = n.get();
+  ASSERT_NE(between, nullptr);
+  ASSERT_EQ(between->op_type, "BFPQuantizeDequantize");
+  EXPECT_EQ(between->attr_int("axis", 0), 3);
+  EXPECT_EQ(t.count("Transpose"), 2);  // into a, out of b
+
+  GraphMaker same;  // the outputs equal those of the model run node by node
+  same.m.set_opset("com.amd.quark", 1);
+  ir::Value* sx = same.input("x");
+  ir::Value* sy = same.g.add_value("y");
+  ir::Node* sn = same.g.add_node("BFPQuantizeDequantize", {same.conv(sx, "a", {})}, {sy}, "aq", "com.amd.quark");
+  sn->set_attribute(ir::Attribute::of_int("axis", 1));
+  same.g.add_output(same.conv(sy, "b", {}));
+  expect_same_outputs(same.m, {1, 8, 9, 7}, "conv, BFP, conv");
+}
+
 // ConvNeXt's pattern: the model itself goes channels-last for a few ops and back.
 TEST(NhwcLayout, ModelsOwnTransposesCancelWithTheEngines) {
   GraphMaker t;

@@ -107,8 +107,11 @@ template <Rounding R>
 // ---------------------------------------------------------------------------------------------
 // One block: `n` values of x in, `n` of y out.
 
+// The functions of one block are always inlined: called with the block size as a constant
+// (with_block_size), each loop is then a few whole vector instructions.
+
 // The largest biased exponent of x[0..n), Inf and NaN counting as 0.
-uint32_t finite_max_exponent(const float* x, int64_t n) {
+[[gnu::always_inline]] inline uint32_t finite_max_exponent(const float* x, int64_t n) {
   uint32_t e_max = 0;
 #pragma omp simd reduction(max : e_max)
   for (int64_t i = 0; i < n; ++i) {
@@ -130,13 +133,15 @@ uint32_t max_exponent(const float* x, int64_t n) {
 // rounded once, and cheaper), else as a division.
 struct PowerOfTwoDivisor {
   explicit PowerOfTwoDivisor(float d) : d(d), inverse(1.0f / d), exact(d >= 0x1p-126f) {}
+  PowerOfTwoDivisor(float d, float inverse) : d(d), inverse(inverse), exact(true) {}  // both normal
   float d, inverse;
   bool exact;
 };
 
 // to_bfp: y = clamp(round(x / step) * step, lo, hi); Inf and NaN pass.
 template <Rounding R, bool kByInverse>
-void bfp_values(const float* x, float* y, int64_t n, PowerOfTwoDivisor step, float lo, float hi) {
+[[gnu::always_inline]] inline void bfp_values(const float* x, float* y, int64_t n, PowerOfTwoDivisor step, float lo,
+                                              float hi) {
 #pragma omp simd
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i];
@@ -147,7 +152,7 @@ void bfp_values(const float* x, float* y, int64_t n, PowerOfTwoDivisor step, flo
 }
 
 template <Rounding R>
-void bfp_values(const float* x, float* y, int64_t n, float step, float lo, float hi) {
+[[gnu::always_inline]] inline void bfp_values(const float* x, float* y, int64_t n, float step, float lo, float hi) {
   const PowerOfTwoDivisor d(step);
   if (d.exact)
     bfp_values<R, true>(x, y, n, d, lo, hi);
@@ -156,8 +161,17 @@ void bfp_values(const float* x, float* y, int64_t n, float step, float lo, float
 }
 
 template <Rounding R>
-void bfp_block(const float* x, float* y, int64_t n, int m) {
-  const int e = static_cast<int>(finite_max_exponent(x, n)) - 127;
+[[gnu::always_inline]] inline void bfp_block(const float* x, float* y, int64_t n, int m) {
+  const auto e_biased = static_cast<int>(finite_max_exponent(x, n));
+  const int step_biased = e_biased - (m - 1);
+  if (step_biased >= 1 && step_biased <= 253) {  // step and 1/step normal floats, from their bits
+    const float step = float_of(static_cast<uint32_t>(step_biased) << 23);
+    const float vmax = step * static_cast<float>((1u << m) - 1);  // 2^(e+1) - step, exactly
+    PowerOfTwoDivisor d(step, float_of(static_cast<uint32_t>(254 - step_biased) << 23));
+    bfp_values<R, true>(x, y, n, d, -vmax, vmax);
+    return;
+  }
+  const int e = e_biased - 127;
   const auto step = static_cast<float>(pow2(e - (m - 1)));
   const auto vmax = static_cast<float>(pow2(e + 1) - step);
   bfp_values<R>(x, y, n, step, -vmax, vmax);
@@ -349,6 +363,22 @@ void for_each_block(int threads, const float* x, float* y, const std::vector<int
   });
 }
 
+// fn(n) with n as a constant for Quark's block sizes (8, 16, 32), so that the always-inlined block
+// functions it calls compile to fixed-length vector code; else fn(n).
+template <class F>
+[[gnu::always_inline]] inline void with_block_size(int64_t n, F&& fn) {
+  switch (n) {
+    case 8:
+      return fn(int64_t{8});
+    case 16:
+      return fn(int64_t{16});
+    case 32:
+      return fn(int64_t{32});
+    default:
+      return fn(n);
+  }
+}
+
 // Calls fn(std::integral_constant<Rounding, ...>) for the rounding mode.
 template <class F>
 void visit_rounding(Rounding r, F&& fn) {
@@ -454,8 +484,9 @@ class BfpQuantizeDequantizeKernel : public Kernel {
         out[0] = fake_quantize_blocks(ctx, x, axis_, block_size_, to_bfloat16_first_,
                                       [=](const float* a, float* b, int64_t n) { bfp_compiler_block<R>(a, b, n, m); });
       } else {
-        out[0] = fake_quantize_blocks(ctx, x, axis_, block_size_, to_bfloat16_first_,
-                                      [=](const float* a, float* b, int64_t n) { bfp_block<R>(a, b, n, m); });
+        out[0] = fake_quantize_blocks(ctx, x, axis_, block_size_, to_bfloat16_first_, [=](const float* a, float* b, int64_t n) {
+          with_block_size(n, [&](int64_t size) { bfp_block<R>(a, b, size, m); });
+        });
       }
     });
   }
