@@ -484,9 +484,10 @@ class BfpQuantizeDequantizeKernel : public Kernel {
         out[0] = fake_quantize_blocks(ctx, x, axis_, block_size_, to_bfloat16_first_,
                                       [=](const float* a, float* b, int64_t n) { bfp_compiler_block<R>(a, b, n, m); });
       } else {
-        out[0] = fake_quantize_blocks(ctx, x, axis_, block_size_, to_bfloat16_first_, [=](const float* a, float* b, int64_t n) {
-          with_block_size(n, [&](int64_t size) { bfp_block<R>(a, b, size, m); });
-        });
+        out[0] = fake_quantize_blocks(ctx, x, axis_, block_size_, to_bfloat16_first_,
+                                      [=](const float* a, float* b, int64_t n) {
+                                        with_block_size(n, [&](int64_t size) { bfp_block<R>(a, b, size, m); });
+                                      });
       }
     });
   }
