@@ -322,7 +322,7 @@ class Rewriter {
     return mx_values(x, bad, e, b);
   }
 
-  // x's blocks along `axis` computed by `blocks`, written to `out`.
+  // The standard ops computing the block node x -> out (its type and shape: x's).
   void rewrite(Value* x, Value* out, const BlockOp& b) {
     const ir::ValueType& t = x->type;
     const DataType type = t.elem_type;
@@ -391,11 +391,12 @@ class Rewriter {
       // blocks' shape is given so that shape inference cannot tell its length (a Slice ending at a
       // value computed at run time): the block arithmetic then has no inferred shape, and the
       // planner passes over it.
-      Value* end = binary("Add",
-                          binary("Mul", op("Slice", {padded_shape, c_.int64s({0}), c_.int64s({1})}, DataType::Int64),
-                                 i64(0), DataType::Int64),
-                          i64(static_cast<int64_t>(block_shape.size())), DataType::Int64);
-      shape = op("Slice", {shape, c_.int64s({0}), end}, DataType::Int64);
+      Value* length_of_shape =
+          binary("Add",
+                 binary("Mul", op("Slice", {padded_shape, c_.int64s({0}), c_.int64s({1})}, DataType::Int64), i64(0),
+                        DataType::Int64),
+                 i64(static_cast<int64_t>(block_shape.size())), DataType::Int64);
+      shape = op("Slice", {shape, c_.int64s({0}), length_of_shape}, DataType::Int64);
     }
     Value* blocks = op("Reshape", {xp, shape}, DataType::Float);
     Value* y = b.mx ? mx(blocks, b) : b.prime ? bfp_prime(blocks, b) : bfp(blocks, b);
