@@ -43,7 +43,7 @@ struct BlockOp {
   int64_t axis = 1, block_size = 8;
   int rounding = 0;  // 0 half away from zero, 1 half up, 2 half to even
   // BFPQuantizeDequantize
-  bool prime = false, to_bfloat16_first = false;
+  bool prime = false, to_bfloat16_first = false, compiler_version = false;
   int m = 7;  // magnitude bits: bit_width - 9
   int64_t sub_block_size = 2;
   int max_shift = 1;
@@ -71,10 +71,7 @@ BlockOp read_block_op(const ir::Node& node) {
     op.int8_min = node.attr_int("symmetric_int8", 0) != 0 ? -127 : -128;
     return op;
   }
-  if (node.attr_int("use_compiler_version_cpu_kernel", 0) != 0)
-    throw Error(where +
-                ": use_compiler_version_cpu_kernel has no standard-ops form (its exponent rises with "
-                "the rounding of the block's largest values)");
+  op.compiler_version = node.attr_int("use_compiler_version_cpu_kernel", 0) != 0;
   const std::string method = node.attr_string("bfp_method", "to_bfp");
   op.prime = method != "to_bfp";
   op.m = static_cast<int>(node.attr_int("bit_width", 16) - 9);
@@ -232,9 +229,26 @@ class Rewriter {
     Value* bad = not_finite(x);
     Value* e = floor_log2(reduce_max(where(bad, f32(0), unary("Abs", x)), {1}), -127, 127);
     Value* step = pow2(e, 1 - b.m);
-    Value* vmax = binary("Mul", step, f32(std::ldexp(1.0, b.m) - 1));  // 2^(e+1) - step, exactly
+    Value *lo, *hi;
+    if (b.compiler_version) {
+      // The exponent goes up by one when a value of the block's largest exponent (any finite
+      // value when that is the subnormals') rounds to 128 steps or more, or below -128.
+      Value* threshold = binary("Mul", pow2(e, 0), cast(compare("Greater", e, f32(-127)), DataType::Float));
+      Value* at_max_exponent =
+          op("And", {op("Not", {bad}, DataType::Bool), at_least(unary("Abs", x), threshold)}, DataType::Bool);
+      Value* r = round_to_integer(binary("Div", x, step), b.rounding);
+      Value* outside = op("Or", {at_least(r, f32(128)), compare("Less", r, f32(-128))}, DataType::Bool);
+      Value* up = reduce_max(cast(op("And", {at_max_exponent, outside}, DataType::Bool), DataType::Float), {1});
+      e = binary("Add", e, up);
+      step = binary("Mul", step, binary("Add", up, f32(1)));
+      hi = binary("Mul", pow2(e, 0), f32(std::ldexp(1.0, b.m) - 1));  // 2^e (2^m - 1) and -2^e 2^m
+      lo = unary("Neg", binary("Mul", pow2(e, 0), f32(std::ldexp(1.0, b.m))));
+    } else {
+      hi = binary("Mul", step, f32(std::ldexp(1.0, b.m) - 1));  // 2^(e+1) - step, exactly
+      lo = unary("Neg", hi);
+    }
     Value* q = binary("Mul", round_to_integer(binary("Div", x, step), b.rounding), step);
-    q = binary("Max", binary("Min", q, vmax), unary("Neg", vmax));
+    q = binary("Max", binary("Min", q, hi), lo);
     return where(bad, x, q);
   }
 

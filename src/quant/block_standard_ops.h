@@ -16,10 +16,10 @@ namespace onnxptq::quant {
 // block's exponent from its largest finite magnitude; rounding, clamping and Inf/NaN as the
 // kernel does). Returns the number of nodes replaced. Error naming the node when one cannot be
 // written so: a default-domain opset below 13, an input of unknown rank, an attribute the kernel
-// refuses, use_compiler_version_cpu_kernel. Known differences: with convert_to_bfloat_before_bfp,
-// a NaN whose payload lies in its low 16 bits may leave as NaN where the kernel's bit rounding
-// makes it an infinity; in ONNX Runtime, a tensor whose dimensions are known only at run time
-// and turn out to hold one element, -0, leaves as +0.
+// refuses. Known differences: with convert_to_bfloat_before_bfp, a NaN whose payload lies in
+// its low 16 bits may leave as NaN where the kernel's bit rounding makes it an infinity; in ONNX
+// Runtime, a tensor whose dimensions are known only at run time and turn out to hold one
+// element, -0, leaves as +0.
 size_t write_block_nodes_in_standard_ops(ir::Model& model);
 
 }  // namespace onnxptq::quant
