@@ -6,8 +6,7 @@ namespace onnxptq::engine {
 int fold_block_quantized_constants(ir::Graph& graph, const std::function<bool(const ir::Value*)>& visible) {
   std::vector<ir::Node*> foldable;
   for (const auto& n : graph.nodes()) {
-    const bool block =
-        n->domain == "com.amd.quark" && (n->op_type == "BFPQuantizeDequantize" || n->op_type == "MXQuantizeDequantize");
+    const bool block = is_block_quantize_node(*n);
     const ir::Value* x = n->input(0);
     const ir::Value* y = n->output(0);
     if (block && n->inputs().size() == 1 && x && x->has_initializer() && !graph.is_input(x) && y &&

@@ -24,6 +24,9 @@ struct MxElementFormat {
 // Error naming element_dtype when it is not int8, fp8_e5m2, fp8_e4m3, fp6_e3m2, fp6_e2m3 or fp4_e2m1.
 MxElementFormat mx_element_format(const std::string& element_dtype);
 
+// Whether `node` is com.amd.quark's BFPQuantizeDequantize or MXQuantizeDequantize.
+bool is_block_quantize_node(const ir::Node& node);
+
 class BlockQuantizer {
  public:
   // `node` gives the op type and the attributes only (its inputs and outputs are not read).

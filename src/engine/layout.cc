@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "engine/block_quantizer.h"
 #include "engine/fusion.h"
 
 namespace onnxptq::engine {
@@ -112,8 +113,7 @@ std::vector<size_t> elementwise_data_inputs(const ir::Node& n) {
 // axis, the same blocks in any layout once the axis follows the Transpose (channels-last makes
 // channel blocks contiguous, which their kernel reads fastest).
 bool is_block_quantize(const ir::Node& n) {
-  return n.domain == "com.amd.quark" && (n.op_type == "BFPQuantizeDequantize" || n.op_type == "MXQuantizeDequantize") &&
-         n.inputs().size() == 1 && n.outputs().size() == 1 && n.output(0);
+  return is_block_quantize_node(n) && n.inputs().size() == 1 && n.outputs().size() == 1 && n.output(0);
 }
 
 class TransposeElimination {

@@ -241,8 +241,9 @@ class Rewriter {
       Value* up = reduce_max(cast(op("And", {at_max_exponent, outside}, DataType::Bool), DataType::Float), {1});
       e = binary("Add", e, up);
       step = binary("Mul", step, binary("Add", up, f32(1)));
-      hi = binary("Mul", pow2(e, 0), f32(std::ldexp(1.0, b.m) - 1));  // 2^e (2^m - 1) and -2^e 2^m
-      lo = unary("Neg", binary("Mul", pow2(e, 0), f32(std::ldexp(1.0, b.m))));
+      Value* scale = pow2(e, 0);
+      hi = binary("Mul", scale, f32(std::ldexp(1.0, b.m) - 1));  // 2^e (2^m - 1) and -2^e 2^m
+      lo = unary("Neg", binary("Mul", scale, f32(std::ldexp(1.0, b.m))));
     } else {
       hi = binary("Mul", step, f32(std::ldexp(1.0, b.m) - 1));  // 2^(e+1) - step, exactly
       lo = unary("Neg", hi);
@@ -439,17 +440,13 @@ class Rewriter {
   int64_t opset_;
 };
 
-bool is_block_node(const ir::Node& n) {
-  return n.domain == "com.amd.quark" && (n.op_type == "BFPQuantizeDequantize" || n.op_type == "MXQuantizeDequantize");
-}
-
 }  // namespace
 
 size_t write_block_nodes_in_standard_ops(ir::Model& model) {
   ir::Graph& graph = *model.graph;
   std::vector<ir::Node*> targets;
   for (const auto& n : graph.nodes())
-    if (is_block_node(*n)) targets.push_back(n.get());
+    if (engine::is_block_quantize_node(*n)) targets.push_back(n.get());
   if (targets.empty()) return 0;
   const int64_t opset = model.opset("");
   Constants constants(model);

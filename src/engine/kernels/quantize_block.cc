@@ -556,6 +556,11 @@ MxElementFormat mx_element_format(const std::string& name) {
   throw Error("element_dtype '" + name + "' is not int8, fp8_e5m2, fp8_e4m3, fp6_e3m2, fp6_e2m3 or fp4_e2m1");
 }
 
+bool is_block_quantize_node(const ir::Node& node) {
+  return node.domain == "com.amd.quark" &&
+         (node.op_type == "BFPQuantizeDequantize" || node.op_type == "MXQuantizeDequantize");
+}
+
 void register_quantize_block_kernels(KernelRegistry& r) {
   r.add("com.amd.quark", "BFPQuantizeDequantize", 1, 1, kernel_factory<BfpQuantizeDequantizeKernel>());
   r.add("com.amd.quark", "MXQuantizeDequantize", 1, 1, kernel_factory<MxQuantizeDequantizeKernel>());
