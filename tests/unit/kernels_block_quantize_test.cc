@@ -520,24 +520,30 @@ TEST(BlockQuantizeTest, BfpRandomAndEdgeBlocksMatchReference) {
   }
 }
 
+// Blocks of `bs` values for the MX tests: the edge blocks, random ones of many binades and widths,
+// blocks at the top of the float range (where min_error_scale's coarser int8 scale overflows) and
+// near the bottom, and blocks whose maximum lies anywhere in [2^emax, 2^(emax + 1)) times the
+// scale: above max_norm for most formats, so the block's largest values saturate.
+std::vector<float> mx_test_values(std::mt19937& rng, int bs) {
+  std::vector<std::vector<float>> parts = edge_blocks(bs);
+  for (int i = 0; i < 150; ++i) parts.push_back(random_values(rng, bs, (i % 40) - 20, 1 + i % 16));
+  parts.push_back(random_values(rng, bs, 127, 30));
+  parts.push_back(random_values(rng, bs, -120, 20));
+  for (int i = 0; i < 20; ++i) {
+    auto b = random_values(rng, bs, 4, 6);
+    b[i % bs] = std::ldexp(1.0f + static_cast<float>(i) / 20.0f, 4);
+    parts.push_back(b);
+  }
+  return concat(parts);
+}
+
 TEST(BlockQuantizeTest, MxRandomAndEdgeBlocksMatchReference) {
   std::mt19937 rng(31);
   for (const MxFormat& f : kMxFormats) {
     for (int mode = 0; mode < 3; ++mode) {
       for (int bs : {32, 7}) {
         const std::string name = f.name + " rounding " + std::to_string(mode) + " blocks of " + std::to_string(bs);
-        std::vector<std::vector<float>> parts = edge_blocks(bs);
-        for (int i = 0; i < 150; ++i) parts.push_back(random_values(rng, bs, (i % 40) - 20, 1 + i % 16));
-        parts.push_back(random_values(rng, bs, 127, 30));
-        parts.push_back(random_values(rng, bs, -120, 20));
-        // Every block maximum in [2^emax, 2^(emax + 1)) times the scale: above max_norm for most
-        // formats, so the block's largest values saturate.
-        for (int i = 0; i < 20; ++i) {
-          auto b = random_values(rng, bs, 4, 6);
-          b[i % bs] = std::ldexp(1.0f + static_cast<float>(i) / 20.0f, 4);
-          parts.push_back(b);
-        }
-        const std::vector<float> x = concat(parts);
+        const std::vector<float> x = mx_test_values(rng, bs);
         const std::vector<int64_t> dims = {static_cast<int64_t>(x.size() / bs), bs};
         auto got = run_float("MXQuantizeDequantize", x, dims, mx_attributes(f.name, bs, mode, -1));
         auto want = ref_tensor(x, dims, 1, bs, [&](const std::vector<float>& blk) { return ref_mx(blk, f, mode); });
@@ -554,15 +560,7 @@ TEST(BlockQuantizeTest, MxMinErrorScaleAndSymmetricInt8MatchReference) {
     for (int mode = 0; mode < 3; ++mode) {
       for (int bs : {32, 7}) {
         const std::string name = f.name + " rounding " + std::to_string(mode) + " blocks of " + std::to_string(bs);
-        std::vector<std::vector<float>> parts = edge_blocks(bs);
-        for (int i = 0; i < 150; ++i) parts.push_back(random_values(rng, bs, (i % 40) - 20, 1 + i % 16));
-        parts.push_back(random_values(rng, bs, 127, 30));  // the coarser scale overflows for int8
-        for (int i = 0; i < 20; ++i) {
-          auto b = random_values(rng, bs, 4, 6);
-          b[i % bs] = std::ldexp(1.0f + static_cast<float>(i) / 20.0f, 4);
-          parts.push_back(b);
-        }
-        const std::vector<float> x = concat(parts);
+        const std::vector<float> x = mx_test_values(rng, bs);
         const std::vector<int64_t> dims = {static_cast<int64_t>(x.size() / bs), bs};
         for (bool symmetric : {false, true}) {
           const double int8_min = symmetric ? -127 : -128;
