@@ -67,7 +67,7 @@ void add_quant_options(CLI::App* cmd, QuantOptions& o) {
   cmd->add_option("--extra-option", o.extra_options, "KEY=VALUE of extra_options (repeatable; VALUE as JSON)");
   cmd->add_option("--node-precision", o.node_precision,
                   "NODE=TYPE or NODE=ACTIVATION,WEIGHT: that node's precision (int8, uint8, int16, uint16, "
-                  "bfloat16, float16, float; repeatable; extra option NodePrecision)");
+                  "bfloat16, float16, bfp, mx, float; repeatable; extra option NodePrecision)");
   cmd->add_option("--threads", o.threads, "Threads in all (default: every hardware thread)")->check(non_negative());
   cmd->add_option("--workers", o.workers,
                   "Calibration samples run at once (CalibWorkerNum; default 0: one a thread, up to 4)")

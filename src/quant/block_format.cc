@@ -113,19 +113,33 @@ void check_block_attributes(const QuantConfig& config, ir::DataType type) {
 }
 
 void assign_block_axes(Plan& plan, const ir::Graph& graph, const QuantConfig& config) {
+  auto attributes_axis = [&](const ir::Value* v, ir::DataType type) -> int64_t {
+    if (v && v->has_initializer() && v->initializer().rank() <= 1) return 0;
+    return type == kQBfp ? config.bfp.axis : config.mx.axis;
+  };
   bool any = false;
   for (TensorPlan& t : plan.tensors) {
-    if (!quant_type_is_block(t.type)) continue;
-    any = true;
     const ir::Value* v = graph.find_value(t.name);
-    const int64_t axis = t.type == kQBfp ? config.bfp.axis : config.mx.axis;
-    t.block_axis = v && v->has_initializer() && v->initializer().rank() <= 1 ? 0 : axis;
+    if (quant_type_is_block(t.type)) {
+      any = true;
+      t.block_axis = attributes_axis(v, t.type);
+    }
+    if (t.convert && quant_type_is_block(t.convert->type)) {
+      any = true;
+      t.convert->block_axis = attributes_axis(v, t.convert->type);
+    }
   }
   if (!any || !config.refine_block_axis.value_or(true)) return;
 
-  auto block = [&](const ir::Value* v) -> TensorPlan* {
+  // The block axis of what `reader` reads as `v` (the tensor's, or its conversion's when the
+  // reader reads the converted copy), or null when that is not of a block type.
+  auto block = [&](const ir::Value* v, const ir::Node* reader) -> std::optional<int64_t>* {
     TensorPlan* t = v ? plan.find(v->name()) : nullptr;
-    return t && quant_type_is_block(t->type) ? t : nullptr;
+    if (!t) return nullptr;
+    if (reader && t->convert && quant_type_is_block(t->convert->type) &&
+        (t->convert->recv_nodes.empty() || t->convert->recv_nodes.count(reader->name)))
+      return &t->convert->block_axis;
+    return quant_type_is_block(t->type) ? &t->block_axis : nullptr;
   };
   // Counted from the end: an initializer's axis as Quark writes it (rank - k), else -k.
   auto from_end = [](const ir::Value* v, int64_t k) {
@@ -134,16 +148,16 @@ void assign_block_axes(Plan& plan, const ir::Graph& graph, const QuantConfig& co
   };
   for (const ir::Node* n : graph.topological_order()) {
     if (n->op_type == "MatMul") {
-      if (TensorPlan* a = block(n->input(0))) {
-        a->block_axis = from_end(n->input(0), 1);
-        if (TensorPlan* out = block(n->output(0))) out->block_axis = a->block_axis;
+      if (std::optional<int64_t>* a = block(n->input(0), n)) {
+        *a = from_end(n->input(0), 1);
+        if (std::optional<int64_t>* out = block(n->output(0), nullptr)) *out = *a;
       }
-      if (TensorPlan* b = block(n->input(1))) b->block_axis = from_end(n->input(1), 2);
+      if (std::optional<int64_t>* b = block(n->input(1), n)) *b = from_end(n->input(1), 2);
     } else if (n->op_type == "Gemm") {
-      if (TensorPlan* a = block(n->input(0))) a->block_axis = n->attr_int("transA", 0) ? 0 : 1;
-      if (TensorPlan* b = block(n->input(1))) b->block_axis = n->attr_int("transB", 0) ? 1 : 0;
+      if (std::optional<int64_t>* a = block(n->input(0), n)) *a = n->attr_int("transA", 0) ? 0 : 1;
+      if (std::optional<int64_t>* b = block(n->input(1), n)) *b = n->attr_int("transB", 0) ? 1 : 0;
     } else if (n->op_type == "Softmax") {
-      if (TensorPlan* x = block(n->input(0))) x->block_axis = n->attr_int("axis", -1);
+      if (std::optional<int64_t>* x = block(n->input(0), n)) *x = n->attr_int("axis", -1);
     }
   }
 }

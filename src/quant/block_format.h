@@ -32,7 +32,8 @@ void check_block_attributes(const QuantConfig& config, ir::DataType type);
 // refine_block_axis: the blocks run along the dimension the reading op reduces, MatMul A (and
 // MatMul's output) along A's last axis and B along its second to last, Gemm A along 0 (transA)
 // or 1 and B along 1 (transB) or 0, a Softmax input along the Softmax axis. Nodes are visited in
-// topological order; a tensor several of them read takes the last one's axis (as in Quark).
+// topological order; a tensor several of them read takes the last one's axis (as in Quark). A
+// conversion to a block type (mixed precision) takes the axis its receiving readers want the same way.
 void assign_block_axes(Plan& plan, const ir::Graph& graph, const QuantConfig& config);
 
 }  // namespace onnxptq::quant

@@ -23,6 +23,7 @@
 
 #include "engine/block_quantizer.h"
 #include "onnxptq/error.h"
+#include "passes/pipeline.h"
 #include "passes/rewrite.h"
 
 namespace onnxptq::quant {
@@ -440,6 +441,24 @@ class Rewriter {
   int64_t opset_;
 };
 
+// The form below needs the rank of each block node's input. A model that was not prepared (no
+// value_info) gets the ranks it lacks from shape inference on a copy: ONNX's, then the engine's
+// run of one sample (passes/pipeline.h), which leaves the dims of dynamic inputs unknown.
+void type_block_inputs(ir::Model& model, const std::vector<ir::Node*>& targets) {
+  std::vector<Value*> unknown;
+  for (ir::Node* n : targets) {
+    Value* x = n->input(0);
+    const Value* y = n->output(0);
+    if (x && !x->type.has_shape && !(y && y->type.has_shape) && !passes::constant_of(x)) unknown.push_back(x);
+  }
+  if (unknown.empty()) return;
+  ir::Model copy = ir::clone_model(model);
+  passes::PassContext context;
+  passes::infer_shapes(copy, context);
+  for (Value* v : unknown)
+    if (const Value* typed = copy.graph->find_value(v->name()); typed && typed->type.has_shape) v->type = typed->type;
+}
+
 }  // namespace
 
 size_t write_block_nodes_in_standard_ops(ir::Model& model) {
@@ -448,6 +467,7 @@ size_t write_block_nodes_in_standard_ops(ir::Model& model) {
   for (const auto& n : graph.nodes())
     if (engine::is_block_quantize_node(*n)) targets.push_back(n.get());
   if (targets.empty()) return 0;
+  type_block_inputs(model, targets);
   const int64_t opset = model.opset("");
   Constants constants(model);
   std::set<Value*> replaced_constants;

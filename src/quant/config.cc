@@ -128,8 +128,8 @@ void check_weight_min_mse(const QuantConfig& c) {
 }
 
 // Quark's block formats: written by ExtendedQuantFormat.QDQ only, a shared exponent per block (no
-// per_channel), as global types (mixed precision and fast finetune with them are not built yet);
-// their attribute keys only with their type.
+// per_channel), globally or per node and tensor (fast finetune with them is not built yet); their
+// attribute keys only with their type.
 void check_block_types(const QuantConfig& c) {
   auto is_block = [](ir::DataType t) { return quant_type_is_block(t); };
   for (auto [type, option, given] : {std::tuple{kQBfp, "BFPAttributes", c.bfp_given},
@@ -148,32 +148,21 @@ void check_block_types(const QuantConfig& c) {
                   "the config asks for none");
     return;
   }
-  const std::string types = std::string("activation_type ") + quant_type_name(c.activation_type) +
-                            " and weight_type " + quant_type_name(c.weight_type);
+  const std::string types =
+      is_block(c.activation_type) || is_block(c.weight_type)
+          ? std::string("activation_type ") + quant_type_name(c.activation_type) + " and weight_type " +
+                quant_type_name(c.weight_type)
+          : "a QBFP or QMX type (NodePrecision, TensorQuantOverrides, MixedPrecisionTensor or AutoMixprecision)";
   if (c.format != QuantFormat::ExtendedQDQ)
     throw Error(types + ": Quark's block formats QBFP and QMX are written by ExtendedQuantFormat.QDQ (its "
                         "BFPQuantizeDequantize and MXQuantizeDequantize nodes), not by " +
                 quant_format_name(c.format));
-  auto refuse_mixed = [](const std::string& where) {
-    throw unsupported(where + " with a QBFP or QMX type: mixed precision with block formats is not built yet");
-  };
-  for (const auto& [node, p] : c.node_precision)
-    if ((p.activation && is_block(*p.activation)) || (p.weight && is_block(*p.weight)))
-      refuse_mixed("NodePrecision of '" + node + "'");
-  for (const auto& [tensor, o] : c.tensor_overrides)
-    if ((o.quant_type && is_block(*o.quant_type)) || (o.convert && is_block(o.convert->quant_type)))
-      refuse_mixed("TensorQuantOverrides of '" + tensor + "'");
-  if (c.specific_tensor_precision)
-    for (const auto& [tensor, t] : c.mixed_precision_tensor)
-      if (is_block(t)) refuse_mixed("MixedPrecisionTensor '" + tensor + "'");
-  if (c.include_auto_mp && ((c.auto_mp.activation_target && is_block(*c.auto_mp.activation_target)) ||
-                            (c.auto_mp.weight_target && is_block(*c.auto_mp.weight_target))))
-    refuse_mixed("AutoMixprecision");
   if (c.per_channel && is_block(c.weight_type))
     throw Error(std::string("per_channel with weight_type ") + quant_type_name(c.weight_type) +
                 ": a block format shares an exponent per block, not a scale per channel");
-  if (c.include_fast_ft)
-    throw unsupported(types + ": fast finetune (include_fast_ft) of block formats is not built yet");
+  if (c.include_fast_ft || (c.include_auto_mp && c.auto_mp.use_fast_ft))
+    throw unsupported(types + (c.include_fast_ft ? ": fast finetune (include_fast_ft)" : ": AutoMixUseFastFT") +
+                      " of block formats is not built yet");
 }
 
 }  // namespace

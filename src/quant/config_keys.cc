@@ -20,10 +20,15 @@ using namespace config_keys_detail;
 // Fast finetune of block formats is not built: check_config refuses it, and so do the keys that
 // make the combination, whichever comes last, so that a preset's refusal names its key.
 void refuse_block_finetune(const QuantConfig& c) {
-  if (c.include_fast_ft && (quant_type_is_block(c.activation_type) || quant_type_is_block(c.weight_type)))
+  if (!c.include_fast_ft) return;
+  if (quant_type_is_block(c.activation_type) || quant_type_is_block(c.weight_type))
     throw unsupported(std::string("include_fast_ft with activation_type ") + quant_type_name(c.activation_type) +
                       " and weight_type " + quant_type_name(c.weight_type) +
                       ": fast finetune of block formats is not built yet");
+  auto block = [](std::optional<ir::DataType> t) { return t && quant_type_is_block(*t); };
+  if (c.include_auto_mp && (block(c.auto_mp.activation_target) || block(c.auto_mp.weight_target)))
+    throw unsupported("include_fast_ft with AutoMixprecision converting to a block format (QBFP, QMX): fast "
+                      "finetune of block formats is not built yet");
 }
 
 // quantize_static's arguments (vai_q_onnx 1.16's names and defaults) and the switches of Quark for
@@ -90,7 +95,10 @@ void add_config_keys(std::vector<ConfigKey>& keys) {
             [](QuantConfig& c, const ConfigKey& k, const json& v) { c.include_cle = json_bool(k.name, v); }));
   add(works(
       kConfig, "include_auto_mp", "bool", "false", "accuracy",
-      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.include_auto_mp = json_bool(k.name, v); },
+      [](QuantConfig& c, const ConfigKey& k, const json& v) {
+        c.include_auto_mp = json_bool(k.name, v);
+        refuse_block_finetune(c);
+      },
       "with AutoMixprecision"));
   add(works(
       kConfig, "include_fast_ft", "bool", "false", "finetune",
@@ -182,7 +190,10 @@ void add_quantizer_options(std::vector<ConfigKey>& keys) {
       "with specific_tensor_precision"));
   add(works(
       kExtra, "AutoMixprecision", "object", "unset", "accuracy",
-      [](QuantConfig& c, const ConfigKey&, const json& v) { apply_auto_mixprecision(c.auto_mp, v); },
+      [](QuantConfig& c, const ConfigKey&, const json& v) {
+        apply_auto_mixprecision(c.auto_mp, v);
+        refuse_block_finetune(c);
+      },
       "with include_auto_mp"));
   add(works(
       kExtra, "FastFinetune", "object", "unset", "finetune",

@@ -231,10 +231,14 @@ class QdqExporter {
 
   // A block type's one node x -> out named <t>_DequantizeLinear<suffix> (Quark's _create_fn_nodes).
   void block_node_of(ir::Value* x, ir::Value* out, const TensorPlan& t, const std::string& suffix) {
-    if (!t.block_axis) throw Error("QDQ export: block tensor '" + t.name + "' has no block axis");
-    ir::Node proto = block_node(plan_.provider(t.name).type, config_, *t.block_axis, x->has_initializer());
-    ir::Node* n = g_.add_node(proto.op_type, {x}, {out}, g_.fresh_name(t.name + "_DequantizeLinear" + suffix),
-                              proto.domain);
+    block_node_of(x, out, t.name, plan_.provider(t.name).type, t.block_axis, suffix);
+  }
+  void block_node_of(ir::Value* x, ir::Value* out, const std::string& name, DataType type,
+                     std::optional<int64_t> axis, const std::string& suffix) {
+    if (!axis) throw Error("QDQ export: block tensor '" + name + "' has no block axis");
+    ir::Node proto = block_node(type, config_, *axis, x->has_initializer());
+    ir::Node* n =
+        g_.add_node(proto.op_type, {x}, {out}, g_.fresh_name(name + "_DequantizeLinear" + suffix), proto.domain);
     for (ir::Attribute& a : proto.attributes) n->set_attribute(std::move(a));
   }
 
@@ -325,12 +329,23 @@ class QdqExporter {
 
   // ORT's "convert": each reader in `readers` reads what it reads now quantized again with the
   // conversion's type and parameters (Q -> DQ -> Q -> DQ), one chain per value read.
+  // A conversion to a block type is the type's one node.
   void convert(const TensorPlan& t, const std::vector<ir::Use>& readers) {
-    if (!t.convert->params) throw Error("QDQ export: the conversion of '" + t.name + "' has no parameters");
+    const bool block = quant_type_is_block(t.convert->type);
+    if (!block && !t.convert->params) throw Error("QDQ export: the conversion of '" + t.name + "' has no parameters");
     std::optional<QParams> sz;
     std::map<ir::Value*, ir::Value*> chain;  // value read -> its converted copy
     for (const ir::Use& u : readers) {
       ir::Value* read = u.node->input(u.input);
+      if (block) {
+        auto [it, added] = chain.try_emplace(read, nullptr);
+        if (added) {
+          it->second = g_.add_unique_value(t.name + "_DequantizeLinear_Output_convert");
+          block_node_of(read, it->second, t.name, t.convert->type, t.convert->block_axis, "_convert");
+        }
+        g_.set_node_input(u.node, u.input, it->second);
+        continue;
+      }
       if (!writes_pair(t.convert->type, read)) continue;
       if (!sz)
         sz = scale_and_zero_point({*t.convert->params}, t.convert->type, t.name + "_scale_convert",

@@ -16,7 +16,7 @@ namespace {
 
 using ir::DataType;
 
-constexpr std::array<std::pair<DataType, const char*>, 8> kPrecisions = {{
+constexpr std::array<std::pair<DataType, const char*>, 10> kPrecisions = {{
     {DataType::Int8, "int8"},
     {DataType::UInt8, "uint8"},
     {DataType::Int16, "int16"},
@@ -25,11 +25,17 @@ constexpr std::array<std::pair<DataType, const char*>, 8> kPrecisions = {{
     {DataType::UInt32, "uint32"},
     {DataType::Float16, "float16"},
     {DataType::BFloat16, "bfloat16"},
+    {kQBfp, "bfp"},
+    {kQMx, "mx"},
 }};
 
 // How much a type keeps: wider is more; at one width a float type (its range cannot overflow)
-// over an integer one.
-int rank(DataType t) { return 2 * ir::data_type_bits(t) + (quant_type_is_float(t) ? 1 : 0); }
+// over an integer one. A block format (8-bit elements by default, an exponent shared per block)
+// between the 8-bit and the 16-bit types, whatever its attributes.
+int rank(DataType t) {
+  if (quant_type_is_block(t)) return 17;
+  return 2 * ir::data_type_bits(t) + (quant_type_is_float(t) ? 1 : 0);
+}
 
 bool is_signed(DataType t) {
   return t == DataType::Int8 || t == DataType::Int16 || t == DataType::Int32 || quant_type_is_float(t);
@@ -235,15 +241,12 @@ std::optional<DataType> parse_precision(const std::string& name) {
   for (const auto& [type, text] : kPrecisions)
     if (name == text) return type;
   try {
-    DataType t = parse_quant_type(name);
-    if (quant_type_is_block(t))
-      throw unsupported("precision '" + name + "': mixed precision with block formats (QBFP, QMX) is not built yet");
-    return t;
+    return parse_quant_type(name);
   } catch (const Error& e) {
     if (std::string(e.what()).rfind("unknown quant type", 0) != 0) throw;  // a type named but not built
     throw Error("unknown precision '" + name +
-                "' (known: int8, uint8, int16, uint16, int32, uint32, float16, bfloat16, float, or a quant type "
-                "such as QInt16)");
+                "' (known: int8, uint8, int16, uint16, int32, uint32, float16, bfloat16, bfp, mx, float, or a "
+                "quant type such as QInt16)");
   }
 }
 
@@ -405,9 +408,10 @@ void follow_providers(Plan& plan, const QuantConfig& config) {
     if (t.role != Role::Bias) continue;
     const TensorPlan* w = plan.find(t.bias_weight);
     DataType in = plan.provider(t.bias_input).type, wt = w ? w->type : DataType::Int8;
-    if (!quant_type_is_float(in) && !quant_type_is_float(wt) && ir::data_type_bits(in) != 32 &&
-        ir::data_type_bits(wt) != 32)
-      continue;
+    auto int32_product = [](DataType x) {
+      return !quant_type_is_float(x) && !quant_type_is_block(x) && ir::data_type_bits(x) != 32;
+    };
+    if (int32_product(in) && int32_product(wt)) continue;
     t.role = Role::Weight;
     t.type = wt;
     t.symmetric = config.weight_symmetric.value_or(is_signed(wt));
@@ -486,9 +490,13 @@ void apply_tensor_overrides(Plan& plan, const ir::Graph& graph, const QuantConfi
     if (t->role == Role::Bias)
       throw Error(where + ": an int32 bias takes its scale from its input and weight; it has no overrides");
     if (quant_type_is_block(o.quant_type.value_or(t->type)) &&
-        (o.symmetric || o.reduce_range || o.axis || o.rmin || !o.scale.empty() || o.convert))
+        (o.symmetric || o.reduce_range || o.axis || o.rmin || !o.scale.empty()))
       throw Error(where + ": the tensor is of the block type " + quant_type_name(o.quant_type.value_or(t->type)) +
-                  ", whose blocks share exponents: it has no scale, range, symmetry, axis or conversion to set");
+                  ", whose blocks share exponents: it has no scale, range, symmetry or axis to set");
+    if (o.convert && quant_type_is_block(o.convert->quant_type) &&
+        (o.convert->symmetric || o.convert->rmin || o.convert->scale))
+      throw Error(where + ".convert: the block type " + quant_type_name(o.convert->quant_type) +
+                  " shares exponents per block: it has no scale, range or symmetry to set");
     const bool weight = t->role == Role::Weight;
     if (o.reduce_range && !weight) throw Error(where + ": reduce_range applies to initializers only");
     if (o.axis && !weight) throw Error(where + ": axis applies to initializers (weights) only");

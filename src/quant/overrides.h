@@ -16,8 +16,9 @@
 
 namespace onnxptq::quant {
 
-// "int8", "uint8", "int16", "uint16", "int32", "uint32", "float16", "bfloat16" or a quant type
-// name ("QInt16", "QuantType.QUInt8", ...); "float" (or "float32") is nullopt: left in float.
+// "int8", "uint8", "int16", "uint16", "int32", "uint32", "float16", "bfloat16", "bfp", "mx" or a
+// quant type name ("QInt16", "QuantType.QUInt8", "QBFP", ...); "float" (or "float32") is nullopt:
+// left in float.
 // Error naming the known ones otherwise.
 std::optional<ir::DataType> parse_precision(const std::string& name);
 const char* precision_name(ir::DataType type);  // "int8", "uint16", "bfloat16", ...

@@ -111,8 +111,11 @@ std::vector<std::string> Plan::tensors_to_calibrate() const {
   std::vector<std::string> names;
   std::set<std::string> seen;
   for (const TensorPlan& t : tensors) {
+    // A block tensor has no range, unless readers convert it to a type with a scale.
+    const bool block_with_scaled_copy =
+        t.convert && !quant_type_is_block(t.convert->type) && !t.convert->fixed && !t.convert->range;
     if (t.role != Role::Activation || !t.shared_from.empty() || !t.fixed.empty() || t.range ||
-        quant_type_is_block(t.type))
+        (quant_type_is_block(t.type) && !block_with_scaled_copy))
       continue;
     const std::string& source = t.range_from.empty() ? t.name : t.range_from;
     if (seen.insert(source).second) names.push_back(source);

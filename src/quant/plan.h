@@ -66,7 +66,8 @@ struct TensorPlan {
     std::optional<std::pair<double, double>> range;  // default: the range the tensor's parameters represent
     std::optional<qmath::ScaleZeroPoint> fixed;
     std::set<std::string> recv_nodes;
-    std::optional<qmath::ScaleZeroPoint> params;  // assigned by assign_parameters
+    std::optional<qmath::ScaleZeroPoint> params;  // assigned by assign_parameters; none for a block type
+    std::optional<int64_t> block_axis;            // a block type's (quant/block_format.h)
   };
   std::optional<Conversion> convert;
 

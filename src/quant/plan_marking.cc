@@ -190,7 +190,7 @@ class Planner {
     TensorPlan& t = add(v, Role::Weight);
     t.type = weight_type();
     t.symmetric = weights_symmetric();
-    if (config_.per_channel) {
+    if (config_.per_channel && !quant_type_is_block(t.type)) {  // a block format's exponents are per block
       auto it = config_.per_channel_axis.find(op_type);
       t.axis = it != config_.per_channel_axis.end() ? it->second : default_axis;
     }

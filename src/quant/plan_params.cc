@@ -64,6 +64,21 @@ int pof2_position(double lo, double hi, ir::DataType type, bool symmetric) {
   return qmath::scale_to_pos(compute_scale_zp(lo, hi, type, o).scale);
 }
 
+// The calibrated range of activation `t` (its own or the one it takes). Error naming the tensor
+// when calibration gave none.
+const calib::TensorRange& calibrated_range(const calib::CalibrationResult& ranges, const TensorPlan& t) {
+  const std::string& source = t.range_from.empty() ? t.name : t.range_from;
+  auto it = ranges.ranges.find(source);
+  if (it == ranges.ranges.end()) {
+    bool overflows = std::find(ranges.non_finite.begin(), ranges.non_finite.end(), source) != ranges.non_finite.end();
+    throw Error("calibration gave no range for '" + source + "'" +
+                (source != t.name ? " (whose range '" + t.name + "' takes)" : "") +
+                (overflows ? ": every value of it was NaN or infinite (the float model overflows on this data)"
+                           : ": it was never computed as a float tensor"));
+  }
+  return it->second;
+}
+
 // A conversion's parameters: fixed, or from its range (by default the range the tensor's own
 // parameters represent, so the second quantization holds every value the first can give).
 qmath::ScaleZeroPoint conversion_params(const TensorPlan& t, const TensorPlan::Conversion& c,
@@ -121,16 +136,7 @@ void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& co
       if (pof2) t.pos = qmath::scale_to_pos(t.params[0].scale);
       continue;
     }
-    const std::string& source = t.range_from.empty() ? t.name : t.range_from;
-    auto it = ranges.ranges.find(source);
-    if (it == ranges.ranges.end()) {
-      bool overflows = std::find(ranges.non_finite.begin(), ranges.non_finite.end(), source) != ranges.non_finite.end();
-      throw Error("calibration gave no range for '" + source + "'" +
-                  (source != t.name ? " (whose range '" + t.name + "' takes)" : "") +
-                  (overflows ? ": every value of it was NaN or infinite (the float model overflows on this data)"
-                             : ": it was never computed as a float tensor"));
-    }
-    const calib::TensorRange& r = it->second;
+    const calib::TensorRange& r = calibrated_range(ranges, t);
     if (pof2) {
       t.params = {pof2_activation(t, r, config)};
       t.pos = qmath::scale_to_pos(t.params[0].scale);
@@ -203,8 +209,15 @@ void assign_parameters(Plan& plan, const ir::Model& model, const QuantConfig& co
     t.params = p.params;
     t.pos = p.pos;
   }
-  for (TensorPlan& t : plan.tensors)
-    if (t.convert) t.convert->params = conversion_params(t, *t.convert, config);
+  for (TensorPlan& t : plan.tensors) {
+    if (!t.convert || quant_type_is_block(t.convert->type)) continue;
+    TensorPlan::Conversion c = *t.convert;
+    if (quant_type_is_block(t.type) && !c.fixed && !c.range) {  // a block tensor's copy: its calibrated range
+      const calib::TensorRange& r = calibrated_range(ranges, t);
+      c.range = std::pair{r.lo, r.hi};
+    }
+    t.convert->params = conversion_params(t, c, config);
+  }
 }
 
 qmath::QRange weight_saturation(const TensorPlan& t, const QuantConfig& config) {

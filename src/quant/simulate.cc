@@ -41,10 +41,15 @@ void fake_quantize_written(ir::Tensor& value, ir::DataType type, const qmath::Sc
 }
 
 // The node a block tensor's fake quantization computes (quant/block_format.h).
+std::shared_ptr<const engine::BlockQuantizer> block_quantizer(const std::string& name, ir::DataType type,
+                                                              std::optional<int64_t> axis, const QuantConfig& config,
+                                                              bool constant) {
+  if (!axis) throw Error("simulation: block tensor '" + name + "' has no block axis");
+  return std::make_shared<const engine::BlockQuantizer>(block_node(type, config, *axis, constant));
+}
 std::shared_ptr<const engine::BlockQuantizer> block_quantizer(const TensorPlan& t, const QuantConfig& config,
                                                               bool constant) {
-  if (!t.block_axis) throw Error("simulation: block tensor '" + t.name + "' has no block axis");
-  return std::make_shared<const engine::BlockQuantizer>(block_node(t.type, config, *t.block_axis, constant));
+  return block_quantizer(t.name, t.type, t.block_axis, config, constant);
 }
 
 // BF16WithClip clips a bfloat16 activation computed at run time (Quark: an ExtendedQuantizeLinear
@@ -66,7 +71,9 @@ void Simulation::add_conversions(ir::Graph& g, const Plan& plan, const QuantConf
   bool added = false;
   for (const TensorPlan& t : plan.tensors) {
     if (!t.convert) continue;
-    if (!t.convert->params) throw Error("simulation: the conversion of '" + t.name + "' has no parameters");
+    const bool block = quant_type_is_block(t.convert->type);
+    if (!block && !t.convert->params)
+      throw Error("simulation: the conversion of '" + t.name + "' has no parameters");
     ir::Value* v = g.find_value(t.name);
     std::vector<ir::Use> readers;
     for (const ir::Use& u : v->uses())
@@ -75,9 +82,16 @@ void Simulation::add_conversions(ir::Graph& g, const Plan& plan, const QuantConf
     ir::Value* converted = g.add_unique_value(t.name + "_convert");
     g.add_node("Identity", {v}, {converted}, g.fresh_name(t.name + "_convert"));
     for (const ir::Use& u : readers) g.set_node_input(u.node, u.input, converted);
-    activations_[converted->name()] = {t.convert->type, *t.convert->params,
-                                       clips(t.convert->type, config) && !v->has_initializer(),
-                                       casts(t.convert->type, config), nullptr};
+    if (block) {  // blocks along an axis: the hooks see the tensors in ONNX order
+      activations_[converted->name()] = {
+          t.convert->type, {}, false, false,
+          block_quantizer(t.name + " (its conversion)", t.convert->type, t.convert->block_axis, config, false)};
+      so.hooks_ignore_layout = false;
+    } else {
+      activations_[converted->name()] = {t.convert->type, *t.convert->params,
+                                         clips(t.convert->type, config) && !v->has_initializer(),
+                                         casts(t.convert->type, config), nullptr};
+    }
     so.visible.insert(converted->name());
     added = true;
   }

@@ -157,5 +157,30 @@ TEST(AutoMixprecision, UseFastFtFinetunesEachCandidateBeforeItIsMeasured) {
   EXPECT_EQ(finetuned.result.finetuned.size(), 3u);
 }
 
+// BF16_MIXED_BFP16's search: bfloat16 nodes converted down to BFP16 (dual quant nodes where the
+// two meet); the loss reported is the written model's, run with its BFP nodes.
+TEST(AutoMixprecision, ConvertsDownToABlockFormat) {
+  ir::Model m = outlier_model();
+  auto reader = samples(m, 6);
+  quant::QuantConfig c = testing::qdq_config();
+  c.optimize_model = false;
+  c.format = quant::QuantFormat::ExtendedQDQ;
+  c.activation_type = c.weight_type = DataType::BFloat16;
+  c.include_auto_mp = true;
+  c.auto_mp.activation_target = c.auto_mp.weight_target = quant::kQBfp;
+  c.auto_mp.dual_quant_nodes = true;
+  c.auto_mp.l2_target = 1e9;
+  AutoMixResult all = auto_mixprecision(m, *reader, c);
+  ASSERT_EQ(all.candidates.size(), 3u);
+  for (const auto& candidate : all.candidates) EXPECT_TRUE(candidate.converted) << candidate.node;
+  for (const char* w : {"w1", "w2", "w3"}) EXPECT_EQ(all.result.plan.find(w)->type, quant::kQBfp) << w;
+  EXPECT_NEAR(all.loss, l2_of(all.result.model, 6), 1e-4 * (1 + all.loss));
+  // A target below the least harmful conversion: nothing converted, the bfloat16 model written.
+  c.auto_mp.l2_target = all.candidates[0].alone / 2;
+  AutoMixResult none = auto_mixprecision(m, *reader, c);
+  EXPECT_TRUE(none.config.node_precision.empty());
+  EXPECT_EQ(none.result.plan.find("w2")->type, DataType::BFloat16);
+}
+
 }  // namespace
 }  // namespace onnxptq::accuracy

@@ -261,24 +261,39 @@ TEST(BlockFormat, WhatCannotWorkIsRefusedByName) {
               c.refine_block_axis = true;
             }),
             "extra option RefineBlockAxis takes effect only with a QBFP or QMX type, and the config asks for none");
-  EXPECT_EQ(config_error([](QuantConfig& c) { apply_extra_option(c, "NodePrecision", {{"conv", "QMX"}}); }),
-            "NodePrecision['conv']: precision 'QMX': mixed precision with block formats (QBFP, QMX) "
-            "is not built yet");
+  EXPECT_EQ(config_error([](QuantConfig& c) {
+              c.format = QuantFormat::QDQ;
+              c.activation_type = c.weight_type = ir::DataType::Int8;
+              c.bfp_given = false;
+              apply_extra_option(c, "NodePrecision", {{"conv", "QBFP"}});
+            }),
+            "a QBFP or QMX type (NodePrecision, TensorQuantOverrides, MixedPrecisionTensor or AutoMixprecision): "
+            "Quark's block formats QBFP and QMX are written by ExtendedQuantFormat.QDQ (its BFPQuantizeDequantize "
+            "and MXQuantizeDequantize nodes), not by QDQ");
 }
 
 TEST(BlockFormat, TensorQuantOverridesOfABlockTensorAreRefused) {
   ir::Model model = testing::export_test_model();
+  auto error_of = [&](const QuantConfig& config) {
+    try {
+      testing::calibrated_plan(model, config);
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string();
+  };
   QuantConfig config = preset_config("BFP16");
   apply_extra_option(config, "TensorQuantOverrides", nlohmann::json::parse(R"({"x": [{"rmin": -1, "rmax": 1}]})"));
-  std::string error;
-  try {
-    testing::calibrated_plan(model, config);
-  } catch (const Error& e) {
-    error = e.what();
-  }
-  EXPECT_EQ(error,
+  EXPECT_EQ(error_of(config),
             "TensorQuantOverrides['x']: the tensor is of the block type QBFP, whose blocks share exponents: it has no "
-            "scale, range, symmetry, axis or conversion to set");
+            "scale, range, symmetry or axis to set");
+  config = preset_config("A8W8");
+  config.format = QuantFormat::ExtendedQDQ;
+  apply_extra_option(config, "TensorQuantOverrides",
+                     nlohmann::json::parse(R"({"x": [{"convert": {"quant_type": "QMX", "symmetric": true}}]})"));
+  EXPECT_EQ(error_of(config),
+            "TensorQuantOverrides['x'].convert: the block type QMX shares exponents per block: it has no scale, "
+            "range or symmetry to set");
 }
 
 TEST(BlockFormat, BfpFixNeuronIsExtendedQdqWithBfpTypes) {

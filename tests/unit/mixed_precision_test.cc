@@ -1,7 +1,7 @@
 // Mixed precision by hand (quant/overrides.h): NodePrecision, TensorQuantOverrides (the keys of
 // ONNX Runtime's tensor_quant_overrides.py) and Quark's MixedPrecisionTensor give the exact Q/DQ
-// layout asked for; the simulation computes what the exported model does; ONNX Runtime runs the
-// result.
+// layout asked for, block formats (QBFP, QMX) among the other types; the simulation computes what
+// the exported model does; ONNX Runtime runs the result.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -268,6 +268,119 @@ TEST(MixedPrecision, OnnxRuntimeRunsTheResult) {
   ASSERT_EQ(ort.size(), 1u);
   // y is int8-quantized: one step of its scale at most between two correct runtimes.
   EXPECT_LE(testing::max_steps(ort[0], ours[0], r.plan.find("y")->params[0].scale), 1.0);
+}
+
+// The node reading `value` through one node of `op_type` (value -> op -> reader), or null.
+const ir::Node* through(const ir::Model& m, const std::string& value, const std::string& op_type) {
+  const ir::Node* n = reader_of(m, value, op_type);
+  return n && !n->output(0)->uses().empty() ? n->output(0)->uses()[0].node : nullptr;
+}
+
+// A block format for one node: its input, output and weight take the block node (a block
+// format ranks above the 8-bit integers, so the tensors it shares with int8 nodes are blocks);
+// every other tensor keeps its int8 pair.
+TEST(NodePrecision, BlockFormatsMixWithScaledTypes) {
+  QuantConfig c = base_config();
+  c.format = QuantFormat::ExtendedQDQ;
+  c.node_precision["conv2"] = parse_node_precision("bfp");
+  QuantizeResult r = quantized(c);
+  for (const char* t : {"a", "c", "w2"}) EXPECT_EQ(type_of(r.plan, t), kQBfp) << t;
+  for (const char* t : {"x", "t", "y", "w1", "w3"}) EXPECT_EQ(type_of(r.plan, t), DataType::Int8) << t;
+  EXPECT_EQ(testing::count_ops(r.model, "BFPQuantizeDequantize"), 3);
+  EXPECT_EQ(r.plan.find("a")->block_axis, 1);  // Conv's channels
+  const ir::Node* conv2 = through(r.model, "a", "BFPQuantizeDequantize");
+  ASSERT_NE(conv2, nullptr);
+  EXPECT_EQ(conv2->name, "conv2");
+  expect_simulation_matches_export(r, c);
+
+  // MX the same way, with its attributes.
+  c.node_precision["conv2"] = parse_node_precision("mx");
+  r = quantized(c);
+  for (const char* t : {"a", "c", "w2"}) EXPECT_EQ(type_of(r.plan, t), kQMx) << t;
+  EXPECT_EQ(testing::count_ops(r.model, "MXQuantizeDequantize"), 3);
+  expect_simulation_matches_export(r, c);
+}
+
+// BF16_MIXED_BFP16's layout: bfloat16 everywhere, one node in BFP16; with dual quant nodes the
+// node reads its bfloat16 input through a BFP node of its own, and a higher-precision reader keeps
+// the bfloat16 tensor.
+TEST(NodePrecision, DualQuantNodesConvertToABlockFormat) {
+  QuantConfig c = base_config();
+  c.format = QuantFormat::ExtendedQDQ;
+  c.activation_type = c.weight_type = DataType::BFloat16;
+  c.node_precision["conv2"] = parse_node_precision("bfp");
+  c.dual_quant_nodes = true;
+  QuantizeResult r = quantized(c);
+  const TensorPlan* a = r.plan.find("a");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->type, DataType::BFloat16);
+  ASSERT_TRUE(a->convert.has_value());
+  EXPECT_EQ(a->convert->type, kQBfp);
+  EXPECT_EQ(a->convert->recv_nodes, std::set<std::string>{"conv2"});
+  EXPECT_EQ(a->convert->block_axis, 1);
+  EXPECT_EQ(type_of(r.plan, "w2"), kQBfp);
+  // conv2 reads a's bfloat16 copy through the BFP node.
+  const ir::Node* conv2 = nullptr;
+  for (const auto& n : r.model.graph->nodes())
+    if (n->name == "conv2") conv2 = n.get();
+  ASSERT_NE(conv2, nullptr);
+  const ir::Node* bfp = conv2->input(0)->producer();
+  ASSERT_NE(bfp, nullptr);
+  EXPECT_EQ(bfp->op_type, "BFPQuantizeDequantize");
+  ASSERT_NE(bfp->input(0)->producer(), nullptr);
+  EXPECT_NE(bfp->input(0)->producer()->op_type, "Conv");  // a's bfloat16 pair comes first
+  expect_simulation_matches_export(r, c);
+  // Without dual quant nodes, conv2 reads the bfloat16 tensor itself.
+  c.dual_quant_nodes = false;
+  QuantizeResult plain = quantized(c);
+  EXPECT_FALSE(plain.plan.find("a")->convert.has_value());
+  EXPECT_EQ(testing::count_ops(plain.model, "BFPQuantizeDequantize"), 1);  // w2 only
+  expect_simulation_matches_export(plain, c);
+}
+
+// A block tensor read converted by a lower node: the conversion takes the tensor's calibrated
+// range, the scale the same tensor gets when it is int8 itself.
+TEST(NodePrecision, ABlockTensorConvertsWithItsCalibratedRange) {
+  QuantConfig c = base_config();
+  c.format = QuantFormat::ExtendedQDQ;
+  c.activation_type = c.weight_type = kQBfp;
+  c.node_precision["conv2"] = parse_node_precision("int8");
+  c.dual_quant_nodes = true;
+  QuantizeResult r = quantized(c);
+  const TensorPlan* a = r.plan.find("a");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->type, kQBfp);
+  ASSERT_TRUE(a->convert && a->convert->params);
+  EXPECT_EQ(a->convert->type, DataType::Int8);
+  QuantizeResult all8 = quantized(base_config());
+  EXPECT_DOUBLE_EQ(a->convert->params->scale, all8.plan.find("a")->params[0].scale);
+  EXPECT_EQ(type_of(r.plan, "w2"), DataType::Int8);
+  expect_simulation_matches_export(r, c);
+}
+
+// ONNX Runtime runs a model mixing int8 pairs and BFP/MX nodes once these are standard ops.
+TEST(MixedPrecision, OnnxRuntimeRunsBlockFormatsMixedIn) {
+  ir::TemporaryFolder dir("onnxptq_mixed_block_");
+  QuantConfig c = base_config();
+  c.format = QuantFormat::ExtendedQDQ;
+  c.node_precision["conv2"] = parse_node_precision("bfp");
+  c.node_precision["conv3"] = parse_node_precision("mx");
+  c.block_qdq_as_standard_ops = true;
+  QuantizeResult r = quantized(c);
+  EXPECT_EQ(testing::count_ops(r.model, "BFPQuantizeDequantize"), 0);
+  std::filesystem::path file = dir.path() / "mixed.onnx";
+  ir::save_model(r.model, file);
+  auto feeds = testing::random_feeds(r.model, 3);
+  std::vector<ir::Tensor> ort = testing::ort_run(file, r.model, feeds, dir.path());
+  std::vector<ir::Tensor> ours = testing::run_model(r.model, feeds);
+  ASSERT_EQ(ort.size(), 1u);
+  // y is MX int8 (conv3's output): a block's step is 2^-6 of its largest binade, at most 2^-6 of y's largest
+  // value; two correct runtimes differ by one step at most (a tie the float Conv tipped).
+  auto x = ort[0].values<float>(), y = ours[0].values<float>();
+  ASSERT_EQ(x.size(), y.size());
+  float largest = 0;
+  for (float v : y) largest = std::max(largest, std::fabs(v));
+  for (size_t i = 0; i < x.size(); ++i) EXPECT_NEAR(x[i], y[i], largest * 0x1p-6f) << i;
 }
 
 }  // namespace

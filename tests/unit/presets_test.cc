@@ -147,11 +147,8 @@ const std::map<std::string, std::set<std::string>> kRefusedToday = {
     {"MXFP6E2M3_ADAQUANT", {"activation_type", "weight_type"}},
     {"MXFP4E2M1_ADAQUANT", {"activation_type", "weight_type"}},
     {"MXINT8_ADAQUANT", {"activation_type", "weight_type"}},
-    // automatic mixed precision down to BFP/MX types (their AutoMixprecision targets); CalibDataSize
-    // is --calib-size
-    {"BF16_MIXED_BFP16", {"AutoMixprecision"}},
+    // fast finetune with block formats (AutoMixprecision's BFP/MX targets)
     {"BF16_MIXED_BFP16_ADAQUANT", {"AutoMixprecision"}},
-    {"BF16_MIXED_MXINT8", {"AutoMixprecision"}},
     {"BF16_MIXED_MXINT8_ADAQUANT", {"AutoMixprecision"}},
     // dynamic quantization, MatMulNBits (nobody)
     {"UINT8_DYNAMIC_QUANT", {"use_dynamic_quant"}},
