@@ -484,6 +484,12 @@ std::vector<BfpCase> bfp_cases() {
     bfp12.bit_width = 12;
     bfp12.block_size = 5;
     cases.push_back({"BFP12 blocks of 5" + r, bfp12});
+    for (auto [bit_width, size] : {std::pair{13, 16}, std::pair{24, 32}, std::pair{10, 8}}) {
+      BfpAttrs wider = bfp16;  // the vector kernel's other block sizes; bit_width 10: 1 mantissa bit
+      wider.bit_width = bit_width;
+      wider.block_size = size;
+      cases.push_back({"BFP" + std::to_string(bit_width) + " blocks of " + std::to_string(size) + r, wider});
+    }
     for (int bw : {11, 13, 16}) {
       BfpAttrs mx;
       mx.method = "to_bfp_prime";

@@ -29,6 +29,10 @@
 #include <cmath>
 #include <vector>
 
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
+
 #include "engine/block_quantizer.h"
 #include "engine/kernels/quantize.h"
 #include "engine/kernels/quark_bfloat16.h"
@@ -110,6 +114,22 @@ template <Rounding R>
 // The functions of one block are always inlined: called with the block size as a constant
 // (with_block_size), each loop is then a few whole vector instructions.
 
+// fn(n) with n as a constant for Quark's block sizes (8, 16, 32), so that the always-inlined block
+// functions it calls compile to fixed-length vector code; else fn(n).
+template <class F>
+[[gnu::always_inline]] inline void with_block_size(int64_t n, F&& fn) {
+  switch (n) {
+    case 8:
+      return fn(int64_t{8});
+    case 16:
+      return fn(int64_t{16});
+    case 32:
+      return fn(int64_t{32});
+    default:
+      return fn(n);
+  }
+}
+
 // The largest biased exponent of x[0..n), Inf and NaN counting as 0.
 [[gnu::always_inline]] inline uint32_t finite_max_exponent(const float* x, int64_t n) {
   uint32_t e_max = 0;
@@ -175,6 +195,92 @@ template <Rounding R>
   const auto step = static_cast<float>(pow2(e - (m - 1)));
   const auto vmax = static_cast<float>(pow2(e + 1) - step);
   bfp_values<R>(x, y, n, step, -vmax, vmax);
+}
+
+#if defined(__AVX2__)
+// round_to_integer on 8 lanes, the same values bit for bit.
+template <Rounding R>
+[[gnu::always_inline]] inline __m256 round_to_integer8(__m256 y) {
+  const __m256 sign = _mm256_set1_ps(-0.0f), one = _mm256_set1_ps(1.0f), half = _mm256_set1_ps(0.5f);
+  if constexpr (R == Rounding::HalfAway) {
+    const __m256 t = _mm256_round_ps(y, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m256 up = _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_sub_ps(y, t)), half, _CMP_GE_OQ);
+    const __m256 r = _mm256_add_ps(_mm256_andnot_ps(sign, t), _mm256_and_ps(up, one));
+    return _mm256_or_ps(r, _mm256_and_ps(sign, y));
+  } else if constexpr (R == Rounding::HalfUp) {
+    const __m256 f = _mm256_round_ps(y, _MM_FROUND_TO_NEG_INF | _MM_FROUND_NO_EXC);
+    const __m256 up = _mm256_cmp_ps(_mm256_sub_ps(y, f), half, _CMP_GE_OQ);
+    const __m256 r = _mm256_add_ps(f, _mm256_and_ps(up, one));
+    return _mm256_or_ps(_mm256_andnot_ps(sign, r), _mm256_and_ps(sign, y));
+  } else {
+    const __m256 r = _mm256_round_ps(y, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m256 zero = _mm256_setzero_ps();
+    const __m256 y_if_zero = _mm256_and_ps(y, _mm256_cmp_ps(y, zero, _CMP_EQ_OQ));  // +-0 kept, else +0
+    return _mm256_blendv_ps(r, y_if_zero, _mm256_cmp_ps(r, zero, _CMP_EQ_OQ));
+  }
+}
+
+// to_bfp of `count` consecutive blocks of 8 * K values, a block in K registers: the shared exponent
+// is a vector maximum, step and 1/step come from its bits, and a block whose step or 1/step would
+// not be a normal float (all zeros or subnormals, or the largest binades) takes the scalar path.
+// Bit for bit bfp_block's values.
+template <Rounding R, int K>
+void bfp_blocks_avx2(const float* x, float* y, int64_t count, int m) {
+  const __m256i exponent_bits = _mm256_set1_epi32(0xFF);
+  const __m256i step_offset = _mm256_set1_epi32(m - 1);
+  const __m256i lowest = _mm256_set1_epi32(1), highest = _mm256_set1_epi32(253), inverse_base = _mm256_set1_epi32(254);
+  const __m256 levels = _mm256_set1_ps(static_cast<float>((1u << m) - 1)), sign = _mm256_set1_ps(-0.0f);
+  for (int64_t b = 0; b < count; ++b, x += 8 * K, y += 8 * K) {
+    __m256 v[K];
+    __m256i special[K];  // Inf and NaN lanes: passed through, and not counted in the maximum
+    __m256i e_max = _mm256_setzero_si256();
+    for (int k = 0; k < K; ++k) {
+      v[k] = _mm256_loadu_ps(x + 8 * k);
+      const __m256i e = _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(v[k]), 23), exponent_bits);
+      special[k] = _mm256_cmpeq_epi32(e, exponent_bits);
+      e_max = _mm256_max_epi32(e_max, _mm256_andnot_si256(special[k], e));
+    }
+    e_max = _mm256_max_epi32(e_max, _mm256_permute2x128_si256(e_max, e_max, 1));
+    e_max = _mm256_max_epi32(e_max, _mm256_shuffle_epi32(e_max, _MM_SHUFFLE(1, 0, 3, 2)));
+    e_max = _mm256_max_epi32(e_max, _mm256_shuffle_epi32(e_max, _MM_SHUFFLE(2, 3, 0, 1)));
+    const __m256i step_biased = _mm256_sub_epi32(e_max, step_offset);
+    const __m256i outside =
+        _mm256_or_si256(_mm256_cmpgt_epi32(lowest, step_biased), _mm256_cmpgt_epi32(step_biased, highest));
+    if (!_mm256_testz_si256(outside, outside)) {
+      bfp_block<R>(x, y, 8 * K, m);
+      continue;
+    }
+    const __m256 step = _mm256_castsi256_ps(_mm256_slli_epi32(step_biased, 23));
+    const __m256 inverse = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_sub_epi32(inverse_base, step_biased), 23));
+    const __m256 hi = _mm256_mul_ps(step, levels), lo = _mm256_xor_ps(hi, sign);
+    for (int k = 0; k < K; ++k) {
+      const __m256 q = _mm256_mul_ps(round_to_integer8<R>(_mm256_mul_ps(v[k], inverse)), step);
+      const __m256 clamped = _mm256_max_ps(_mm256_min_ps(hi, q), lo);  // clamp_value's operand order
+      _mm256_storeu_ps(y + 8 * k, _mm256_blendv_ps(clamped, v[k], _mm256_castsi256_ps(special[k])));
+    }
+  }
+}
+#endif
+
+// to_bfp of `count` consecutive blocks of n values: 8, 16 and 32 in AVX2 registers where the
+// machine has them.
+template <Rounding R>
+void bfp_blocks_of_size(const float* x, float* y, int64_t n, int64_t count, int m) {
+#if defined(__AVX2__)
+  switch (n) {
+    case 8:
+      return bfp_blocks_avx2<R, 1>(x, y, count, m);
+    case 16:
+      return bfp_blocks_avx2<R, 2>(x, y, count, m);
+    case 32:
+      return bfp_blocks_avx2<R, 4>(x, y, count, m);
+    default:
+      break;
+  }
+#endif
+  with_block_size(n, [&](int64_t size) {
+    for (int64_t b = 0; b < count; ++b) bfp_block<R>(x + b * size, y + b * size, size, m);
+  });
 }
 
 // to_bfp with use_compiler_version_cpu_kernel: when a value of the block's largest exponent rounds
@@ -315,21 +421,21 @@ void mx_block(const float* x, float* y, int64_t n, const MxElementFormat& f, con
 // ---------------------------------------------------------------------------------------------
 // Tensor handling shared by both ops.
 
-// Calls block(in, out, block_size) on every block of x along `axis` (both buffers block_size
-// long, the input zero-padded past the end of a line), writing the results to y.
+// Calls blocks(in, out, block_size, count) on every block of x along `axis`, `count` consecutive
+// blocks at a time (both buffers count * block_size long, the input zero-padded past the end of a
+// line), writing the results to y.
 template <class BlockFn>
 void for_each_block(int threads, const float* x, float* y, const std::vector<int64_t>& dims, int64_t axis,
-                    int64_t block_size, BlockFn&& block) {
+                    int64_t block_size, BlockFn&& blocks) {
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < axis; ++d) outer *= dims[d];
   for (size_t d = static_cast<size_t>(axis) + 1; d < dims.size(); ++d) inner *= dims[d];
   const int64_t len = dims[axis];
   const int64_t per_line = (len + block_size - 1) / block_size;
-  const int64_t blocks = outer * inner * per_line;
+  const int64_t count = outer * inner * per_line;
   if (inner == 1 && len % block_size == 0) {  // contiguous whole blocks: straight from x to y
-    parallel_for(threads, blocks, kMinBlocksPerThread, [&](int64_t b, int64_t e) {
-      for (int64_t k = b; k < e; ++k) block(x + k * block_size, y + k * block_size, block_size);
-    });
+    parallel_for(threads, count, kMinBlocksPerThread,
+                 [&](int64_t b, int64_t e) { blocks(x + b * block_size, y + b * block_size, block_size, e - b); });
     return;
   }
   // Otherwise tiles of up to kTileLines lines side by side: each row of a tile is contiguous in x,
@@ -345,17 +451,16 @@ void for_each_block(int threads, const float* x, float* y, const std::vector<int
       const int64_t first = (k / tiles_per_block_row % per_line) * block_size;
       const int64_t o = k / (tiles_per_block_row * per_line);
       const int64_t lines = std::min(kTileLines, inner - i0);
-      const int64_t count = std::min(block_size, len - first);
+      const int64_t filled = std::min(block_size, len - first);
       const int64_t base = (o * len + first) * inner + i0;
-      for (int64_t j = 0; j < count; ++j) {
+      for (int64_t j = 0; j < filled; ++j) {
         const float* row = x + base + j * inner;
         for (int64_t t = 0; t < lines; ++t) in[t * block_size + j] = row[t];
       }
-      for (int64_t t = 0; t < lines; ++t) {
-        std::fill(in.begin() + t * block_size + count, in.begin() + (t + 1) * block_size, 0.0f);
-        block(in.data() + t * block_size, out.data() + t * block_size, block_size);
-      }
-      for (int64_t j = 0; j < count; ++j) {
+      for (int64_t t = 0; t < lines; ++t)
+        std::fill(in.begin() + t * block_size + filled, in.begin() + (t + 1) * block_size, 0.0f);
+      blocks(in.data(), out.data(), block_size, lines);
+      for (int64_t j = 0; j < filled; ++j) {
         float* row = y + base + j * inner;
         for (int64_t t = 0; t < lines; ++t) row[t] = out[t * block_size + j];
       }
@@ -363,20 +468,12 @@ void for_each_block(int threads, const float* x, float* y, const std::vector<int
   });
 }
 
-// fn(n) with n as a constant for Quark's block sizes (8, 16, 32), so that the always-inlined block
-// functions it calls compile to fixed-length vector code; else fn(n).
-template <class F>
-[[gnu::always_inline]] inline void with_block_size(int64_t n, F&& fn) {
-  switch (n) {
-    case 8:
-      return fn(int64_t{8});
-    case 16:
-      return fn(int64_t{16});
-    case 32:
-      return fn(int64_t{32});
-    default:
-      return fn(n);
-  }
+// for_each_block's function of `count` blocks from `block(in, out, n)` of one.
+template <class OneBlock>
+auto each_block(OneBlock block) {
+  return [block](const float* x, float* y, int64_t n, int64_t count) {
+    for (int64_t b = 0; b < count; ++b) block(x + b * n, y + b * n, n);
+  };
 }
 
 // Calls fn(std::integral_constant<Rounding, ...>) for the rounding mode.
@@ -477,16 +574,18 @@ class BfpQuantizeDequantizeKernel : public Kernel {
       if (prime_) {
         const int64_t sub = sub_block_size_;
         const uint32_t max_shift = max_shift_;
+        out[0] = fake_quantize_blocks(ctx, x, axis_, block_size_, to_bfloat16_first_,
+                                      each_block([=](const float* a, float* b, int64_t n) {
+                                        bfp_prime_block<R>(a, b, n, m, sub, max_shift);
+                                      }));
+      } else if (compiler_version_) {
         out[0] = fake_quantize_blocks(
             ctx, x, axis_, block_size_, to_bfloat16_first_,
-            [=](const float* a, float* b, int64_t n) { bfp_prime_block<R>(a, b, n, m, sub, max_shift); });
-      } else if (compiler_version_) {
-        out[0] = fake_quantize_blocks(ctx, x, axis_, block_size_, to_bfloat16_first_,
-                                      [=](const float* a, float* b, int64_t n) { bfp_compiler_block<R>(a, b, n, m); });
+            each_block([=](const float* a, float* b, int64_t n) { bfp_compiler_block<R>(a, b, n, m); }));
       } else {
         out[0] = fake_quantize_blocks(ctx, x, axis_, block_size_, to_bfloat16_first_,
-                                      [=](const float* a, float* b, int64_t n) {
-                                        with_block_size(n, [&](int64_t size) { bfp_block<R>(a, b, size, m); });
+                                      [=](const float* a, float* b, int64_t n, int64_t count) {
+                                        bfp_blocks_of_size<R>(a, b, n, count, m);
                                       });
       }
     });
@@ -531,8 +630,9 @@ class MxQuantizeDequantizeKernel : public Kernel {
       constexpr Rounding R = decltype(r)::value;
       const MxElementFormat f = format_;
       const MxScaling scaling = scaling_;
-      out[0] = fake_quantize_blocks(ctx, x, axis_, block_size_, false,
-                                    [=](const float* a, float* b, int64_t n) { mx_block<R>(a, b, n, f, scaling); });
+      out[0] = fake_quantize_blocks(
+          ctx, x, axis_, block_size_, false,
+          each_block([=](const float* a, float* b, int64_t n) { mx_block<R>(a, b, n, f, scaling); }));
     });
   }
 
