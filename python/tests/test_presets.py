@@ -83,8 +83,6 @@ def test_presets_have_quarks_names_and_the_specs_values():
 
 
 @pytest.mark.parametrize("preset,missing", [
-    ("BFP16_ADAQUANT", "fast finetune"),
-    ("BF16_MIXED_MXINT8_ADAQUANT", "fast finetune"),
     ("UINT8_DYNAMIC_QUANT", "dynamic quantization"),
     ("MATMUL_NBITS", "MatMulNBits"),
 ])

@@ -16,6 +16,7 @@
 #include "onnxptq/error.h"
 #include "qmath/params.h"
 #include "qmath/quantize.h"
+#include "quant/block_format.h"
 #include "quant/simulate.h"
 #include "quant/tensor_quant.h"
 
@@ -302,13 +303,15 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
     const ir::Value* w = node->input(1);
     quant::TensorPlan* wp = w ? plan.find(w->name()) : nullptr;
     const bool float_weight = wp && quant::quant_type_is_float(wp->type);
-    if (!wp || wp->role != quant::Role::Weight || !wp->data ||
-        !(quant::quant_type_is_integer(wp->type) || float_weight)) {
+    // A block-format weight has no quantized values: the trained float weight is kept in `data`.
+    const bool block_weight = wp && quant::quant_type_is_block(wp->type);
+    if (!wp || wp->role != quant::Role::Weight ||
+        !(block_weight || (wp->data && (quant::quant_type_is_integer(wp->type) || float_weight)))) {
       skip("its weight is not quantized");
       continue;
     }
-    if (float_weight && o.train.algorithm == Algorithm::AdaRound) {
-      skip("AdaRound chooses between integers, its weight is " + std::string(ir::data_type_name(wp->type)));
+    if ((float_weight || block_weight) && o.train.algorithm == Algorithm::AdaRound) {
+      skip("AdaRound chooses between integers, its weight is " + std::string(quant::quant_type_name(wp->type)));
       continue;
     }
     if (trained_weights.count(w->name())) {
@@ -347,7 +350,19 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
       quant.zero_point.push_back(p.zero_point);
     }
     quant.axis = wp->axis.value_or(0);
-    if (float_weight)
+    if (block_weight) {
+      if (!wp->block_axis) throw Error("fast finetune of node '" + node->name + "': its block weight has no axis");
+      quant.scale = {1.0f};
+      quant.zero_point = {0};
+      auto block = std::make_shared<engine::BlockQuantizer>(
+          quant::block_node(wp->type, config, *wp->block_axis, /*constant=*/true));
+      quant.tensor_cast = [block, dims = weight_f.dims()](const float* x, float* y) {
+        ir::Tensor w = ir::Tensor::uninitialized(ir::DataType::Float, dims);
+        std::copy(x, x + w.size(), w.mutable_values<float>().begin());
+        ir::Tensor q = (*block)(w, 1);
+        std::copy(q.values<float>().begin(), q.values<float>().end(), y);
+      };
+    } else if (float_weight)
       quant.float_cast = [type = wp->type, &params = wp->params, &casts](const float* x, size_t n, size_t c, float* y) {
         quant::fake_quantize_values(x, n, type, params[c], casts, y);
       };
@@ -389,7 +404,9 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
     report.kept = r.improved;
     if (r.improved) {
       std::optional<ir::Tensor> old_weight = wp->data, old_bias = bp ? bp->data : std::nullopt;
-      if (float_weight) {
+      if (block_weight) {
+        wp->data = ir::Tensor::from_values<float>(weight_f.dims(), r.float_weight);
+      } else if (float_weight) {
         wp->data = quant::quantize_tensor(ir::Tensor::from_values<float>(wp->data->dims(), r.float_weight), wp->type,
                                           wp->params, wp->data_axis(), casts);
       } else {

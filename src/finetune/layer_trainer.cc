@@ -188,9 +188,10 @@ LayerResult train_layer(const LayerOp& op, const Activation& activation, const s
   if (quant.scale.empty() || quant.scale.size() != quant.zero_point.size())
     throw Error("finetune: the weight's scales and zero points differ in number");
   if (o.iterations < 0 || o.batch_size == 0) throw Error("finetune: iterations and batch size must be positive");
-  const bool cast = static_cast<bool>(quant.float_cast);
+  const bool cast = static_cast<bool>(quant.float_cast) || static_cast<bool>(quant.tensor_cast);
   if (cast && o.algorithm == Algorithm::AdaRound)
-    throw Error("finetune: AdaRound chooses between integers; a float16/bfloat16 weight trains with AdaQuant");
+    throw Error(
+        "finetune: AdaRound chooses between integers; a float16/bfloat16 or block-format weight trains with AdaQuant");
   const bool mix = o.drop_ratio < 1;
   check_samples(op, samples, mix);
   const int threads = std::max(1, o.threads);
@@ -220,8 +221,13 @@ LayerResult train_layer(const LayerOp& op, const Activation& activation, const s
     for (size_t i = 0; i < n; ++i) w[i] = (static_cast<float>(q[i]) - zp[i]) * s[i];
     return w;
   };
-  // The first n values of `w` through the float cast: per tensor in chunks, per channel run by run.
+  // The first n values of `w` through the cast: the whole weight (a block format), per tensor in
+  // chunks, per channel run by run.
   auto cast_weights = [&](const std::vector<float>& w, std::vector<float>& out) {
+    if (quant.tensor_cast) {
+      quant.tensor_cast(w.data(), out.data());
+      return;
+    }
     if (quant.scale.size() == 1) {
       for_each_chunk(threads, n, [&](int64_t b, int64_t e) {
         quant.float_cast(w.data() + b, static_cast<size_t>(e - b), 0, out.data() + b);

@@ -43,6 +43,11 @@ struct WeightQuant {
   // fake quantization of n values of channel `channel` (0 per tensor), in place of rounding and
   // clamping to `range`. Its gradient passes straight through where the result is finite.
   std::function<void(const float* w, size_t n, size_t channel, float* out)> float_cast;
+  // A block-format weight (QBFP, QMX; AdaQuant only: Quark's BFP16_ADAQUANT, MX*_ADAQUANT): the
+  // fake quantization of the whole weight (its blocks run along an axis), in place of rounding
+  // and clamping to `range`; one scale 1 and zero point 0 stand for the parameters it has not.
+  // Its gradient passes straight through where the result is finite, as float_cast's.
+  std::function<void(const float* w, float* out)> tensor_cast;
 };
 
 struct TrainOptions {
@@ -75,7 +80,7 @@ struct LayerSamples {
 
 struct LayerResult {
   std::vector<int64_t> quantized_weight;  // the integers written (as int64, each inside range)
-  std::vector<float> float_weight;        // with a float_cast instead: the float weight whose cast is written
+  std::vector<float> float_weight;        // with a float_cast or tensor_cast: the float weight whose cast is written
   std::vector<float> bias;                // the bias (trained with AdaQuant's update_bias, else as given)
   double loss_before = 0;                 // L_rec over every sample, the weight rounded to nearest
   double loss_after = 0;                  // with the trained weight

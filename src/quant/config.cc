@@ -128,8 +128,8 @@ void check_weight_min_mse(const QuantConfig& c) {
 }
 
 // Quark's block formats: written by ExtendedQuantFormat.QDQ only, a shared exponent per block (no
-// per_channel), globally or per node and tensor (fast finetune with them is not built yet); their
-// attribute keys only with their type.
+// per_channel), globally or per node and tensor, finetuned by AdaQuant only; their attribute keys
+// only with their type.
 void check_block_types(const QuantConfig& c) {
   auto is_block = [](ir::DataType t) { return quant_type_is_block(t); };
   for (auto [type, option, given] : {std::tuple{kQBfp, "BFPAttributes", c.bfp_given},
@@ -160,9 +160,10 @@ void check_block_types(const QuantConfig& c) {
   if (c.per_channel && is_block(c.weight_type))
     throw Error(std::string("per_channel with weight_type ") + quant_type_name(c.weight_type) +
                 ": a block format shares an exponent per block, not a scale per channel");
-  if (c.include_fast_ft || (c.include_auto_mp && c.auto_mp.use_fast_ft))
-    throw unsupported(types + (c.include_fast_ft ? ": fast finetune (include_fast_ft)" : ": AutoMixUseFastFT") +
-                      " of block formats is not built yet");
+  if ((c.include_fast_ft || (c.include_auto_mp && c.auto_mp.use_fast_ft)) && !c.fast_finetune.adaquant)
+    throw Error(types + (c.include_fast_ft ? ": include_fast_ft" : ": AutoMixUseFastFT") +
+                " with AdaRound, which chooses between integers; block-format weights train with FastFinetune "
+                "OptimAlgorithm adaquant");
 }
 
 }  // namespace

@@ -17,20 +17,6 @@ namespace {
 
 using namespace config_keys_detail;
 
-// Fast finetune of block formats is not built: check_config refuses it, and so do the keys that
-// make the combination, whichever comes last, so that a preset's refusal names its key.
-void refuse_block_finetune(const QuantConfig& c) {
-  if (!c.include_fast_ft) return;
-  if (quant_type_is_block(c.activation_type) || quant_type_is_block(c.weight_type))
-    throw unsupported(std::string("include_fast_ft with activation_type ") + quant_type_name(c.activation_type) +
-                      " and weight_type " + quant_type_name(c.weight_type) +
-                      ": fast finetune of block formats is not built yet");
-  auto block = [](std::optional<ir::DataType> t) { return t && quant_type_is_block(*t); };
-  if (c.include_auto_mp && (block(c.auto_mp.activation_target) || block(c.auto_mp.weight_target)))
-    throw unsupported("include_fast_ft with AutoMixprecision converting to a block format (QBFP, QMX): fast "
-                      "finetune of block formats is not built yet");
-}
-
 // quantize_static's arguments (vai_q_onnx 1.16's names and defaults) and the switches of Quark for
 // ONNX's QuantizationConfig.
 void add_config_keys(std::vector<ConfigKey>& keys) {
@@ -50,13 +36,11 @@ void add_config_keys(std::vector<ConfigKey>& keys) {
             [](QuantConfig& c, const ConfigKey& k, const json& v) {
               const ir::DataType type = parse_quant_type(json_string(k.name, v));
               c.activation_type = c.format_block_type.value_or(type);
-              refuse_block_finetune(c);
             }));
   add(works(kConfig, "weight_type", "string", "\"QInt8\"", "quant",
             [](QuantConfig& c, const ConfigKey& k, const json& v) {
               const ir::DataType type = parse_quant_type(json_string(k.name, v));
               c.weight_type = c.format_block_type.value_or(type);
-              refuse_block_finetune(c);
             }));
   add(works(kConfig, "per_channel", "bool", "false", "quant",
             [](QuantConfig& c, const ConfigKey& k, const json& v) { c.per_channel = json_bool(k.name, v); }));
@@ -97,14 +81,12 @@ void add_config_keys(std::vector<ConfigKey>& keys) {
       kConfig, "include_auto_mp", "bool", "false", "accuracy",
       [](QuantConfig& c, const ConfigKey& k, const json& v) {
         c.include_auto_mp = json_bool(k.name, v);
-        refuse_block_finetune(c);
       },
       "with AutoMixprecision"));
   add(works(
       kConfig, "include_fast_ft", "bool", "false", "finetune",
       [](QuantConfig& c, const ConfigKey& k, const json& v) {
         c.include_fast_ft = json_bool(k.name, v);
-        refuse_block_finetune(c);
       },
       "with FastFinetune"));
   add(works(
@@ -190,10 +172,7 @@ void add_quantizer_options(std::vector<ConfigKey>& keys) {
       "with specific_tensor_precision"));
   add(works(
       kExtra, "AutoMixprecision", "object", "unset", "accuracy",
-      [](QuantConfig& c, const ConfigKey&, const json& v) {
-        apply_auto_mixprecision(c.auto_mp, v);
-        refuse_block_finetune(c);
-      },
+      [](QuantConfig& c, const ConfigKey&, const json& v) { apply_auto_mixprecision(c.auto_mp, v); },
       "with include_auto_mp"));
   add(works(
       kExtra, "FastFinetune", "object", "unset", "finetune",

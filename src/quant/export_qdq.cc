@@ -263,7 +263,8 @@ class QdqExporter {
 
   void weight(const TensorPlan& t) {
     ir::Value* w = g_.find_value(t.name);
-    if (w && quant_type_is_block(t.type)) {  // the float weight through its block node
+    if (w && quant_type_is_block(t.type)) {  // the float weight (finetuned, if it was) through its block node
+      if (t.data) g_.set_initializer(w, *t.data);
       ir::Value* out = g_.add_unique_value(t.name + "_DequantizeLinear_Output");
       g_.replace_uses(w, out);
       block_node_of(w, out, t, "");

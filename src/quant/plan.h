@@ -51,7 +51,8 @@ struct TensorPlan {
   bool relu_like = false;
 
   // Assigned by assign_parameters: one per tensor, or one per channel, and for weights and
-  // biases their quantized values.
+  // biases their quantized values. A block-format weight has neither, but fast finetune (AdaQuant)
+  // may set `data` to the float weight it trained, which then goes through the block node.
   std::vector<qmath::ScaleZeroPoint> params;
   std::optional<ir::Tensor> data;
   std::optional<int> pos;     // power-of-two position, when the scale is one

@@ -114,8 +114,8 @@ Simulation::Simulation(const ir::Model& model, const Plan& plan, const QuantConf
     if (quant_type_is_block(plan.provider(t.name).type)) {
       const bool constant = v->has_initializer();
       auto block = block_quantizer(t, config, constant);
-      if (t.role != Role::Activation) {
-        constants->emplace(t.name, (*block)(v->initializer(), threads_));
+      if (t.role != Role::Activation) {  // the weight finetuned, if it was
+        constants->emplace(t.name, (*block)(t.data ? *t.data : v->initializer(), threads_));
         continue;
       }
       activations_[t.name] = {t.type, {}, false, false, std::move(block)};

@@ -12,6 +12,7 @@
 #include "finetune/staged_run.h"
 #include "ir/model.h"
 #include "onnxptq/error.h"
+#include "quant/export.h"
 #include "quant/quantize.h"
 #include "quant/simulate.h"
 #include "support/pass_check.h"
@@ -489,6 +490,56 @@ TEST(FastFinetune, Bfloat16WeightsTrainWithAdaQuant) {
                                      before.find(w)->data->values<uint16_t>().end(),
                                      plan.find(w)->data->values<uint16_t>().begin());
   EXPECT_TRUE(changed);
+  o.train.algorithm = Algorithm::AdaRound;
+  quant::Plan untouched = before;
+  for (const quant::FinetunedLayer& r : fast_finetune(q.model, untouched, c, stores_of(feeds(4, 100)), o))
+    EXPECT_NE(r.skipped.find("AdaRound"), std::string::npos) << r.node;
+}
+
+// Block-format weights (Quark's BFP16_ADAQUANT, MX*_ADAQUANT): AdaQuant trains the float weight
+// through the block quantization, each layer kept with a lower loss; the plan keeps the trained
+// float weight and the written model puts it through the weight's block node (the engine's run of
+// the export equals the simulation). AdaRound skips them. (Each layer's loss is what AdaQuant
+// lowers; on this model's two summed MatMuls the output's error need not follow: SelectiveUpdate
+// keeps only the layers that bring the output closer.)
+TEST(FastFinetune, BlockFormatWeightsTrainWithAdaQuant) {
+  Quantized q;
+  quant::QuantConfig c = q.config;
+  c.tensor_overrides.clear();
+  c.format = quant::QuantFormat::ExtendedQDQ;
+  c.activation_type = c.weight_type = quant::kQBfp;
+  c.bfp.bit_width = 12;  // few mantissa bits: rounding matters
+  FeedReader reader(feeds(16, 100));
+  const quant::Plan before = quant::quantize_static(q.model, reader, c).plan;
+  for (const char* w : {"w1", "w2", "w3"}) EXPECT_FALSE(before.find(w)->data.has_value()) << w;
+  quant::Plan plan = before;
+  FastFinetuneOptions o = short_run();
+  o.train.algorithm = Algorithm::AdaQuant;
+  o.train.iterations = 300;
+  o.train.learning_rate = 1e-3;
+  std::vector<quant::FinetunedLayer> reports = fast_finetune(q.model, plan, c, stores_of(feeds(128, 100)), o);
+  ASSERT_EQ(reports.size(), 3u);
+  size_t kept = 0;
+  for (const quant::FinetunedLayer& r : reports) {
+    EXPECT_TRUE(r.skipped.empty()) << r.node << ": " << r.skipped;
+    if (r.kept) {
+      EXPECT_LT(r.loss_after, r.loss_before) << r.node;
+      ++kept;
+    }
+  }
+  EXPECT_GT(kept, 0u);
+  for (const char* w : {"w1", "w2", "w3"})
+    if (const quant::TensorPlan* t = plan.find(w); t->data) EXPECT_EQ(t->data->dtype(), ir::DataType::Float) << w;
+  // The written model carries the trained weights.
+  const std::vector<Feed> others = feeds(16, 200);
+  ir::Model written = quant::export_model(q.model, plan, c);
+  quant::Simulation simulation(q.model, plan, c, 1);
+  engine::Session engine_run(written);
+  for (const Feed& f : others) {
+    ir::Tensor a = simulation.run(f)[0], b = engine_run.run(f)[0];
+    ASSERT_EQ(a.values<float>().size(), b.values<float>().size());
+    for (size_t i = 0; i < a.values<float>().size(); ++i) EXPECT_EQ(a.values<float>()[i], b.values<float>()[i]) << i;
+  }
   o.train.algorithm = Algorithm::AdaRound;
   quant::Plan untouched = before;
   for (const quant::FinetunedLayer& r : fast_finetune(q.model, untouched, c, stores_of(feeds(4, 100)), o))

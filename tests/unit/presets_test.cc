@@ -135,21 +135,6 @@ TEST(Presets, SettingsAreTheSpecsRows) {
 // check_config. When a feature lands its keys stop being refused and this test names the preset
 // that changed: shrink the list (docs/options.md, "Presets", says the same).
 const std::map<std::string, std::set<std::string>> kRefusedToday = {
-    // the NPU CNN path's Quark-only keys (nobody)
-    // fast finetune of BFP and MX types (nobody)
-    {"BFP16_ADAQUANT", {"activation_type", "weight_type"}},
-    {"MX4_ADAQUANT", {"activation_type", "weight_type"}},
-    {"MX6_ADAQUANT", {"activation_type", "weight_type"}},
-    {"MX9_ADAQUANT", {"activation_type", "weight_type"}},
-    {"MXFP8E5M2_ADAQUANT", {"activation_type", "weight_type"}},
-    {"MXFP8E4M3_ADAQUANT", {"activation_type", "weight_type"}},
-    {"MXFP6E3M2_ADAQUANT", {"activation_type", "weight_type"}},
-    {"MXFP6E2M3_ADAQUANT", {"activation_type", "weight_type"}},
-    {"MXFP4E2M1_ADAQUANT", {"activation_type", "weight_type"}},
-    {"MXINT8_ADAQUANT", {"activation_type", "weight_type"}},
-    // fast finetune with block formats (AutoMixprecision's BFP/MX targets)
-    {"BF16_MIXED_BFP16_ADAQUANT", {"AutoMixprecision"}},
-    {"BF16_MIXED_MXINT8_ADAQUANT", {"AutoMixprecision"}},
     // dynamic quantization, MatMulNBits (nobody)
     {"UINT8_DYNAMIC_QUANT", {"use_dynamic_quant"}},
     {"MATMUL_NBITS", {"UseMatMulNBits", "MatMulNBitsParams"}},
@@ -177,10 +162,6 @@ TEST(Presets, EachAppliesOrNamesWhatTheCoreRefuses) {
       EXPECT_TRUE(names_it) << r.key << ": " << r.error;
       if (kMissingFeature.count(r.key)) {
         EXPECT_NE(r.error.find(kMissingFeature.at(r.key)), std::string::npos) << r.error;
-        EXPECT_NE(r.error.find("not built"), std::string::npos) << r.error;
-      }
-      if (r.key == "activation_type" || r.key == "weight_type") {  // with include_fast_ft: a part not built
-        EXPECT_NE(r.error.find("fast finetune"), std::string::npos) << r.error;
         EXPECT_NE(r.error.find("not built"), std::string::npos) << r.error;
       }
     }
