@@ -232,7 +232,8 @@ class Calibrator {
     if (ranks_ > 1) {
       std::string counts;
       for (size_t n : passes_->rank_samples()) counts += (counts.empty() ? "" : ", ") + std::to_string(n);
-      log("calibration over " + std::to_string(ranks_) + " ranks: samples per rank " + counts);
+      log("calibration over " + std::to_string(ranks_) + " ranks: samples per rank " + counts + "; statistics " +
+          std::to_string(passes_->exchanged_bytes()) + " bytes per rank at most");
     }
     std::vector<TensorStats> merged = merge_workers(passes_->workers(), names_.size());
     if (histograms) rebin_histograms(merged, settings_);

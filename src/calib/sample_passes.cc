@@ -139,7 +139,9 @@ void SamplePasses::exchange(bool first) {
   std::vector<std::string> all = ranks_->all_gather(out.bytes());
   workers_.clear();
   std::vector<size_t> samples, skipped;
+  exchanged_bytes_ = 0;
   for (size_t r = 0; r < all.size(); ++r) {
+    exchanged_bytes_ = std::max(exchanged_bytes_, all[r].size());
     StatsReader in(all[r], "the statistics of rank " + std::to_string(r));
     ShareStats share = read_share_stats(in, tensor_count_);
     samples.push_back(share.samples);

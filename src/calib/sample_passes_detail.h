@@ -44,6 +44,8 @@ class SamplePasses {
   const std::vector<size_t>& skipped() const { return skipped_; }  // their indices, in order
   // Samples each rank read in the first pass, in rank order (this one's alone without ranks).
   const std::vector<size_t>& rank_samples() const { return rank_samples_; }
+  // The bytes of the largest rank's statistics in the last exchange (0 without ranks).
+  size_t exchanged_bytes() const { return exchanged_bytes_; }
   // This share's statistics of the last pass, its workers merged (what a rank sends, what a shard file keeps).
   ShareStats share_stats();
 
@@ -62,6 +64,7 @@ class SamplePasses {
   SampleShare share_;
   SampleRanks* ranks_ = nullptr;
   size_t read_ = 0;  // samples of this share read in the last pass
+  size_t exchanged_bytes_ = 0;
   size_t samples_ = 0;
   std::vector<size_t> rank_samples_;
   std::vector<size_t> skipped_;

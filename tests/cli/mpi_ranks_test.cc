@@ -132,8 +132,8 @@ TEST_F(CalibrationRanks, EveryMethodOverTwoAndThreeRanksGivesTheOneProcessBytes)
                                        path("ranks.json") + " " + m.options);
       ASSERT_EQ(r.code, 0) << m.options << " over " << ranks << " ranks\n" << r.err;
       EXPECT_EQ(slurp(path("ranks.json")), want) << m.options << " over " << ranks << " ranks";
-      const std::string line = ranks == 2 ? "calibration over 2 ranks: samples per rank 4, 3\n"
-                                          : "calibration over 3 ranks: samples per rank 3, 2, 2\n";
+      const std::string line = ranks == 2 ? "calibration over 2 ranks: samples per rank 4, 3; statistics "
+                                          : "calibration over 3 ranks: samples per rank 3, 2, 2; statistics ";
       const size_t at = r.err.find(line);
       EXPECT_NE(at, std::string::npos) << r.err;
       EXPECT_EQ(r.err.find(line, at + 1), std::string::npos) << "said by more than rank 0:\n" << r.err;
