@@ -6,7 +6,8 @@ Usage: /usr/bin/python3 bench/calibration_ranks.py [--build build] [--samples 16
 
 For each model and method it runs `onnxptq calibrate MODEL --random N --method M` as one process
 on 2 threads, then under `mpirun -np 2` with 1 thread a rank (the same 2 cores), checks the two
-ranges files are the same bytes, and reads from rank 0's log the bytes of the largest rank's
+ranges files are the same bytes (or the same but for "passes": MinMSE "All" on one worker scores
+its candidates in its first pass, which ranks cannot), and reads from rank 0's log the bytes of the largest rank's
 statistics (what each rank sends in a merge). It also times the first and the last samples of
 the one-process run apart (N/2 and N samples) to get the compute time of one sample on 2 threads.
 Prints a markdown table: wall seconds of each run, their ratio (2 ranks / 1 process), seconds per
@@ -52,8 +53,8 @@ def main():
 
     print(f"samples: {args.samples}")
     print("| model | method | tensors | 1 process, 2 threads s | 2 ranks, 1 thread each s | ratio | identical | "
-          "s per sample (2 threads) | statistics bytes per rank |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "passes (1 process / 2 ranks) | s per sample (2 threads) | statistics bytes per rank |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     with tempfile.TemporaryDirectory() as tmp:
         for name in names:
             template, input_name, shape = MODELS[name]
@@ -69,12 +70,18 @@ def main():
                 if not found:
                     sys.exit(f"error: no statistics line in rank 0's log:\n{log}")
                 with open(os.path.join(tmp, "one.json"), "rb") as a, open(os.path.join(tmp, "two.json"), "rb") as b:
-                    same = a.read() == b.read()
-                with open(os.path.join(tmp, "one.json")) as f:
-                    tensors = len(json.load(f)["tensors"])
+                    one_bytes, two_bytes = a.read(), b.read()
+                # MinMSE "All" on one worker scores its candidates in the first pass already: the
+                # same ranges, but "passes" says 1 where ranks (and several workers) read twice.
+                one_json, two_json = json.loads(one_bytes), json.loads(two_bytes)
+                passes = f"{one_json['passes']} / {two_json['passes']}"
+                same = "yes" if one_bytes == two_bytes else "ranges yes" if (
+                    {k: v for k, v in one_json.items() if k != "passes"} ==
+                    {k: v for k, v in two_json.items() if k != "passes"}) else "NO"
+                tensors = len(one_json["tensors"])
                 per_sample = (one - half) / (args.samples - args.samples // 2)
                 print(f"| {name} | {method} | {tensors} | {one:.2f} | {two:.2f} | {two / one:.2f} | "
-                      f"{'yes' if same else 'NO'} | {per_sample:.3f} | {int(found.group(1))} |", flush=True)
+                      f"{same} | {passes} | {per_sample:.3f} | {int(found.group(1))} |", flush=True)
 
 
 if __name__ == "__main__":
