@@ -61,7 +61,8 @@ int main(int argc, char** argv) {
   auto fail = [](const std::string& message, int code) {
     const auto ranks = onnxptq::cli::command_ranks();
     // One write of the whole line: the ranks share the terminal.
-    std::cerr << (ranks ? "rank " + std::to_string(ranks->rank()) + " of " + std::to_string(ranks->size()) + ": " : "") +
+    std::cerr << (ranks ? "rank " + std::to_string(ranks->rank()) + " of " + std::to_string(ranks->size()) + ": "
+                        : "") +
                      message + "\n";
     onnxptq::cli::abort_ranks(code);
     return code;

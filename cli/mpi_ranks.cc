@@ -47,8 +47,8 @@ class MpiRanks : public SampleRanks {
       total += n;
     }
     std::string all(static_cast<size_t>(total), '\0');
-    check(MPI_Allgatherv(mine.data(), static_cast<int>(own), MPI_BYTE, all.data(), counts.data(),
-                         displacements.data(), MPI_BYTE, MPI_COMM_WORLD),
+    check(MPI_Allgatherv(mine.data(), static_cast<int>(own), MPI_BYTE, all.data(), counts.data(), displacements.data(),
+                         MPI_BYTE, MPI_COMM_WORLD),
           "MPI_Allgatherv");
     std::vector<std::string> out;
     for (int r = 0; r < size_; ++r) out.push_back(all.substr(static_cast<size_t>(displacements[r]), counts[r]));

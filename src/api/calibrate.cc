@@ -65,36 +65,45 @@ Calibration calibrate(const Model& model, DataReader& reader, const Config& conf
                          });
 }
 
-std::string calibrate_shard(const Model& model, DataReader& reader, const Config& config, size_t shard,
-                            size_t shards, const CalibrateOptions& options) {
+std::string calibrate_shard(const Model& model, DataReader& reader, const Config& config, size_t shard, size_t shards,
+                            const CalibrateOptions& options, const std::string& first_pass) {
   if (options.ranks) throw Error("calibrate_shard: a shard runs in one process, without ranks");
   if (shards == 0 || shard >= shards)
     throw Error("shard " + std::to_string(shard) + " of " + std::to_string(shards) + ": shards are numbered 0 to " +
                 (shards ? std::to_string(shards - 1) : std::string("N-1 of N >= 1")));
   calib::CalibOptions o;
   quant::QuantConfig c;
-  return run_calibration(
-      model, reader, config, options, o, c,
-      [&](const ir::Model& m, const std::vector<std::string>& tensors, DataReader& samples) {
-        o.shard = shard;
-        o.shards = shards;
-        calib::CalibrationResult r = calib::calibrate(m, tensors, samples, o);
-        calib::ShardFile file;
-        calib::ShardHeader& h = file.header;
-        h.model = calib::model_digest(ir::serialize_model(m));
-        h.options = calib::calib_options_json(o);
-        h.activation_type = quant::quant_type_name(c.activation_type);
-        h.tensors = tensors;
-        h.shard = shard;
-        h.shards = shards;
-        const size_t size = samples.size().value_or(0);
-        h.samples = o.max_samples ? std::min(size, o.max_samples) : size;
-        file.statistics = std::move(r.shard_stats);
-        return calib::write_shard_file(file);
-      });
+  return run_calibration(model, reader, config, options, o, c,
+                         [&](const ir::Model& m, const std::vector<std::string>& tensors, DataReader& samples) {
+                           calib::ShardFile file;
+                           calib::ShardHeader& h = file.header;
+                           h.model = calib::model_digest(ir::serialize_model(m));
+                           h.options = calib::calib_options_json(o);
+                           h.activation_type = quant::quant_type_name(c.activation_type);
+                           h.tensors = tensors;
+                           h.shard = shard;
+                           h.shards = shards;
+                           const size_t size = samples.size().value_or(0);
+                           h.samples = o.max_samples ? std::min(size, o.max_samples) : size;
+                           if (!first_pass.empty()) {  // checked before any sample is run
+                             calib::ShardFile first = calib::read_shard_file(first_pass, "the first pass");
+                             if (!first.header.merged)
+                               throw Error("the first pass: a shard's, not the merge of every shard's");
+                             calib::check_same_calibration(first.header, h, "this shard", "the first pass");
+                             h.pass = 2;
+                             h.first_pass = calib::statistics_digest(first.statistics);
+                             o.first_pass = std::move(first.statistics);
+                           }
+                           o.shard = shard;
+                           o.shards = shards;
+                           calib::CalibrationResult r = calib::calibrate(m, tensors, samples, o);
+                           file.statistics = std::move(r.shard_stats);
+                           return calib::write_shard_file(file);
+                         });
 }
 
-Calibration merge_shards(const std::vector<std::string>& files, const std::vector<std::string>& names) {
+MergedShards merge_shards(const std::vector<std::string>& files, const std::vector<std::string>& names,
+                          const std::string& first_pass, const std::string& first_pass_name) {
   if (files.size() != names.size()) throw Error("merge_shards: one name a file");
   std::vector<calib::ShardFile> shards;
   for (size_t k = 0; k < files.size(); ++k) shards.push_back(calib::read_shard_file(files[k], names[k]));
@@ -106,8 +115,34 @@ Calibration merge_shards(const std::vector<std::string>& files, const std::vecto
     stats.push_back(std::move(shards[k].statistics));
     what.push_back(names[k]);
   }
+  MergedShards out;
+  const bool two_passes = calib::needs_merged_second_pass(o);
+  if (two_passes && h.pass == 1) {
+    if (!first_pass.empty())
+      throw Error(names[0] + ": a first pass; " + first_pass_name + " goes with the shards' second passes");
+    calib::ShardFile merged;
+    merged.header = h;
+    merged.header.shard = 0;
+    merged.header.merged = true;
+    merged.statistics = calib::merge_first_pass_shards(stats, what, h.tensors);
+    out.first_pass = calib::write_shard_file(merged);
+    return out;
+  }
+  if (h.pass == 2) {
+    if (first_pass.empty()) throw Error(names[0] + ": a second pass: give the merged first pass it ran on");
+    calib::ShardFile first = calib::read_shard_file(first_pass, first_pass_name);
+    if (!first.header.merged) throw Error(first_pass_name + ": a shard's first pass, not the merge of every shard's");
+    calib::check_same_calibration(h, first.header, first_pass_name, names[0]);
+    if (calib::statistics_digest(first.statistics) != h.first_pass)
+      throw Error(names[0] + ": a second pass on another first pass than " + first_pass_name);
+    o.first_pass = std::move(first.statistics);
+  } else if (!first_pass.empty()) {
+    throw Error(first_pass_name + ": a first pass goes with MinMSE \"All\" or LayerWisePercentile, not " +
+                calib::method_name(o.method));
+  }
   calib::CalibrationResult r = calib::merge_shard_stats(stats, what, h.tensors, o);
-  return api::calibration_of(r, o.method, quant::parse_quant_type(h.activation_type));
+  out.ranges = api::calibration_of(r, o.method, quant::parse_quant_type(h.activation_type));
+  return out;
 }
 
 }  // namespace onnxptq

@@ -9,20 +9,13 @@ namespace onnxptq::calib {
 
 std::string calib_options_json(const CalibOptions& o) {
   nlohmann::json j = {
-      {"method", method_name(o.method)},
-      {"symmetric", ranges_symmetric(o)},
-      {"moving_average", o.moving_average},
-      {"averaging_constant", o.averaging_constant},
-      {"num_bins", calib_histogram_bins(o)},
-      {"num_quantized_bins", o.num_quantized_bins},
-      {"percentile", o.percentile},
-      {"percentile_candidates", o.percentile_candidates},
-      {"lwp_metric", o.lwp_metric},
-      {"scenario", o.scenario},
-      {"minmse_mode", o.minmse_mode},
-      {"activation_type", static_cast<int32_t>(o.activation_type)},
-      {"max_samples", o.max_samples},
-      {"strict", o.strict},
+      {"method", method_name(o.method)},     {"symmetric", ranges_symmetric(o)},
+      {"moving_average", o.moving_average},  {"averaging_constant", o.averaging_constant},
+      {"num_bins", calib_histogram_bins(o)}, {"num_quantized_bins", o.num_quantized_bins},
+      {"percentile", o.percentile},          {"percentile_candidates", o.percentile_candidates},
+      {"lwp_metric", o.lwp_metric},          {"scenario", o.scenario},
+      {"minmse_mode", o.minmse_mode},        {"activation_type", static_cast<int32_t>(o.activation_type)},
+      {"max_samples", o.max_samples},        {"strict", o.strict},
   };
   return j.dump();  // keys sorted: equal options give equal text
 }

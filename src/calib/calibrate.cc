@@ -143,6 +143,28 @@ CalibrationResult ranges_of_merged(std::vector<TensorStats>& merged, const std::
   return result;
 }
 
+// MinMSE "All" and LayerWisePercentile: each tensor's candidates (`samples` read in all); returns
+// how many of the first samples a last pass must score, and in `tensors` for how many tensors.
+size_t set_all_candidates(std::vector<TensorStats>& merged, const MethodSettings& settings, size_t samples,
+                          size_t& tensors) {
+  size_t limit = 0;
+  tensors = 0;
+  for (TensorStats& t : merged) {
+    if (t.minmax.empty()) continue;
+    set_candidates(t, settings, samples);
+    size_t before = *std::max_element(t.missing_before.begin(), t.missing_before.end());
+    tensors += before > 0;
+    limit = std::max(limit, before);
+  }
+  return limit;
+}
+
+// The merged first pass of shards (merge_first_pass_shards), read back.
+ShareStats read_first_pass(const std::string& bytes, size_t tensors) {
+  StatsReader in(bytes, "the merged first pass");
+  return read_share_stats(in, tensors);
+}
+
 // One calibration: the passes over the samples each method needs, in order, and the ranges.
 class Calibrator {
  public:
@@ -167,11 +189,9 @@ class Calibrator {
     if (options.shards && options.shard >= options.shards)
       throw Error("calibration shard " + std::to_string(options.shard) + " of " + std::to_string(options.shards) +
                   ": shards are numbered 0 to " + std::to_string(options.shards - 1));
-    if (options.shards > 1 && needs_merged_second_pass(options))
-      throw Error(std::string(method_name(options.method)) +
-                  (options.method == Method::MinMSE ? " \"All\"" : "") +
-                  " scores its candidates in a second pass over every sample after the first is merged: shard files "
-                  "cannot, run it over MPI ranks (mpirun) instead");
+    if (!options.first_pass.empty() && (!options.shards || !needs_merged_second_pass(options)))
+      throw Error(std::string("calibration: a merged first pass goes with a shard of MinMSE \"All\" or ") +
+                  "LayerWisePercentile, not " + method_name(options.method));
     ranks_ = options.ranks ? std::max(1, options.ranks->size()) : std::max<size_t>(1, options.shards);
 
     int threads = options.threads > 0 ? options.threads : engine::hardware_threads();
@@ -201,6 +221,7 @@ class Calibrator {
       if (passes > 1 || planned > 1 || early_minmse) log("calibration pass " + std::to_string(passes) + ": " + what);
     };
 
+    if (!options_.first_pass.empty()) return shard_second_pass(histograms);
     start_pass("extrema of " + std::to_string(names_.size()) + " tensors" +
                (histograms ? " and their histograms" : "") +
                (early_minmse ? ", and the squared errors of their power-of-two candidates" : ""));
@@ -208,9 +229,9 @@ class Calibrator {
     bool most_common = method == Method::MinMSE && !minmse_all;
     // A shard keeps its grids whole: no second pass can count in full after the merge.
     const bool recount_possible = reader_.can_rewind() && !options_.shards;
-    const GridHistogram blank_grid = histograms ? GridHistogram(settings_.bins, abs_histograms(settings_),
-                                                                tail_share(settings_, recount_possible))
-                                                : GridHistogram();
+    const GridHistogram blank_grid =
+        histograms ? GridHistogram(settings_.bins, abs_histograms(settings_), tail_share(settings_, recount_possible))
+                   : GridHistogram();
     passes_->run(true, [&](TensorStats& s, size_t, size_t sample, const float* x, size_t n, engine::Extrema extrema) {
       s.minmax.add(sample, extrema, keep_per_sample || most_common);
       if (most_common) s.best_pos[sample] = sample_best_pos(s.minmax.per_sample.at(sample), x, n, settings_);
@@ -253,14 +274,8 @@ class Calibrator {
       recount_histograms(*passes_, merged, recount, settings_);
     }
     if (minmse_all || layerwise) {
-      size_t tensors = 0, limit = 0;  // tensors with samples still to score, and how many samples
-      for (TensorStats& t : merged) {
-        if (t.minmax.empty()) continue;
-        set_candidates(t, settings_, passes_->samples());
-        size_t before = *std::max_element(t.missing_before.begin(), t.missing_before.end());
-        tensors += before > 0;
-        limit = std::max(limit, before);
-      }
+      size_t tensors = 0;  // tensors with samples still to score, and how many samples
+      const size_t limit = set_all_candidates(merged, settings_, passes_->samples(), tensors);
       if (limit > 0) {
         if (!reader_.can_rewind())
           throw Error("MinMSE: " + std::to_string(tensors) + " tensors need a second pass (" + kSecondPassWhy +
@@ -286,6 +301,30 @@ class Calibrator {
   }
 
  private:
+  // A shard's second pass (MinMSE "All", LayerWisePercentile): the candidates from the first
+  // pass of every shard merged, scored on this shard's samples; its error sums are the result.
+  CalibrationResult shard_second_pass(bool histograms) {
+    ShareStats first = read_first_pass(options_.first_pass, names_.size());
+    std::vector<TensorStats>& merged = first.stats;
+    if (histograms) rebin_histograms(merged, settings_);
+    size_t tensors = 0;
+    const size_t limit = set_all_candidates(merged, settings_, first.samples, tensors);
+    log("calibration pass 2 of shard " + std::to_string(options_.shard) + ": errors of the candidates of " +
+        std::to_string(tensors) + " tensors");
+    if (limit > 0) score_candidates(*passes_, merged, limit, settings_);
+    ShareStats sums;  // the error sums alone: the rest is the first pass's
+    sums.samples = limit > 0 ? passes_->share_stats().samples : 0;
+    sums.stats.resize(names_.size());
+    for (size_t i = 0; i < names_.size(); ++i) sums.stats[i].error_sums = std::move(merged[i].error_sums);
+    StatsWriter out;
+    write_share_stats(sums, out);
+    CalibrationResult shard;
+    shard.shard_stats = std::move(out.bytes());
+    shard.samples = first.samples;
+    shard.passes = 1;
+    return shard;
+  }
+
   // This process's samples: all of them, or over ranks (or as a shard) its contiguous share of
   // the reader's samples (as many as max_samples), the ranks in sample order as the workers of
   // one process read them, so that each sample keeps its index (the moving average's order).
@@ -339,36 +378,74 @@ CalibrationResult calibrate(const ir::Model& model, const std::vector<std::strin
   return Calibrator(model, tensors, reader, options).run();
 }
 
+namespace {
+
+// Each shard's statistics, read and merged in shard order as calibrate merges its workers.
+ShareStats merged_shards(const std::vector<std::string>& shards, const std::vector<std::string>& what, size_t tensors,
+                         std::vector<TensorStats>* into) {
+  std::vector<std::vector<TensorStats>> workers;
+  ShareStats all;
+  for (size_t k = 0; k < shards.size(); ++k) {
+    StatsReader in(shards[k], what.at(k));
+    ShareStats share = read_share_stats(in, tensors);
+    all.samples += share.samples;
+    all.skipped.insert(all.skipped.end(), share.skipped.begin(), share.skipped.end());
+    workers.push_back(std::move(share.stats));
+  }
+  if (into) {  // second passes: their error sums into the first pass's statistics
+    for (auto& w : workers)
+      for (size_t i = 0; i < tensors; ++i) merge_worker_stats((*into)[i], w[i]);
+  } else {
+    all.stats = merge_workers(workers, tensors);
+  }
+  return all;
+}
+
+}  // namespace
+
+std::string merge_first_pass_shards(const std::vector<std::string>& shards, const std::vector<std::string>& what,
+                                    const std::vector<std::string>& tensors) {
+  StatsWriter out;
+  write_share_stats(merged_shards(shards, what, tensors.size(), nullptr), out);
+  return std::move(out.bytes());
+}
+
 CalibrationResult merge_shard_stats(const std::vector<std::string>& shards, const std::vector<std::string>& what,
                                     const std::vector<std::string>& tensors, const CalibOptions& options) {
-  if (needs_merged_second_pass(options))
-    throw Error(std::string(method_name(options.method)) + " has no shard files to merge: it needs ranks (mpirun)");
+  const bool two_passes = needs_merged_second_pass(options);
+  if (two_passes && options.first_pass.empty())
+    throw Error(std::string(method_name(options.method)) +
+                ": these are first-pass shards; merge them into a first pass, run each shard's second pass on it, "
+                "then merge those");
+  if (!two_passes && !options.first_pass.empty())
+    throw Error(std::string("a merged first pass goes with MinMSE \"All\" or LayerWisePercentile, not ") +
+                method_name(options.method));
   MethodSettings settings{options, ranges_symmetric(options), calib_histogram_bins(options), qmath::QRange{}, 1};
   check_method_options(options, settings);
   const int threads = options.threads > 0 ? options.threads : engine::hardware_threads();
   settings.threads = threads;
-  // Each shard one more worker, merged in shard order as calibrate merges its workers.
-  std::vector<std::vector<TensorStats>> workers;
-  size_t samples = 0;
-  std::vector<size_t> skipped;
-  for (size_t k = 0; k < shards.size(); ++k) {
-    StatsReader in(shards[k], what.at(k));
-    ShareStats share = read_share_stats(in, tensors.size());
-    samples += share.samples;
-    skipped.insert(skipped.end(), share.skipped.begin(), share.skipped.end());
-    workers.push_back(std::move(share.stats));
+  const bool histograms = options.method == Method::Entropy || options.method == Method::Percentile ||
+                          options.method == Method::Distribution || options.method == Method::LayerWisePercentile;
+  ShareStats first;
+  int passes = 1;
+  if (two_passes) {
+    first = read_first_pass(options.first_pass, tensors.size());
+    if (histograms) rebin_histograms(first.stats, settings);
+    size_t scored = 0;
+    passes += set_all_candidates(first.stats, settings, first.samples, scored) > 0;
+    merged_shards(shards, what, tensors.size(), &first.stats);
+    for (TensorStats& t : first.stats)
+      if (!t.candidates.empty()) choose_candidate(t);
+  } else {
+    first = merged_shards(shards, what, tensors.size(), nullptr);
+    if (histograms) rebin_histograms(first.stats, settings);
   }
-  std::vector<TensorStats> merged = merge_workers(workers, tensors.size());
-  if (options.method == Method::Entropy || options.method == Method::Percentile ||
-      options.method == Method::Distribution)
-    rebin_histograms(merged, settings);
   for (size_t i = 0; i < tensors.size(); ++i)
-    if (merged[i].below_floor > 0)  // shards keep their grids whole
+    if (first.stats[i].below_floor > 0)  // shards keep their grids whole
       throw Error(what.at(0) + ": a histogram of '" + tensors[i] + "' counted only in part");
-  CalibrationResult result =
-      ranges_of_merged(merged, tensors, settings, threads, samples, skipped, std::to_string(shards.size()) + " shards",
-                       options);
-  result.passes = 1;
+  CalibrationResult result = ranges_of_merged(first.stats, tensors, settings, threads, first.samples, first.skipped,
+                                              std::to_string(shards.size()) + " shards", options);
+  result.passes = passes;
   return result;
 }
 

@@ -76,13 +76,15 @@ struct CalibOptions {
   std::shared_ptr<SampleRanks> ranks;
   // A shard run apart (calibrate --shard i/N --save-stats): share `shard` of `shards`, whose
   // statistics the result holds (shard_stats) instead of ranges, for merge_shard_stats.
-  // 0 shards: not a shard. Methods that read the data twice need the merge between their
-  // passes, so only ranks run them.
+  // 0 shards: not a shard. MinMSE "All" and LayerWisePercentile score their candidates in a
+  // second pass over the first merged: a shard runs the first pass, or, given `first_pass`
+  // (merge_first_pass_shards of every shard's first pass), its second.
   size_t shard = 0, shards = 0;
+  std::string first_pass;
 };
 
 // Whether `o` reads the data a second time after merging the first pass (MinMSE "All",
-// LayerWisePercentile): not possible for shards run apart.
+// LayerWisePercentile): shards run apart then run twice.
 bool needs_merged_second_pass(const CalibOptions& o);
 
 // The histogram bins `options` asks for, its method's default when num_bins is 0.
@@ -121,9 +123,15 @@ struct CalibrationResult {
 CalibrationResult calibrate(const ir::Model& model, const std::vector<std::string>& tensors, DataReader& reader,
                             const CalibOptions& options);
 
+// The first pass of every shard (CalibrationResult::shard_stats, in shard order, `what` naming
+// each in messages) merged, as the bytes of CalibOptions::first_pass, for the shards' second pass.
+std::string merge_first_pass_shards(const std::vector<std::string>& shards, const std::vector<std::string>& what,
+                                    const std::vector<std::string>& tensors);
+
 // The ranges of `tensors` from the statistics of every shard (CalibrationResult::shard_stats,
-// in shard order, `what` naming each one in messages), merged as calibrate merges its workers:
-// what calibrate gives on all the samples. Error naming the shard whose bytes are corrupt.
+// in shard order), merged as calibrate merges its workers: what calibrate gives on all the
+// samples. MinMSE "All" and LayerWisePercentile: the shards' second passes, with their merged
+// first pass in options.first_pass. Error naming the shard whose bytes are corrupt.
 CalibrationResult merge_shard_stats(const std::vector<std::string>& shards, const std::vector<std::string>& what,
                                     const std::vector<std::string>& tensors, const CalibOptions& options);
 

@@ -27,8 +27,7 @@ size_t count_non_finite(const ir::Tensor& t) {
 }  // namespace
 
 SamplePasses::SamplePasses(const ir::Model& model, const std::vector<std::string>& tensors, DataReader& reader,
-                           const CalibOptions& options, int workers, int threads, SampleShare share,
-                           SampleRanks* ranks)
+                           const CalibOptions& options, int workers, int threads, SampleShare share, SampleRanks* ranks)
     : reader_(reader),
       options_(options),
       worker_count_(workers),

@@ -30,6 +30,8 @@ std::string hex(uint64_t v) {
 
 std::string model_digest(const std::string& serialized_model) { return hex(fnv1a(serialized_model)); }
 
+std::string statistics_digest(const std::string& statistics) { return hex(fnv1a(statistics)); }
+
 std::string write_shard_file(const ShardFile& file) {
   const ShardHeader& h = file.header;
   nlohmann::json j = {
@@ -41,6 +43,9 @@ std::string write_shard_file(const ShardFile& file) {
       {"shard", h.shard},
       {"shards", h.shards},
       {"samples", h.samples},
+      {"pass", h.pass},
+      {"merged", h.merged},
+      {"first_pass", h.first_pass},
       {"statistics_bytes", file.statistics.size()},
       {"statistics_digest", hex(fnv1a(file.statistics))},
   };
@@ -68,6 +73,9 @@ ShardFile read_shard_file(const std::string& bytes, const std::string& name) {
     h.shard = j.at("shard").get<size_t>();
     h.shards = j.at("shards").get<size_t>();
     h.samples = j.at("samples").get<size_t>();
+    h.pass = j.at("pass").get<int>();
+    h.merged = j.at("merged").get<bool>();
+    h.first_pass = j.at("first_pass").get<std::string>();
     file.statistics = bytes.substr(end + 1);
     if (file.statistics.size() != j.at("statistics_bytes").get<size_t>())
       throw Error(name + ": " + std::to_string(file.statistics.size()) + " bytes of statistics where the header says " +
@@ -77,9 +85,23 @@ ShardFile read_shard_file(const std::string& bytes, const std::string& name) {
   } catch (const nlohmann::json::exception& e) {
     throw Error(name + ": a shard file's header: " + e.what());
   }
+  if (h.pass != 1 && h.pass != 2) throw Error(name + ": pass " + std::to_string(h.pass) + " (1 or 2)");
   if (h.shards == 0 || h.shard >= h.shards)
     throw Error(name + ": shard " + std::to_string(h.shard) + " of " + std::to_string(h.shards));
   return file;
+}
+
+void check_same_calibration(const ShardHeader& first, const ShardHeader& h, const std::string& name,
+                            const std::string& first_name) {
+  auto differs = [&](const std::string& what) {
+    throw Error(name + ": " + what + ", unlike " + first_name + ": not shards of one calibration");
+  };
+  if (h.model != first.model) differs("another model (digest " + h.model + ")");
+  if (h.options != first.options) differs("other calibration options (" + h.options + ")");
+  if (h.activation_type != first.activation_type) differs("another activation type (" + h.activation_type + ")");
+  if (h.tensors != first.tensors) differs("other tensors");
+  if (h.shards != first.shards) differs("one of " + std::to_string(h.shards) + " shards");
+  if (h.samples != first.samples) differs(std::to_string(h.samples) + " samples in all");
 }
 
 std::vector<size_t> check_shards(const std::vector<ShardFile>& files, const std::vector<std::string>& names) {
@@ -88,15 +110,15 @@ std::vector<size_t> check_shards(const std::vector<ShardFile>& files, const std:
   std::vector<size_t> order(first.shards, SIZE_MAX);
   for (size_t k = 0; k < files.size(); ++k) {
     const ShardHeader& h = files[k].header;
-    auto differs = [&](const std::string& what) {
-      throw Error(names[k] + ": " + what + ", unlike " + names[0] + ": not shards of one calibration");
-    };
-    if (h.model != first.model) differs("another model (digest " + h.model + ")");
-    if (h.options != first.options) differs("other calibration options (" + h.options + ")");
-    if (h.activation_type != first.activation_type) differs("another activation type (" + h.activation_type + ")");
-    if (h.tensors != first.tensors) differs("other tensors");
-    if (h.shards != first.shards) differs("one of " + std::to_string(h.shards) + " shards");
-    if (h.samples != first.samples) differs(std::to_string(h.samples) + " samples in all");
+    if (h.merged)
+      throw Error(names[k] + ": the merged first pass of " + std::to_string(h.shards) +
+                  " shards, not a shard: give it with --first-pass");
+    check_same_calibration(first, h, names[k], names[0]);
+    if (h.pass != first.pass || h.first_pass != first.first_pass)
+      throw Error(names[k] + ": " +
+                  (h.pass != first.pass ? (h.pass == 1 ? "a first pass" : "a second pass")
+                                        : "a second pass on another first pass") +
+                  ", unlike " + names[0] + ": not shards of one calibration");
     if (order[h.shard] != SIZE_MAX)
       throw Error(names[k] + ": shard " + std::to_string(h.shard) + " of " + std::to_string(h.shards) +
                   " again (also " + names[order[h.shard]] + ")");
@@ -104,8 +126,8 @@ std::vector<size_t> check_shards(const std::vector<ShardFile>& files, const std:
   }
   for (size_t s = 0; s < order.size(); ++s)
     if (order[s] == SIZE_MAX)
-      throw Error("merge-stats: shard " + std::to_string(s) + " of " + std::to_string(first.shards) +
-                  " is missing (" + std::to_string(files.size()) + " files given)");
+      throw Error("merge-stats: shard " + std::to_string(s) + " of " + std::to_string(first.shards) + " is missing (" +
+                  std::to_string(files.size()) + " files given)");
   return order;
 }
 

@@ -39,7 +39,8 @@ uint64_t StatsReader::varint() {
 
 size_t StatsReader::count(size_t min_bytes) {
   const uint64_t n = varint();
-  if (min_bytes && n > (bytes_.size() - pos_) / min_bytes) fail("a count of " + std::to_string(n) + " items beyond its end");
+  if (min_bytes && n > (bytes_.size() - pos_) / min_bytes)
+    fail("a count of " + std::to_string(n) + " items beyond its end");
   return static_cast<size_t>(n);
 }
 

@@ -68,7 +68,8 @@ TensorStats read_tensor(StatsReader& in) {
     const size_t sample = in.varint();
     const int64_t pos = in.i64();
     if (pos < -2000 || pos > 2000) in.fail("a power-of-two position " + std::to_string(pos));
-    if (!t.best_pos.emplace(sample, static_cast<int>(pos)).second) in.fail("sample " + std::to_string(sample) + " twice");
+    if (!t.best_pos.emplace(sample, static_cast<int>(pos)).second)
+      in.fail("sample " + std::to_string(sample) + " twice");
   }
   t.grid = GridHistogram::read(in);
   t.error_sums.resize(in.count());

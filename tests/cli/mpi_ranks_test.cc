@@ -24,11 +24,11 @@ using cli_test::onnxptq;
 using cli_test::run;
 using cli_test::slurp;
 
-// Each method's options, and whether its shards can run apart (the methods that score candidates
-// in a second pass after merging the first cannot).
+// Each method's options, and whether it scores candidates in a second pass over the first merged
+// (its shards then run twice: first passes, merged, then second passes on that).
 struct RanksMethod {
   const char* options;
-  bool shards;
+  bool one_pass;
 };
 const std::vector<RanksMethod> kRanksMethods = {
     {"--method MinMax", true},
@@ -176,8 +176,8 @@ TEST_F(CalibrationRanks, AFailingRankEndsTheJobNamingRankAndSample) {
                 "', np.zeros((8, 5), np.float32))\"")
                 .code,
             0);
-  CliRun r = over_ranks(3, "calibrate " + model_ + " --calib-data " + path("bad") + " --threads 1 -o " +
-                               path("bad.json"));
+  CliRun r =
+      over_ranks(3, "calibrate " + model_ + " --calib-data " + path("bad") + " --threads 1 -o " + path("bad.json"));
   EXPECT_NE(r.code, 0);
   EXPECT_NE(r.code, 124) << "a hang";
   EXPECT_NE(r.err.find("rank 1 of 3: error: calibration sample 4 of folder " + path("bad") +
@@ -196,8 +196,8 @@ TEST_F(CalibrationRanks, CommandsThatDoNotShareRefuseToRunOverRanks) {
                        "started"),
             std::string::npos)
       << r.err;
-  CliRun shard = over_ranks(2, "calibrate " + model_ + " --calib-data " + samples_ + " --shard 0/2 --save-stats " +
-                                   path("s.stats"));
+  CliRun shard = over_ranks(
+      2, "calibrate " + model_ + " --calib-data " + samples_ + " --shard 0/2 --save-stats " + path("s.stats"));
   EXPECT_NE(shard.code, 0);
   EXPECT_NE(shard.err.find("error: --shard and --save-stats run one share apart"), std::string::npos) << shard.err;
   EXPECT_FALSE(fs::exists(path("s.stats")));
@@ -215,29 +215,47 @@ TEST_F(CalibrationRanks, UnderALauncherOfSeveralProcessesOthersRefuse) {
 }
 
 // Shard files: each shard run apart, merged in any order, gives the one process's bytes, for
-// every method that does not read the samples again after merging; those are refused by name.
+// every method; those that score candidates after merging run each shard twice, the second time
+// on the first passes merged.
 TEST_F(CalibrationRanks, ShardFilesMergedGiveTheOneProcessBytes) {
   for (const RanksMethod& m : kRanksMethods) {
     const std::string want = one_process(m.options);
-    for (size_t i = 0; i < 3; ++i) {
-      const std::string file = path("s" + std::to_string(i) + ".stats");
-      fs::remove(file);
-      CliRun r = onnxptq("calibrate " + model_ + " --calib-data " + samples_ + " --quiet --shard " +
-                         std::to_string(i) + "/3 --save-stats " + file + " " + m.options);
-      if (!m.shards) {
-        expect_one_line_error(r, std::string(m.options).find("MinMSE") != std::string::npos
-                                     ? "MinMSE \"All\" scores its candidates in a second pass"
-                                     : "LayerWisePercentile scores its candidates in a second pass");
-        EXPECT_FALSE(fs::exists(file));
-        break;
+    auto run_shards = [&](const std::string& prefix, const std::string& extra) {
+      for (size_t i = 0; i < 3; ++i) {
+        const std::string file = path(prefix + std::to_string(i) + ".stats");
+        fs::remove(file);
+        CliRun r = onnxptq("calibrate " + model_ + " --calib-data " + samples_ + " --quiet --shard " +
+                           std::to_string(i) + "/3 --save-stats " + file + " " + extra + m.options);
+        ASSERT_EQ(r.code, 0) << m.options << "\n" << r.err;
       }
-      ASSERT_EQ(r.code, 0) << m.options << "\n" << r.err;
-    }
-    if (!m.shards) continue;
+    };
+    const std::string shuffled = " " + path("s2.stats") + " " + path("s0.stats") + " " + path("s1.stats");
     fs::remove(path("merged.json"));
-    CliRun merged = onnxptq("merge-stats " + path("s2.stats") + " " + path("s0.stats") + " " + path("s1.stats") +
-                            " --quiet -o " + path("merged.json"));
-    ASSERT_EQ(merged.code, 0) << m.options << "\n" << merged.err;
+    run_shards("s", "");
+    if (m.one_pass) {
+      CliRun merged = onnxptq("merge-stats" + shuffled + " --quiet -o " + path("merged.json"));
+      ASSERT_EQ(merged.code, 0) << m.options << "\n" << merged.err;
+    } else {
+      fs::remove(path("first.stats"));
+      CliRun first = onnxptq("merge-stats" + shuffled + " -o " + path("first.stats"));
+      ASSERT_EQ(first.code, 0) << m.options << "\n" << first.err;
+      EXPECT_NE(first.err.find("next, each shard's second pass"), std::string::npos) << first.err;
+      run_shards("t", "--first-pass " + path("first.stats") + " ");
+      CliRun merged = onnxptq("merge-stats --first-pass " + path("first.stats") + " " + path("t1.stats") + " " +
+                              path("t2.stats") + " " + path("t0.stats") + " --quiet -o " + path("merged.json"));
+      ASSERT_EQ(merged.code, 0) << m.options << "\n" << merged.err;
+      // The passes out of turn: one line naming the file.
+      expect_one_line_error(onnxptq("merge-stats " + path("t0.stats") + " " + path("t1.stats") + " " +
+                                    path("t2.stats") + " -o " + path("x.json")),
+                            path("t0.stats") + ": a second pass: give the merged first pass it ran on");
+      expect_one_line_error(onnxptq("merge-stats " + path("first.stats") + " -o " + path("x.json")),
+                            path("first.stats") + ": the merged first pass of 3 shards, not a shard");
+      expect_one_line_error(onnxptq("merge-stats" + shuffled), "these are first passes");
+      expect_one_line_error(onnxptq("merge-stats --first-pass " + path("first.stats") + " " + path("t0.stats") + " " +
+                                    path("s1.stats") + " " + path("t2.stats") + " -o " + path("x.json")),
+                            path("s1.stats") + ": a first pass, unlike " + path("t0.stats"));
+      EXPECT_FALSE(fs::exists(path("x.json")));
+    }
     EXPECT_EQ(slurp(path("merged.json")), want) << m.options;
   }
 }
