@@ -44,11 +44,12 @@ SamplePasses::SamplePasses(const ir::Model& model, const std::vector<std::string
 
 void SamplePasses::run(bool first, const Reduce& reduce, size_t limit) {
   workers_.assign(static_cast<size_t>(worker_count_), std::vector<TensorStats>(tensor_count_));
-  // The samples before this share: read past (the protocol has no seek), not run.
-  size_t next_index = 0;
-  for (; next_index < share_.begin; ++next_index)
-    if (!reader_.next()) break;
+  // The samples before this share: read past (the protocol has no seek), not run; none when the
+  // pass stops before the share.
   limit = std::min(limit, share_.end);
+  size_t next_index = 0;
+  for (; next_index < std::min(share_.begin, limit); ++next_index)
+    if (!reader_.next()) break;
   std::mutex reader_mutex;
   std::exception_ptr failure;
   std::atomic<bool> stop{false};
