@@ -15,6 +15,7 @@ cd "$(dirname "$0")"
 DEBIAN_PACKAGES=(
   cmake ninja-build g++ pkg-config
   libonnx-dev libprotobuf-dev protobuf-compiler libdnnl-dev ocl-icd-opencl-dev libcli11-dev nlohmann-json3-dev libstb-dev zlib1g-dev
+  libopenmpi-dev openmpi-bin
   libgtest-dev libbenchmark-dev
   pybind11-dev python3-dev python3-pytest python3-pip python3-setuptools python3-venv python3-wheel
   libonnx-testdata python3-onnx python3-numpy python3-pil python3-torch python3-torchvision

@@ -3,13 +3,17 @@
 
 #include <unistd.h>
 
+#include <fstream>
 #include <iostream>
+#include <iterator>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <sstream>
 
 #include "cli/calib_data.h"
 #include "cli/commands.h"
+#include "cli/mpi_ranks.h"
 #include "cli/progress.h"
 #include "cli/quant_options.h"
 #include "onnxptq/error.h"
@@ -42,7 +46,26 @@ struct CalibrateArgs {
   bool strict = false;
   bool quiet = false;
   bool no_optimize_model = false;
+  std::string save_stats;  // --save-stats: a shard file instead of ranges
+  std::string shard;       // --shard i/N
+  std::string first_pass;  // --first-pass: merge-stats' merged first pass, for a shard's second
 };
+
+// --shard's "i/N": shard i (from 0) of N.
+std::pair<size_t, size_t> parse_shard(const std::string& text) {
+  const size_t slash = text.find('/');
+  auto digits = [](const std::string& t) {
+    return !t.empty() && t.find_first_not_of("0123456789") == std::string::npos;
+  };
+  if (slash == std::string::npos || !digits(text.substr(0, slash)) || !digits(text.substr(slash + 1)) ||
+      text.size() > 40)
+    throw Error("--shard must be i/N (shard i of N, from 0), got '" + text + "'");
+  const size_t i = std::stoull(text.substr(0, slash)), n = std::stoull(text.substr(slash + 1));
+  if (n == 0 || i >= n)
+    throw Error("--shard " + text + ": shards are numbered 0 to N-1" +
+                (n ? " (0 to " + std::to_string(n - 1) + ")" : ""));
+  return {i, n};
+}
 
 // --activation-type's names for the config's QuantType names.
 const char* activation_type_key(const std::string& t) {
@@ -55,7 +78,24 @@ const char* activation_type_key(const std::string& t) {
 
 std::string json_text(const nlohmann::json& value) { return value.dump(); }
 
-void calibrate_command(const CalibrateArgs& a) {
+void calibrate_command(CalibrateArgs a) {
+  if (a.save_stats.empty() != a.shard.empty())
+    throw Error(a.shard.empty() ? "--save-stats writes one shard's statistics: it needs --shard i/N"
+                                : "--shard runs one share of the samples: it needs --save-stats FILE to keep them");
+  if (!a.save_stats.empty() && !a.output.empty())
+    throw Error("--save-stats and --output: a shard has statistics, not ranges (merge-stats writes those)");
+  if (!a.save_stats.empty() && command_ranks())
+    throw Error(
+        "--shard and --save-stats run one share apart; under mpirun the ranks merge their statistics "
+        "themselves: drop them, or run without mpirun");
+  if (!a.first_pass.empty() && a.shard.empty())
+    throw Error("--first-pass goes with --shard i/N and --save-stats: a shard's second pass");
+  const std::optional<std::pair<size_t, size_t>> shard =
+      a.shard.empty() ? std::nullopt : std::optional(parse_shard(a.shard));
+  if (!a.save_stats.empty()) check_output_path(a.model, a.save_stats, "--save-stats");
+  if (!a.output.empty() && a.output != "-") check_output_path(a.model, a.output, "--output");
+  const bool writer = command_rank() == 0;  // the other ranks compute the same, and say nothing
+  if (!writer) a.quiet = true;
   // Without --config every option below sets its key (with its default when not given); with it,
   // only those given override the preset's or file's.
   Config config = config_of(a.config);
@@ -88,12 +128,28 @@ void calibrate_command(const CalibrateArgs& a) {
   ProgressDisplay display(a.quiet, isatty(STDERR_FILENO));
   CalibrateOptions options;
   options.distribution_scenario = a.scenario;
+  options.ranks = command_ranks();
   if (!a.quiet) options.log = [&display](const std::string& m) { display.line(m); };
   options.progress = [&display](const Progress& p) { display.update(p); };
 
   Model model = Model::load(a.model);
   std::unique_ptr<DataReader> data = open_calib_data(a.data, model);
+  if (shard) {
+    std::string first_pass;
+    if (!a.first_pass.empty()) {
+      std::ifstream in(a.first_pass, std::ios::binary);
+      if (!in) throw Error("--first-pass " + a.first_pass + ": cannot read the file");
+      first_pass.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+    }
+    write_text_file(a.save_stats,
+                    calibrate_shard(model, *data, config, shard->first, shard->second, options, first_pass));
+    if (!a.quiet)
+      std::cerr << "statistics of shard " << shard->first << " of " << shard->second
+                << (first_pass.empty() ? "" : " (second pass)") << " written to " << a.save_stats << "\n";
+    return;
+  }
   Calibration result = calibrate(model, *data, config, options);
+  if (!writer) return;
 
   std::string text = result.to_json() + "\n";
   if (a.output.empty() || a.output == "-") {
@@ -152,6 +208,16 @@ void add_calibrate_command(CLI::App& app) {
   cmd->add_flag("--no-optimize-model", a->no_optimize_model,
                 "Calibrate the model as given, without the preparation passes `quantize` runs first (tensor names "
                 "then are the model's own)");
+  cmd->add_option("--shard", a->shard,
+                  "i/N: run shard i (from 0) of N, a contiguous share of the samples, and keep its statistics in "
+                  "--save-stats (for jobs that do not talk; under mpirun the ranks share the samples themselves)");
+  cmd->add_option("--save-stats", a->save_stats,
+                  "Shard file to write (with --shard): its statistics, which `onnxptq merge-stats` combines into "
+                  "the ranges of all the samples (MinMSE All and LayerWisePercentile: a first pass, then with "
+                  "--first-pass a second)");
+  cmd->add_option("--first-pass", a->first_pass,
+                  "With --shard and --save-stats, for MinMSE All and LayerWisePercentile: the merged first pass "
+                  "`merge-stats` wrote of every shard's first pass; this runs the shard's second pass on it");
   cmd->add_flag("--strict", a->strict, "Fail on a sample with NaN or Inf instead of skipping it");
   cmd->add_flag("--quiet", a->quiet, "Print no progress or warnings");
   cmd->callback([a, cmd] {

@@ -8,6 +8,7 @@ namespace onnxptq::cli {
 void add_inspect_command(CLI::App& app);
 void add_run_command(CLI::App& app);
 void add_calibrate_command(CLI::App& app);
+void add_merge_stats_command(CLI::App& app);
 void add_quantize_command(CLI::App& app);
 void add_preprocess_command(CLI::App& app);
 void add_evaluate_command(CLI::App& app);

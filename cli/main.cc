@@ -5,8 +5,10 @@
 
 #include <iostream>
 #include <new>
+#include <string>
 
 #include "cli/commands.h"
+#include "cli/mpi_ranks.h"
 #include "onnxptq/onnxptq.h"
 
 int main(int argc, char** argv) {
@@ -22,6 +24,7 @@ int main(int argc, char** argv) {
   onnxptq::cli::add_inspect_command(app);
   onnxptq::cli::add_run_command(app);
   onnxptq::cli::add_calibrate_command(app);
+  onnxptq::cli::add_merge_stats_command(app);
   onnxptq::cli::add_quantize_command(app);
   onnxptq::cli::add_preprocess_command(app);
   onnxptq::cli::add_evaluate_command(app);
@@ -53,30 +56,43 @@ int main(int argc, char** argv) {
     std::cerr << "error: unknown command '" << argv[1] << "' (commands: " << known << ")\n";
     return 2;
   }
+  // Under mpirun, every rank runs the command; an error on one ends them all (abort_ranks), so
+  // that none waits for it, and names the rank.
+  auto fail = [](const std::string& message, int code) {
+    const auto ranks = onnxptq::cli::command_ranks();
+    // One write of the whole line: the ranks share the terminal.
+    std::cerr << (ranks ? "rank " + std::to_string(ranks->rank()) + " of " + std::to_string(ranks->size()) + ": "
+                        : "") +
+                     message + "\n";
+    onnxptq::cli::abort_ranks(code);
+    return code;
+  };
   try {
+    if (is_known) onnxptq::cli::start_ranks(argv[1]);
     app.parse(argc, argv);  // subcommands run from their callbacks, inside parse
   } catch (const CLI::ParseError& e) {
-    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    std::cerr << "error: " << e.what() << " (see onnxptq --help)\n";
-    return 2;
+    if (e.get_exit_code() == 0) {  // --help, --version
+      onnxptq::cli::finish_ranks();
+      return app.exit(e);
+    }
+    return fail(std::string("error: ") + e.what() + " (see onnxptq --help)", 2);
   } catch (const onnxptq::Error& e) {
-    std::cerr << (e.kind() == onnxptq::ErrorKind::internal ? "internal error: " : "error: ") << e.what() << "\n";
+    const char* prefix = e.kind() == onnxptq::ErrorKind::internal ? "internal error: " : "error: ";
     switch (e.kind()) {
       case onnxptq::ErrorKind::bad_input:
-        return 2;
+        return fail(prefix + std::string(e.what()), 2);
       case onnxptq::ErrorKind::unsupported:
-        return 3;
+        return fail(prefix + std::string(e.what()), 3);
       case onnxptq::ErrorKind::internal:
-        return 1;
+        break;
     }
-    return 1;
+    return fail(prefix + std::string(e.what()), 1);
   } catch (const std::bad_alloc&) {
-    std::cerr << "error: out of memory\n";
-    return 1;
+    return fail("error: out of memory", 1);
   } catch (const std::exception& e) {
-    std::cerr << "internal error: " << e.what() << "\n";
-    return 1;
+    return fail(std::string("internal error: ") + e.what(), 1);
   }
+  onnxptq::cli::finish_ranks();
   return onnxptq::cli::command_status();
 }
 

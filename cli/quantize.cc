@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "cli/commands.h"
+#include "cli/mpi_ranks.h"
 #include "cli/progress.h"
 #include "cli/quant_options.h"
 #include "onnxptq/error.h"
@@ -65,6 +66,8 @@ AccuracyTarget accuracy_target(const QuantizeArgs& a) {
 }
 
 void quantize_command(QuantizeArgs a) {
+  const bool writer = command_rank() == 0;  // under mpirun: the other ranks compute the same, and say nothing
+  if (!writer) a.quiet = true;
   Config config = config_from(a.q);
   config.check();  // before reading any data
   check_output_path(a.model, a.output, "--output");
@@ -74,6 +77,7 @@ void quantize_command(QuantizeArgs a) {
   if (a.searches()) options.target = accuracy_target(a);
   if (!a.evaluate_command.empty()) options.evaluate = command_evaluator(a.evaluate_command, a.evaluate_timeout);
   options.model_path = a.model;
+  options.ranks = command_ranks();
   if (!a.ranges.empty()) {
     options.ranges_source = "--ranges '" + a.ranges + "'";
     std::ifstream in(a.ranges);
@@ -97,6 +101,7 @@ void quantize_command(QuantizeArgs a) {
     }
     return quantize(model, *reader, config, options);
   }();
+  if (!writer) return;
   std::string search_line = result.search_summary.empty() ? "" : result.search_summary + "\n";
   if (!result.target_met) {
     command_status() = 1;  // the model is written, but it is not what was asked for

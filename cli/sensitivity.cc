@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
+#include "cli/mpi_ranks.h"
 #include "cli/progress.h"
 #include "cli/quant_options.h"
 #include "onnxptq/error.h"
@@ -39,6 +40,8 @@ std::string db(const std::optional<OutputMetrics>& m) {
 }
 
 void sensitivity_command(SensitivityArgs a) {
+  const bool writer = command_rank() == 0;  // under mpirun: the other ranks compute the same, and say nothing
+  if (!writer) a.quiet = true;
   Config config = config_from(a.q);
   config.check();
   for (const auto& [path, option] : {std::pair{a.json, "--json"}, {a.csv, "--csv"}, {a.html, "--html"}})
@@ -52,6 +55,7 @@ void sensitivity_command(SensitivityArgs a) {
   options.split = a.split;
   options.left_float = a.left_float;
   options.threads = a.q.threads;
+  options.ranks = command_ranks();
   SensitivityReport report;
   {
     ProgressDisplay display(a.quiet, isatty(STDERR_FILENO));  // done before the table is printed
@@ -60,6 +64,7 @@ void sensitivity_command(SensitivityArgs a) {
     options.progress = [&display](const Progress& p) { display.update(p); };
     report = analyze_sensitivity(model, *reader, config, options, log);
   }
+  if (!writer) return;
   const std::vector<NodeSensitivity>& nodes = report.nodes;
   if (!a.json.empty()) write_text_file(a.json, report.to_json() + "\n");
   if (!a.csv.empty()) write_text_file(a.csv, report.to_csv());

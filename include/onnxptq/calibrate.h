@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "onnxptq/data_reader.h"
 #include "onnxptq/model.h"
 #include "onnxptq/progress.h"
+#include "onnxptq/sample_ranks.h"
 
 namespace onnxptq {
 
@@ -55,11 +57,39 @@ struct CalibrateOptions {
   // Distribution's scenario, "same" (default) or "p3" (vai_q_onnx's DistributionCalibrater; no
   // extra option sets it).
   std::string distribution_scenario = "same";
+  // Several processes sharing the samples (onnxptq/sample_ranks.h): each calls calibrate with
+  // the same arguments and gets the same ranges. Null: this process alone.
+  std::shared_ptr<SampleRanks> ranks{};
 };
 
 // Error (bad input) for a sample that does not fit the model (naming it) or no usable sample;
 // Error for a method that needs the data twice when the reader cannot start over.
 Calibration calibrate(const Model& model, DataReader& reader, const Config& config,
                       const CalibrateOptions& options = {});
+
+// Calibration split over jobs that do not talk to each other (a batch scheduler's): shard `shard`
+// of `shards` runs its contiguous share of the samples (sample_share) and returns its statistics
+// as the bytes of a shard file (docs/formats.md), for merge_shards. MinMSE "All" and
+// LayerWisePercentile score candidates in a second pass over the first merged: their shards run
+// the first pass, then, given `first_pass` (the bytes of merge_shards' merged first pass), the
+// second. Error (bad input) for a shard number out of range, a reader that does not know its
+// size, a first pass of another calibration.
+std::string calibrate_shard(const Model& model, DataReader& reader, const Config& config, size_t shard, size_t shards,
+                            const CalibrateOptions& options = {}, const std::string& first_pass = {});
+
+// What merge_shards makes of shard files: the ranges, or for the first passes of MinMSE "All" and
+// LayerWisePercentile, their merge, a file for each shard's second pass (calibrate_shard).
+struct MergedShards {
+  std::optional<Calibration> ranges;
+  std::string first_pass;
+};
+
+// What calibrate gives on all the samples, from the bytes of every shard's file (`names` name
+// them in messages), with `first_pass` (named `first_pass_name`) for second passes. Error (bad
+// input) naming the file: not a shard file, another version, truncated or corrupt, of another
+// model, method, options, shard count or pass than the first, a shard given twice; and naming a
+// shard missing.
+MergedShards merge_shards(const std::vector<std::string>& files, const std::vector<std::string>& names,
+                          const std::string& first_pass = {}, const std::string& first_pass_name = {});
 
 }  // namespace onnxptq

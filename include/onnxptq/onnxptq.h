@@ -26,6 +26,7 @@
 #include "onnxptq/quantize.h"
 #include "onnxptq/random_inputs.h"
 #include "onnxptq/readers.h"
+#include "onnxptq/sample_ranks.h"
 #include "onnxptq/sensitivity.h"
 #include "onnxptq/session.h"
 #include "onnxptq/tensor.h"

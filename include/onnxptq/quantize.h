@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "onnxptq/data_reader.h"
 #include "onnxptq/model.h"
 #include "onnxptq/progress.h"
+#include "onnxptq/sample_ranks.h"
 
 namespace onnxptq {
 
@@ -65,6 +67,10 @@ struct QuantizeOptions {
   // SaveAndRestore extra option.
   std::optional<Calibration> ranges{};
   std::string ranges_source = "the given ranges";
+  // Several processes sharing the calibration samples (onnxptq/sample_ranks.h): each calls
+  // quantize with the same arguments and gets the same model. Not with include_fast_ft, whose
+  // training runs in one process (Error). Null: this process alone.
+  std::shared_ptr<SampleRanks> ranks{};
 };
 
 struct QuantizeOutcome {

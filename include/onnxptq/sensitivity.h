@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <functional>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "onnxptq/data_reader.h"
 #include "onnxptq/model.h"
 #include "onnxptq/progress.h"
+#include "onnxptq/sample_ranks.h"
 
 namespace onnxptq {
 
@@ -47,6 +49,9 @@ struct SensitivityOptions {
   int threads = 0;
   // Calibration samples read, then nodes measured.
   ProgressFunction progress{};
+  // Several processes sharing the calibration samples (onnxptq/sample_ranks.h); the nodes are
+  // measured in each, alike. Null: this process alone.
+  std::shared_ptr<SampleRanks> ranks{};
 };
 
 struct SensitivityReport {

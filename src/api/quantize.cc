@@ -90,6 +90,15 @@ EvaluateFunction command_evaluator(const std::string& command, double timeout_se
 QuantizeOutcome quantize(const Model& model, DataReader& reader, const Config& config, const QuantizeOptions& o) {
   quant::QuantConfig c = config.quant();
   c.calib.progress = o.progress;
+  c.calib.ranks = o.ranks;
+  if (o.ranks && o.ranks->size() > 1 && (c.include_fast_ft || (c.include_auto_mp && c.auto_mp.use_fast_ft)))
+    throw Error(
+        "include_fast_ft: fast finetune trains in one process; run it without ranks (mpirun -np 1), or "
+        "calibrate over ranks and quantize with the ranges (QuantizeOptions::ranges)");
+  if (o.ranks && o.ranks->size() > 1 && (c.include_auto_mp || o.target))
+    throw Error(std::string(c.include_auto_mp ? "include_auto_mp" : "an accuracy target") +
+                ": the search runs in one process; run it without ranks, or calibrate over ranks and quantize with "
+                "the ranges (QuantizeOptions::ranges)");
   quant::check_config(c);  // before reading any data
   const ir::Model& m = model.ir();
   quant::resolve_float16_model(c, m, o.log);  // QuantizeFP16

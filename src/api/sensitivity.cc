@@ -27,6 +27,9 @@ SensitivityReport analyze_sensitivity(const Model& model, DataReader& reader, co
   if (!c.save_and_restore.empty())
     throw Error("extra option SaveAndRestore goes with quantize, not with the sensitivity analysis");
   c.calib.progress = options.progress;                                            // fast finetune's layers
+  c.calib.ranks = options.ranks;
+  if (options.ranks && options.ranks->size() > 1 && c.include_fast_ft)
+    throw Error("include_fast_ft: fast finetune trains in one process; run the sensitivity analysis without ranks");
   std::unique_ptr<DataReader> random = quant::random_data_reader(model.ir(), c);  // UseRandomData
   return accuracy::analyze_sensitivity(model.ir(), random ? *random : reader, c, options, log);
 }

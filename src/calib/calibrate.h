@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -15,6 +16,7 @@
 #include "calib/data_reader.h"
 #include "ir/model.h"
 #include "onnxptq/progress.h"
+#include "onnxptq/sample_ranks.h"
 
 namespace onnxptq::calib {
 
@@ -68,7 +70,22 @@ struct CalibOptions {
   // Items done of the long phases (samples here; layers and trials above, which get it with the
   // rest of these options); default: nothing.
   ProgressFunction progress;
+  // Data parallelism (onnxptq/sample_ranks.h): this process runs its contiguous share of the
+  // samples, and after each pass the ranks' statistics are merged as the workers' are. Null (or
+  // one rank): every sample here.
+  std::shared_ptr<SampleRanks> ranks;
+  // A shard run apart (calibrate --shard i/N --save-stats): share `shard` of `shards`, whose
+  // statistics the result holds (shard_stats) instead of ranges, for merge_shard_stats.
+  // 0 shards: not a shard. MinMSE "All" and LayerWisePercentile score their candidates in a
+  // second pass over the first merged: a shard runs the first pass, or, given `first_pass`
+  // (merge_first_pass_shards of every shard's first pass), its second.
+  size_t shard = 0, shards = 0;
+  std::string first_pass;
 };
+
+// Whether `o` reads the data a second time after merging the first pass (MinMSE "All",
+// LayerWisePercentile): shards run apart then run twice.
+bool needs_merged_second_pass(const CalibOptions& o);
 
 // The histogram bins `options` asks for, its method's default when num_bins is 0.
 size_t calib_histogram_bins(const CalibOptions& options);
@@ -94,6 +111,8 @@ struct CalibrationResult {
   std::vector<size_t> skipped;  // indices of samples skipped for NaN or Inf
   std::vector<std::string> non_finite;  // tensors computed, but never to a finite value: no range
   int passes = 0;  // times the data was read
+  std::vector<size_t> rank_samples;  // over ranks: the samples each one read, in rank order
+  std::string shard_stats;           // a shard's statistics (CalibOptions::shards)
 };
 
 // Calibrates `tensors` of `model`. The reader must rewind for methods that read the data twice
@@ -103,5 +122,22 @@ struct CalibrationResult {
 // sample), no usable sample.
 CalibrationResult calibrate(const ir::Model& model, const std::vector<std::string>& tensors, DataReader& reader,
                             const CalibOptions& options);
+
+// The first pass of every shard (CalibrationResult::shard_stats, in shard order, `what` naming
+// each in messages) merged, as the bytes of CalibOptions::first_pass, for the shards' second pass.
+std::string merge_first_pass_shards(const std::vector<std::string>& shards, const std::vector<std::string>& what,
+                                    const std::vector<std::string>& tensors);
+
+// The ranges of `tensors` from the statistics of every shard (CalibrationResult::shard_stats,
+// in shard order), merged as calibrate merges its workers: what calibrate gives on all the
+// samples. MinMSE "All" and LayerWisePercentile: the shards' second passes, with their merged
+// first pass in options.first_pass. Error naming the shard whose bytes are corrupt.
+CalibrationResult merge_shard_stats(const std::vector<std::string>& shards, const std::vector<std::string>& what,
+                                    const std::vector<std::string>& tensors, const CalibOptions& options);
+
+// The options that decide the statistics and ranges (not threads, workers, logs or ranks), as
+// JSON for a shard file, and back (Error naming a key missing or of the wrong kind).
+std::string calib_options_json(const CalibOptions& options);
+CalibOptions calib_options_from_json(const std::string& json);
 
 }  // namespace onnxptq::calib

@@ -2,6 +2,8 @@
 
 #include <cmath>
 
+#include "calib/stats_bytes.h"
+
 namespace onnxptq::calib {
 
 void ExactSum::add(double v) {
@@ -69,6 +71,27 @@ double ExactSum::value() const {
       break;
     }
   return std::ldexp(static_cast<double>(v), static_cast<int>(32 * low) - 1074);
+}
+
+void ExactSum::write(StatsWriter& out) const {
+  ExactSum c = *this;
+  c.carry();
+  out.u8(static_cast<uint8_t>(nan_ | infinite_ << 1 | !c.digits_.empty() << 2));
+  for (uint64_t d : c.digits_) out.varint(d);
+}
+
+ExactSum ExactSum::read(StatsReader& in) {
+  ExactSum s;
+  const uint8_t flags = in.u8();
+  if (flags > 7) in.fail("an exact sum's flags " + std::to_string(flags));
+  s.nan_ = flags & 1;
+  s.infinite_ = flags & 2;
+  if (flags & 4) {
+    s.digits_.resize(kDigits);
+    for (uint64_t& d : s.digits_)
+      if ((d = in.varint()) > 0xffffffffu) in.fail("an exact sum's digit beyond 32 bits");
+  }
+  return s;
 }
 
 }  // namespace onnxptq::calib

@@ -8,6 +8,9 @@
 
 namespace onnxptq::calib {
 
+class StatsReader;
+class StatsWriter;
+
 // A sum of non-negative doubles held exactly, as an integer number of 2^-1074 (the smallest
 // double's step): adding is then associative, so the sum is the same in any order and however the
 // terms are split over workers and passes. A NaN or infinite term makes the sum NaN or infinite.
@@ -16,6 +19,9 @@ class ExactSum {
   void add(double v);
   void merge(const ExactSum& other);
   double value() const;  // the sum, rounded to nearest
+  // Its bytes (stats_bytes.h), carried, so that equal sums write equal bytes; read checks them.
+  void write(StatsWriter& out) const;
+  static ExactSum read(StatsReader& in);
 
  private:
   void carry();

@@ -14,6 +14,7 @@
 #endif
 
 #include "calib/reduce_blocks.h"
+#include "calib/stats_bytes.h"
 #include "engine/parallel.h"
 #include "onnxptq/error.h"
 
@@ -357,6 +358,51 @@ Histogram GridHistogram::rebin(double lo, double hi, size_t bins) const {
     if (counts_[i]) h.add_count((static_cast<double>(static_cast<int64_t>(i) - offset) + 0.5) * w, counts_[i]);
   if (below_) h.add_count((static_cast<double>(floor_) - 0.5) * w, below_);
   return h;
+}
+
+void GridHistogram::write(StatsWriter& out) const {
+  out.u8(empty() ? 0 : abs_ ? 2 : 1);  // an empty grid merges as a default one: nothing more
+  if (empty()) return;
+  out.i64(limit_);
+  out.i64(k_);
+  out.f64(tail_share_);
+  out.i64(floor_);
+  out.varint(below_);
+  size_t first = 0, last = counts_.size();
+  while (first < last && counts_[first] == 0) ++first;
+  while (last > first && counts_[last - 1] == 0) --last;
+  out.varint(counts_.size());
+  out.varint(first);
+  out.varint(last - first);
+  for (size_t i = first; i < last; ++i) out.varint(counts_[i]);
+}
+
+GridHistogram GridHistogram::read(StatsReader& in) {
+  GridHistogram g;
+  const uint8_t kind = in.u8();
+  if (kind > 2) in.fail("a histogram's kind " + std::to_string(kind));
+  if (kind == 0) return g;
+  const bool abs = kind == 2;
+  g.abs_ = abs;
+  g.limit_ = in.i64();
+  const int64_t k = in.i64();
+  g.tail_share_ = in.f64();
+  g.floor_ = in.i64();
+  g.below_ = in.varint();
+  const size_t size = in.count(0);
+  const int64_t most = 4 * static_cast<int64_t>(kMaxBins);
+  if (g.limit_ < 1 || g.limit_ > most || (g.limit_ & (g.limit_ - 1)) || k < -1100 || k > 1100 ||
+      !(g.tail_share_ > 0 && g.tail_share_ <= 1))
+    in.fail("a histogram's grid");
+  g.k_ = static_cast<int>(k);
+  const size_t first = in.count(0), n = in.count();
+  if (size != static_cast<size_t>(abs ? g.limit_ : 2 * g.limit_)) in.fail("a histogram's size");
+  if (first > size || n > size - first) in.fail("a histogram's counts beyond its size");
+  if (g.floor_ < 0 || g.floor_ >= static_cast<int64_t>(size) || (!abs && (g.floor_ || g.below_)))
+    in.fail("a histogram's floor");
+  g.counts_.assign(size, 0);
+  for (size_t i = first; i < first + n; ++i) g.counts_[i] = in.varint();
+  return g;
 }
 
 }  // namespace onnxptq::calib

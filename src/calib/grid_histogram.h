@@ -10,6 +10,9 @@
 
 namespace onnxptq::calib {
 
+class StatsReader;
+class StatsWriter;
+
 // A histogram taken in one pass, before the range it will be read over is known: counts on a
 // grid of bins 2^k wide with an edge at 0, at the finest k where the largest |x| seen fits in
 // the grid's bins. A larger value doubles the width as often as needed, adding up neighbouring
@@ -42,6 +45,10 @@ class GridHistogram {
   // How many values are counted only together, below the floor (rebin puts them in the bin of
   // the centre of the grid bin under the floor, below every bin that has a count of its own).
   uint64_t below_floor() const { return below_; }
+  // Its bytes (stats_bytes.h): the counts from the first to the last that is not 0. read checks
+  // the grid's shape (bins a power of two up to kMaxBins' grid, the floor within it).
+  void write(StatsWriter& out) const;
+  static GridHistogram read(StatsReader& in);
 
  private:
   void widen(int k);               // to bins 2^k wide

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "calib/sample_passes_detail.h"
+#include "calib/stats_bytes.h"
 #include "engine/kernel.h"
 #include "onnxptq/error.h"
 
@@ -26,8 +27,13 @@ size_t count_non_finite(const ir::Tensor& t) {
 }  // namespace
 
 SamplePasses::SamplePasses(const ir::Model& model, const std::vector<std::string>& tensors, DataReader& reader,
-                           const CalibOptions& options, int workers, int threads)
-    : reader_(reader), options_(options), worker_count_(workers), tensor_count_(tensors.size()) {
+                           const CalibOptions& options, int workers, int threads, SampleShare share, SampleRanks* ranks)
+    : reader_(reader),
+      options_(options),
+      worker_count_(workers),
+      tensor_count_(tensors.size()),
+      share_(share),
+      ranks_(ranks && ranks->size() > 1 ? ranks : nullptr) {
   for (size_t i = 0; i < tensors.size(); ++i) index_.emplace(tensors[i], i);
   engine::SessionOptions so;
   so.threads = threads;
@@ -38,7 +44,12 @@ SamplePasses::SamplePasses(const ir::Model& model, const std::vector<std::string
 
 void SamplePasses::run(bool first, const Reduce& reduce, size_t limit) {
   workers_.assign(static_cast<size_t>(worker_count_), std::vector<TensorStats>(tensor_count_));
+  // The samples before this share: read past (the protocol has no seek), not run; none when the
+  // pass stops before the share.
+  limit = std::min(limit, share_.end);
   size_t next_index = 0;
+  for (; next_index < std::min(share_.begin, limit); ++next_index)
+    if (!reader_.next()) break;
   std::mutex reader_mutex;
   std::exception_ptr failure;
   std::atomic<bool> stop{false};
@@ -103,9 +114,45 @@ void SamplePasses::run(bool first, const Reduce& reduce, size_t limit) {
     for (auto& t : threads) t.join();
   }
   if (failure) std::rethrow_exception(failure);
+  read_ = next_index - std::min(next_index, share_.begin);
   if (first) {
     samples_ = next_index;
     std::sort(skipped_.begin(), skipped_.end());
+    rank_samples_ = {read_};
+  }
+  if (ranks_) exchange(first);
+}
+
+ShareStats SamplePasses::share_stats() {
+  ShareStats share;
+  share.samples = read_;
+  share.skipped = skipped_;
+  share.stats = merge_workers(workers_, tensor_count_);
+  return share;
+}
+
+// Every rank's statistics of this pass, one worker a rank (MPI_Allgatherv of each rank's bytes),
+// and of the first pass, every rank's samples and those skipped.
+void SamplePasses::exchange(bool first) {
+  StatsWriter out;
+  write_share_stats(share_stats(), out);
+  std::vector<std::string> all = ranks_->all_gather(out.bytes());
+  workers_.clear();
+  std::vector<size_t> samples, skipped;
+  exchanged_bytes_ = 0;
+  for (size_t r = 0; r < all.size(); ++r) {
+    exchanged_bytes_ = std::max(exchanged_bytes_, all[r].size());
+    StatsReader in(all[r], "the statistics of rank " + std::to_string(r));
+    ShareStats share = read_share_stats(in, tensor_count_);
+    samples.push_back(share.samples);
+    skipped.insert(skipped.end(), share.skipped.begin(), share.skipped.end());
+    workers_.push_back(std::move(share.stats));
+  }
+  if (first) {
+    rank_samples_ = samples;
+    samples_ = 0;
+    for (size_t n : samples) samples_ += n;
+    skipped_ = skipped;  // each rank's in order, the ranks in sample order
   }
 }
 

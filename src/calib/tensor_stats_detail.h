@@ -64,6 +64,30 @@ struct TensorStats {
   } early;
 };
 
+class StatsReader;
+class StatsWriter;
+
+// Adds what a worker kept of one tensor to what `into` holds: the merge of the threads' statistics,
+// and of the ranks' (each rank one more worker). Exact, so the order does not matter; `from`'s
+// grid is moved.
+void merge_worker_stats(TensorStats& into, TensorStats& from);
+
+// The first pass's statistics of every worker, merged (each tensor's workers in order).
+std::vector<TensorStats> merge_workers(std::vector<std::vector<TensorStats>>& workers, size_t tensors);
+
+// What a rank (or a shard) ran of one pass: how many samples it read, those it skipped (NaN or
+// Inf) and its workers' statistics merged. As bytes (stats_bytes.h), only what a pass fills in
+// (seen, extrema, per-sample extrema and MinMSE positions, grid histograms, error sums); the rest
+// is derived from these after the merge, on every rank alike.
+struct ShareStats {
+  size_t samples = 0;
+  std::vector<size_t> skipped;
+  std::vector<TensorStats> stats;
+};
+void write_share_stats(const ShareStats& share, StatsWriter& out);
+// Error naming `in`'s bytes when they do not hold `tensors` tensors' statistics.
+ShareStats read_share_stats(StatsReader& in, size_t tensors);
+
 // The options of one calibration as its methods read them.
 struct MethodSettings {
   const CalibOptions& options;
