@@ -1,8 +1,10 @@
 // Fast finetune of a quantization plan, layer by layer (Quark for ONNX's fast_finetune, with
 // AdaRound or AdaQuant): for each target node in graph order, its input as the quantized model
 // computes it (the layers before already finetuned) and its output in the float model train its
-// weight (layer_trainer.h); the integers found replace the plan's. The quantized and the float
-// model each run once over the samples in all, in stages (staged_run.h), not once per layer.
+// weight (layer_trainer.h); the integers found replace the plan's (AdaQuant only: a float16/bfloat16
+// weight's cast of the float weight trained, a block-format weight's float weight trained). The
+// quantized and the float model each run once over the samples in all, in stages (staged_run.h),
+// not once per layer.
 #pragma once
 
 #include <filesystem>

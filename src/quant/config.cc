@@ -160,7 +160,13 @@ void check_block_types(const QuantConfig& c) {
   if (c.per_channel && is_block(c.weight_type))
     throw Error(std::string("per_channel with weight_type ") + quant_type_name(c.weight_type) +
                 ": a block format shares an exponent per block, not a scale per channel");
-  if ((c.include_fast_ft || (c.include_auto_mp && c.auto_mp.use_fast_ft)) && !c.fast_finetune.adaquant)
+  // AdaRound skips a block-format weight (the layer is reported skipped); with every weight one, it would do
+  // nothing.
+  const bool adaround_on_blocks =
+      !c.fast_finetune.adaquant &&
+      ((c.include_fast_ft && is_block(c.weight_type)) ||
+       (c.include_auto_mp && c.auto_mp.use_fast_ft && c.auto_mp.weight_target && is_block(*c.auto_mp.weight_target)));
+  if (adaround_on_blocks)
     throw Error(types + (c.include_fast_ft ? ": include_fast_ft" : ": AutoMixUseFastFT") +
                 " with AdaRound, which chooses between integers; block-format weights train with FastFinetune "
                 "OptimAlgorithm adaquant");

@@ -79,9 +79,7 @@ void add_config_keys(std::vector<ConfigKey>& keys) {
             [](QuantConfig& c, const ConfigKey& k, const json& v) { c.include_cle = json_bool(k.name, v); }));
   add(works(
       kConfig, "include_auto_mp", "bool", "false", "accuracy",
-      [](QuantConfig& c, const ConfigKey& k, const json& v) {
-        c.include_auto_mp = json_bool(k.name, v);
-      },
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.include_auto_mp = json_bool(k.name, v); },
       "with AutoMixprecision"));
   add(works(
       kConfig, "include_fast_ft", "bool", "false", "finetune",

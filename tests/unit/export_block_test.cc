@@ -249,6 +249,12 @@ TEST(BlockFormat, WhatCannotWorkIsRefusedByName) {
             "ExtendedQuantFormat.QDQ (its BFPQuantizeDequantize and MXQuantizeDequantize nodes), not by QDQ");
   EXPECT_EQ(config_error([](QuantConfig& c) { c.per_channel = true; }),
             "per_channel with weight_type QBFP: a block format shares an exponent per block, not a scale per channel");
+  EXPECT_EQ(config_error([](QuantConfig& c) {
+              c.include_fast_ft = true;
+              c.fast_finetune.adaquant = false;
+            }),
+            "activation_type QBFP and weight_type QBFP: include_fast_ft with AdaRound, which chooses between "
+            "integers; block-format weights train with FastFinetune OptimAlgorithm adaquant");
   EXPECT_EQ(config_error([](QuantConfig& c) { c.mx_given = true; }),
             "extra option MXAttributes takes effect only with a QMX type, and the config asks for none "
             "(activation_type, weight_type, AutoMixprecision)");
