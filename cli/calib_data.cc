@@ -4,6 +4,7 @@
 
 #include "cli/commands.h"
 #include "onnxptq/error.h"
+#include "onnxptq/files.h"
 #include "onnxptq/quantize.h"
 #include "onnxptq/random_inputs.h"
 
@@ -82,6 +83,18 @@ std::unique_ptr<DataReader> open_quantize_data(CalibDataArgs args, const Model& 
               << (args.calib_data.empty() ? "--random" : "--calib-data") << " is not read\n";
   }
   return open_calib_data(args, model);
+}
+
+void write_ranges(const Calibration& result, const std::string& output, bool quiet, const std::string& from) {
+  std::string text = result.to_json() + "\n";
+  if (output.empty() || output == "-") {
+    std::cout << text;
+    return;
+  }
+  write_text_file(output, text);
+  if (!quiet)
+    std::cerr << "ranges of " << result.tensors.size() << " tensors from " << from
+              << result.samples - result.skipped_samples.size() << " samples written to " << output << "\n";
 }
 
 }  // namespace onnxptq::cli

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "onnxptq/calibrate.h"
 #include "onnxptq/config.h"
 #include "onnxptq/model.h"
 #include "onnxptq/readers.h"
@@ -34,5 +35,9 @@ std::unique_ptr<DataReader> open_calib_data(const CalibDataArgs& args, const Mod
 // data itself; with a source and UseRandomData, a warning that the source is not read.
 std::unique_ptr<DataReader> open_quantize_data(CalibDataArgs args, const Model& model, const Config& config,
                                                bool quiet);
+
+// The ranges as JSON to `output` ("" or "-": standard output), then, unless quiet, a line on
+// standard error saying how many tensors from how many samples (`from`: where, e.g. "3 shards of ").
+void write_ranges(const Calibration& result, const std::string& output, bool quiet, const std::string& from = "");
 
 }  // namespace onnxptq::cli

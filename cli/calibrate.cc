@@ -151,15 +151,7 @@ void calibrate_command(CalibrateArgs a) {
   Calibration result = calibrate(model, *data, config, options);
   if (!writer) return;
 
-  std::string text = result.to_json() + "\n";
-  if (a.output.empty() || a.output == "-") {
-    std::cout << text;
-    return;
-  }
-  write_text_file(a.output, text);
-  if (!a.quiet)
-    std::cerr << "ranges of " << result.tensors.size() << " tensors from "
-              << result.samples - result.skipped_samples.size() << " samples written to " << a.output << "\n";
+  write_ranges(result, a.output, a.quiet);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include <iostream>
 #include <iterator>
 
+#include "cli/calib_data.h"
 #include "cli/commands.h"
 #include "onnxptq/calibrate.h"
 #include "onnxptq/error.h"
@@ -44,16 +45,7 @@ void merge_stats_command(const MergeStatsArgs& a) {
                 << " --save-stats FILE, then merge-stats --first-pass " << a.output << " FILES... -o ranges.json\n";
     return;
   }
-  const Calibration& result = *merged.ranges;
-  std::string text = result.to_json() + "\n";
-  if (a.output.empty() || a.output == "-") {
-    std::cout << text;
-    return;
-  }
-  write_text_file(a.output, text);
-  if (!a.quiet)
-    std::cerr << "ranges of " << result.tensors.size() << " tensors from " << a.files.size() << " shards of "
-              << result.samples - result.skipped_samples.size() << " samples written to " << a.output << "\n";
+  write_ranges(*merged.ranges, a.output, a.quiet, std::to_string(a.files.size()) + " shards of ");
 }
 
 }  // namespace

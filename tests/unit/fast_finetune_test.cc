@@ -451,34 +451,56 @@ TEST(FastFinetuneConfig, QuarksKeysAndDefaultsByAlgorithm) {
   EXPECT_TRUE(fast_finetune_options(largest, 1).select_max_mem_layer);
 }
 
-// bfloat16 weights and activations (Quark's BF16_ADAQUANT): AdaQuant trains the weights through
-// the cast; the plan holds bfloat16 values of the trained weights, the scales unchanged, and each
-// layer kept lowers its loss. AdaRound skips them.
-TEST(FastFinetune, Bfloat16WeightsTrainWithAdaQuant) {
-  Quantized q;
+// q.config without its weights' grid, in ExtendedQuantFormat.QDQ with `type` for activations and
+// weights.
+quant::QuantConfig extended_config(const Quantized& q, ir::DataType type) {
   quant::QuantConfig c = q.config;
   c.tensor_overrides.clear();
   c.format = quant::QuantFormat::ExtendedQDQ;
-  c.activation_type = ir::DataType::BFloat16;
-  c.weight_type = ir::DataType::BFloat16;
+  c.activation_type = c.weight_type = type;
+  return c;
+}
+
+// The plan of q's model quantized with `c`, before and after AdaQuant (`iterations`, learning rate
+// 1e-3) on `train` samples: every layer trains, each kept lowers its loss, at least one is kept;
+// and AdaRound, which chooses between integers, skips every layer of that plan.
+struct AdaQuantRun {
+  quant::Plan before, plan;
+};
+AdaQuantRun adaquant_every_layer(const Quantized& q, const quant::QuantConfig& c, size_t train, int iterations) {
   FeedReader reader(feeds(16, 100));
-  const quant::Plan before = quant::quantize_static(q.model, reader, c).plan;
-  quant::Plan plan = before;
+  AdaQuantRun run;
+  run.before = quant::quantize_static(q.model, reader, c).plan;
+  run.plan = run.before;
   FastFinetuneOptions o = short_run();
   o.train.algorithm = Algorithm::AdaQuant;
-  o.train.iterations = 200;
+  o.train.iterations = iterations;
   o.train.learning_rate = 1e-3;
-  std::vector<quant::FinetunedLayer> reports = fast_finetune(q.model, plan, c, stores_of(feeds(16, 100)), o);
-  ASSERT_EQ(reports.size(), 3u);
+  std::vector<quant::FinetunedLayer> reports = fast_finetune(q.model, run.plan, c, stores_of(feeds(train, 100)), o);
+  EXPECT_EQ(reports.size(), 3u);
   size_t kept = 0;
   for (const quant::FinetunedLayer& r : reports) {
     EXPECT_TRUE(r.skipped.empty()) << r.node << ": " << r.skipped;
     if (r.kept) {
       EXPECT_LT(r.loss_after, r.loss_before) << r.node;
+      ++kept;
     }
-    kept += r.kept;
   }
   EXPECT_GT(kept, 0u);
+  o.train.algorithm = Algorithm::AdaRound;
+  quant::Plan untouched = run.before;
+  for (const quant::FinetunedLayer& r : fast_finetune(q.model, untouched, c, stores_of(feeds(4, 100)), o))
+    EXPECT_NE(r.skipped.find("AdaRound"), std::string::npos) << r.node;
+  return run;
+}
+
+// bfloat16 weights and activations (Quark's BF16_ADAQUANT): AdaQuant trains the weights through
+// the cast; the plan holds bfloat16 values of the trained weights, the scales unchanged, and each
+// layer kept lowers its loss. AdaRound skips them.
+TEST(FastFinetune, Bfloat16WeightsTrainWithAdaQuant) {
+  Quantized q;
+  const quant::QuantConfig c = extended_config(q, ir::DataType::BFloat16);
+  const auto [before, plan] = adaquant_every_layer(q, c, 16, 200);
   for (const char* w : {"w1", "w2", "w3"}) {
     const quant::TensorPlan &a = *before.find(w), &b = *plan.find(w);
     ASSERT_EQ(b.data->dtype(), ir::DataType::BFloat16) << w;
@@ -490,10 +512,6 @@ TEST(FastFinetune, Bfloat16WeightsTrainWithAdaQuant) {
                                      before.find(w)->data->values<uint16_t>().end(),
                                      plan.find(w)->data->values<uint16_t>().begin());
   EXPECT_TRUE(changed);
-  o.train.algorithm = Algorithm::AdaRound;
-  quant::Plan untouched = before;
-  for (const quant::FinetunedLayer& r : fast_finetune(q.model, untouched, c, stores_of(feeds(4, 100)), o))
-    EXPECT_NE(r.skipped.find("AdaRound"), std::string::npos) << r.node;
 }
 
 // Block-format weights (Quark's BFP16_ADAQUANT, MX*_ADAQUANT): AdaQuant trains the float weight
@@ -504,46 +522,22 @@ TEST(FastFinetune, Bfloat16WeightsTrainWithAdaQuant) {
 // keeps only the layers that bring the output closer.)
 TEST(FastFinetune, BlockFormatWeightsTrainWithAdaQuant) {
   Quantized q;
-  quant::QuantConfig c = q.config;
-  c.tensor_overrides.clear();
-  c.format = quant::QuantFormat::ExtendedQDQ;
-  c.activation_type = c.weight_type = quant::kQBfp;
+  quant::QuantConfig c = extended_config(q, quant::kQBfp);
   c.bfp.bit_width = 12;  // few mantissa bits: rounding matters
-  FeedReader reader(feeds(16, 100));
-  const quant::Plan before = quant::quantize_static(q.model, reader, c).plan;
-  for (const char* w : {"w1", "w2", "w3"}) EXPECT_FALSE(before.find(w)->data.has_value()) << w;
-  quant::Plan plan = before;
-  FastFinetuneOptions o = short_run();
-  o.train.algorithm = Algorithm::AdaQuant;
-  o.train.iterations = 300;
-  o.train.learning_rate = 1e-3;
-  std::vector<quant::FinetunedLayer> reports = fast_finetune(q.model, plan, c, stores_of(feeds(128, 100)), o);
-  ASSERT_EQ(reports.size(), 3u);
-  size_t kept = 0;
-  for (const quant::FinetunedLayer& r : reports) {
-    EXPECT_TRUE(r.skipped.empty()) << r.node << ": " << r.skipped;
-    if (r.kept) {
-      EXPECT_LT(r.loss_after, r.loss_before) << r.node;
-      ++kept;
-    }
-  }
-  EXPECT_GT(kept, 0u);
-  for (const char* w : {"w1", "w2", "w3"})
+  const auto [before, plan] = adaquant_every_layer(q, c, 128, 300);
+  for (const char* w : {"w1", "w2", "w3"}) {
+    EXPECT_FALSE(before.find(w)->data.has_value()) << w;
     if (const quant::TensorPlan* t = plan.find(w); t->data) EXPECT_EQ(t->data->dtype(), ir::DataType::Float) << w;
+  }
   // The written model carries the trained weights.
-  const std::vector<Feed> others = feeds(16, 200);
   ir::Model written = quant::export_model(q.model, plan, c);
   quant::Simulation simulation(q.model, plan, c, 1);
   engine::Session engine_run(written);
-  for (const Feed& f : others) {
+  for (const Feed& f : feeds(16, 200)) {
     ir::Tensor a = simulation.run(f)[0], b = engine_run.run(f)[0];
     ASSERT_EQ(a.values<float>().size(), b.values<float>().size());
     for (size_t i = 0; i < a.values<float>().size(); ++i) EXPECT_EQ(a.values<float>()[i], b.values<float>()[i]) << i;
   }
-  o.train.algorithm = Algorithm::AdaRound;
-  quant::Plan untouched = before;
-  for (const quant::FinetunedLayer& r : fast_finetune(q.model, untouched, c, stores_of(feeds(4, 100)), o))
-    EXPECT_NE(r.skipped.find("AdaRound"), std::string::npos) << r.node;
 }
 
 // SelectMaxMemLayer trains one layer: the one whose data is largest (the Gemm: [2, 16] in and

@@ -543,45 +543,46 @@ std::vector<float> mx_test_values(std::mt19937& rng, int bs) {
   return concat(parts);
 }
 
-TEST(BlockQuantizeTest, MxRandomAndEdgeBlocksMatchReference) {
-  std::mt19937 rng(31);
-  for (const MxFormat& f : kMxFormats) {
-    for (int mode = 0; mode < 3; ++mode) {
+// fn(format, rounding mode, block size, name, values, dims) for every MX format, rounding mode and
+// block size (32, and 7 with remainders), on mx_test_values from a generator seeded `seed`.
+template <class Fn>
+void for_each_mx_case(uint32_t seed, Fn fn) {
+  std::mt19937 rng(seed);
+  for (const MxFormat& f : kMxFormats)
+    for (int mode = 0; mode < 3; ++mode)
       for (int bs : {32, 7}) {
         const std::string name = f.name + " rounding " + std::to_string(mode) + " blocks of " + std::to_string(bs);
         const std::vector<float> x = mx_test_values(rng, bs);
         const std::vector<int64_t> dims = {static_cast<int64_t>(x.size() / bs), bs};
-        auto got = run_float("MXQuantizeDequantize", x, dims, mx_attributes(f.name, bs, mode, -1));
-        auto want = ref_tensor(x, dims, 1, bs, [&](const std::vector<float>& blk) { return ref_mx(blk, f, mode); });
-        expect_same_bits(got, want, x, name);
+        fn(f, mode, bs, name, x, dims);
       }
-    }
-  }
+}
+
+TEST(BlockQuantizeTest, MxRandomAndEdgeBlocksMatchReference) {
+  for_each_mx_case(31, [](const MxFormat& f, int mode, int bs, const std::string& name, const std::vector<float>& x,
+                          const std::vector<int64_t>& dims) {
+    auto got = run_float("MXQuantizeDequantize", x, dims, mx_attributes(f.name, bs, mode, -1));
+    auto want = ref_tensor(x, dims, 1, bs, [&](const std::vector<float>& blk) { return ref_mx(blk, f, mode); });
+    expect_same_bits(got, want, x, name);
+  });
 }
 
 // onnxptq's min_error_scale and symmetric_int8 against the reference, on the same blocks.
 TEST(BlockQuantizeTest, MxMinErrorScaleAndSymmetricInt8MatchReference) {
-  std::mt19937 rng(37);
-  for (const MxFormat& f : kMxFormats) {
-    for (int mode = 0; mode < 3; ++mode) {
-      for (int bs : {32, 7}) {
-        const std::string name = f.name + " rounding " + std::to_string(mode) + " blocks of " + std::to_string(bs);
-        const std::vector<float> x = mx_test_values(rng, bs);
-        const std::vector<int64_t> dims = {static_cast<int64_t>(x.size() / bs), bs};
-        for (bool symmetric : {false, true}) {
-          const double int8_min = symmetric ? -127 : -128;
-          auto got = run_float("MXQuantizeDequantize", x, dims, mx_attributes(f.name, bs, mode, -1, true, symmetric));
-          auto want = ref_tensor(
-              x, dims, 1, bs, [&](const std::vector<float>& blk) { return ref_mx_min_error(blk, f, mode, int8_min); });
-          expect_same_bits(got, want, x, name + (symmetric ? " symmetric" : ""));
-          auto rule = run_float("MXQuantizeDequantize", x, dims, mx_attributes(f.name, bs, mode, -1, false, symmetric));
-          auto rule_want = ref_tensor(
-              x, dims, 1, bs, [&](const std::vector<float>& blk) { return ref_mx(blk, f, mode, false, int8_min); });
-          expect_same_bits(rule, rule_want, x, name + " floor rule" + (symmetric ? " symmetric" : ""));
-        }
-      }
+  for_each_mx_case(37, [](const MxFormat& f, int mode, int bs, const std::string& name, const std::vector<float>& x,
+                          const std::vector<int64_t>& dims) {
+    for (bool symmetric : {false, true}) {
+      const double int8_min = symmetric ? -127 : -128;
+      auto got = run_float("MXQuantizeDequantize", x, dims, mx_attributes(f.name, bs, mode, -1, true, symmetric));
+      auto want = ref_tensor(
+          x, dims, 1, bs, [&](const std::vector<float>& blk) { return ref_mx_min_error(blk, f, mode, int8_min); });
+      expect_same_bits(got, want, x, name + (symmetric ? " symmetric" : ""));
+      auto rule = run_float("MXQuantizeDequantize", x, dims, mx_attributes(f.name, bs, mode, -1, false, symmetric));
+      auto rule_want = ref_tensor(
+          x, dims, 1, bs, [&](const std::vector<float>& blk) { return ref_mx(blk, f, mode, false, int8_min); });
+      expect_same_bits(rule, rule_want, x, name + " floor rule" + (symmetric ? " symmetric" : ""));
     }
-  }
+  });
 }
 
 // FP4 E2M1 (0, 0.5, 1, 1.5, 2, 3, 4, 6): a block of 7.5s takes the scale 2^(2 - 2) = 1 and clips
