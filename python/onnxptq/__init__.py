@@ -15,7 +15,13 @@ import os
 import sys
 import warnings
 
-from . import _core
+# OpenMP threads that sleep rather than spin while they wait, as the onnxptq command has them
+# (a spinning thread takes the core a working one needs on a busy machine; docs/cli.md, "Threads").
+# GNU libgomp reads this when it is loaded, with the core below, unless the process has it already.
+if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
+    os.environ["OMP_WAIT_POLICY"] = "passive"
+
+from . import _core  # noqa: E402
 
 __version__ = "0.1.0"
 

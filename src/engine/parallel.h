@@ -72,7 +72,8 @@ void for_each_on_workers(size_t n, int workers, F&& fn) {
 // input, and a hundred thousand threads exhaust the process before any work is done.
 constexpr int kMaxThreads = 1024;
 
-// Number of hardware threads, as the default thread count of a session.
+// The cores this process can run on (its CPU affinity, within a cgroup CPU quota), as the default
+// thread count of a session.
 int hardware_threads();
 
 }  // namespace onnxptq::engine

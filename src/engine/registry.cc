@@ -1,5 +1,11 @@
+#include <sched.h>
+
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <set>
+#include <string>
 #include <thread>
 
 #include "engine/kernel.h"
@@ -52,7 +58,30 @@ std::vector<std::string> KernelRegistry::op_types() const {
   return {names.begin(), names.end()};
 }
 
-int hardware_threads() { return std::max(1u, std::thread::hardware_concurrency()); }
+namespace {
+
+// Cores a cgroup v2 CPU quota grants ("max PERIOD" or "QUOTA PERIOD" in cpu.max, QUOTA/PERIOD
+// rounded up), or 0 without one: a container limited to 2 CPUs on a 64-core host.
+int cgroup_cpu_limit() {
+  std::ifstream in("/sys/fs/cgroup/cpu.max");
+  std::string quota;
+  double period = 0;
+  if (!(in >> quota >> period) || quota == "max" || period <= 0) return 0;
+  const double cores = std::ceil(std::strtod(quota.c_str(), nullptr) / period);
+  return cores >= 1 && cores < kMaxThreads ? static_cast<int>(cores) : 0;
+}
+
+}  // namespace
+
+int hardware_threads() {
+  // The cores this process may run on (taskset, numactl, a container's cpuset), not every core
+  // the machine has: threads beyond them only wait for each other.
+  int cores = static_cast<int>(std::thread::hardware_concurrency());
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) cores = CPU_COUNT(&set);
+  if (int limit = cgroup_cpu_limit(); limit > 0) cores = std::min(cores, limit);
+  return std::max(1, cores);
+}
 
 int64_t normalize_axis(int64_t axis, int64_t rank, std::string_view what) {
   if (axis < -rank || axis >= std::max<int64_t>(rank, 1))
