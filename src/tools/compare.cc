@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "engine/block_quantizer.h"
 #include "engine/kernel.h"
 #include "engine/session.h"
 #include "onnxptq/error.h"
@@ -27,20 +28,22 @@ struct Pair {
   std::string quantized_name;
 };
 
-// Every QuantizeLinear on a computed tensor whose output a DequantizeLinear reads. A graph
+// Every QuantizeLinear on a computed tensor whose output a DequantizeLinear reads, and every
+// block fake quantization (Quark's BFPQuantizeDequantize / MXQuantizeDequantize) of one. A graph
 // output keeps its name on the DequantizeLinear's output, its producer writing
 // "<name>_QuantizeLinear_Input" (ORT's naming).
 std::vector<Pair> quantized_activations(const ir::Model& float_model, const ir::Model& quantized_model) {
   const std::string suffix = "_QuantizeLinear_Input";
   std::vector<Pair> pairs;
   for (const auto& node : quantized_model.graph->nodes()) {
-    if (!is_op(node.get(), "QuantizeLinear")) continue;
+    const bool block = engine::is_block_quantize_node(*node);
+    if (!block && !is_op(node.get(), "QuantizeLinear")) continue;
     const ir::Value* x = node->input(0);
     const ir::Value* q = node->output(0);
     if (!x || !q || x->has_initializer() || (x->producer() && x->producer()->op_type == "Constant")) continue;
-    const ir::Value* dq = nullptr;
+    const ir::Value* dq = block ? q : nullptr;
     for (const ir::Use& use : q->uses())
-      if (is_op(use.node, "DequantizeLinear") && use.input == 0 && use.node->output(0)) {
+      if (!dq && is_op(use.node, "DequantizeLinear") && use.input == 0 && use.node->output(0)) {
         dq = use.node->output(0);
         break;
       }
@@ -82,7 +85,9 @@ std::vector<TensorError> compare_models(const ir::Model& float_model, const ir::
                                         DataReader& reader, int threads) {
   std::vector<Pair> pairs = quantized_activations(float_model, quantized_model);
   if (pairs.empty())
-    throw Error("the quantized model has no QuantizeLinear/DequantizeLinear pair on a tensor of the float model");
+    throw Error(
+        "the quantized model has no QuantizeLinear/DequantizeLinear pair or block quantization on a tensor of the "
+        "float model");
   engine::SessionOptions float_options, quantized_options;
   float_options.threads = quantized_options.threads = threads;
   std::map<std::string, size_t> float_index, quantized_index;

@@ -523,6 +523,14 @@ TEST(BlockQuantizeTest, BfpRandomAndEdgeBlocksMatchReference) {
     const std::vector<int64_t> dims = {static_cast<int64_t>(x.size() / bs), static_cast<int64_t>(bs)};
     auto got = run_float("BFPQuantizeDequantize", x, dims, bfp_attributes(c.attrs, 1));
     expect_same_bits(got, ref_bfp_tensor(x, dims, 1, c.attrs), x, c.name);
+    // The same blocks strided, as along the channels of an NCHW tensor: block i is column i.
+    const int64_t blocks = dims[0];
+    std::vector<float> columns(x.size());
+    for (int64_t i = 0; i < blocks; ++i)
+      for (size_t j = 0; j < bs; ++j) columns[j * blocks + i] = x[i * bs + j];
+    const std::vector<int64_t> strided = {static_cast<int64_t>(bs), blocks};
+    expect_same_bits(run_float("BFPQuantizeDequantize", columns, strided, bfp_attributes(c.attrs, 0)),
+                     ref_bfp_tensor(columns, strided, 0, c.attrs), columns, c.name + " strided");
   }
 }
 
@@ -621,6 +629,7 @@ TEST(BlockQuantizeTest, AxesRanksAndRemainders) {
       {{37}, 1},  // rank 1: the axis attribute is not read; 37 = 4 * 8 + 5 leaves a remainder
       {{3, 19, 5}, 1}, {{3, 19, 5}, -2}, {{3, 19, 5}, -1},  {{3, 19, 5}, 0},
       {{2, 4, 33}, 2}, {{40, 16}, 1},    {{1, 1, 9, 1}, 2},
+      {{2, 13, 21}, 1}, {{1, 20, 3, 11}, 1},  // strided blocks, 8 side by side and the rest
   };
   for (const Shape& s : shapes) {
     int64_t n = 1;

@@ -27,6 +27,8 @@
 #include <algorithm>
 #include <bit>
 #include <cmath>
+#include <cstddef>
+#include <type_traits>
 #include <vector>
 
 #if defined(__AVX2__)
@@ -44,6 +46,8 @@ namespace {
 constexpr int64_t kMinBlocksPerThread = 512;
 constexpr int64_t kMaxBlockSize = 65536;  // Quark's formats use 8 to 32
 constexpr int64_t kTileLines = 32;        // lines quantized together when the blocks are strided
+constexpr int64_t kLanes = 8;             // blocks side by side in a lanes function (AVX2 floats)
+constexpr int64_t kMaxLaneRows = 64;      // the longest block a lanes function takes
 
 uint32_t bits_of(float f) { return std::bit_cast<uint32_t>(f); }
 float float_of(uint32_t u) { return std::bit_cast<float>(u); }
@@ -260,6 +264,45 @@ void bfp_blocks_avx2(const float* x, float* y, int64_t count, int m) {
     }
   }
 }
+
+// to_bfp of 8 blocks side by side, one a lane: block l is x[l], x[l + stride], ... (`rows` values),
+// as a block along the channels of an NCHW tensor is; no transpose, the rows are read in place
+// twice (the maximum, then the values). Bit for bit bfp_block's values; a block whose step is not
+// a normal float is gathered and takes the scalar path.
+template <Rounding R>
+void bfp_lanes_avx2(const float* x, float* y, int64_t stride, int64_t rows, int m) {
+  const __m256i exponent_bits = _mm256_set1_epi32(0xFF);
+  __m256i e_max = _mm256_setzero_si256();
+  for (int64_t j = 0; j < rows; ++j) {
+    const __m256i e = _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(_mm256_loadu_ps(x + j * stride)), 23),
+                                       exponent_bits);
+    e_max = _mm256_max_epi32(e_max, _mm256_andnot_si256(_mm256_cmpeq_epi32(e, exponent_bits), e));
+  }
+  const __m256i step_biased = _mm256_sub_epi32(e_max, _mm256_set1_epi32(m - 1));
+  const __m256i outside = _mm256_or_si256(_mm256_cmpgt_epi32(_mm256_set1_epi32(1), step_biased),
+                                          _mm256_cmpgt_epi32(step_biased, _mm256_set1_epi32(253)));
+  const __m256 step = _mm256_castsi256_ps(_mm256_slli_epi32(step_biased, 23));
+  const __m256 inverse =
+      _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_sub_epi32(_mm256_set1_epi32(254), step_biased), 23));
+  const __m256 hi = _mm256_mul_ps(step, _mm256_set1_ps(static_cast<float>((1u << m) - 1)));
+  const __m256 lo = _mm256_xor_ps(hi, _mm256_set1_ps(-0.0f));
+  for (int64_t j = 0; j < rows; ++j) {
+    const __m256 v = _mm256_loadu_ps(x + j * stride);
+    const __m256i e = _mm256_and_si256(_mm256_srli_epi32(_mm256_castps_si256(v), 23), exponent_bits);
+    const __m256 q = _mm256_mul_ps(round_to_integer8<R>(_mm256_mul_ps(v, inverse)), step);
+    const __m256 clamped = _mm256_max_ps(_mm256_min_ps(hi, q), lo);  // clamp_value's operand order
+    _mm256_storeu_ps(y + j * stride, _mm256_blendv_ps(clamped, v, _mm256_castsi256_ps(_mm256_cmpeq_epi32(e, exponent_bits))));
+  }
+  const int abnormal = _mm256_movemask_ps(_mm256_castsi256_ps(outside));
+  if (abnormal == 0) return;
+  float in[kMaxLaneRows], out[kMaxLaneRows];
+  for (int l = 0; l < 8; ++l) {
+    if (!(abnormal >> l & 1)) continue;
+    for (int64_t j = 0; j < rows; ++j) in[j] = x[l + j * stride];
+    bfp_block<R>(in, out, rows, m);
+    for (int64_t j = 0; j < rows; ++j) y[l + j * stride] = out[j];
+  }
+}
 #endif
 
 // to_bfp of `count` consecutive blocks of n values: 8, 16 and 32 in AVX2 registers where the
@@ -423,10 +466,11 @@ void mx_block(const float* x, float* y, int64_t n, const MxElementFormat& f, con
 
 // Calls blocks(in, out, block_size, count) on every block of x along `axis`, `count` consecutive
 // blocks at a time (both buffers count * block_size long, the input zero-padded past the end of a
-// line), writing the results to y.
-template <class BlockFn>
+// line), writing the results to y. Where the blocks are strided, `lanes` (when not nullptr) takes
+// kLanes of them side by side in place: lanes(x, y, stride, rows) (rows <= kMaxLaneRows).
+template <class BlockFn, class LanesFn = std::nullptr_t>
 void for_each_block(int threads, const float* x, float* y, const std::vector<int64_t>& dims, int64_t axis,
-                    int64_t block_size, BlockFn&& blocks) {
+                    int64_t block_size, BlockFn&& blocks, LanesFn&& lanes = nullptr) {
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < axis; ++d) outer *= dims[d];
   for (size_t d = static_cast<size_t>(axis) + 1; d < dims.size(); ++d) inner *= dims[d];
@@ -438,20 +482,31 @@ void for_each_block(int threads, const float* x, float* y, const std::vector<int
                  [&](int64_t b, int64_t e) { blocks(x + b * block_size, y + b * block_size, block_size, e - b); });
     return;
   }
-  // Otherwise tiles of up to kTileLines lines side by side: each row of a tile is contiguous in x,
-  // and the tile is transposed into whole blocks (strided reads one block at a time would fetch
+  // Otherwise tiles of up to kTileLines lines side by side: runs of kLanes lines go to `lanes`,
+  // the others are transposed into whole blocks (strided reads one block at a time would fetch
   // every cache line block_size times, and power-of-two strides evict each other).
+  constexpr bool kHasLanes = !std::is_same_v<std::decay_t<LanesFn>, std::nullptr_t>;
+  const bool use_lanes = kHasLanes && block_size <= kMaxLaneRows;
   const int64_t tiles_per_block_row = (inner + kTileLines - 1) / kTileLines;
   const int64_t tasks = outer * per_line * tiles_per_block_row;
   const int64_t tile = std::min(inner, kTileLines);
   parallel_for(threads, tasks, std::max<int64_t>(1, kMinBlocksPerThread / tile), [&](int64_t b, int64_t e) {
     std::vector<float> in(static_cast<size_t>(block_size * tile)), out(in.size());
     for (int64_t k = b; k < e; ++k) {
-      const int64_t i0 = (k % tiles_per_block_row) * kTileLines;
+      int64_t i0 = (k % tiles_per_block_row) * kTileLines;
       const int64_t first = (k / tiles_per_block_row % per_line) * block_size;
       const int64_t o = k / (tiles_per_block_row * per_line);
-      const int64_t lines = std::min(kTileLines, inner - i0);
+      const int64_t end = std::min(i0 + kTileLines, inner);
       const int64_t filled = std::min(block_size, len - first);
+      if constexpr (kHasLanes) {
+        if (use_lanes)
+          for (; i0 + kLanes <= end; i0 += kLanes) {
+            const int64_t at = (o * len + first) * inner + i0;
+            lanes(x + at, y + at, inner, filled);
+          }
+      }
+      const int64_t lines = end - i0;
+      if (lines == 0) continue;
       const int64_t base = (o * len + first) * inner + i0;
       for (int64_t j = 0; j < filled; ++j) {
         const float* row = x + base + j * inner;
@@ -509,9 +564,9 @@ int64_t read_block_size(const ir::Node& node, int64_t fallback) {
 
 // The float32 input (float16 converted), its original type, and the output: the input itself when
 // it has one element, else blocks quantized by `block` into a new tensor.
-template <class BlockFn>
+template <class BlockFn, class LanesFn = std::nullptr_t>
 Tensor fake_quantize_blocks(const RunContext& ctx, const Tensor& x_in, int64_t axis_attr, int64_t block_size,
-                            bool to_bfloat16_first, BlockFn&& block) {
+                            bool to_bfloat16_first, BlockFn&& block, LanesFn&& lanes = nullptr) {
   if (x_in.dtype() != DataType::Float && x_in.dtype() != DataType::Float16)
     throw Error("the input x has type " + std::string(ir::data_type_name(x_in.dtype())) +
                 ", expected float or float16");
@@ -528,7 +583,7 @@ Tensor fake_quantize_blocks(const RunContext& ctx, const Tensor& x_in, int64_t a
   const int64_t axis = rank == 1 ? 0 : normalize_axis(axis_attr, rank);
   Tensor y = Tensor::uninitialized(DataType::Float, x.dims());
   for_each_block(ctx.threads, x.values<float>().data(), y.mutable_values<float>().data(), x.dims(), axis, block_size,
-                 block);
+                 block, lanes);
   return float32_as(y, x_in.dtype());
 }
 
@@ -583,10 +638,17 @@ class BfpQuantizeDequantizeKernel : public Kernel {
             ctx, x, axis_, block_size_, to_bfloat16_first_,
             each_block([=](const float* a, float* b, int64_t n) { bfp_compiler_block<R>(a, b, n, m); }));
       } else {
-        out[0] = fake_quantize_blocks(ctx, x, axis_, block_size_, to_bfloat16_first_,
-                                      [=](const float* a, float* b, int64_t n, int64_t count) {
-                                        bfp_blocks_of_size<R>(a, b, n, count, m);
+        auto blocks = [=](const float* a, float* b, int64_t n, int64_t count) {
+          bfp_blocks_of_size<R>(a, b, n, count, m);
+        };
+#if defined(__AVX2__)
+        out[0] = fake_quantize_blocks(ctx, x, axis_, block_size_, to_bfloat16_first_, blocks,
+                                      [=](const float* a, float* b, int64_t stride, int64_t rows) {
+                                        bfp_lanes_avx2<R>(a, b, stride, rows, m);
                                       });
+#else
+        out[0] = fake_quantize_blocks(ctx, x, axis_, block_size_, to_bfloat16_first_, blocks);
+#endif
       }
     });
   }
