@@ -99,6 +99,19 @@ TEST(MatMulNBits, KernelDequantizesAsTheOperatorDefines) {
                                               : std::vector<float>{0.f, 0.3f, -0.6f, 0.9f};
     for (int k = 0; k < 4; ++k) EXPECT_NEAR(w[(16 + k) * 2], tail[k], 1e-6) << k;
     for (int k = 0; k < 20; ++k) EXPECT_EQ(w[k * 2 + 1], 0.f);
+    // The optional bias (input 5, after zero_points and g_idx) is added to each row.
+    if (!q.zero_points) inputs.push_back({"", {}, false});
+    inputs.push_back({"", {}, false});
+    inputs.push_back({"bias", ir::Tensor::from_values<float>({2}, std::vector<float>{0.5f, -2.f}), true});
+    std::vector<ir::Tensor> with_bias = testing::run_node(
+        "MatMulNBits", "com.microsoft", 21, inputs,
+        testing::attrs(ir::Attribute::of_int("K", 20), ir::Attribute::of_int("N", 2), ir::Attribute::of_int("bits", 4),
+                       ir::Attribute::of_int("block_size", 16)));
+    std::span<const float> wb = with_bias[0].values<float>();
+    for (int k = 0; k < 20; ++k) {
+      EXPECT_EQ(wb[k * 2], w[k * 2] + 0.5f) << k;
+      EXPECT_EQ(wb[k * 2 + 1], -2.f) << k;
+    }
   }
 }
 

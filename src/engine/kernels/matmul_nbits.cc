@@ -96,7 +96,8 @@ class MatMulNBitsKernel : public Kernel {
                n_);
     if (in.size() > 5 && in[5]) {
       Tensor bias = as_float32(*in[5]);
-      if (bias.size() != n_) throw Error("bias must have N = " + std::to_string(n_) + " values, got " + dims_text(bias));
+      if (bias.size() != n_)
+        throw Error("bias must have N = " + std::to_string(n_) + " values, got " + dims_text(bias));
       std::span<const float> bv = bias.values<float>();
       for (int64_t r = 0; r < rows; ++r)
         for (int64_t c = 0; c < n_; ++c) yv[r * n_ + c] += bv[c];
