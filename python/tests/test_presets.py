@@ -84,7 +84,6 @@ def test_presets_have_quarks_names_and_the_specs_values():
 
 @pytest.mark.parametrize("preset,missing", [
     ("UINT8_DYNAMIC_QUANT", "dynamic quantization"),
-    ("MATMUL_NBITS", "MatMulNBits"),
 ])
 def test_presets_needing_unbuilt_parts_raise_at_quantize_model(tiny_model, tmp_path, preset, missing):
     config = quark.get_default_config(preset)

@@ -80,6 +80,10 @@ bool stays_zero(const quant::TensorPlan& t, const ir::Value& v) {
   for (float x : v.initializer().values<float>())
     if (x != 0) return false;
   bool zeros = true;
+  if (qmath::is_4bit_type(t.data->dtype())) {  // packed: every nibble 0, the padding one too
+    for (std::byte b : std::span(t.data->bytes().data(), t.data->byte_size())) zeros = zeros && b == std::byte{0};
+    return zeros;
+  }
   qmath::visit_integer_quant_type(t.data->dtype(), "a quantized constant", [&](auto tag) {
     for (auto q : t.data->values<decltype(tag)>()) zeros = zeros && q == 0;
   });

@@ -107,6 +107,8 @@ QuantizeOutcome quantize(const Model& model, DataReader& reader, const Config& c
         "QuantizeFP16 (a float16 model) with include_auto_mp or an accuracy target: their trial models are "
         "float32; convert the model first (convert_fp16_to_fp32)");
   if (c.include_auto_mp && o.target) throw Error("include_auto_mp and an accuracy target are two searches: choose one");
+  if (c.use_matmul_nbits && o.target)
+    throw Error("UseMatMulNBits with an accuracy target: the search tries Q/DQ recipes; the MatMulNBits path has none");
   if (o.evaluate && !o.target && !(c.include_auto_mp && c.auto_mp.top1_acc_target))
     throw Error(
         "an evaluate function belongs to an accuracy target (max loss or max relative loss) or to "

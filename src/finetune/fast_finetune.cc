@@ -411,11 +411,17 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
                                           wp->params, wp->data_axis(), casts);
       } else {
         ir::Tensor q(wp->type, wp->data->dims());
-        qmath::visit_integer_quant_type(wp->type, "the weight", [&](auto tag) {
-          using T = decltype(tag);
-          std::span<T> out = q.mutable_values<T>();
-          for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>(r.quantized_weight[i]);
-        });
+        if (qmath::is_4bit_type(wp->type)) {  // packed two a byte, as ONNX stores int4 / uint4
+          std::vector<int8_t> held(static_cast<size_t>(q.size()));
+          for (size_t i = 0; i < held.size(); ++i) held[i] = static_cast<int8_t>(r.quantized_weight[i]);
+          qmath::pack_4bit(held.data(), q.size(), q.mutable_bytes());
+        } else {
+          qmath::visit_integer_quant_type(wp->type, "the weight", [&](auto tag) {
+            using T = decltype(tag);
+            std::span<T> out = q.mutable_values<T>();
+            for (size_t i = 0; i < out.size(); ++i) out[i] = static_cast<T>(r.quantized_weight[i]);
+          });
+        }
         wp->data = std::move(q);
       }
       if (bp && bp->data && r.bias != bias)

@@ -20,6 +20,9 @@ QRange quant_range(ir::DataType type, bool symmetric, bool reduce_range) {
     case DataType::UInt16: return reduce_range ? QRange{0, 32767} : QRange{0, 65535};
     case DataType::Int16:
       return reduce_range ? QRange{-16384, 16384} : symmetric ? QRange{-32767, 32767} : QRange{-32768, 32767};
+    // 4-bit: no symmetric entry in the seeds' tables (Quark's and ONNX Runtime's get_qmin_qmax_for_qType).
+    case DataType::UInt4: return reduce_range ? QRange{0, 7} : QRange{0, 15};
+    case DataType::Int4: return reduce_range ? QRange{-4, 3} : QRange{-8, 7};
     case DataType::UInt32: return reduce_range ? QRange{0, 2147483647} : QRange{0, 4294967295};
     case DataType::Int32:
       return reduce_range ? QRange{-1073741824, 1073741824}
@@ -27,7 +30,7 @@ QRange quant_range(ir::DataType type, bool symmetric, bool reduce_range) {
                           : QRange{-2147483648LL, 2147483647};
     default:
       throw Error("no integer range for " + std::string(ir::data_type_name(type)) +
-                  ": quantized types are int8, uint8, int16, uint16, int32, uint32");
+                  ": quantized types are int4, uint4, int8, uint8, int16, uint16, int32, uint32");
   }
 }
 

@@ -16,7 +16,7 @@
 
 namespace onnxptq::qmath {
 
-// The integer range of an 8/16/32-bit integer type: the reduced range when `reduce_range`, else
+// The integer range of a 4/8/16/32-bit integer type: the reduced range when `reduce_range`, else
 // the symmetric one (signed types only: [-127, 127]) when `symmetric`, else the full range.
 // Error for other types.
 QRange quant_range(ir::DataType type, bool symmetric, bool reduce_range = false);

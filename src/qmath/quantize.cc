@@ -170,4 +170,19 @@ ONNXPTQ_QUANTIZE_MATH(int32_t)
 ONNXPTQ_QUANTIZE_MATH(uint32_t)
 #undef ONNXPTQ_QUANTIZE_MATH
 
+void pack_4bit(const int8_t* values, int64_t n, std::byte* out) {
+  for (int64_t i = 0; i < n; i += 2) {
+    auto lo = static_cast<uint8_t>(values[i]) & 0x0F;
+    auto hi = i + 1 < n ? static_cast<uint8_t>(values[i + 1]) & 0x0F : 0;
+    out[i / 2] = static_cast<std::byte>(lo | (hi << 4));
+  }
+}
+
+void unpack_4bit(const std::byte* packed, int64_t n, bool is_signed, int8_t* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    int v = (static_cast<uint8_t>(packed[i / 2]) >> (i % 2 == 0 ? 0 : 4)) & 0x0F;
+    out[i] = static_cast<int8_t>(is_signed && v >= 8 ? v - 16 : v);
+  }
+}
+
 }  // namespace onnxptq::qmath

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <limits>
 #include <string>
@@ -38,6 +39,17 @@ constexpr QRange quant_range_of() {
 }
 inline constexpr QRange kInt4Range{-8, 7};
 inline constexpr QRange kUInt4Range{0, 15};
+
+// The 4-bit types packed as the ONNX specification stores int4 / uint4 tensors: two elements a
+// byte, element 2i in the low nibble and 2i + 1 in the high one, the last high nibble 0 when the
+// count is odd. Values are held one per byte (int8 / uint8) while they are computed.
+inline bool is_4bit_type(ir::DataType t) { return t == ir::DataType::Int4 || t == ir::DataType::UInt4; }
+// The int8 / uint8 type holding one 4-bit value while it is computed.
+inline ir::DataType holder_of_4bit(ir::DataType t) {
+  return t == ir::DataType::Int4 ? ir::DataType::Int8 : ir::DataType::UInt8;
+}
+void pack_4bit(const int8_t* values, int64_t n, std::byte* out);      // values in [-8, 15]: the low nibble kept
+void unpack_4bit(const std::byte* packed, int64_t n, bool is_signed, int8_t* out);  // sign-extended when signed
 
 // Calls fn(T{}) with T the C++ type holding one element of a quantized type (int8_t, uint8_t,
 // int16_t, uint16_t, int32_t); Error naming `what` for any other type.

@@ -7,6 +7,7 @@
 
 #include "onnxptq/error.h"
 #include "passes/dpu.h"
+#include "qmath/quantize.h"
 #include "quant/block_format.h"
 #include "quant/float16_model.h"
 #include "quant/ipu_limitation.h"
@@ -26,7 +27,9 @@ std::string without_prefix(const std::string& name, std::initializer_list<const 
   return name;
 }
 
-constexpr std::array<std::pair<ir::DataType, const char*>, 10> kTypes = {{
+constexpr std::array<std::pair<ir::DataType, const char*>, 12> kTypes = {{
+    {ir::DataType::Int4, "QInt4"},
+    {ir::DataType::UInt4, "QUInt4"},
     {ir::DataType::Int8, "QInt8"},
     {ir::DataType::UInt8, "QUInt8"},
     {ir::DataType::Int16, "QInt16"},
@@ -213,9 +216,6 @@ ir::DataType parse_quant_type(const std::string& name) {
   std::string bare = without_prefix(name, {"QuantType.", "VitisQuantType.", "ExtendedQuantType."});
   for (const auto& [type, text] : kTypes)
     if (bare == text) return type;
-  // Quark's types of features nobody has built: named, not unknown.
-  if (bare == "QInt4" || bare == "QUInt4")
-    throw unsupported("quant type '" + name + "': Quark's 4-bit types are not built yet");
   std::string known;
   for (const auto& [type, text] : kTypes) known += (known.empty() ? "" : ", ") + std::string(text);
   throw Error("unknown quant type '" + name + "' (known: " + known + ")");
@@ -229,9 +229,9 @@ const char* quant_type_name(ir::DataType type) {
 
 bool QuantConfig::weights_symmetric() const {
   if (weight_symmetric) return *weight_symmetric;
-  return weight_type == ir::DataType::Int8 || weight_type == ir::DataType::Int16 ||
-         weight_type == ir::DataType::Int32 || weight_type == ir::DataType::Float16 ||
-         weight_type == ir::DataType::BFloat16;
+  return weight_type == ir::DataType::Int4 || weight_type == ir::DataType::Int8 ||
+         weight_type == ir::DataType::Int16 || weight_type == ir::DataType::Int32 ||
+         weight_type == ir::DataType::Float16 || weight_type == ir::DataType::BFloat16;
 }
 
 calib::CalibOptions QuantConfig::calibration_options() const {
@@ -256,15 +256,31 @@ void check_config(const QuantConfig& c) {
       !std::filesystem::is_regular_file(c.fast_finetune.ref_model_path))
     throw Error("FastFinetune RefModelPath " + c.fast_finetune.ref_model_path + ": no such file");
   check_block_types(c);
+  if (c.matmul_nbits.given && !c.use_matmul_nbits)
+    throw Error("extra option MatMulNBitsParams takes effect only with UseMatMulNBits true");
+  // The MatMulNBits path writes no Q/DQ and calibrates nothing (Quark): what works on those is refused.
+  if (c.use_matmul_nbits && (c.include_fast_ft || c.include_auto_mp))
+    throw Error(std::string("UseMatMulNBits (weight-only MatMulNBits, no Q/DQ) with ") +
+                (c.include_fast_ft ? "include_fast_ft" : "include_auto_mp") +
+                ": those refine a Q/DQ model; choose one");
   auto is_8_or_16 = [](ir::DataType t) {
     return t == ir::DataType::Int8 || t == ir::DataType::UInt8 || t == ir::DataType::Int16 || t == ir::DataType::UInt16;
   };
   std::string types = std::string("activation_type ") + quant_type_name(c.activation_type) + " and weight_type " +
                       quant_type_name(c.weight_type);
+  // 4-bit types: QuantFormat.QDQ only (Quark's check_static_quant_arguments; ONNX Runtime 1.19 or later).
+  const bool four = asks_for(c, true, true, [](ir::DataType t) { return qmath::is_4bit_type(t); });
+  if (four && c.format != QuantFormat::QDQ)
+    throw Error(types + " (or an override): the 4-bit types QInt4 and QUInt4 are written by QuantFormat.QDQ only, "
+                "not " + quant_format_name(c.format));
+  auto is_4_8_or_16 = [&](ir::DataType t) {
+    return is_8_or_16(t) || (c.format == QuantFormat::QDQ && qmath::is_4bit_type(t));
+  };
   if (c.format == QuantFormat::QDQ || c.format == QuantFormat::QOperator) {
-    if (!is_8_or_16(c.activation_type) || !is_8_or_16(c.weight_type))
+    if (!is_4_8_or_16(c.activation_type) || !is_4_8_or_16(c.weight_type))
       throw Error(types + ": QuantFormat." + quant_format_name(c.format) +
-                  " takes 8- and 16-bit integer types; 32-bit, float16 and bfloat16 need VitisQuantFormat.QDQ or "
+                  (c.format == QuantFormat::QDQ ? " takes 4-, 8- and 16-bit" : " takes 8- and 16-bit") +
+                  " integer types; 32-bit, float16 and bfloat16 need VitisQuantFormat.QDQ or "
                   "ExtendedQuantFormat.QDQ");
   }
   if (c.format == QuantFormat::QOperator) {

@@ -146,6 +146,18 @@ struct MxAttributes {
   int64_t symmetric_int8 = 0;
 };
 
+// UseMatMulNBits' MatMulNBitsParams (Quark): weight-only 4- or 8-bit quantization of the MatMuls
+// with constant 2-D weights into com.microsoft MatMulNBits, as ONNX Runtime's
+// MatMulNBitsQuantizer writes them (quant/matmul_nbits.h). Quark's defaults.
+struct MatMulNBitsParams {
+  std::string algorithm = "DEFAULT";  // round to nearest; "GPTQ" and "HQQ" are refused (not built)
+  int64_t group_size = 128;           // the op's block_size: a power of 2, at least 16
+  bool symmetric = true;              // false: a uint8-packed zero point per block
+  int64_t bits = 4;                   // 4 or 8
+  int64_t accuracy_level = 0;         // the op's accuracy_level (0-4), written when not 0
+  bool given = false;                 // the extra option was set (it needs UseMatMulNBits)
+};
+
 struct QuantConfig {
   QuantFormat format = QuantFormat::QDQ;
   // calibrate_method; vai_q_onnx's default is PowerOfTwoMethod.MinMSE. calib.method follows it.
@@ -218,6 +230,8 @@ struct QuantConfig {
   AutoMixprecision auto_mp;
   bool include_fast_ft = false;
   FastFinetune fast_finetune;
+  bool use_matmul_nbits = false;  // UseMatMulNBits: the MatMulNBits path instead of Q/DQ
+  MatMulNBitsParams matmul_nbits;
   // Int32Bias (Quark): an int32 bias with the product scale; false: quantized like a weight.
   // Unset: true, except on the enable_dpu power-of-two path, whose biases are weights already.
   std::optional<bool> int32_bias;
@@ -372,6 +386,11 @@ void check_config(const QuantConfig& config);
 // Error naming a key that is unknown, of the wrong kind, or of a part not built (MemOptLevel 2's
 // disk cache, SelectiveUpdate, OutputQDQ, RefModelPath, a device other than the CPU).
 void apply_fast_finetune(FastFinetune& fast_finetune, const nlohmann::json& value);
+
+// Sets config.matmul_nbits from extra_options' MatMulNBitsParams (Algorithm, GroupSize, Symmetric,
+// Bits, AccuracyLevel). Error naming a key that is unknown or of the wrong kind, a value ONNX
+// Runtime's MatMulNBits does not take, or an algorithm not built (GPTQ, HQQ).
+void apply_matmul_nbits_params(MatMulNBitsParams& params, const nlohmann::json& value);
 
 // The dpu_pass_switches keys enable_npu_transformer takes (Quark turns them on for it in
 // its quantize_static): ConvertBNToConv, ConvertReduceMeanToGlobalAvgPool, SplitLargeKernelPool, ConvertSplitToSlice.

@@ -176,6 +176,12 @@ void add_quantizer_options(std::vector<ConfigKey>& keys) {
       kExtra, "FastFinetune", "object", "unset", "finetune",
       [](QuantConfig& c, const ConfigKey&, const json& v) { apply_fast_finetune(c.fast_finetune, v); },
       "with include_fast_ft"));
+  add(works(kExtra, "UseMatMulNBits", "bool", "false", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.use_matmul_nbits = json_bool(k.name, v); }));
+  add(limited(kExtra, "MatMulNBitsParams", "object",
+              "{Algorithm DEFAULT, GroupSize 128, Symmetric true, Bits 4, AccuracyLevel 0}", "quant",
+              "with UseMatMulNBits; Algorithm GPTQ and HQQ are not built (DEFAULT, round to nearest, is)",
+              [](QuantConfig& c, const ConfigKey&, const json& v) { apply_matmul_nbits_params(c.matmul_nbits, v); }));
   add(works(kExtra, "Int32Bias", "bool", "by path", "quant",
             [](QuantConfig& c, const ConfigKey& k, const json& v) { c.int32_bias = json_bool(k.name, v); }));
   add(works(kExtra, "NodePrecision", "object", "{}", "quant",
@@ -432,8 +438,6 @@ void add_dpu_options(std::vector<ConfigKey>& keys) {
 
 // Keys onnxptq refuses: those given on its command line, and those of features not built.
 void add_refused_options(std::vector<ConfigKey>& keys) {
-  keys.push_back(refused("UseMatMulNBits", "bool", "MatMulNBits weight-only quantization"));
-  keys.push_back(refused("MatMulNBitsParams", "object", "MatMulNBits weight-only quantization"));
   // The other keys of these families, which vai_q_onnx and Quark keep adding.
   keys.push_back(refused("Convert*", "-", kOtherKey));
   keys.push_back(refused("Adjust*", "-", kOtherKey));

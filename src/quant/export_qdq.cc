@@ -32,14 +32,16 @@ class QdqExporter {
       if (opset < 10) throw Error("QDQ needs opset 10 or later; the model has opset " + std::to_string(opset));
       bool wide = false, per_channel = false;
       for (const TensorPlan& t : plan_.tensors) {
-        wide = wide || ir::data_type_bits(t.type) == 16 ||  // Int16Bias's biases too
-               (t.convert && ir::data_type_bits(t.convert->type) == 16);
+        auto is_wide = [](DataType type) { return ir::data_type_bits(type) == 16 || qmath::is_4bit_type(type); };
+        wide = wide || is_wide(t.type) ||  // Int16Bias's biases too
+               (t.convert && is_wide(t.convert->type));
         per_channel = per_channel || (t.axis && t.role == Role::Weight);
       }
       if (per_channel && opset < 13)
         throw Error("per-channel quantization needs opset 13 or later; the model has opset " + std::to_string(opset) +
                     " (upgrade it first)");
-      if (wide && opset < 21) style_.domain = "com.microsoft";  // as ORT does: 16-bit Q/DQ from com.microsoft
+      // As ONNX Runtime's qdq_quantizer.py does: 16- and 4-bit Q/DQ below opset 21 from com.microsoft.
+      if (wide && opset < 21) style_.domain = "com.microsoft";
     }
     if (style_.cast_bfloat16 && model_.opset("") < 13)
       for (const TensorPlan& t : plan_.tensors)
@@ -440,6 +442,12 @@ ir::Tensor zero_point_tensor(DataType type, std::vector<int64_t> dims,
       auto z = static_cast<float>(params[i].float_zero_point);
       out[i] = type == DataType::Float16 ? ir::float_to_half(z) : ir::float_to_bfloat16(z);
     }
+    return t;
+  }
+  if (qmath::is_4bit_type(type)) {
+    std::vector<int8_t> held;
+    for (const qmath::ScaleZeroPoint& p : params) held.push_back(static_cast<int8_t>(p.zero_point));
+    qmath::pack_4bit(held.data(), static_cast<int64_t>(held.size()), t.mutable_bytes());
     return t;
   }
   qmath::visit_integer_quant_type(type, "a zero point", [&](auto tag) {

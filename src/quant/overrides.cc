@@ -16,7 +16,9 @@ namespace {
 
 using ir::DataType;
 
-constexpr std::array<std::pair<DataType, const char*>, 10> kPrecisions = {{
+constexpr std::array<std::pair<DataType, const char*>, 12> kPrecisions = {{
+    {DataType::Int4, "int4"},
+    {DataType::UInt4, "uint4"},
     {DataType::Int8, "int8"},
     {DataType::UInt8, "uint8"},
     {DataType::Int16, "int16"},
@@ -38,7 +40,8 @@ int rank(DataType t) {
 }
 
 bool is_signed(DataType t) {
-  return t == DataType::Int8 || t == DataType::Int16 || t == DataType::Int32 || quant_type_is_float(t);
+  return t == DataType::Int4 || t == DataType::Int8 || t == DataType::Int16 || t == DataType::Int32 ||
+         quant_type_is_float(t);
 }
 
 double json_number(const std::string& what, const nlohmann::json& v) {

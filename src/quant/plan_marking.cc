@@ -130,7 +130,8 @@ class Planner {
   bool weights_symmetric() const {
     if (!precision_ || !precision_->weight || config_.weight_symmetric) return config_.weights_symmetric();
     DataType t = *precision_->weight;
-    return t == DataType::Int8 || t == DataType::Int16 || t == DataType::Int32 || quant_type_is_float(t);
+    return t == DataType::Int4 || t == DataType::Int8 || t == DataType::Int16 || t == DataType::Int32 ||
+           quant_type_is_float(t);
   }
 
   DataType type_of(const ir::Value* v) const {
@@ -483,7 +484,8 @@ class Planner {
     if (power_of_two) {
       // vai_q_onnx's QDQSoftmax: symmetric 2^-(b-1) with the midpoint (unsigned) or 0; asymmetric 2^-b.
       int bits = ir::data_type_bits(type);
-      bool is_signed = type == DataType::Int8 || type == DataType::Int16 || type == DataType::Int32;
+      bool is_signed =
+          type == DataType::Int4 || type == DataType::Int8 || type == DataType::Int16 || type == DataType::Int32;
       double half = std::ldexp(1.0, bits - 1);
       if (symmetric) return {1.0 / half, is_signed ? 0 : static_cast<int64_t>(half)};
       return {1.0 / (2 * half), is_signed ? -static_cast<int64_t>(half) : 0};

@@ -1,5 +1,9 @@
 #include "quant/qdq_nodes.h"
 
+#include <vector>
+
+#include "qmath/quantize.h"
+
 namespace onnxptq::quant {
 
 namespace {
@@ -10,6 +14,8 @@ bool standard_domain(const ir::Node& n) {
 
 bool is_integer(ir::DataType t) {
   switch (t) {
+    case ir::DataType::Int4:
+    case ir::DataType::UInt4:
     case ir::DataType::Int8:
     case ir::DataType::UInt8:
     case ir::DataType::Int16:
@@ -62,7 +68,11 @@ std::optional<QdqParams> qdq_params(const ir::Node& n) {
   if (zp && zp->size() != scale->size()) return std::nullopt;
   std::span<const float> s = scale->values<float>();
   std::vector<int64_t> z(s.size(), 0);
-  if (zp) {
+  if (zp && qmath::is_4bit_type(zp->dtype())) {  // packed two a byte
+    std::vector<int8_t> held(s.size());
+    qmath::unpack_4bit(zp->bytes().data(), zp->size(), zp->dtype() == ir::DataType::Int4, held.data());
+    for (size_t i = 0; i < s.size(); ++i) z[i] = held[i];
+  } else if (zp) {
     for (size_t i = 0; i < s.size(); ++i) {
       switch (zp->dtype()) {
         case ir::DataType::Int8:

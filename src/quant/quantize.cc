@@ -19,6 +19,7 @@
 #include "quant/export.h"
 #include "quant/float16_model.h"
 #include "quant/ipu_limitation.h"
+#include "quant/matmul_nbits.h"
 #include "quant/node_selection.h"
 #include "quant/post_process.h"
 
@@ -308,6 +309,18 @@ void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::D
   };
   auto start = std::chrono::steady_clock::now();
   const ir::Model& model = r.prepared ? *r.prepared : float_model;
+  if (config.use_matmul_nbits) {  // Quark's MatMulNBits path: no calibration, no Q/DQ
+    r.plan = Plan{};
+    if (!with_export) return;
+    MatMulNBitsResult written = write_matmul_nbits(model, config);
+    say("UseMatMulNBits: " + std::to_string(written.quantized_nodes.size()) + " MatMuls to MatMulNBits (" +
+        std::to_string(config.matmul_nbits.bits) + "-bit, block " + std::to_string(config.matmul_nbits.group_size) +
+        (config.matmul_nbits.symmetric ? ", symmetric)" : ", asymmetric)"));
+    r.plan.quantized_nodes = std::move(written.quantized_nodes);
+    r.model = std::move(written.model);
+    r.seconds["export"] = seconds_since(start);
+    return;
+  }
   // Samples for the converted model's inputs (convert_fp16_to_fp32, convert_nchw_to_nhwc).
   std::unique_ptr<calib::DataReader> adapted = adapted_reader(reader, model, config);
   calib::DataReader& data = adapted ? *adapted : reader;

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "ir/float16.h"
 #include "onnxptq/error.h"
@@ -32,7 +33,7 @@ std::string tensor_text(const ir::Tensor& t, const char* what) {
 
 void throw_not_quant_type(DataType t) {
   throw Error("no quantization to " + type_name(t) +
-              ": quant types are int8, uint8, int16, uint16, int32, uint32, float16, bfloat16");
+              ": quant types are int4, uint4, int8, uint8, int16, uint16, int32, uint32, float16, bfloat16");
 }
 
 double round_to(DataType t, double v) {
@@ -227,8 +228,8 @@ void for_each_run(const Layout& l, F&& fn) {
 }  // namespace
 
 bool quant_type_is_integer(DataType t) {
-  return t == DataType::Int8 || t == DataType::UInt8 || t == DataType::Int16 || t == DataType::UInt16 ||
-         t == DataType::Int32 || t == DataType::UInt32;
+  return qmath::is_4bit_type(t) || t == DataType::Int8 || t == DataType::UInt8 || t == DataType::Int16 ||
+         t == DataType::UInt16 || t == DataType::Int32 || t == DataType::UInt32;
 }
 
 bool quant_type_is_float(DataType t) { return t == DataType::Float16 || t == DataType::BFloat16; }
@@ -348,7 +349,8 @@ void fake_quantize_values(const float* x, size_t n, DataType type, const qmath::
     return;
   }
   const qmath::QRange r = saturation_range(type, o.saturation);
-  qmath::visit_integer_quant_type(type, "the quant type", [&](auto tag) {
+  const DataType held = qmath::is_4bit_type(type) ? qmath::holder_of_4bit(type) : type;
+  qmath::visit_integer_quant_type(held, "the quant type", [&](auto tag) {
     using T = decltype(tag);
     if constexpr (sizeof(T) <= 2) {
       qmath::fake_quantize_values<T>(x, static_cast<int64_t>(n), static_cast<float>(p.scale),
@@ -380,6 +382,17 @@ ir::Tensor quantize_tensor(const ir::Tensor& x, DataType type, std::span<const q
     return out;
   }
   const qmath::QRange r = saturation_range(type, o.saturation);
+  if (qmath::is_4bit_type(type)) {  // one value a byte, then packed as ONNX stores int4 / uint4
+    std::vector<int8_t> held(static_cast<size_t>(x.size()));
+    for_each_run(l, [&](size_t at, size_t n, size_t c) {
+      if (type == DataType::Int4)
+        quantize_integer<int8_t>(&xs.values[at], n, params[c], r, &held[at]);
+      else
+        quantize_integer<uint8_t>(&xs.values[at], n, params[c], r, reinterpret_cast<uint8_t*>(&held[at]));
+    });
+    qmath::pack_4bit(held.data(), x.size(), out.mutable_bytes());
+    return out;
+  }
   qmath::visit_integer_quant_type(type, "the quant type", [&](auto tag) {
     using T = decltype(tag);
     auto y = out.mutable_values<T>();
@@ -400,6 +413,17 @@ ir::Tensor dequantize_tensor(const ir::Tensor& q, std::span<const qmath::ScaleZe
     auto v = q.values<uint16_t>();
     for_each_run(l, [&](size_t at, size_t n, size_t c) {
       for (size_t i = at; i < at + n; ++i) y[i] = dequantize_float(v[i], type, params[c], o.float_cast);
+    });
+    return out;
+  }
+  if (qmath::is_4bit_type(type)) {
+    std::vector<int8_t> held(static_cast<size_t>(q.size()));
+    qmath::unpack_4bit(q.bytes().data(), q.size(), type == DataType::Int4, held.data());
+    for_each_run(l, [&](size_t at, size_t n, size_t c) {
+      if (type == DataType::Int4)
+        dequantize_integer<int8_t>(&held[at], n, params[c], &y[at]);
+      else
+        dequantize_integer<uint8_t>(reinterpret_cast<const uint8_t*>(&held[at]), n, params[c], &y[at]);
     });
     return out;
   }

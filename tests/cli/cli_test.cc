@@ -340,7 +340,7 @@ TEST(CliQuantize, BadOptionsWriteNothingAndAGoodRunWritesModelPlanAndReport) {
   expect_one_line_error(onnxptq(base + "--extra-option Bogus=1"), "unknown extra option 'Bogus'");
   expect_one_line_error(
       onnxptq(base + "--activation-type QInt32"),
-      "activation_type QInt32 and weight_type QInt8: QuantFormat.QDQ takes 8- and 16-bit integer types");
+      "activation_type QInt32 and weight_type QInt8: QuantFormat.QDQ takes 4-, 8- and 16-bit integer types");
   expect_one_line_error(onnxptq(base + "--nodes-to-exclude no_such_node"),
                         "the model has no node named 'no_such_node' (in nodes_to_exclude)");
   expect_one_line_error(onnxptq(base + "--extra-option ConvertSigmoidToHardSigmoid=true"),

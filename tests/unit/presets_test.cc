@@ -135,16 +135,13 @@ TEST(Presets, SettingsAreTheSpecsRows) {
 // check_config. When a feature lands its keys stop being refused and this test names the preset
 // that changed: shrink the list (docs/options.md, "Presets", says the same).
 const std::map<std::string, std::set<std::string>> kRefusedToday = {
-    // dynamic quantization, MatMulNBits (nobody)
+    // dynamic quantization (nobody)
     {"UINT8_DYNAMIC_QUANT", {"use_dynamic_quant"}},
-    {"MATMUL_NBITS", {"UseMatMulNBits", "MatMulNBitsParams"}},
 };
 
 // Words the refusal of a feature nobody is building must contain.
 const std::map<std::string, std::string> kMissingFeature = {{"include_fast_ft", "fast finetune"},
-                                                            {"use_dynamic_quant", "dynamic quantization"},
-                                                            {"UseMatMulNBits", "MatMulNBits"},
-                                                            {"MatMulNBitsParams", "MatMulNBits"}};
+                                                            {"use_dynamic_quant", "dynamic quantization"}};
 
 TEST(Presets, EachAppliesOrNamesWhatTheCoreRefuses) {
   std::vector<std::string> ready;
@@ -195,12 +192,11 @@ TEST(Presets, EachAppliesOrNamesWhatTheCoreRefuses) {
 TEST(Presets, ApplyPresetNamesThePresetAndEveryRefusal) {
   QuantConfig c;
   try {
-    apply_preset(c, "MATMUL_NBITS");
-    FAIL() << "MATMUL_NBITS applied";
+    apply_preset(c, "UINT8_DYNAMIC_QUANT");
+    FAIL() << "UINT8_DYNAMIC_QUANT applied";
   } catch (const Error& e) {
     std::string m = e.what();
-    EXPECT_EQ(m.rfind("preset MATMUL_NBITS: extra option MatMulNBitsParams belongs to MatMulNBits", 0), 0u) << m;
-    EXPECT_NE(m.find("; extra option UseMatMulNBits belongs to MatMulNBits"), std::string::npos) << m;
+    EXPECT_EQ(m.rfind("preset UINT8_DYNAMIC_QUANT: use_dynamic_quant true: dynamic quantization", 0), 0u) << m;
     EXPECT_EQ(m.find('\n'), std::string::npos);
   }
   try {
@@ -289,9 +285,9 @@ TEST_F(PresetsCli, UnknownAndUnbuiltPresetsAreOneLineErrorsAndWriteNothing) {
   EXPECT_EQ(unknown.err.rfind("error: --config 'NOPE' is neither a preset nor a readable file (presets: ", 0), 0u)
       << unknown.err;
   EXPECT_NE(unknown.err.find("XINT8"), std::string::npos);
-  cli_test::CliRun unbuilt = cli_test::onnxptq(base + "--config MATMUL_NBITS");
+  cli_test::CliRun unbuilt = cli_test::onnxptq(base + "--config UINT8_DYNAMIC_QUANT");
   EXPECT_EQ(unbuilt.code, 3);  // every setting refused is a feature not built: unsupported
-  EXPECT_EQ(unbuilt.err.rfind("error: preset MATMUL_NBITS: extra option MatMulNBitsParams belongs to MatMulNBits", 0),
+  EXPECT_EQ(unbuilt.err.rfind("error: preset UINT8_DYNAMIC_QUANT: use_dynamic_quant true: dynamic quantization", 0),
             0u)
       << unbuilt.err;
   EXPECT_EQ(unbuilt.err.find('\n'), unbuilt.err.size() - 1);
@@ -312,7 +308,8 @@ TEST_F(PresetsCli, PresetsListsEveryPresetWithItsStatus) {
   }
   EXPECT_EQ(status.size(), presets().size());
   EXPECT_EQ(status["U8S8_AAWS"], "ready");
-  EXPECT_EQ(status["MATMUL_NBITS"], "not");  // "not yet"
+  EXPECT_EQ(status["MATMUL_NBITS"], "ready");
+  EXPECT_EQ(status["UINT8_DYNAMIC_QUANT"], "not");  // "not yet"
   cli_test::CliRun json_list = cli_test::onnxptq("presets --json");
   ASSERT_EQ(json_list.code, 0) << json_list.err;
   json all = json::parse(json_list.out);
@@ -321,11 +318,10 @@ TEST_F(PresetsCli, PresetsListsEveryPresetWithItsStatus) {
     std::string name = p.at("name").get<std::string>();
     EXPECT_EQ(p.at("ready").get<bool>(), status[name] == "ready") << name;
   }
-  cli_test::CliRun one = cli_test::onnxptq("presets MATMUL_NBITS");
+  cli_test::CliRun one = cli_test::onnxptq("presets UINT8_DYNAMIC_QUANT");
   EXPECT_EQ(one.code, 0);
   EXPECT_NE(one.out.find("status: not yet"), std::string::npos) << one.out;
-  EXPECT_NE(one.out.find("UseMatMulNBits: extra option UseMatMulNBits belongs to MatMulNBits weight-only"),
-            std::string::npos)
+  EXPECT_NE(one.out.find("use_dynamic_quant: use_dynamic_quant true: dynamic quantization"), std::string::npos)
       << one.out;
   cli_test::CliRun bad = cli_test::onnxptq("presets NOPE");
   EXPECT_EQ(bad.code, 2);

@@ -226,5 +226,6 @@ void register_conv_kernels(KernelRegistry& r);
 void register_conv_transpose_kernels(KernelRegistry& r);
 void register_gemm_matmul_kernels(KernelRegistry& r);
 void register_einsum_kernels(KernelRegistry& r);
+void register_matmul_nbits_kernels(KernelRegistry& r);  // com.microsoft MatMulNBits
 
 }  // namespace onnxptq::engine::linear
