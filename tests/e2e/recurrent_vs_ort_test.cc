@@ -15,8 +15,12 @@
 #include <iostream>
 #include <random>
 
+#include "calib/data_reader.h"
 #include "engine/kernel.h"
 #include "ir/model.h"
+#include "quant/presets.h"
+#include "quant/quantize.h"
+#include "quant/simulate.h"
 #include "support/export_models.h"
 #include "support/test_paths.h"
 
@@ -200,15 +204,20 @@ INSTANTIATE_TEST_SUITE_P(AttributesOfTheSpec, RecurrentNodeVsOrt, ::testing::Val
 
 // ---- torch exports
 
+// The model `name` of tests/models/export_recurrent.py written to `file`; false when it failed.
+bool export_recurrent(const std::string& name, const fs::path& file) {
+  std::string command = "/usr/bin/python3 " + (kSource / "tests/models/export_recurrent.py").string() + " " + name +
+                        " " + file.string() + " > /dev/null 2>&1";
+  return std::system(command.c_str()) == 0;
+}
+
 class RecurrentModelVsOrt : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(RecurrentModelVsOrt, SameOutputs) {
   const std::string& name = GetParam();
   fs::path dir = testing::fresh_dir("recurrent_model_" + name);
   fs::path file = dir / (name + ".onnx");
-  std::string command = "/usr/bin/python3 " + (kSource / "tests/models/export_recurrent.py").string() + " " + name +
-                        " " + file.string() + " > /dev/null 2>&1";
-  ASSERT_EQ(std::system(command.c_str()), 0) << command;
+  ASSERT_TRUE(export_recurrent(name, file)) << name;
   ir::Model model = ir::load_model(file);
   // The recurrent layers are ONNX nodes of their own, and every op of the export has a kernel.
   const std::string op = name == "lstm_tagger" ? "LSTM" : "GRU";
@@ -222,6 +231,87 @@ TEST_P(RecurrentModelVsOrt, SameOutputs) {
 }
 
 INSTANTIATE_TEST_SUITE_P(TorchExports, RecurrentModelVsOrt, ::testing::Values("lstm_tagger", "gru_speech"));
+
+// A8W8 with the recurrent ops named in extra_op_types_to_quantize: W and R of every LSTM / GRU
+// are int8 weights (QDQ on the weight inputs; per tensor, or per gate row with per_channel), and ONNX Runtime runs the written model as the
+// engine's simulation of the plan computes it: every quantized tensor within one step of ORT's
+// given ORT's inputs, and the outputs within 1e-4 of their range.
+struct RecurrentQuantCase {
+  std::string name;  // of export_recurrent.py
+  bool per_channel;
+};
+
+class RecurrentA8W8VsOrt : public ::testing::TestWithParam<RecurrentQuantCase> {};
+
+TEST_P(RecurrentA8W8VsOrt, WeightsQuantizedAndOrtRunsItAsTheSimulation) {
+  const std::string& name = GetParam().name;
+  fs::path dir = testing::fresh_dir("recurrent_a8w8_" + name + (GetParam().per_channel ? "_pc" : ""));
+  ASSERT_TRUE(export_recurrent(name, dir / "float.onnx")) << name;
+  ir::Model model = ir::load_model(dir / "float.onnx");
+  quant::QuantConfig config;
+  quant::apply_preset(config, "A8W8");
+  config.extra_op_types_to_quantize = {"LSTM", "GRU"};
+  config.per_channel = GetParam().per_channel;
+  config.calib.threads = 2;
+  quant::check_config(config);
+  calib::RandomReaderOptions ro;
+  ro.count = 8;
+  ro.seed = 3;  // the compared runs use seeds 7 and 8
+  std::unique_ptr<calib::DataReader> reader = calib::make_random_reader(model.graph->fed_inputs(), ro);
+  quant::QuantizeResult r = quant::quantize_static(model, *reader, config);
+  const ir::Model& prepared = r.prepared ? *r.prepared : model;
+
+  const std::string op = name == "lstm_tagger" ? "LSTM" : "GRU";
+  size_t recurrent = 0;
+  for (const auto& n : prepared.graph->nodes()) {
+    if (n->op_type != op) continue;
+    ++recurrent;
+    EXPECT_TRUE(std::count(r.plan.quantized_nodes.begin(), r.plan.quantized_nodes.end(), n->name)) << n->name;
+    for (size_t i : {1, 2}) {
+      const quant::TensorPlan* t = r.plan.find(n->input(i)->name());
+      ASSERT_NE(t, nullptr) << n->name << " input " << i;
+      EXPECT_EQ(t->role, quant::Role::Weight) << t->name;
+      EXPECT_EQ(t->type, ir::DataType::Int8) << t->name;
+      EXPECT_EQ(t->axis, GetParam().per_channel ? std::optional<int64_t>(1) : std::nullopt) << t->name;
+    }
+    const ir::Value* b = n->input(3);
+    EXPECT_TRUE(!b || !r.plan.find(b->name())) << "B stays float";
+  }
+  EXPECT_EQ(recurrent, name == "lstm_tagger" ? 2u : 1u);
+
+  ir::save_model(r.model, dir / "q.onnx");
+  ir::Model q = ir::load_model(dir / "q.onnx");
+  size_t dequantized_weights = 0;  // W and R of the written recurrent nodes read from DequantizeLinear
+  for (const auto& n : q.graph->nodes())
+    if (n->op_type == op)
+      for (size_t i : {1, 2})
+        dequantized_weights += n->input(i)->producer() && n->input(i)->producer()->op_type == "DequantizeLinear";
+  EXPECT_EQ(dequantized_weights, 2 * recurrent);
+
+  quant::Simulation simulation(prepared, r.plan, config, 2);
+  for (uint32_t seed : {7u, 8u}) {
+    auto feeds = testing::random_feeds(model, seed);
+    fs::path ort_dir = dir / ("ort" + std::to_string(seed));
+    testing::LayerwiseAgreement layers = testing::agree_layer_by_layer(dir / "q.onnx", feeds, ort_dir);
+    EXPECT_EQ(layers.compared, layers.quantized);
+    EXPECT_LE(layers.worst, 1.0) << layers.worst_tensor;
+    std::vector<ir::Tensor> simulated = simulation.run(feeds);
+    ASSERT_EQ(simulated.size(), layers.ort_outputs.size());
+    for (size_t i = 0; i < simulated.size(); ++i) {
+      double error = range_relative_error(layers.ort_outputs[i], simulated[i]);
+      std::cout << name << " A8W8 seed " << seed << ": " << layers.quantized
+                << " quantized tensors, worst layer " << layers.worst << " steps; output " << i
+                << " simulation vs ORT max abs diff / range = " << error << "\n";
+      EXPECT_LE(error, 1e-4) << name << " output " << i;
+    }
+  }
+  fs::remove_all(dir);
+}
+
+INSTANTIATE_TEST_SUITE_P(TorchExports, RecurrentA8W8VsOrt,
+                         ::testing::Values(RecurrentQuantCase{"lstm_tagger", false}, RecurrentQuantCase{"gru_speech", false},
+                                           RecurrentQuantCase{"lstm_tagger", true}, RecurrentQuantCase{"gru_speech", true}),
+                         [](const auto& info) { return info.param.name + (info.param.per_channel ? "_per_channel" : ""); });
 
 }  // namespace
 }  // namespace onnxptq
