@@ -68,7 +68,7 @@ struct RecurrentCase {
   std::string direction = "forward";
   bool bias = true;
   bool initial = false;    // initial_h (and initial_c) fed
-  bool lengths = false;    // sequence_lens of different lengths
+  bool lengths = false;    // sequence_lens of different lengths, one of them 0
   bool peepholes = false;  // LSTM's P
   bool constant = false;   // W, R, B and P initializers rather than fed
   int64_t linear_before_reset = 0;
@@ -112,7 +112,7 @@ ir::Model recurrent_node_model(const RecurrentCase& c, std::map<std::string, ir:
   add("R", recurrent_random({dirs, gates * kHidden, kHidden}, rng, 0.6f), c.constant);
   if (c.bias) add("B", recurrent_random({dirs, 2 * gates * kHidden}, rng, 0.5f), c.constant);
   else inputs.push_back(nullptr);
-  if (c.lengths) add("sequence_lens", ir::Tensor::from_values<int32_t>({kBatch}, std::vector<int32_t>{4, kSeq, 2}), false);
+  if (c.lengths) add("sequence_lens", ir::Tensor::from_values<int32_t>({kBatch}, std::vector<int32_t>{4, kSeq, 0}), false);
   else inputs.push_back(nullptr);
   if (c.initial) add("initial_h", recurrent_random({dirs, kBatch, kHidden}, rng, 0.8f), false);
   else inputs.push_back(nullptr);
