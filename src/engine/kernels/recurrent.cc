@@ -33,6 +33,57 @@ struct Weights {
   std::vector<DirectionWeights> directions;
 };
 
+// The product of a step, [batch, k] x [k, n] with a constant right-hand side: the primitive made
+// and the right-hand side packed in its layout once for all steps (a plain one would be packed by
+// oneDNN again at every call, at the cost of the product itself for small batches).
+struct StepProduct {
+  int64_t m = 0, k = 0, n = 0;
+  const float* b = nullptr;  // dense [k, n], for the loop when oneDNN declines
+  dnnl::matmul::primitive_desc pd;
+  dnnl::matmul prim;
+  std::shared_ptr<const dnnl::memory> packed;
+  bool reference = false;
+};
+
+StepProduct make_step_product(int64_t m, int64_t k, int64_t n, const float* b, int threads) {
+  StepProduct p;
+  p.m = m, p.k = k, p.n = n, p.b = b;
+  linear::dnnl_use_threads(threads);
+  try {
+    const dnnl::engine& eng = linear::dnnl_cpu_engine();
+    p.pd = dnnl::matmul::primitive_desc(
+        dnnl::matmul::desc(linear::f32_desc({m, k}), linear::f32_any({k, n}), linear::f32_desc({m, n})),
+        linear::dnnl_attr(), eng);
+    p.prim = dnnl::matmul(p.pd);
+    auto packed = std::make_shared<dnnl::memory>(p.pd.weights_desc(), eng);
+    dnnl::memory user(linear::f32_desc({k, n}), eng, const_cast<float*>(b));
+    dnnl::stream stream(eng);
+    dnnl::reorder::primitive_desc pack_pd = linear::dnnl_reorder_pd(user.get_desc(), p.pd.weights_desc());
+    linear::dnnl_reorder(stream, dnnl::reorder(pack_pd), pack_pd, user, *packed);
+    stream.wait();
+    p.packed = std::move(packed);
+  } catch (const dnnl::error&) {
+    p.reference = true;
+  }
+  return p;
+}
+
+// c = a [m, k] x the product's right-hand side.
+void run_step_product(const StepProduct& p, int threads, const float* a, float* c) {
+  if (p.reference) return linear::matmul_reference(a, p.k, 1, p.b, p.n, 1, c, p.m, p.n, p.k);
+  linear::dnnl_use_threads(threads);
+  const dnnl::engine& eng = linear::dnnl_cpu_engine();
+  dnnl::stream stream(eng);
+  linear::dnnl_execute(stream, p.prim, p.pd,
+                       {{DNNL_ARG_SRC, dnnl::memory(p.pd.src_desc(), eng, const_cast<float*>(a))},
+                        {DNNL_ARG_WEIGHTS, *p.packed},
+                        {DNNL_ARG_DST, dnnl::memory(p.pd.dst_desc(), eng, c)}});
+  stream.wait();
+}
+
+// Each direction's step products: H R^T, and for GRU without linear_before_reset (r . H) Rh^T.
+using StepProducts = std::vector<std::vector<StepProduct>>;
+
 class RecurrentKernel : public Kernel {
  public:
   RecurrentKernel(const KernelInfo& info, Cell cell) : cell_(cell) {
@@ -105,6 +156,21 @@ class RecurrentKernel : public Kernel {
       (i == 5 ? initial_h : initial_c) = as_float32(*t);
     }
 
+    // The step products for this batch size: kept from run to run when the weights are the kernel's.
+    const int threads = linear::matmul_threads(ctx.threads, batch * gate_count(cell_) * H);
+    auto make_products = [&](const StepProducts*) {
+      auto products = std::make_shared<StepProducts>();
+      for (const DirectionWeights& dw : w.directions) {
+        std::vector<StepProduct>& p = products->emplace_back();
+        if (batch == 0 || H == 0) continue;
+        p.push_back(make_step_product(batch, H, static_cast<int64_t>(dw.r_t.size()) / H, dw.r_t.data(), threads));
+        if (!dw.r_h_t.empty()) p.push_back(make_step_product(batch, H, H, dw.r_h_t.data(), threads));
+      }
+      return std::shared_ptr<const StepProducts>(std::move(products));
+    };
+    std::shared_ptr<const StepProducts> products =
+        weights_ ? products_.get({batch, threads}, make_products) : make_products(nullptr);
+
     Geometry g{seq, batch, H, directions_, layout_};
     Tensor y(DataType::Float, layout_ ? std::vector<int64_t>{batch, seq, directions_, H}
                                        : std::vector<int64_t>{seq, directions_, batch, H});
@@ -113,8 +179,8 @@ class RecurrentKernel : public Kernel {
       State state{y.mutable_values<float>().data(), y_h.mutable_values<float>().data(),
                   y_c.mutable_values<float>().data(), initial_h ? initial_h->values<float>().data() : nullptr,
                   initial_c ? initial_c->values<float>().data() : nullptr};
-      run_direction(ctx, g, d, reverse_only_ || d == 1, w.directions[static_cast<size_t>(d)], x.values<float>().data(),
-                    lengths, state);
+      run_direction(ctx, g, d, reverse_only_ || d == 1, w.directions[static_cast<size_t>(d)],
+                    (*products)[static_cast<size_t>(d)], threads, x.values<float>().data(), lengths, state);
     }
     if (out.size() > 0) out[0] = float32_as(y, type);
     if (out.size() > 1) out[1] = float32_as(y_h, type);
@@ -204,15 +270,19 @@ class RecurrentKernel : public Kernel {
   }
 
   void run_direction(const RunContext& ctx, const Geometry& g, int64_t d, bool reverse, const DirectionWeights& w,
-                     const float* x, const std::vector<int64_t>& lengths, const State& state) const {
+                     const std::vector<StepProduct>& step, int threads, const float* x,
+                     const std::vector<int64_t>& lengths, const State& state) const {
     const int64_t G = gate_count(cell_), H = g.hidden, GH = G * H, batch = g.batch;
     const int64_t rows = g.seq * batch, input_size = static_cast<int64_t>(w.w_t.size()) / std::max<int64_t>(GH, 1);
     if (batch == 0 || H == 0) return;
     // X W^T + biases for every step at once.
     std::vector<float> xw(static_cast<size_t>(rows * GH));
     product(ctx, x, w.w_t.data(), xw.data(), rows, input_size, GH);
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t j = 0; j < GH; ++j) xw[i * GH + j] += w.bias[j];
+    for (int64_t i = 0; i < rows; ++i) {
+      float* row = xw.data() + i * GH;
+#pragma omp simd
+      for (int64_t j = 0; j < GH; ++j) row[j] += w.bias[j];
+    }
 
     std::vector<float> h(static_cast<size_t>(batch * H), 0.0f), c(static_cast<size_t>(batch * H), 0.0f);
     for (int64_t b = 0; b < batch; ++b) {
@@ -229,7 +299,7 @@ class RecurrentKernel : public Kernel {
     auto time_of = [&](int64_t s, int64_t b) { return reverse ? lengths[b] - 1 - s : s; };
 
     for (int64_t s = 0; s < steps; ++s) {
-      product(ctx, h.data(), w.r_t.data(), gates.data(), batch, H, r_cols);
+      run_step_product(step[0], threads, h.data(), gates.data());
       for (int64_t b = 0; b < batch; ++b) {
         if (s >= lengths[b]) continue;
         const int64_t t = time_of(s, b);
@@ -238,6 +308,7 @@ class RecurrentKernel : public Kernel {
         float* hb = h.data() + b * H;
         float* yb = state.y + g.y_offset(t, d, b);
         if (cell_ == Cell::Rnn) {
+          #pragma omp simd
           for (int64_t j = 0; j < H; ++j) gb[j] += xb[j];
           if (clip_) clip(*clip_, gb, H);
           activate(f[0], gb, H);
@@ -248,26 +319,30 @@ class RecurrentKernel : public Kernel {
           std::copy_n(hb, H, yb);
         } else {
           // z and r; with linear_before_reset h's whole pre-activation too.
+          #pragma omp simd
           for (int64_t j = 0; j < 2 * H; ++j) gb[j] += xb[j];
           if (clip_) clip(*clip_, gb, 2 * H);
           activate(f[0], gb, 2 * H);
           const float* r = gb + H;
           if (split_h) {
+            #pragma omp simd
             for (int64_t j = 0; j < H; ++j) reset_h[b * H + j] = r[j] * hb[j];
           } else {
             float* hh = gb + 2 * H;
+            #pragma omp simd
             for (int64_t j = 0; j < H; ++j) hh[j] = xb[2 * H + j] + r[j] * (hh[j] + w.r_bias_h[j]);
             gru_finish(f[1], gb, hh, hb, yb, H);
           }
         }
       }
       if (!split_h) continue;
-      product(ctx, reset_h.data(), w.r_h_t.data(), gates_h.data(), batch, H, H);
+      run_step_product(step[1], threads, reset_h.data(), gates_h.data());
       for (int64_t b = 0; b < batch; ++b) {
         if (s >= lengths[b]) continue;
         const int64_t t = time_of(s, b);
         const float* xb = xw.data() + g.x_row(t, b) * GH;
         float* hh = gates_h.data() + b * H;
+        #pragma omp simd
         for (int64_t j = 0; j < H; ++j) hh[j] += xb[2 * H + j];
         gru_finish(f[1], gates.data() + b * r_cols, hh, h.data() + b * H, state.y + g.y_offset(t, d, b), H);
       }
@@ -285,6 +360,7 @@ class RecurrentKernel : public Kernel {
   void gru_finish(const Activation& g_act, const float* zr, float* hh, float* h, float* y, int64_t H) const {
     if (clip_) clip(*clip_, hh, H);
     activate(g_act, hh, H);
+    #pragma omp simd
     for (int64_t j = 0; j < H; ++j) {
       h[j] = (1.0f - zr[j]) * hh[j] + zr[j] * h[j];
       y[j] = h[j];
@@ -294,31 +370,38 @@ class RecurrentKernel : public Kernel {
   // One LSTM step of one batch entry: `gates` holds H R^T in the spec's order i, o, f, c.
   void lstm_step(const Activation* f, const DirectionWeights& w, const float* xw, float* gates, float* h, float* c,
                  int64_t H) const {
+    #pragma omp simd
     for (int64_t j = 0; j < 4 * H; ++j) gates[j] += xw[j];
     float *i = gates, *o = gates + H, *fg = gates + 2 * H, *cand = gates + 3 * H;
     const bool peep = !w.peepholes.empty();
     const float *pi = peep ? w.peepholes.data() : nullptr, *po = pi ? pi + H : nullptr, *pf = pi ? pi + 2 * H : nullptr;
     if (peep)
+      #pragma omp simd
       for (int64_t j = 0; j < H; ++j) i[j] += pi[j] * c[j];
     if (clip_) clip(*clip_, i, H);
     activate(f[0], i, H);
     if (input_forget_) {
+      #pragma omp simd
       for (int64_t j = 0; j < H; ++j) fg[j] = 1.0f - i[j];
     } else {
       if (peep)
+        #pragma omp simd
         for (int64_t j = 0; j < H; ++j) fg[j] += pf[j] * c[j];
       if (clip_) clip(*clip_, fg, H);
       activate(f[0], fg, H);
     }
     if (clip_) clip(*clip_, cand, H);
     activate(f[1], cand, H);
+    #pragma omp simd
     for (int64_t j = 0; j < H; ++j) c[j] = fg[j] * c[j] + i[j] * cand[j];
     if (peep)
+      #pragma omp simd
       for (int64_t j = 0; j < H; ++j) o[j] += po[j] * c[j];
     if (clip_) clip(*clip_, o, H);
     activate(f[0], o, H);
     std::copy_n(c, H, cand);
     activate(f[2], cand, H);
+    #pragma omp simd
     for (int64_t j = 0; j < H; ++j) h[j] = o[j] * cand[j];
   }
 
@@ -332,6 +415,7 @@ class RecurrentKernel : public Kernel {
   bool linear_before_reset_ = false;
   std::vector<Activation> activations_;  // per direction: LSTM f, g, h; GRU f, g; RNN f
   std::optional<Weights> weights_;      // prepared when built, from constant W, R, B and P
+  linear::PlanCache<StepProducts> products_;  // for weights_, the last batch size and thread count
 };
 
 template <Cell C>

@@ -1,6 +1,6 @@
 // The activation functions of LSTM, GRU and RNN (ONNX operator specification, "activations":
 // Relu, Tanh, Sigmoid, Affine, LeakyRelu, ThresholdedRelu, ScaledTanh, HardSigmoid, Elu,
-// Softsign, Softplus), each a loop the compiler vectorises.
+// Softsign, Softplus), each a loop the compiler vectorises (but Softplus's, through libm).
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -84,33 +84,43 @@ void activate(const Activation& f, float* x, int64_t n) {
   const float alpha = f.alpha, beta = f.beta;
   switch (f.kind) {
     case ActivationKind::Relu:
+      #pragma omp simd
       for (int64_t i = 0; i < n; ++i) x[i] = std::max(x[i], 0.0f);
       return;
     case ActivationKind::Tanh:
+      #pragma omp simd
       for (int64_t i = 0; i < n; ++i) x[i] = fast_tanh(x[i]);
       return;
     case ActivationKind::Sigmoid:
+      #pragma omp simd
       for (int64_t i = 0; i < n; ++i) x[i] = sigmoid(x[i]);
       return;
     case ActivationKind::Affine:
+      #pragma omp simd
       for (int64_t i = 0; i < n; ++i) x[i] = alpha * x[i] + beta;
       return;
     case ActivationKind::LeakyRelu:
+      #pragma omp simd
       for (int64_t i = 0; i < n; ++i) x[i] = select_bits(x[i] < 0.0f, alpha * x[i], x[i]);
       return;
     case ActivationKind::ThresholdedRelu:
+      #pragma omp simd
       for (int64_t i = 0; i < n; ++i) x[i] = select_bits(x[i] > alpha, x[i], 0.0f);
       return;
     case ActivationKind::ScaledTanh:
+      #pragma omp simd
       for (int64_t i = 0; i < n; ++i) x[i] = alpha * fast_tanh(beta * x[i]);
       return;
     case ActivationKind::HardSigmoid:
+      #pragma omp simd
       for (int64_t i = 0; i < n; ++i) x[i] = std::max(0.0f, std::min(1.0f, alpha * x[i] + beta));
       return;
     case ActivationKind::Elu:
+      #pragma omp simd
       for (int64_t i = 0; i < n; ++i) x[i] = select_bits(x[i] < 0.0f, alpha * (fast_exp(x[i]) - 1.0f), x[i]);
       return;
     case ActivationKind::Softsign:
+      #pragma omp simd
       for (int64_t i = 0; i < n; ++i) x[i] = x[i] / (1.0f + std::fabs(x[i]));
       return;
     case ActivationKind::Softplus:
@@ -121,6 +131,7 @@ void activate(const Activation& f, float* x, int64_t n) {
 }
 
 void clip(float threshold, float* x, int64_t n) {
+  #pragma omp simd
   for (int64_t i = 0; i < n; ++i) x[i] = std::min(std::max(x[i], -threshold), threshold);
 }
 
