@@ -1,8 +1,8 @@
 // LSTM, GRU and RNN (ONNX operator specification, opsets 7 and 14: layout 1 puts the batch axis
 // first). The input projection X W^T of every time step is one matrix product per direction
 // (oneDNN), the biases added once; each step is then the recurrent product H R^T of the whole
-// batch and the gate arithmetic, a row of gates at a time. Computed in float32 (float16 and
-// double through it, as MatMul does).
+// batch (a oneDNN primitive made with R packed once per direction) and the gate arithmetic, a row
+// of gates at a time. Computed in float32 (float16 and double through it, as MatMul does).
 #include <algorithm>
 #include <optional>
 
