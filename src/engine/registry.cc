@@ -31,6 +31,7 @@ const KernelRegistry& KernelRegistry::instance() {
     register_reduce_kernels(r);
     register_norm_pool_kernels(r);
     register_linear_kernels(r);
+    register_recurrent_kernels(r);
     register_quantize_kernels(r);
     return r;
   }();

@@ -256,8 +256,8 @@ class Planner {
     int64_t since_opset = 0;  // of the default domain: older models keep the op float
   };
 
-  // The rules of ORT's QDQRegistry (registry.py) by op type; an op type not here is marked by
-  // mark_generic (every float input and output its own parameters).
+  // The rules of ORT's QDQRegistry (registry.py) by op type, and the recurrent ops'; an op type
+  // not here is marked by mark_generic (every float input and output its own parameters).
   static const std::map<std::string, OpRule>& op_rules() {
     static const std::map<std::string, OpRule> rules = {
         {"Conv", {&Planner::mark_conv}},
@@ -283,6 +283,9 @@ class Planner {
         {"LayerNormalization", {&Planner::mark_normalization}},
         {"BatchNormalization", {&Planner::mark_normalization}},
         {"Softmax", {&Planner::mark_softmax}},
+        {"LSTM", {&Planner::mark_recurrent}},
+        {"GRU", {&Planner::mark_recurrent}},
+        {"RNN", {&Planner::mark_recurrent}},
     };
     return rules;
   }
@@ -419,6 +422,18 @@ class Planner {
   std::string mark_softmax(const ir::Node& n) {
     mark_generic(n);
     softmax_output(n);
+    return "";
+  }
+
+  // LSTM, GRU and RNN, in no seed's QDQ registry (quantized when extra_op_types_to_quantize names
+  // them): X an activation, W and R weights (per channel along the gate rows, axis 1), the outputs
+  // activations. B stays float as in ONNX Runtime's DynamicQuantizeLSTM: it adds to products of W
+  // and of R, whose scales differ, so no int32 bias fits; initial states and peepholes stay float.
+  std::string mark_recurrent(const ir::Node& n) {
+    activation(n.input(0));
+    weight(n.input(1), n.op_type, 1);
+    weight(n.input(2), n.op_type, 1);
+    for (const ir::Value* v : n.outputs()) output(n, v);
     return "";
   }
 

@@ -93,6 +93,41 @@ def if_subgraph():
         [tensor("x", 1, 4)], [tensor("y", 1, 4)], [zero])
 
 
+def recurrent_weight(name, *shape):
+    """Weights of the recurrent seeds, from a generator of their own: the other files stay as they were."""
+    return numpy_helper.from_array(recurrent_rng.uniform(-1, 1, shape).astype(np.float32), name)
+
+
+recurrent_rng = np.random.RandomState(1)
+
+
+def lstm_bidirectional():
+    """A bidirectional LSTM with peepholes and sequence lengths, then a MatMul over its Y."""
+    lengths = numpy_helper.from_array(np.array([3, 1], np.int32), "lengths")
+    return model(
+        [helper.make_node("LSTM", ["x", "w", "r", "b", "lengths", "", "", "p"], ["y", "y_h", "y_c"], hidden_size=3,
+                          direction="bidirectional", clip=5.0),
+         helper.make_node("Reshape", ["y", "flat"], ["f"]),
+         helper.make_node("MatMul", ["f", "m"], ["out"])],
+        [tensor("x", 3, 2, 4)], [tensor("out", 12, 2), tensor("y_h", 2, 2, 3), tensor("y_c", 2, 2, 3)],
+        [recurrent_weight("w", 2, 12, 4), recurrent_weight("r", 2, 12, 3), recurrent_weight("b", 2, 24), lengths,
+         recurrent_weight("p", 2, 9), numpy_helper.from_array(np.array([12, 3], np.int64), "flat"),
+         recurrent_weight("m", 3, 2)])
+
+
+def gru_rnn():
+    """A reverse GRU (reset before the product) from an initial state, then an RNN with other activations."""
+    return model(
+        [helper.make_node("GRU", ["x", "w", "r", "", "", "h0"], ["y", ""], hidden_size=3, direction="reverse"),
+         helper.make_node("Squeeze", ["y", "axis"], ["s"]),
+         helper.make_node("RNN", ["s", "w2", "r2", "b2"], ["", "out"], hidden_size=2,
+                          activations=["LeakyRelu"], activation_alpha=[0.1])],
+        [tensor("x", 4, 1, 2), tensor("h0", 1, 1, 3)], [tensor("out", 1, 1, 2)],
+        [recurrent_weight("w", 1, 9, 2), recurrent_weight("r", 1, 9, 3),
+         numpy_helper.from_array(np.array([1], np.int64), "axis"), recurrent_weight("w2", 1, 2, 3),
+         recurrent_weight("r2", 1, 2, 2), recurrent_weight("b2", 1, 4)])
+
+
 def npy(array, version=None):
     out = io.BytesIO()
     np.lib.format.write_array(out, array, version=version)
@@ -107,7 +142,8 @@ def npz(save, **arrays):
 
 def main(root):
     quantize = {"conv_relu_pool_gemm.onnx": conv_relu_pool_gemm(), "residual.onnx": residual(),
-                "two_inputs.onnx": two_inputs()}
+                "two_inputs.onnx": two_inputs(), "lstm_bidirectional.onnx": lstm_bidirectional(),
+                "gru_rnn.onnx": gru_rnn()}
     corpus = {
         "quantize": quantize,
         "load_model": {**quantize, "shape_ops.onnx": shape_ops(), "if_subgraph.onnx": if_subgraph()},

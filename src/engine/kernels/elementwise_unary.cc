@@ -11,17 +11,6 @@ namespace {
 
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
-// tanh in float, vectorisable, within about 1e-6 relative: e^2|x| - 1 straight from the
-// polynomial for small |x| (no cancellation), 1 - 2 / (e^2|x| + 1) above.
-inline float fast_tanh(float x) {
-  float a = std::fabs(x);
-  float em = expm1_reduced(2.0f * a);
-  float small = em / (em + 2.0f);
-  float large = 1.0f - 2.0f / (fast_exp(2.0f * a) + 1.0f);
-  float t = select_bits(a < 0.1732867951f, small, large);
-  return std::copysign(t, x);
-}
-
 // erf in float, vectorisable, within about 2e-7 relative: x P(x^2) below 1, and
 // 1 - e^-x^2 Q(1 / (1 + x/2)) above, P and Q least-squares fits (relative error) made for this.
 inline float fast_erf(float x) {
