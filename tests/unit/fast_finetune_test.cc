@@ -527,7 +527,9 @@ TEST(FastFinetune, BlockFormatWeightsTrainWithAdaQuant) {
   const auto [before, plan] = adaquant_every_layer(q, c, 128, 300);
   for (const char* w : {"w1", "w2", "w3"}) {
     EXPECT_FALSE(before.find(w)->data.has_value()) << w;
-    if (const quant::TensorPlan* t = plan.find(w); t->data) EXPECT_EQ(t->data->dtype(), ir::DataType::Float) << w;
+    if (const quant::TensorPlan* t = plan.find(w); t->data) {
+      EXPECT_EQ(t->data->dtype(), ir::DataType::Float) << w;
+    }
   }
   // The written model carries the trained weights.
   ir::Model written = quant::export_model(q.model, plan, c);
