@@ -197,7 +197,7 @@ DynamicQuantResult write_dynamic_quant(const ir::Model& model, const QuantConfig
   std::vector<Target> targets;
   std::vector<ir::Node*> gemms;
   for (const auto& node : g.nodes()) {
-    if (!is_onnx(*node) || !chosen(node->name)) continue;
+    if (!is_onnx(*node) || !chosen(node->name) || !node->input(0) || !node->input(1) || !node->output(0)) continue;
     if (node->op_type == "Gemm" && type_on("Gemm")) {
       const bool plain = node->attr_float("alpha", 1.0f) == 1.0f && node->attr_float("beta", 1.0f) == 1.0f &&
                          node->attr_int("transA", 0) == 0;
@@ -207,7 +207,7 @@ DynamicQuantResult write_dynamic_quant(const ir::Model& model, const QuantConfig
       if (const_b_only && !is_float_initializer(node->input(1))) continue;
       targets.push_back({node.get(), node->name});
     } else if (node->op_type == "Conv" && type_on("Conv")) {
-      if (!is_float_initializer(node->input(1))) continue;
+      if (!is_float_initializer(node->input(1)) || node->input(1)->initializer().rank() < 3) continue;
       targets.push_back({node.get(), node->name});
     }
   }
