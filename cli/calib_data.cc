@@ -76,8 +76,8 @@ std::unique_ptr<DataReader> open_quantize_data(CalibDataArgs args, const Model& 
                                                bool quiet) {
   const bool given = !args.calib_data.empty() || args.random;
   if (!given) {
-    args.random = 1;
-    if (!quiet && !config.uses_random_data()) std::cerr << "warning: " << kNoCalibrationData << "\n";
+    args.random = 1;  // never read by dynamic quantization
+    if (!quiet && !config.uses_random_data() && !config.uses_dynamic_quant()) std::cerr << "warning: " << kNoCalibrationData << "\n";
   } else if (!quiet && config.uses_random_data()) {
     std::cerr << "warning: UseRandomData: calibrating on its random sample; "
               << (args.calib_data.empty() ? "--random" : "--calib-data") << " is not read\n";

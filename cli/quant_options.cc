@@ -87,6 +87,9 @@ void add_quant_options(CLI::App* cmd, QuantOptions& o) {
                 "include_fast_ft=False, over a --config that turns it on (the _ADAROUND, _ADAQUANT, *_ACCURATE "
                 "presets), its FastFinetune settings dropped")
       ->excludes(include_fast_ft);
+  cmd->add_flag("--dynamic", o.dynamic,
+                "use_dynamic_quant=True: ONNX Runtime's quantize_dynamic (MatMul, Gemm, Conv to MatMulInteger / "
+                "ConvInteger, activations by DynamicQuantizeLinear at run time; no calibration data read)");
   cmd->add_flag("--enable-dpu", o.enable_dpu,
                 "enable_dpu=True: the NPU path (power-of-two QDQ; graph rewrites, QDQ removal before fused "
                 "activations, SimulateDPU; their extra options)");
@@ -176,6 +179,7 @@ Config config_from(const QuantOptions& a) {
   if (a.include_fast_ft) c.set("include_fast_ft", "true");
   if (a.no_include_fast_ft) c.disable_fast_finetune();
   if (a.enable_dpu) c.set("enable_dpu", "true");
+  if (a.dynamic) c.set("use_dynamic_quant", "true");
   if (a.enable_npu_transformer) c.set("enable_npu_transformer", "true");
   if (a.standard_ops) c.set_extra_option("BlockQDQAsStandardOps", "true");
   return c;

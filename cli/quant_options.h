@@ -31,6 +31,7 @@ struct QuantOptions {
   bool include_fast_ft = false, no_include_fast_ft = false;
   bool convert_fp16_to_fp32 = false, convert_nchw_to_nhwc = false;
   bool enable_dpu = false;
+  bool dynamic = false;  // use_dynamic_quant
   bool enable_npu_transformer = false;
 };
 

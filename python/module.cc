@@ -371,7 +371,7 @@ py::dict quantize_static(const py::object& model_input, const std::string& model
   std::vector<std::string> warnings;
   std::unique_ptr<DataReader> data;
   if (reader.is_none()) {
-    warnings.push_back(kNoCalibrationData);
+    if (!config.uses_dynamic_quant()) warnings.push_back(kNoCalibrationData);
     RandomData r;  // the seeds' RandomDataReader: one sample (seed 0 here)
     std::vector<ValueInfo> inputs = model->inputs();
     r.shapes = random_shapes(shapes, inputs);

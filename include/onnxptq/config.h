@@ -90,6 +90,8 @@ class Config {
   // UseRandomData: quantize(), calibrate() and analyze_sensitivity() calibrate on seeded random
   // samples (RandomDataReaderInputShape, RandomDataReaderInputDataRange) instead of the reader's.
   bool uses_random_data() const;
+  // use_dynamic_quant (quantize_dynamic): activations quantized at run time; no sample is read.
+  bool uses_dynamic_quant() const;
 
   // The checks made before any data is read: Error for settings that do not go together.
   void check() const;

@@ -334,6 +334,42 @@ def quantize_static(model_input,
                 target=accuracy_target, progress_callback=progress_callback)["report"]
 
 
+def quantize_dynamic(model_input,
+                     model_output,
+                     op_types_to_quantize=None,
+                     per_channel=False,
+                     reduce_range=False,
+                     weight_type=QuantType.QInt8,
+                     nodes_to_quantize=None,
+                     nodes_to_exclude=None,
+                     use_external_data_format=False,
+                     extra_options=None,
+                     *,
+                     print_summary=False,
+                     debug_mode=False):
+    """quantize_dynamic of ONNX Runtime and vai_q_onnx (same signature and defaults): MatMul, Gemm
+    and Conv of `model_input` (a path or an onnx.ModelProto) written as MatMulInteger / ConvInteger
+    whose activations DynamicQuantizeLinear quantizes at run time (uint8), weights quantized now
+    (`weight_type` QInt8, symmetric, or QUInt8, asymmetric; `per_channel` for MatMul weights along
+    their last axis; `reduce_range` 7-bit). No calibration data. `op_types_to_quantize` (None: MatMul,
+    Gemm, Conv), `nodes_to_quantize` and `nodes_to_exclude` choose the nodes; `extra_options` takes
+    MatMulConstBOnly (default True) and WeightSymmetric. docs/formats.md shows what is written.
+    Returns the report of `onnxptq quantize --report` as a dict."""
+    config = {
+        "use_dynamic_quant": True,
+        "weight_type": _enum_name(weight_type, "weight_type", _TYPE_CLASSES),
+        "per_channel": bool(per_channel),
+        "reduce_range": bool(reduce_range),
+        "op_types_to_quantize": _names(op_types_to_quantize or [], "op_types_to_quantize"),
+        "nodes_to_quantize": _names(nodes_to_quantize, "nodes_to_quantize"),
+        "nodes_to_exclude": _names(nodes_to_exclude, "nodes_to_exclude"),
+    }
+    if model_output is None:
+        raise TypeError("model_output: expected a file path (quantize_dynamic writes the model)")
+    return _run(model_input, model_output, None, config, extra_options, [], use_external_data_format,
+                print_summary, debug_mode)["report"]
+
+
 def sensitivity(model_input, calibration_data_reader=None, config=None, *, extra_options=None, samples=8,
                 output_index=0, split=False, left_float=False, html_path=None, progress_callback=None):
     """How much each quantized node costs the model's output (`onnxptq sensitivity`; docs/cli.md):
@@ -385,5 +421,6 @@ from . import tools  # noqa: E402  (the model tools, over _core)
 __all__ = [
     "CalibrationDataReader", "CalibrationMethod", "Error", "InternalError", "PowerOfTwoMethod", "QuantFormat",
     "QuantType", "UnsupportedError",
-    "VitisQuantFormat", "VitisQuantType", "dump_model", "quantize_static", "sensitivity", "tools",
+    "VitisQuantFormat", "VitisQuantType", "dump_model", "quantize_dynamic", "quantize_static", "sensitivity",
+    "tools",
 ]

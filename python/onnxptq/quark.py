@@ -69,7 +69,6 @@ class Config:
 
 # Switches whose algorithm the core does not have yet: field -> what is missing.
 _UNBUILT_FLAGS = {
-    "use_dynamic_quant": "dynamic quantization (quantize_dynamic)",
     "include_sq": "SmoothQuant",
     "include_rotation": "QuaRot rotation",
     "crypto_mode": "crypto mode (models kept in memory only)",
@@ -127,6 +126,7 @@ def _core_config(config):
         "specific_tensor_precision": bool(config.specific_tensor_precision),
         "include_auto_mp": bool(config.include_auto_mp),
         "include_fast_ft": bool(config.include_fast_ft),
+        "use_dynamic_quant": bool(config.use_dynamic_quant),
     }, extra
 
 

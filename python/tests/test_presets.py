@@ -82,23 +82,18 @@ def test_presets_have_quarks_names_and_the_specs_values():
     assert "X" not in b.extra_options
 
 
-@pytest.mark.parametrize("preset,missing", [
-    ("UINT8_DYNAMIC_QUANT", "dynamic quantization"),
-])
-def test_presets_needing_unbuilt_parts_raise_at_quantize_model(tiny_model, tmp_path, preset, missing):
-    config = quark.get_default_config(preset)
+def test_uint8_dynamic_quant_writes_integer_ops(tiny_model, tmp_path):
+    """Quark's UINT8_DYNAMIC_QUANT through ModelQuantizer and the command: no calibration data, the
+    Conv and the Gemm (as a MatMul) quantized as ONNX Runtime's quantize_dynamic writes them."""
+    config = quark.get_default_config("UINT8_DYNAMIC_QUANT")
     config.print_summary = False
-    with pytest.raises(onnxptq.Error, match="not built") as error:
-        quark.ModelQuantizer(quark.Config(global_quant_config=config)).quantize_model(tiny_model,
-                                                                                     str(tmp_path / "q.onnx"))
-    assert missing in str(error.value)
-    assert not (tmp_path / "q.onnx").exists()
-    # The command refuses the same preset, naming the same part.
-    proc = run_cli("quantize", tiny_model, "-o", tmp_path / "cli.onnx", "--config", preset, check=False)
-    # Exit 3: what onnxptq does not do (ErrorKind unsupported).
-    assert proc.returncode == 3 and proc.stderr.startswith(f"error: preset {preset}: ")
-    assert missing in proc.stderr and "not built" in proc.stderr
-    assert not (tmp_path / "cli.onnx").exists()
+    quark.ModelQuantizer(quark.Config(global_quant_config=config)).quantize_model(tiny_model, str(tmp_path / "q.onnx"))
+    counts = quantize_nodes(tmp_path / "q.onnx")
+    assert counts.get("DynamicQuantizeLinear") == 2 and counts.get("ConvInteger") == 1
+    assert counts.get("MatMulInteger") == 1 and "Gemm" not in counts and "QuantizeLinear" not in counts
+    proc = run_cli("quantize", tiny_model, "-o", tmp_path / "cli.onnx", "--config", "UINT8_DYNAMIC_QUANT")
+    assert "warning" not in proc.stderr
+    assert quantize_nodes(tmp_path / "cli.onnx") == counts
 
 
 def test_unknown_preset_lists_the_presets():

@@ -52,6 +52,7 @@ ConfigKeyInfo key_info_of(const quant::ConfigKey& k) {
 }  // namespace
 
 bool Config::uses_random_data() const { return config_->use_random_data; }
+bool Config::uses_dynamic_quant() const { return config_->use_dynamic_quant; }
 
 std::vector<PresetInfo> Config::presets() {
   std::vector<PresetInfo> out;

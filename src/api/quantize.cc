@@ -107,6 +107,9 @@ QuantizeOutcome quantize(const Model& model, DataReader& reader, const Config& c
         "QuantizeFP16 (a float16 model) with include_auto_mp or an accuracy target: their trial models are "
         "float32; convert the model first (convert_fp16_to_fp32)");
   if (c.include_auto_mp && o.target) throw Error("include_auto_mp and an accuracy target are two searches: choose one");
+  if (c.use_dynamic_quant && (o.target || o.ranges))
+    throw Error(std::string("use_dynamic_quant with ") + (o.target ? "an accuracy target" : "given ranges") +
+                ": dynamic quantization calibrates nothing and has no Q/DQ recipe to search");
   if (c.use_matmul_nbits && o.target)
     throw Error("UseMatMulNBits with an accuracy target: the search tries Q/DQ recipes; the MatMulNBits path has none");
   if (o.evaluate && !o.target && !(c.include_auto_mp && c.auto_mp.top1_acc_target))

@@ -9,6 +9,7 @@
 #include "passes/dpu.h"
 #include "qmath/quantize.h"
 #include "quant/block_format.h"
+#include "quant/dynamic_quant.h"
 #include "quant/float16_model.h"
 #include "quant/ipu_limitation.h"
 #include "quant/overrides.h"
@@ -256,6 +257,7 @@ void check_config(const QuantConfig& c) {
       !std::filesystem::is_regular_file(c.fast_finetune.ref_model_path))
     throw Error("FastFinetune RefModelPath " + c.fast_finetune.ref_model_path + ": no such file");
   check_block_types(c);
+  check_dynamic_quant_config(c);
   if (c.matmul_nbits.given && !c.use_matmul_nbits)
     throw Error("extra option MatMulNBitsParams takes effect only with UseMatMulNBits true");
   // The MatMulNBits path writes no Q/DQ and calibrates nothing (Quark): what works on those is refused.

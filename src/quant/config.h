@@ -232,6 +232,9 @@ struct QuantConfig {
   FastFinetune fast_finetune;
   bool use_matmul_nbits = false;  // UseMatMulNBits: the MatMulNBits path instead of Q/DQ
   MatMulNBitsParams matmul_nbits;
+  // use_dynamic_quant (Quark) / quantize_dynamic (ONNX Runtime, vai_q_onnx): weights quantized
+  // offline, activations at run time by DynamicQuantizeLinear (quant/dynamic_quant.h); no calibration.
+  bool use_dynamic_quant = false;
   // Int32Bias (Quark): an int32 bias with the product scale; false: quantized like a weight.
   // Unset: true, except on the enable_dpu power-of-two path, whose biases are weights already.
   std::optional<bool> int32_bias;

@@ -112,11 +112,8 @@ void add_config_keys(std::vector<ConfigKey>& keys) {
                     throw unsupported("execution provider '" + p +
                                       "' is not available: onnxptq runs on its own CPU engine (CPUExecutionProvider)");
               }));
-  add(limited(kConfig, "use_dynamic_quant", "bool", "false", "-",
-              "true: dynamic quantization (quantize_dynamic) is not built yet",
-              [](QuantConfig&, const ConfigKey& k, const json& v) {
-                if (json_bool(k.name, v)) throw unsupported(k.name + " " + k.note);
-              }));
+  add(works(kConfig, "use_dynamic_quant", "bool", "false", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.use_dynamic_quant = json_bool(k.name, v); }));
   add(works(kConfig, "extra_options", "object", "{}", "quant", [](QuantConfig& c, const ConfigKey&, const json& v) {
     if (!v.is_object()) throw Error("extra_options must be a JSON object");
     for (const auto& [key, value] : v.items()) apply_extra_option(c, key, value);

@@ -1,6 +1,7 @@
 #include "quant/quantize.h"
 
 #include <chrono>
+#include <optional>
 #include <set>
 
 #include "calib/adapt_reader.h"
@@ -16,6 +17,7 @@
 #include "quant/align_float.h"
 #include "quant/block_standard_ops.h"
 #include "quant/dpu_plan.h"
+#include "quant/dynamic_quant.h"
 #include "quant/export.h"
 #include "quant/float16_model.h"
 #include "quant/ipu_limitation.h"
@@ -249,7 +251,8 @@ std::optional<ir::Model> prepare_float_model(const ir::Model& model, calib::Data
     if (seconds) (*seconds)["prepare"] = seconds_since(start);
     start = std::chrono::steady_clock::now();
   }
-  if (config.include_cle || config.cle.replace_clip6_relu) {
+  // Quark's dynamic path (use_dynamic_quant) runs no cross-layer equalization.
+  if ((config.include_cle || config.cle.replace_clip6_relu) && !config.use_dynamic_quant) {
     if (!prepared) prepared = ir::clone_model(model);
     equalize(*prepared, config, say);
     if (seconds) (*seconds)["cle"] = seconds_since(start);
@@ -309,6 +312,30 @@ void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::D
   };
   auto start = std::chrono::steady_clock::now();
   const ir::Model& model = r.prepared ? *r.prepared : float_model;
+  if (config.use_dynamic_quant) {  // ORT's quantize_dynamic (Quark: use_dynamic_quant): no calibration, no Q/DQ
+    r.plan = Plan{};
+    if (!with_export) return;
+    // DynamicQuantizeLinear begins at opset 11: an older model is converted (ONNX Runtime's
+    // quantize_dynamic moves a model below opset 10 to 11 too, by its opset number alone).
+    std::optional<ir::Model> upgraded;
+    if (model.opset("") < 11) {
+      upgraded = ir::clone_model(model);
+      passes::PassContext context;
+      context.target_opset = 11;
+      passes::upgrade_opset(*upgraded, context);
+      say("use_dynamic_quant: opset " + std::to_string(model.opset("")) +
+          " converted to 11, where DynamicQuantizeLinear begins");
+    }
+    DynamicQuantResult written = write_dynamic_quant(upgraded ? *upgraded : model, config);
+    for (const std::string& w : written.warnings) say("warning: " + w);
+    say("use_dynamic_quant: " + std::to_string(written.quantized_nodes.size()) +
+        " nodes to MatMulInteger / ConvInteger, activations by DynamicQuantizeLinear (uint8), weights " +
+        quant_type_name(config.weight_type) + (config.per_channel ? " per channel" : " per tensor"));
+    r.plan.quantized_nodes = std::move(written.quantized_nodes);
+    r.model = std::move(written.model);
+    r.seconds["export"] = seconds_since(start);
+    return;
+  }
   if (config.use_matmul_nbits) {  // Quark's MatMulNBits path: no calibration, no Q/DQ
     r.plan = Plan{};
     if (!with_export) return;

@@ -133,7 +133,8 @@ TEST(PublicApi, ConfigNamesWhatIsWrongWithItsKind) {
   };
   EXPECT_EQ(kind_of([] { Config().set("quant_formatt", "\"QDQ\""); }), ErrorKind::bad_input);
   EXPECT_EQ(kind_of([] { Config().set("quant_format", "QDQ"); }), ErrorKind::bad_input);  // not JSON
-  EXPECT_EQ(kind_of([] { Config().set("use_dynamic_quant", "true"); }), ErrorKind::unsupported);
+  EXPECT_EQ(kind_of([] { Config().set("execution_providers", "[\"CUDAExecutionProvider\"]"); }),
+            ErrorKind::unsupported);
   EXPECT_EQ(kind_of([] { Config().append("per_channel", {"x"}); }), ErrorKind::bad_input);
   EXPECT_EQ(kind_of([] { Config::preset("NO_SUCH_PRESET"); }), ErrorKind::bad_input);
   EXPECT_FALSE(kind_of([] { Config::preset("XINT8").check(); }));
@@ -182,7 +183,9 @@ TEST(PublicApi, CommandExitCodesFollowTheKind) {
   SavedModel saved;
   const std::string out = (saved.dir / "q.onnx").string();
   EXPECT_EQ(
-      cli_test::onnxptq("quantize " + saved.path.string() + " -o " + out + " --random 1 --config UINT8_DYNAMIC_QUANT")
+      cli_test::onnxptq("quantize " + saved.path.string() + " -o " + out +
+                        " --random 1 --extra-option UseMatMulNBits=true --extra-option "
+                        "'MatMulNBitsParams={\"Algorithm\":\"GPTQ\"}'")
           .code,
       3);
   EXPECT_EQ(
