@@ -147,6 +147,10 @@ void check_dynamic_quant_config(const QuantConfig& c) {
   if (c.weight_type != ir::DataType::Int8 && c.weight_type != ir::DataType::UInt8)
     throw Error(std::string("use_dynamic_quant with weight_type ") + quant_type_name(c.weight_type) +
                 ": MatMulInteger and ConvInteger take 8-bit weights (QInt8, QUInt8)");
+  // DynamicQuantizeLinear quantizes to uint8 whatever the 8-bit type asked (ORT's quantize_dynamic).
+  if (c.activation_type != ir::DataType::Int8 && c.activation_type != ir::DataType::UInt8)
+    throw Error(std::string("use_dynamic_quant with activation_type ") + quant_type_name(c.activation_type) +
+                ": DynamicQuantizeLinear quantizes activations to uint8 (QUInt8, or Quark's default QInt8)");
   for (const std::string& t : c.op_types_to_quantize)
     if (!kOpTypes.count(t))
       throw unsupported("use_dynamic_quant: op type " + t +

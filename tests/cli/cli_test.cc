@@ -149,6 +149,12 @@ np.save(d + '/x.npy', np.arange(6, dtype=np.float32).reshape(2, 3))
   auto j = nlohmann::json::parse(timed.out);
   EXPECT_EQ(j["latencies_ms"].size(), 3u);
   EXPECT_GT(j["peak_rss_mb"].get<double>(), 0);
+  // The default thread count is the cores the process may run on (taskset: util-linux).
+  if (std::system("taskset -c 0 true >/dev/null 2>&1") == 0) {
+    CliRun pinned = run("taskset -c 0 " + std::string(ONNXPTQ_CLI) + " run " + model + " --random 3 --json");
+    ASSERT_EQ(pinned.code, 0) << pinned.err;
+    EXPECT_EQ(nlohmann::json::parse(pinned.out)["threads"], 1);
+  }
 
   // The seeded random inputs are the ones the ONNX Runtime oracle makes from the same seed.
   if (std::system("node --version >/dev/null 2>&1") == 0) {

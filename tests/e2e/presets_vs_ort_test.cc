@@ -24,12 +24,13 @@ namespace fs = std::filesystem;
 
 // The ready presets but those of Quark's block formats, whose com.amd.quark BFPQuantizeDequantize /
 // MXQuantizeDequantize ONNX Runtime has no kernel for (export_block_test.cc holds their models to
-// the simulation).
+// the simulation), and MATMUL_NBITS, whose float outputs come from float sums in each runtime's
+// own order: matmul_nbits_test.cc bounds ONNX Runtime's difference by the summation error.
 std::vector<std::string> ready_presets() {
   std::vector<std::string> names;
   for (const PresetInfo& p : Config::presets()) {
     const bool block = p.config_json.find("QBFP") != std::string::npos || p.config_json.find("QMX") != std::string::npos;
-    if (p.ready && !block)
+    if (p.ready && !block && p.name != "MATMUL_NBITS")
       names.push_back(p.name);
   }
   return names;
