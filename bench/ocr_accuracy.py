@@ -72,6 +72,8 @@ MONTHS = ["Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", 
 
 # the presets whose fast-finetune variants are measured (--finetune)
 FINETUNED = ["XINT8", "A8W8", "U8S8_AAWS", "S8S8_AAWS"]
+# block-format presets whose AdaQuant variants can be asked for by name (--configs BFP16_ADAQUANT)
+BLOCK_FINETUNED = ["BFP16", "MX9", "MX6", "MXINT8", "MXFP8E4M3"]
 
 # name, onnxptq quantize options: the ready presets, A16W16 (no preset: A16W8 with int16 weights)
 # and ORT's usual U8S8 per-channel MinMax
@@ -90,7 +92,8 @@ CONFIGS = [(name, ["--config", name]) for name in [
 ] + [
     ("U8S8 per-channel MinMax", ["--calibrate-method", "MinMax", "--activation-type", "QUInt8",
                                  "--weight-type", "QInt8", "--per-channel"]),
-] + [(base + suffix, ["--config", base + suffix]) for base in FINETUNED for suffix in ("_ADAROUND", "_ADAQUANT")]
+] + [(base + suffix, ["--config", base + suffix]) for base in FINETUNED for suffix in ("_ADAROUND", "_ADAQUANT")] + [
+    (base + "_ADAQUANT", ["--config", base + "_ADAQUANT"]) for base in BLOCK_FINETUNED]
 
 
 def run(command, ok=(0,)):
