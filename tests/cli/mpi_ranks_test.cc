@@ -84,12 +84,19 @@ for i in range(7):
 
   // `args` of onnxptq under mpirun with `ranks` processes on this machine (--oversubscribe: more
   // ranks than cores; --bind-to none: the ranks share the cores; as root, OpenMPI wants
-  // --allow-run-as-root), ended after 60 s so that a hang fails the test (exit 124).
+  // --allow-run-as-root), ended after 60 s so that a hang fails the test (exit 124). Run again
+  // once when OpenMPI's launcher reports a rank "with PID 0" exiting improperly: its false report
+  // on a loaded machine, after the ranks finalized (open-mpi/ompi issues 9389 and 12607).
   static CliRun over_ranks(int ranks, const std::string& args) {
 #ifdef ONNXPTQ_CLI_WITH_MPI
     const std::string root = geteuid() == 0 ? " --allow-run-as-root" : "";
-    return run("timeout 60 " ONNXPTQ_MPIEXEC " --oversubscribe --bind-to none" + root + " -np " +
-               std::to_string(ranks) + " " ONNXPTQ_CLI " " + args);
+    const std::string command = "timeout 60 " ONNXPTQ_MPIEXEC " --oversubscribe --bind-to none" + root + " -np " +
+                                std::to_string(ranks) + " " ONNXPTQ_CLI " " + args;
+    CliRun r = run(command);
+    if (r.code != 0 && r.err.find("with PID 0 on") != std::string::npos &&
+        r.err.find("exiting improperly") != std::string::npos)
+      r = run(command);
+    return r;
 #else
     return {-1, "", "built without MPI"};
 #endif
