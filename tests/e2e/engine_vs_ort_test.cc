@@ -13,6 +13,7 @@
 #include "engine/session.h"
 #include "ir/model.h"
 #include "ir/npy.h"
+#include "support/model_run.h"
 #include "support/test_paths.h"
 
 namespace onnxptq {
@@ -31,20 +32,6 @@ struct RealModel {
 };
 
 class EngineVsOrt : public ::testing::TestWithParam<RealModel> {};
-
-double ort_relative_error(const ir::Tensor& expected, const ir::Tensor& got) {
-  auto e = expected.values<float>();
-  auto g = got.values<float>();
-  auto [lo, hi] = std::minmax_element(e.begin(), e.end());
-  double range = std::max(static_cast<double>(*hi - *lo), 1e-12);
-  double worst = 0;
-  for (size_t i = 0; i < e.size(); ++i) {
-    double d = std::fabs(static_cast<double>(e[i]) - g[i]);
-    if (std::isnan(d)) return INFINITY;
-    worst = std::max(worst, d);
-  }
-  return worst / range;
-}
 
 TEST_P(EngineVsOrt, SameOutputs) {
   const RealModel& m = GetParam();
@@ -77,7 +64,7 @@ TEST_P(EngineVsOrt, SameOutputs) {
     std::replace(name.begin(), name.end(), ':', '_');
     ir::Tensor expected = ir::load_npy(dir / (name + ".npy"));
     ASSERT_EQ(expected.dims(), outputs[i].dims()) << name;
-    double error = ort_relative_error(expected, outputs[i]);
+    double error = testing::range_relative_error(expected, outputs[i]);
     std::cout << m.label << " output " << name << ": max abs diff / range = " << error << "\n";
     EXPECT_LE(error, 1e-4) << name;
   }

@@ -22,6 +22,7 @@
 #include "quant/quantize.h"
 #include "quant/simulate.h"
 #include "support/export_models.h"
+#include "support/model_run.h"
 #include "support/test_paths.h"
 
 namespace onnxptq {
@@ -29,21 +30,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using testing::kSource;
-
-double range_relative_error(const ir::Tensor& expected, const ir::Tensor& got) {
-  auto e = expected.values<float>();
-  auto g = got.values<float>();
-  if (e.empty()) return 0;
-  auto [lo, hi] = std::minmax_element(e.begin(), e.end());
-  double range = std::max(static_cast<double>(*hi - *lo), 1e-12);
-  double worst = 0;
-  for (size_t i = 0; i < e.size(); ++i) {
-    double d = std::fabs(static_cast<double>(e[i]) - g[i]);
-    if (std::isnan(d)) return INFINITY;
-    worst = std::max(worst, d);
-  }
-  return worst / range;
-}
 
 // The engine's outputs of the model file against ORT's on `feeds`, each within 1e-4 of its range.
 void expect_engine_matches_ort(const fs::path& file, const std::map<std::string, ir::Tensor>& feeds,
@@ -54,7 +40,7 @@ void expect_engine_matches_ort(const fs::path& file, const std::map<std::string,
   ASSERT_EQ(ort.size(), own.size());
   for (size_t i = 0; i < own.size(); ++i) {
     ASSERT_EQ(ort[i].dims(), own[i].dims()) << label << " output " << i;
-    double error = range_relative_error(ort[i], own[i]);
+    double error = testing::range_relative_error(ort[i], own[i]);
     std::cout << label << " output " << model.graph->outputs()[i]->name() << ": max abs diff / range = " << error << "\n";
     EXPECT_LE(error, 1e-4) << label << " output " << i;
   }
@@ -298,7 +284,7 @@ TEST_P(RecurrentA8W8VsOrt, WeightsQuantizedAndOrtRunsItAsTheSimulation) {
     std::vector<ir::Tensor> simulated = simulation.run(feeds);
     ASSERT_EQ(simulated.size(), layers.ort_outputs.size());
     for (size_t i = 0; i < simulated.size(); ++i) {
-      double error = range_relative_error(layers.ort_outputs[i], simulated[i]);
+      double error = testing::range_relative_error(layers.ort_outputs[i], simulated[i]);
       std::cout << name << " A8W8 seed " << seed << ": " << layers.quantized
                 << " quantized tensors, worst layer " << layers.worst << " steps; output " << i
                 << " simulation vs ORT max abs diff / range = " << error << "\n";

@@ -29,4 +29,8 @@ size_t count_ops(const ir::Model& model, std::string_view op_type);
 // initializer, no such value).
 const ir::Node* producer(const ir::Model& model, const std::string& name);
 
+// The largest |expected - got| over the range of `expected` (max - min, at least 1e-12), both
+// float32; infinity when a difference is NaN, 0 for empty tensors.
+double range_relative_error(const ir::Tensor& expected, const ir::Tensor& got);
+
 }  // namespace onnxptq::testing

@@ -261,11 +261,15 @@ TEST(DynamicQuant, PpOcrRecognizerInOrt) {
       const double diff = testing::relative_diff(ort, engine);
       std::cout << "PP-OCRv4 rec, " << label << ", text " << seed << ": cosine(ORT dynamic, ORT float) " << to_float
                 << ", |ORT - onnxptq| / range " << diff << "\n";
-      if (matmuls_only) EXPECT_GT(to_float, 0.99);
+      if (matmuls_only) {
+        EXPECT_GT(to_float, 0.99);
+      }
       // With the Convs left float, ORT's and the engine's float sums differ in the last bits and
       // DynamicQuantizeLinear may round such a value to the next code (a whole step of difference);
       // with them quantized too the path is integer and the outputs agree.
-      if (!matmuls_only) EXPECT_LE(diff, 1e-5);
+      if (!matmuls_only) {
+        EXPECT_LE(diff, 1e-5);
+      }
     }
   }
   if (!HasFailure()) fs::remove_all(dir);

@@ -136,6 +136,16 @@ ir::Model nbits_model(int64_t k, int64_t n) {
 }
 
 // |a - b| within what two float32 sums of K products may differ by in any order: 2 K eps sum |a w|.
+// y - c for a [.., N] output y and the bias c [N] the test models add: the products alone, for the
+// summation bound.
+ir::Tensor without_bias(const ir::Tensor& c, const ir::Tensor& y) {
+  ir::Tensor out = y;
+  std::span<float> v = out.mutable_values<float>();
+  std::span<const float> bias = c.values<float>();
+  for (size_t i = 0; i < v.size(); ++i) v[i] -= bias[i % bias.size()];
+  return out;
+}
+
 void expect_within_sum_bound(const ir::Tensor& a, const ir::Tensor& b, const ir::Tensor& x, const ir::Tensor& w,
                              const std::string& what) {
   const int64_t k = w.dims()[0], n = w.dims()[1], rows = x.size() / k;
@@ -218,15 +228,8 @@ TEST_P(NBitsOrt, OrtRunsTheWrittenModelAsTheEngineDoes) {
     std::vector<ir::Tensor> ort = testing::ort_run(dir / "q.onnx", r.model, feeds, dir / std::to_string(seed));
     std::vector<ir::Tensor> engine = testing::run_model(r.model, feeds);
     ASSERT_EQ(ort.size(), 1u);
-    // y - c: the products alone, for the bound.
     ir::Tensor c = model.graph->find_value("c")->initializer();
-    auto minus_c = [&](const ir::Tensor& y) {
-      ir::Tensor out = y;
-      std::span<float> v = out.mutable_values<float>();
-      for (size_t i = 0; i < v.size(); ++i) v[i] -= c.values<float>()[i % n];
-      return out;
-    };
-    expect_within_sum_bound(minus_c(ort[0]), minus_c(engine[0]), feeds.at("x"), w,
+    expect_within_sum_bound(without_bias(c, ort[0]), without_bias(c, engine[0]), feeds.at("x"), w,
                             std::string(p.label) + " ORT vs onnxptq");
   }
   if (!HasFailure()) fs::remove_all(dir);
@@ -300,16 +303,10 @@ TEST(MatMulNBits, SameWeightsAsABlockedInt4DequantizeLinear) {
       testing::attrs(ir::Attribute::of_int("axis", 0), ir::Attribute::of_int("block_size", block)))[0];
   testing::expect_bit_equal({w_nbits}, {w_dq}, "MatMulNBits and blocked DequantizeLinear weights");
   ir::Tensor c = model.graph->find_value("c")->initializer();
-  auto minus_c = [&](const ir::Tensor& y) {
-    ir::Tensor out = y;
-    std::span<float> v = out.mutable_values<float>();
-    for (size_t i = 0; i < v.size(); ++i) v[i] -= c.values<float>()[i % n];
-    return out;
-  };
-  expect_within_sum_bound(minus_c(ort_nbits[0]), minus_c(ort_dq[0]), feeds.at("x"), w_dq,
+  expect_within_sum_bound(without_bias(c, ort_nbits[0]), without_bias(c, ort_dq[0]), feeds.at("x"), w_dq,
                           "ORT MatMulNBits vs ORT DequantizeLinear + MatMul");
   std::vector<ir::Tensor> engine_dq = testing::run_model(dq, feeds);
-  expect_within_sum_bound(minus_c(ort_dq[0]), minus_c(engine_dq[0]), feeds.at("x"), w_dq,
+  expect_within_sum_bound(without_bias(c, ort_dq[0]), without_bias(c, engine_dq[0]), feeds.at("x"), w_dq,
                           "ORT vs onnxptq on the blocked DequantizeLinear");
   if (!HasFailure()) fs::remove_all(dir);
 }
