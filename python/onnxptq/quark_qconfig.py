@@ -295,6 +295,17 @@ class AutoMixprecisionConfig(AlgoConfig):
         return values
 
 
+class BiasCorrectionConfig(AlgoConfig):
+    """Bias correction (Nagel et al. 2019, arXiv:1906.04721, section 4.2): the extra option
+    BiasCorrection, the biases of the quantized Conv, ConvTranspose and Gemm nodes moved by their
+    mean output error on the calibration data."""
+    name = "bias_correction"
+    _PARAMS = ()
+
+    def _values(self):
+        return {"BiasCorrection": True}
+
+
 class _UnbuiltAlgo(AlgoConfig):
     _PART = ""
 
@@ -306,7 +317,6 @@ def _unbuilt_algo(name, algo_name, part, params):
 
 SmoothQuantConfig = _unbuilt_algo("SmoothQuantConfig", "smooth_quant", "SmoothQuant",
                                   (("alpha", "SmoothAlpha", 0.5),))
-BiasCorrectionConfig = _unbuilt_algo("BiasCorrectionConfig", "bias_correction", "bias correction", ())
 GPTQConfig = _unbuilt_algo("GPTQConfig", "gptq", "GPTQ", tuple(
     (n, None, d) for n, d in (("bits", 8), ("block_size", 128), ("group_size", -1), ("perc_damp", 0.01),
                               ("act_order", False), ("per_channel", False), ("mse", False),

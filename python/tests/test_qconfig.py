@@ -10,7 +10,8 @@ import pytest
 import onnxptq
 from onnxptq import quark
 from onnxptq.quark import (A8W8_QCONFIG, A16W8_QCONFIG, BF16_QCONFIG, BFP16_QCONFIG, VINT8_QCONFIG,
-                           XINT8_ADAROUND_QCONFIG, XINT8_QCONFIG, AdaQuantConfig, AdaRoundConfig, CLEConfig,
+                           XINT8_ADAROUND_QCONFIG, XINT8_QCONFIG, AdaQuantConfig, AdaRoundConfig,
+                           BiasCorrectionConfig, CLEConfig,
                            CalibMethod, GPTQConfig, Int8Spec, Int16Spec, MX6Spec, MX9Spec, QConfig, QLayerConfig,
                            QuantGranularity,
                            ScaleType, SmoothQuantConfig, XInt8Spec)
@@ -139,6 +140,18 @@ def test_unbuilt_parts_are_refused_by_name(tiny_model, make, message):
     with pytest.raises(onnxptq.UnsupportedError, match=message) as e:
         quark.ModelQuantizer(make()).quantize_model(tiny_model, None, ListReader(samples("x", (1, 3, 8, 8))))
     assert "\n" not in str(e.value)
+
+
+def test_bias_correction_config_is_the_bias_correction_extra_option(tiny_model):
+    data = samples("x", (1, 3, 8, 8), count=8)
+    layer = QLayerConfig(input_tensors=Int8Spec(), weight=Int8Spec())
+    corrected = run(QConfig(layer, algo_config=[BiasCorrectionConfig()]), tiny_model, data)
+    plain = run(QConfig(layer), tiny_model, data)
+    by_key = run(QConfig(layer, BiasCorrection=True), tiny_model, data)
+    assert corrected.SerializeToString() == by_key.SerializeToString()
+    biases = [{i.name: onnx.numpy_helper.to_array(i) for i in m.graph.initializer}["b_quantized"]
+              for m in (plain, corrected)]
+    assert not np.array_equal(biases[0], biases[1])  # the Conv's int32 bias moved
 
 
 def test_vint8_qconfig_is_legacy_vint8_without_cle(tiny_model):

@@ -177,7 +177,7 @@ LeftFloatPlan left_float_plans(const ir::Model& float_model, const std::optional
     if (prepared) q.prepared = ir::clone_model(*prepared);
     reader.rewind();
     quant::quantize_prepared(q, float_model, reader, without, {}, &ranges, /*with_export=*/false,
-                             finetune::fast_finetune_refiner(without));
+                             finetune::post_quantization_refiner(without));
     return std::pair{q.prepared ? std::move(*q.prepared) : ir::clone_model(float_model), std::move(q.plan)};
   };
 }
@@ -321,7 +321,7 @@ SensitivityReport analyze_sensitivity(const ir::Model& model, DataReader& reader
   std::unique_ptr<DataReader> counted;
   if (o.progress) counted = calib::make_progress_reader(reader, o.progress, config.calib.max_samples);
   quant::quantize_prepared(q, model, counted ? *counted : reader, config, log, &ranges, /*with_export=*/false,
-                           finetune::fast_finetune_refiner(config, log));
+                           finetune::post_quantization_refiner(config, log));
   const ir::Model& float_prepared = prepared ? *prepared : model;
   ReferenceOutputs reference =
       prepared_reference_outputs(float_prepared, reader, config, o.output_index, o.samples, o.threads);

@@ -233,7 +233,7 @@ class Search {
     data.rewind();
     try {
       quant::quantize_prepared(q, model_, data, config, {}, &recipe.ranges, true,
-                               finetune::fast_finetune_refiner(config));
+                               finetune::post_quantization_refiner(config));
     } catch (const Error& e) {
       throw Error(name + " (" + change + "): " + e.what(), e.kind());
     }

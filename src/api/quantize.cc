@@ -141,8 +141,8 @@ QuantizeOutcome quantize(const Model& model, DataReader& reader, const Config& c
     met = search.met;
     result = std::move(search.best);
   } else {
-    result =
-        quant::quantize_static(m, data, c, o.log, finetune::fast_finetune_refiner(c, o.log), given ? &*given : nullptr);
+    result = quant::quantize_static(m, data, c, o.log, finetune::post_quantization_refiner(c, o.log),
+                                    given ? &*given : nullptr);
     if (!save_to.empty()) {
       write_text_file(save_to,
                       api::calibration_of(result.calibration, c.calibrate_method, c.activation_type).to_json() + "\n");

@@ -209,7 +209,9 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
                                                  const std::function<void(const std::string&)>& log,
                                                  const ir::Model* reference) {
   const size_t count = sample_count(samples);
-  if (count == 0) throw Error("fast finetune: no sample to train on");
+  // The name of the pass in messages: "fast finetune", or "bias correction".
+  const std::string pass = o.train.algorithm == Algorithm::BiasCorrection ? "bias correction" : "fast finetune";
+  if (count == 0) throw Error(pass + ": no sample to train on");
   const ir::Graph& g = *model.graph;
   const int threads = o.threads > 0 ? o.threads : engine::hardware_threads();
   const int workers = static_cast<int>(std::min<size_t>(static_cast<size_t>(threads), count));
@@ -285,20 +287,21 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
     }
   }
   const ProgressFunction& progress = config.calib.progress;
-  if (progress) progress({"fast finetune", "layers", 0, targets.size()});
+  if (progress) progress({pass, "layers", 0, targets.size()});
   std::vector<quant::FinetunedLayer> reports;
   std::set<std::string> trained_weights;
   for (const ir::Node* node : targets) {
     quant::FinetunedLayer report;
+    report.pass = o.train.algorithm == Algorithm::BiasCorrection ? "bias_correction" : "fast_finetune";
     report.node = node->name;
     report.op_type = node->op_type;
     auto skip = [&](const std::string& why) {
       report.skipped = why;
       if (log)
-        log("finetune " + std::to_string(reports.size() + 1) + "/" + std::to_string(targets.size()) + " " + node->name +
+        log(pass + " " + std::to_string(reports.size() + 1) + "/" + std::to_string(targets.size()) + " " + node->name +
             " (" + node->op_type + "): skipped, " + why);
       reports.push_back(std::move(report));
-      if (progress) progress({"fast finetune", "layers", reports.size(), targets.size()});
+      if (progress) progress({pass, "layers", reports.size(), targets.size()});
     };
     const ir::Value* w = node->input(1);
     quant::TensorPlan* wp = w ? plan.find(w->name()) : nullptr;
@@ -308,6 +311,15 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
     if (!wp || wp->role != quant::Role::Weight ||
         !(block_weight || (wp->data && (quant::quant_type_is_integer(wp->type) || float_weight)))) {
       skip("its weight is not quantized");
+      continue;
+    }
+    const bool correcting = o.train.algorithm == Algorithm::BiasCorrection;
+    const ir::Value* b = node->input(2);
+    quant::TensorPlan* bp = b ? plan.find(b->name()) : nullptr;
+    // A bias the plan keeps float is the float model's: only a quantized one can change.
+    const bool bias_quantized = bp && (bp->data || quant::quant_type_is_block(bp->type));
+    if (correcting && !bias_quantized) {
+      skip(b ? "its bias is not quantized (the float model's stays)" : "it has no bias");
       continue;
     }
     if ((float_weight || block_weight) && o.train.algorithm == Algorithm::AdaRound) {
@@ -334,11 +346,11 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
     // The float weight and bias, and how the plan quantizes the weight.
     ir::Tensor weight_f = engine::as_float32(w->initializer());
     std::vector<float> weight(weight_f.values<float>().begin(), weight_f.values<float>().end());
-    const ir::Value* b = node->input(2);
-    quant::TensorPlan* bp = b ? plan.find(b->name()) : nullptr;
     std::vector<float> bias;
-    if (b && bp && bp->data) {
-      ir::Tensor d = quant::dequantize_tensor(*bp->data, bp->params, bp->data_axis(), casts);
+    if (b && bp && bp->data) {  // a block-format bias holds float values (corrected, or trained)
+      ir::Tensor d = quant::quant_type_is_block(bp->type)
+                         ? engine::as_float32(*bp->data)
+                         : quant::dequantize_tensor(*bp->data, bp->params, bp->data_axis(), casts);
       bias.assign(d.values<float>().begin(), d.values<float>().end());
     } else if (b && b->has_initializer()) {
       ir::Tensor f = engine::as_float32(b->initializer());
@@ -384,9 +396,8 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
     if (o.train.drop_ratio < 1) data.float_inputs = f[0];
     data.float_outputs = f[1];
 
-    // A bias the plan keeps float is the float model's: only a quantized one can be trained.
     TrainOptions train = o.train;
-    train.update_bias = train.update_bias && bp && bp->data;
+    train.update_bias = train.update_bias && bias_quantized;
     train.threads = threads;
     if (log)
       train.progress = [&](int iteration, double loss) {
@@ -394,9 +405,11 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
       };
     LayerResult r;
     try {
-      r = train_layer(*op, activation, weight, weight_f.dims(), bias, quant, data, train);
+      r = correcting
+              ? correct_bias(*op, activation, weight, weight_f.dims(), bias, quant, data, kBiasCorrectionSteps, threads)
+              : train_layer(*op, activation, weight, weight_f.dims(), bias, quant, data, train);
     } catch (const Error& e) {
-      throw Error("fast finetune of node '" + node->name + "': " + e.what(), e.kind());
+      throw Error(pass + " of node '" + node->name + "': " + e.what(), e.kind());
     }
     report.loss_before = r.loss_before;
     report.loss_after = r.loss_after;
@@ -404,7 +417,9 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
     report.kept = r.improved;
     if (r.improved) {
       std::optional<ir::Tensor> old_weight = wp->data, old_bias = bp ? bp->data : std::nullopt;
-      if (block_weight) {
+      if (correcting) {
+        // The weight stays the plan's.
+      } else if (block_weight) {
         wp->data = ir::Tensor::from_values<float>(weight_f.dims(), r.float_weight);
       } else if (float_weight) {
         wp->data = quant::quantize_tensor(ir::Tensor::from_values<float>(wp->data->dims(), r.float_weight), wp->type,
@@ -424,9 +439,13 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
         }
         wp->data = std::move(q);
       }
-      if (bp && bp->data && r.bias != bias)
-        bp->data = quant::quantize_tensor(ir::Tensor::from_values<float>(bp->data->dims(), r.bias), bp->data->dtype(),
-                                          bp->params, bp->data_axis(), casts);
+      if (bias_quantized && r.bias != bias) {
+        if (quant::quant_type_is_block(bp->type))  // through its block node, as a block weight
+          bp->data = ir::Tensor::from_values<float>(b->initializer().dims(), r.bias);
+        else
+          bp->data = quant::quantize_tensor(ir::Tensor::from_values<float>(bp->data->dims(), r.bias), bp->data->dtype(),
+                                            bp->params, bp->data_axis(), casts);
+      }
       if (distance) {
         const double after = (*distance)(plan);
         report.output_distance = std::pair{current_distance, after};
@@ -443,7 +462,7 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
     report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     if (log) {
       const size_t done = reports.size() + 1;
-      std::string line = "finetune " + std::to_string(done) + "/" + std::to_string(targets.size()) + " " + node->name +
+      std::string line = pass + " " + std::to_string(done) + "/" + std::to_string(targets.size()) + " " + node->name +
                          " (" + node->op_type + (act_node ? " + " + act_node->op_type : "") + "): loss " +
                          rounded(r.loss_before, 4) + " -> " + rounded(r.loss_after, 4);
       if (report.output_distance)
@@ -454,7 +473,7 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
       log(line);
     }
     reports.push_back(std::move(report));
-    if (progress) progress({"fast finetune", "layers", reports.size(), targets.size()});
+    if (progress) progress({pass, "layers", reports.size(), targets.size()});
   }
   return reports;
 }
@@ -489,9 +508,31 @@ FastFinetuneOptions fast_finetune_options(const quant::FastFinetune& c, int thre
   return o;
 }
 
-quant::PlanRefiner fast_finetune_refiner(const quant::QuantConfig& config, std::function<void(const std::string&)> log,
-                                         std::set<std::string> nodes) {
+FastFinetuneOptions bias_correction_options(const quant::QuantConfig& config) {
+  FastFinetuneOptions o = fast_finetune_options(config.fast_finetune, config.calib.threads);
+  o.train = TrainOptions{};
+  o.train.algorithm = Algorithm::BiasCorrection;
+  o.target_op_types = {"Conv", "ConvTranspose", "Gemm"};
+  o.parallel = o.selective_update = o.output_qdq = o.select_max_mem_layer = false;
+  return o;
+}
+
+quant::PlanRefiner post_quantization_refiner(const quant::QuantConfig& config,
+                                             std::function<void(const std::string&)> log, std::set<std::string> nodes) {
   return [config, log, nodes](quant::Plan& plan, const ir::Model& model, DataReader& reader) {
+    std::vector<quant::FinetunedLayer> reports;
+    if (config.bias_correction) {
+      const FastFinetuneOptions o = bias_correction_options(config);
+      reader.rewind();
+      SampleInputs samples = read_samples(reader, SIZE_MAX, o.spill);
+      if (log) log("bias correction on " + std::to_string(sample_count(samples)) + " samples");
+      reports = fast_finetune(model, plan, config, samples, o, log);
+      size_t corrected = 0;
+      for (const quant::FinetunedLayer& r : reports) corrected += r.kept;
+      if (log) log("bias correction: " + std::to_string(corrected) + " biases corrected");
+    }
+    if (!config.include_fast_ft) return reports;
+    reader.rewind();
     FastFinetuneOptions o = fast_finetune_options(config.fast_finetune, config.calib.threads);
     o.nodes = nodes;
     SampleInputs samples = read_samples(reader, config.fast_finetune.data_size, o.spill);
@@ -507,14 +548,15 @@ quant::PlanRefiner fast_finetune_refiner(const quant::QuantConfig& config, std::
         throw Error(std::string("FastFinetune RefModelPath: ") + e.what(), e.kind());
       }
     }
-    std::vector<quant::FinetunedLayer> reports =
+    std::vector<quant::FinetunedLayer> finetuned =
         fast_finetune(model, plan, config, samples, o, log, reference ? &*reference : nullptr);
     size_t kept = 0, trained = 0;
-    for (const quant::FinetunedLayer& r : reports) {
+    for (const quant::FinetunedLayer& r : finetuned) {
       trained += r.skipped.empty();
       kept += r.kept;
     }
     if (log) log("fast finetune: " + std::to_string(kept) + " of " + std::to_string(trained) + " layers trained kept");
+    reports.insert(reports.end(), finetuned.begin(), finetuned.end());
     return reports;
   };
 }

@@ -67,12 +67,21 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
                                                  const std::function<void(const std::string&)>& log = {},
                                                  const ir::Model* reference = nullptr);
 
-// What quantize_static runs after the parameters with include_fast_ft (quant::PlanRefiner):
-// fast_finetune with config.fast_finetune on the reader's first DataSize samples, the threads of
-// config.calib, and the model of RefModelPath loaded as the reference. `log` gets its lines.
-// With `nodes`, only those (FastFinetuneOptions::nodes).
-quant::PlanRefiner fast_finetune_refiner(const quant::QuantConfig& config,
-                                         std::function<void(const std::string&)> log = {},
-                                         std::set<std::string> nodes = {});
+// BiasCorrection's steps (correct_bias in layer_trainer.h).
+inline constexpr int kBiasCorrectionSteps = 3;
+
+// BiasCorrection's options: fast_finetune with Algorithm::BiasCorrection over the Conv,
+// ConvTranspose and Gemm nodes (Quark's Conv and Gemm), spilled as FastFinetune's MemOptLevel says.
+FastFinetuneOptions bias_correction_options(const quant::QuantConfig& config);
+
+// What quantize_static runs after the parameters (quant::PlanRefiner), Quark's post-quantization
+// algorithms in its order: with BiasCorrection, fast_finetune correcting biases on every
+// calibration sample; then with include_fast_ft, fast_finetune with config.fast_finetune on the
+// reader's first DataSize samples and the model of RefModelPath loaded as the reference; both on
+// the threads of config.calib. `log` gets their lines. With `nodes`, only those are finetuned
+// (FastFinetuneOptions::nodes; AutoMixUseFastFT).
+quant::PlanRefiner post_quantization_refiner(const quant::QuantConfig& config,
+                                             std::function<void(const std::string&)> log = {},
+                                             std::set<std::string> nodes = {});
 
 }  // namespace onnxptq::finetune

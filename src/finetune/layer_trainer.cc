@@ -140,6 +140,88 @@ double positions(const std::vector<int64_t>& dims) {
   return static_cast<double>(ir::element_count(dims)) / static_cast<double>(dims.size() > 1 ? dims[1] : 1);
 }
 
+// A weight's frozen quantization value by value: each value's scale and zero point (its
+// channel's, channels in runs of `inner` values), or the cast of a float16/bfloat16 or block weight.
+struct WeightGrid {
+  WeightGrid(const WeightQuant& quant, const std::vector<int64_t>& weight_dims, int threads)
+      : quant(quant),
+        n(static_cast<size_t>(ir::element_count(weight_dims))),
+        inner(static_cast<int64_t>(n)),
+        threads(threads),
+        qmin(static_cast<float>(quant.range.min)),
+        qmax(static_cast<float>(quant.range.max)),
+        scale(n, quant.scale.at(0)),
+        zero_point(n, static_cast<float>(quant.zero_point.at(0))) {
+    if (quant.scale.size() == 1) return;
+    if (quant.axis < 0 || quant.axis >= static_cast<int64_t>(weight_dims.size()) ||
+        weight_dims[static_cast<size_t>(quant.axis)] != static_cast<int64_t>(quant.scale.size()))
+      throw Error("finetune: " + std::to_string(quant.scale.size()) + " scales do not fit the weight's axis " +
+                  std::to_string(quant.axis) + " of " + ir::dims_to_string(weight_dims));
+    inner = 1;
+    for (size_t d = static_cast<size_t>(quant.axis) + 1; d < weight_dims.size(); ++d) inner *= weight_dims[d];
+    for (size_t i = 0; i < n; ++i) {
+      size_t c = static_cast<size_t>((static_cast<int64_t>(i) / inner) % static_cast<int64_t>(quant.scale.size()));
+      scale[i] = quant.scale[c];
+      zero_point[i] = static_cast<float>(quant.zero_point[c]);
+    }
+  }
+
+  bool cast() const { return static_cast<bool>(quant.float_cast) || static_cast<bool>(quant.tensor_cast); }
+
+  // rne(w / s) + zp of value i, unclamped: w / s in float, as QuantizeLinear divides.
+  float unclamped(float w, int64_t i) const {
+    return std::nearbyint(w / scale[static_cast<size_t>(i)]) + zero_point[static_cast<size_t>(i)];
+  }
+
+  std::vector<float> dequantized(const std::vector<int64_t>& q) const {
+    std::vector<float> w(n);
+    for (size_t i = 0; i < n; ++i) w[i] = (static_cast<float>(q[i]) - zero_point[i]) * scale[i];
+    return w;
+  }
+
+  // The first n values of `w` through the cast: the whole weight (a block format), per tensor in
+  // chunks, per channel run by run.
+  void cast_weights(const std::vector<float>& w, std::vector<float>& out) const {
+    if (quant.tensor_cast) {
+      quant.tensor_cast(w.data(), out.data());
+      return;
+    }
+    if (quant.scale.size() == 1) {
+      for_each_chunk(threads, n, [&](int64_t b, int64_t e) {
+        quant.float_cast(w.data() + b, static_cast<size_t>(e - b), 0, out.data() + b);
+      });
+      return;
+    }
+    const auto channels = static_cast<int64_t>(quant.scale.size());
+    engine::parallel_for(threads, static_cast<int64_t>(n) / inner, std::max<int64_t>(1, kWeightChunk / inner),
+                         [&](int64_t b, int64_t e) {
+                           for (int64_t run = b; run < e; ++run)
+                             quant.float_cast(w.data() + run * inner, static_cast<size_t>(inner),
+                                              static_cast<size_t>(run % channels), out.data() + run * inner);
+                         });
+  }
+
+  // `weight` rounded to nearest and clamped (its integers into q), or cast (q left empty).
+  std::vector<float> nearest(const std::vector<float>& weight, std::vector<int64_t>& q) const {
+    std::vector<float> w(n);
+    if (cast()) {
+      cast_weights(weight, w);
+      return w;
+    }
+    q.resize(n);
+    for (size_t i = 0; i < n; ++i)
+      q[i] = static_cast<int64_t>(std::clamp(unclamped(weight[i], static_cast<int64_t>(i)), qmin, qmax));
+    return dequantized(q);
+  }
+
+  const WeightQuant& quant;
+  size_t n;
+  int64_t inner;
+  int threads;
+  float qmin, qmax;
+  std::vector<float> scale, zero_point;
+};
+
 void check_samples(const LayerOp& op, const LayerSamples& s, bool need_float_inputs) {
   if (!s.quantized_inputs || !s.float_outputs || s.quantized_inputs->size() == 0)
     throw Error("finetune: no sample to train on");
@@ -196,63 +278,13 @@ LayerResult train_layer(const LayerOp& op, const Activation& activation, const s
   check_samples(op, samples, mix);
   const int threads = std::max(1, o.threads);
 
-  // Each weight value's scale and zero point (its channel's), channels in runs of `inner` values.
-  int64_t inner = static_cast<int64_t>(n);
-  std::vector<float> scale(n, quant.scale[0]), zero_point(n, static_cast<float>(quant.zero_point[0]));
-  if (quant.scale.size() > 1) {
-    if (quant.axis < 0 || quant.axis >= static_cast<int64_t>(weight_dims.size()) ||
-        weight_dims[static_cast<size_t>(quant.axis)] != static_cast<int64_t>(quant.scale.size()))
-      throw Error("finetune: " + std::to_string(quant.scale.size()) + " scales do not fit the weight's axis " +
-                  std::to_string(quant.axis) + " of " + ir::dims_to_string(weight_dims));
-    inner = 1;
-    for (size_t d = static_cast<size_t>(quant.axis) + 1; d < weight_dims.size(); ++d) inner *= weight_dims[d];
-    for (size_t i = 0; i < n; ++i) {
-      size_t c = static_cast<size_t>((static_cast<int64_t>(i) / inner) % static_cast<int64_t>(quant.scale.size()));
-      scale[i] = quant.scale[c];
-      zero_point[i] = static_cast<float>(quant.zero_point[c]);
-    }
-  }
-  const float qmin = static_cast<float>(quant.range.min), qmax = static_cast<float>(quant.range.max);
-  const float *s = scale.data(), *zp = zero_point.data();
-  // rne(w / s) + zp, unclamped: w / s in float, as QuantizeLinear divides.
-  auto unclamped = [=](float w, int64_t i) { return std::nearbyint(w / s[i]) + zp[i]; };
-  auto dequantized = [&](const std::vector<int64_t>& q) {
-    std::vector<float> w(n);
-    for (size_t i = 0; i < n; ++i) w[i] = (static_cast<float>(q[i]) - zp[i]) * s[i];
-    return w;
-  };
-  // The first n values of `w` through the cast: the whole weight (a block format), per tensor in
-  // chunks, per channel run by run.
-  auto cast_weights = [&](const std::vector<float>& w, std::vector<float>& out) {
-    if (quant.tensor_cast) {
-      quant.tensor_cast(w.data(), out.data());
-      return;
-    }
-    if (quant.scale.size() == 1) {
-      for_each_chunk(threads, n, [&](int64_t b, int64_t e) {
-        quant.float_cast(w.data() + b, static_cast<size_t>(e - b), 0, out.data() + b);
-      });
-      return;
-    }
-    const auto channels = static_cast<int64_t>(quant.scale.size());
-    engine::parallel_for(threads, static_cast<int64_t>(n) / inner, std::max<int64_t>(1, kWeightChunk / inner),
-                         [&](int64_t b, int64_t e) {
-                           for (int64_t run = b; run < e; ++run)
-                             quant.float_cast(w.data() + run * inner, static_cast<size_t>(inner),
-                                              static_cast<size_t>(run % channels), out.data() + run * inner);
-                         });
-  };
+  const WeightGrid grid(quant, weight_dims, threads);
+  const float qmin = grid.qmin, qmax = grid.qmax;
+  const float *s = grid.scale.data(), *zp = grid.zero_point.data();
 
   LayerResult r;
-  std::vector<int64_t> nearest_q(cast ? 0 : n);
-  std::vector<float> nearest(n);
-  if (cast) {
-    cast_weights(weight, nearest);
-  } else {
-    for (size_t i = 0; i < n; ++i)
-      nearest_q[i] = static_cast<int64_t>(std::clamp(unclamped(weight[i], static_cast<int64_t>(i)), qmin, qmax));
-    nearest = dequantized(nearest_q);
-  }
+  std::vector<int64_t> nearest_q;
+  const std::vector<float> nearest = grid.nearest(weight, nearest_q);
   r.loss_before = reconstruction_loss(op, activation, nearest, bias, samples, threads);
   const double lr = o.lr_adjust && r.loss_before > o.lr_adjust->first ? o.lr_adjust->second : o.learning_rate;
 
@@ -301,7 +333,7 @@ LayerResult train_layer(const LayerOp& op, const Activation& activation, const s
 
     // The weight the layer computes with.
     if (cast)
-      cast_weights(params, w_eff);
+      grid.cast_weights(params, w_eff);
     else
       for_each_chunk(threads, n, [&](int64_t b, int64_t e) {
         if (adaround)
@@ -367,14 +399,14 @@ LayerResult train_layer(const LayerOp& op, const Activation& activation, const s
   std::vector<int64_t> trained(cast ? 0 : n);
   std::vector<float> trained_weight(n);
   if (cast) {
-    cast_weights(params, trained_weight);
+    grid.cast_weights(params, trained_weight);
   } else {
     for (size_t i = 0; i < n; ++i) {
-      const float q =
-          adaround ? floors[i] + (params[i] >= 0 ? 1.0f : 0.0f) + zp[i] : unclamped(params[i], static_cast<int64_t>(i));
+      const float q = adaround ? floors[i] + (params[i] >= 0 ? 1.0f : 0.0f) + zp[i]
+                               : grid.unclamped(params[i], static_cast<int64_t>(i));
       trained[i] = static_cast<int64_t>(std::clamp(q, qmin, qmax));
     }
-    trained_weight = dequantized(trained);
+    trained_weight = grid.dequantized(trained);
   }
   std::vector<float> trained_bias = bias;
   if (train_bias) std::copy(params.begin() + static_cast<std::ptrdiff_t>(n), params.end(), trained_bias.begin());
@@ -385,6 +417,63 @@ LayerResult train_layer(const LayerOp& op, const Activation& activation, const s
     r.float_weight =
         r.improved ? std::vector<float>(params.begin(), params.begin() + static_cast<std::ptrdiff_t>(n)) : weight;
   r.bias = r.improved ? std::move(trained_bias) : bias;
+  return r;
+}
+
+LayerResult correct_bias(const LayerOp& op, const Activation& activation, const std::vector<float>& weight,
+                         const std::vector<int64_t>& weight_dims, const std::vector<float>& bias,
+                         const WeightQuant& quant, const LayerSamples& samples, int steps, int threads) {
+  check_samples(op, samples, false);
+  if (bias.empty() || bias.size() != op.bias_size()) throw Error("bias correction: the layer has no bias to correct");
+  if (steps < 1) throw Error("bias correction: at least one step");
+  threads = std::max(1, threads);
+  const WeightGrid grid(quant, weight_dims, threads);
+  LayerResult r;
+  const std::vector<float> w = grid.nearest(weight, r.quantized_weight);
+  if (grid.cast()) r.float_weight = weight;
+  const size_t channels = bias.size();
+
+  // L_rec with bias b, and the mean of target - act(y) over each channel's values into `shift`.
+  std::vector<float> y, a;
+  auto measure = [&](const std::vector<float>& b, std::vector<double>& shift) {
+    std::vector<double> sums(channels, 0.0);
+    double loss = 0, count = 0, per_channel = 0;
+    for (size_t i = 0; i < samples.quantized_inputs->size(); ++i) {
+      const ir::Tensor x = float_sample(*samples.quantized_inputs, i), target = float_sample(*samples.float_outputs, i);
+      const std::vector<int64_t> dims = op.output_dims(x.dims());
+      if (dims.size() < 2 || static_cast<size_t>(dims[1]) != channels)
+        throw Error("bias correction: the output " + ir::dims_to_string(dims) + " has not " + std::to_string(channels) +
+                    " channels along dim 1, one a bias value");
+      y.resize(static_cast<size_t>(ir::element_count(dims)));
+      a.resize(y.size());
+      op.forward(x.values<float>().data(), x.dims(), w.data(), b.data(), y.data());
+      const float* t = target.values<float>().data();
+      loss += activation_error(activation, dims, y.data(), t, 0.0f, nullptr, threads);
+      count += positions(dims);
+      activation_forward(activation, dims, y.data(), a.data());
+      const auto inner = static_cast<size_t>(ir::element_count(dims) / (dims[0] * dims[1]));
+      for (size_t k = 0; k < y.size(); ++k) sums[(k / inner) % channels] += static_cast<double>(t[k]) - a[k];
+      per_channel += static_cast<double>(y.size() / channels);
+    }
+    for (size_t c = 0; c < channels; ++c) shift[c] = sums[c] / per_channel;
+    return loss / count;
+  };
+
+  std::vector<float> b = bias;
+  std::vector<double> shift(channels);
+  r.loss_before = measure(b, shift);
+  r.loss_after = r.loss_before;
+  r.bias = bias;
+  for (int step = 0; step < steps; ++step) {
+    for (size_t c = 0; c < channels; ++c) b[c] = static_cast<float>(b[c] + shift[c]);
+    const double loss = measure(b, shift);
+    r.iterations_run = step + 1;
+    if (loss < r.loss_after) {
+      r.loss_after = loss;
+      r.bias = b;
+    }
+  }
+  r.improved = r.loss_after < r.loss_before;
   return r;
 }
 

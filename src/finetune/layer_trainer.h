@@ -30,7 +30,9 @@
 
 namespace onnxptq::finetune {
 
-enum class Algorithm { AdaRound, AdaQuant };
+// BiasCorrection: no training; each output channel's bias moves by the mean error of the layer
+// with its weight rounded to nearest (correct_bias below).
+enum class Algorithm { AdaRound, AdaQuant, BiasCorrection };
 
 // The weight's frozen quantization: q = clamp(rne(w / s) + zp, range), one scale and zero
 // point, or one per channel along `axis`.
@@ -93,6 +95,19 @@ struct LayerResult {
 LayerResult train_layer(const LayerOp& op, const Activation& activation, const std::vector<float>& weight,
                         const std::vector<int64_t>& weight_dims, const std::vector<float>& bias,
                         const WeightQuant& quant, const LayerSamples& samples, const TrainOptions& options);
+
+// Empirical bias correction (Nagel et al., "Data-Free Quantization Through Weight Equalization
+// and Bias Correction", ICCV 2019, section 4.2; Finkelstein et al., "Fighting Quantization Bias
+// With Bias", arXiv:1906.03193): with the weight quantized to nearest, the bias of each output
+// channel (dim 1) moves by the mean over the samples and positions of the float model's output
+// minus the layer's, so that the error the weight's rounding and the quantized input bring has
+// no mean. Behind an activation the shift is measured after it (as Quark's BiasCorrection
+// extends its subgraph through Relu and Clip) and taken again, `steps` times in all, since the
+// activation bends it; the bias of the lowest L_rec is the result (`bias` itself when none is
+// lower). Error when the bias is not one value per output channel.
+LayerResult correct_bias(const LayerOp& op, const Activation& activation, const std::vector<float>& weight,
+                         const std::vector<int64_t>& weight_dims, const std::vector<float>& bias,
+                         const WeightQuant& quant, const LayerSamples& samples, int steps, int threads);
 
 // L_rec of `op` with `weight` (already quantized values, as floats) and `bias` over every sample.
 double reconstruction_loss(const LayerOp& op, const Activation& activation, const std::vector<float>& weight,

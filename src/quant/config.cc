@@ -261,9 +261,9 @@ void check_config(const QuantConfig& c) {
   if (c.matmul_nbits.given && !c.use_matmul_nbits)
     throw Error("extra option MatMulNBitsParams takes effect only with UseMatMulNBits true");
   // The MatMulNBits path writes no Q/DQ and calibrates nothing (Quark): what works on those is refused.
-  if (c.use_matmul_nbits && (c.include_fast_ft || c.include_auto_mp))
+  if (c.use_matmul_nbits && (c.include_fast_ft || c.include_auto_mp || c.bias_correction))
     throw Error(std::string("UseMatMulNBits (weight-only MatMulNBits, no Q/DQ) with ") +
-                (c.include_fast_ft ? "include_fast_ft" : "include_auto_mp") +
+                (c.include_fast_ft ? "include_fast_ft" : c.include_auto_mp ? "include_auto_mp" : "BiasCorrection") +
                 ": those refine a Q/DQ model; choose one");
   auto is_8_or_16 = [](ir::DataType t) {
     return t == ir::DataType::Int8 || t == ir::DataType::UInt8 || t == ir::DataType::Int16 || t == ir::DataType::UInt16;

@@ -229,6 +229,9 @@ struct QuantConfig {
   bool include_auto_mp = false;
   AutoMixprecision auto_mp;
   bool include_fast_ft = false;
+  // BiasCorrection (Quark, extra option): after the parameters, before fast finetune, the biases
+  // of the quantized Conv, ConvTranspose and Gemm nodes corrected (finetune/fast_finetune.h).
+  bool bias_correction = false;
   FastFinetune fast_finetune;
   bool use_matmul_nbits = false;  // UseMatMulNBits: the MatMulNBits path instead of Q/DQ
   MatMulNBitsParams matmul_nbits;

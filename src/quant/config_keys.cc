@@ -83,9 +83,7 @@ void add_config_keys(std::vector<ConfigKey>& keys) {
       "with AutoMixprecision"));
   add(works(
       kConfig, "include_fast_ft", "bool", "false", "finetune",
-      [](QuantConfig& c, const ConfigKey& k, const json& v) {
-        c.include_fast_ft = json_bool(k.name, v);
-      },
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.include_fast_ft = json_bool(k.name, v); },
       "with FastFinetune"));
   add(works(
       kConfig, "specific_tensor_precision", "bool", "false", "quant",
@@ -173,6 +171,10 @@ void add_quantizer_options(std::vector<ConfigKey>& keys) {
       kExtra, "FastFinetune", "object", "unset", "finetune",
       [](QuantConfig& c, const ConfigKey&, const json& v) { apply_fast_finetune(c.fast_finetune, v); },
       "with include_fast_ft"));
+  add(works(
+      kExtra, "BiasCorrection", "bool", "false", "finetune",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.bias_correction = json_bool(k.name, v); },
+      "the biases of quantized Conv, ConvTranspose, Gemm moved by the mean output error on the calibration data"));
   add(works(kExtra, "UseMatMulNBits", "bool", "false", "quant",
             [](QuantConfig& c, const ConfigKey& k, const json& v) { c.use_matmul_nbits = json_bool(k.name, v); }));
   add(limited(kExtra, "MatMulNBitsParams", "object",

@@ -159,6 +159,7 @@ void check_dynamic_quant_config(const QuantConfig& c) {
     throw unsupported("use_dynamic_quant with extra_op_types_to_quantize: only MatMul, Gemm and Conv are built");
   const char* other = c.use_matmul_nbits      ? "UseMatMulNBits"
                       : c.include_fast_ft     ? "include_fast_ft"
+                      : c.bias_correction     ? "BiasCorrection"
                       : c.include_auto_mp     ? "include_auto_mp"
                       : c.enable_dpu          ? "enable_dpu"
                       : c.convert_nchw_to_nhwc ? "convert_nchw_to_nhwc"

@@ -299,10 +299,10 @@ void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::D
                        const QuantConfig& config, const std::function<void(const std::string&)>& log,
                        RangeCache* known_ranges, bool with_export, const PlanRefiner& refine,
                        const KnownRanges* given) {
-  if (config.include_fast_ft && !refine)
-    throw Error(
-        "include_fast_ft: fast finetune runs above the quantizer (finetune/fast_finetune.h), which this "
-        "caller did not give");
+  if ((config.include_fast_ft || config.bias_correction) && !refine)
+    throw Error(std::string(config.include_fast_ft ? "include_fast_ft" : "BiasCorrection") +
+                ": the post-quantization algorithms run above the quantizer (finetune/fast_finetune.h), which this "
+                "caller did not give");
   auto say = [&](const std::string& line) {
     if (log) log(line);
   };
@@ -440,7 +440,7 @@ void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::D
   }
   r.seconds["parameters"] = seconds_since(start);
 
-  if (config.include_fast_ft) {
+  if (config.include_fast_ft || config.bias_correction) {
     start = std::chrono::steady_clock::now();
     data.rewind();
     r.finetuned = refine(r.plan, model, data);

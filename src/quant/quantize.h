@@ -26,6 +26,7 @@ using RangeCache = std::map<ir::DataType, calib::CalibrationResult>;
 
 // One layer of fast finetune (finetune/fast_finetune.h), as the report gives it.
 struct FinetunedLayer {
+  std::string pass = "fast_finetune";  // or "bias_correction" (its bias moved, iterations its steps)
   std::string node;
   std::string op_type;
   std::string activation;  // the op trained with the node ("" when none)

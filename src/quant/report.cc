@@ -54,27 +54,23 @@ nlohmann::json report(const ir::Model& float_model, const QuantizeResult& r) {
                       {"passes", r.calibration.passes},
                       {"tensors", r.calibration.ranges.size()}};
   j["warnings"] = r.plan.warnings;
-  if (!r.finetuned.empty()) {
-    nlohmann::json layers = nlohmann::json::array();
-    for (const FinetunedLayer& l : r.finetuned) {
-      nlohmann::json e = {{"node", l.node}, {"op_type", l.op_type}};
-      if (!l.skipped.empty()) {
-        e["skipped"] = l.skipped;
-      } else {
-        e["activation"] = l.activation;
-        e["loss_before"] = l.loss_before;
-        e["loss_after"] = l.loss_after;
-        e["iterations"] = l.iterations;
-        e["kept"] = l.kept;
-        e["seconds"] = l.seconds;
-        if (l.output_distance) {
-          e["output_distance_before"] = l.output_distance->first;
-          e["output_distance_after"] = l.output_distance->second;
-        }
+  for (const FinetunedLayer& l : r.finetuned) {  // "fast_finetune" or "bias_correction": a list of layers each
+    nlohmann::json e = {{"node", l.node}, {"op_type", l.op_type}};
+    if (!l.skipped.empty()) {
+      e["skipped"] = l.skipped;
+    } else {
+      e["activation"] = l.activation;
+      e["loss_before"] = l.loss_before;
+      e["loss_after"] = l.loss_after;
+      e["iterations"] = l.iterations;
+      e["kept"] = l.kept;
+      e["seconds"] = l.seconds;
+      if (l.output_distance) {
+        e["output_distance_before"] = l.output_distance->first;
+        e["output_distance_after"] = l.output_distance->second;
       }
-      layers.push_back(std::move(e));
     }
-    j["fast_finetune"] = std::move(layers);
+    j[l.pass].push_back(std::move(e));
   }
   return j;
 }

@@ -179,7 +179,7 @@ TEST(FastFinetune, RunsInQuantizeStaticAndIsReported) {
   reader.rewind();
   std::vector<std::string> lines;
   auto log = [&](const std::string& l) { lines.push_back(l); };
-  quant::QuantizeResult r = quant::quantize_static(q.model, reader, c, log, fast_finetune_refiner(c, log));
+  quant::QuantizeResult r = quant::quantize_static(q.model, reader, c, log, post_quantization_refiner(c, log));
   ASSERT_EQ(r.finetuned.size(), 3u);
   EXPECT_EQ(r.finetuned[1].node, "matmul_a");
   EXPECT_EQ(r.finetuned[1].iterations, 50);
@@ -217,7 +217,7 @@ TEST(FastFinetune, SameSeedSameThreadsSameModelBytes) {
     std::vector<std::string> bytes;
     for (int run = 0; run < 2; ++run) {
       FeedReader reader(feeds(16, 100));
-      quant::QuantizeResult r = quant::quantize_static(q.model, reader, c, {}, fast_finetune_refiner(c));
+      quant::QuantizeResult r = quant::quantize_static(q.model, reader, c, {}, post_quantization_refiner(c));
       size_t kept = 0;
       for (const quant::FinetunedLayer& l : r.finetuned) kept += l.kept;
       EXPECT_GT(kept, 0u) << algorithm;  // something was trained, or the comparison proves nothing
