@@ -69,7 +69,6 @@ class Config:
 
 # Switches whose algorithm the core does not have yet: field -> what is missing.
 _UNBUILT_FLAGS = {
-    "include_sq": "SmoothQuant",
     "include_rotation": "QuaRot rotation",
     "crypto_mode": "crypto mode (models kept in memory only)",
 }
@@ -119,6 +118,7 @@ def _core_config(config):
         "execution_providers": _names(config.execution_providers, "execution_providers"),
         "optimize_model": bool(config.optimize_model),
         "include_cle": bool(config.include_cle),
+        "include_sq": bool(config.include_sq),
         "enable_dpu": bool(config.enable_npu_cnn),  # Quark's XINT8 quantizer is vai_q_onnx's dpu quantizer
         "enable_npu_transformer": bool(config.enable_npu_transformer),
         "convert_fp16_to_fp32": bool(config.convert_fp16_to_fp32),

@@ -306,6 +306,13 @@ class BiasCorrectionConfig(AlgoConfig):
         return {"BiasCorrection": True}
 
 
+class SmoothQuantConfig(AlgoConfig):
+    """SmoothQuant (Xiao et al. 2023, arXiv:2211.10438): include_sq with SmoothAlpha (a number, or
+    "auto" for onnxptq's per-input search)."""
+    name = "smooth_quant"
+    _PARAMS = (("alpha", "SmoothAlpha", 0.5),)
+
+
 class _UnbuiltAlgo(AlgoConfig):
     _PART = ""
 
@@ -315,8 +322,6 @@ def _unbuilt_algo(name, algo_name, part, params):
                                          "__doc__": f"Quark's {name}; {part} is not built in onnxptq yet."})
 
 
-SmoothQuantConfig = _unbuilt_algo("SmoothQuantConfig", "smooth_quant", "SmoothQuant",
-                                  (("alpha", "SmoothAlpha", 0.5),))
 GPTQConfig = _unbuilt_algo("GPTQConfig", "gptq", "GPTQ", tuple(
     (n, None, d) for n, d in (("bits", 8), ("block_size", 128), ("group_size", -1), ("perc_damp", 0.01),
                               ("act_order", False), ("per_channel", False), ("mse", False),
@@ -325,7 +330,8 @@ QuarotConfig = _unbuilt_algo("QuarotConfig", "quarot", "QuaRot rotation",
                              (("r_matrix_dim", "RMatrixDim", 4096), ("use_random_had", "UseRandomHad", False),
                               ("r_config_path", "RConfigPath", None)))
 
-_ALGO_FLAGS = {CLEConfig: "include_cle", AdaRoundConfig: "include_fast_ft", AutoMixprecisionConfig: "include_auto_mp"}
+_ALGO_FLAGS = {CLEConfig: "include_cle", AdaRoundConfig: "include_fast_ft", AutoMixprecisionConfig: "include_auto_mp",
+               SmoothQuantConfig: "include_sq"}
 
 
 def _recursive_update(base, new):

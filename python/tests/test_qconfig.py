@@ -131,8 +131,6 @@ def test_layer_configs_are_their_tensor_overrides(tiny_model):
 @pytest.mark.parametrize("make,message", [
     (lambda: QConfig(QLayerConfig(input_tensors=Int8Spec(), weight=Int8Spec(
         quant_granularity=QuantGranularity.Group))), "QuantGranularity.Group: group-wise quantization"),
-    (lambda: QConfig(QLayerConfig(input_tensors=Int8Spec(), weight=Int8Spec()), algo_config=[SmoothQuantConfig()]),
-     "algorithms: SmoothQuantConfig: SmoothQuant is not built"),
     (lambda: QConfig(QLayerConfig(input_tensors=Int8Spec(), weight=Int8Spec()), algo_config=[GPTQConfig(bits=4)]),
      "algorithms: GPTQConfig: GPTQ is not built"),
 ])
@@ -152,6 +150,29 @@ def test_bias_correction_config_is_the_bias_correction_extra_option(tiny_model):
     biases = [{i.name: onnx.numpy_helper.to_array(i) for i in m.graph.initializer}["b_quantized"]
               for m in (plain, corrected)]
     assert not np.array_equal(biases[0], biases[1])  # the Conv's int32 bias moved
+
+
+def test_smooth_quant_config_is_include_sq_with_smooth_alpha(tmp_path):
+    # x[1,4,8] -> MatMul(w): x's channel 2 an outlier; SmoothQuant puts a Mul before the MatMul.
+    rng = np.random.default_rng(3)
+    w = onnx.numpy_helper.from_array(rng.standard_normal((8, 8)).astype(np.float32), "w")
+    graph = onnx.helper.make_graph([onnx.helper.make_node("MatMul", ["x", "w"], ["y"], name="matmul")], "mm",
+                                   [onnx.helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 4, 8])],
+                                   [onnx.helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 4, 8])], [w])
+    path = str(tmp_path / "mm.onnx")
+    onnx.save(onnx.helper.make_model(graph, opset_imports=[onnx.helper.make_opsetid("", 13)]), path)
+    data = samples("x", (1, 4, 8), count=4)
+    for d in data:
+        d["x"][..., 2] *= 50
+    layer = QLayerConfig(input_tensors=Int8Spec(), weight=Int8Spec())
+    smoothed = run(QConfig(layer, algo_config=[SmoothQuantConfig(alpha=0.6)]), path, data)
+    assert any(n.op_type == "Mul" and "SmoothQuant" in n.name for n in smoothed.graph.node)
+    plain = run(QConfig(layer), path, data)
+    assert not any(n.op_type == "Mul" for n in plain.graph.node)
+    other = run(QConfig(layer, algo_config=[SmoothQuantConfig(alpha=0.3)]), path, data)
+    assert other.SerializeToString() != smoothed.SerializeToString()  # the alpha reaches the core
+    with pytest.raises(onnxptq.Error, match="SmoothAlpha.*take effect only with include_sq"):
+        run(QConfig(layer, SmoothAlpha=0.6), path, data)
 
 
 def test_vint8_qconfig_is_legacy_vint8_without_cle(tiny_model):

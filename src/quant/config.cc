@@ -258,6 +258,14 @@ void check_config(const QuantConfig& c) {
     throw Error("FastFinetune RefModelPath " + c.fast_finetune.ref_model_path + ": no such file");
   check_block_types(c);
   check_dynamic_quant_config(c);
+  if (c.smooth.given && !c.include_sq)
+    throw Error("extra options SmoothAlpha, SmoothAlphaRange and SmoothFolding take effect only with include_sq");
+  if (c.smooth.range_given && c.smooth.alpha)
+    throw Error("extra option SmoothAlphaRange takes effect only with SmoothAlpha \"auto\"");
+  if (c.include_sq && (c.use_matmul_nbits || c.use_dynamic_quant))
+    throw Error(std::string("include_sq (SmoothQuant, scales chosen from calibration data) with ") +
+                (c.use_matmul_nbits ? "UseMatMulNBits" : "use_dynamic_quant") +
+                ": those calibrate nothing; choose one");
   if (c.matmul_nbits.given && !c.use_matmul_nbits)
     throw Error("extra option MatMulNBitsParams takes effect only with UseMatMulNBits true");
   // The MatMulNBits path writes no Q/DQ and calibrates nothing (Quark): what works on those is refused.

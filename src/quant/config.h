@@ -102,6 +102,15 @@ struct FastFinetune {
   bool given = false;                              // the FastFinetune key was in the config
 };
 
+// include_sq's options (quant/smooth_quant.h): Quark's SmoothAlpha, and onnxptq's search range and
+// folding.
+struct SmoothQuantOptions {
+  std::optional<double> alpha = 0.5;                  // SmoothAlpha; nullopt: "auto", searched per input
+  double alpha_min = 0.3, alpha_max = 0.7, alpha_step = 0.05;  // SmoothAlphaRange [min, max, step]
+  bool folding = true;  // SmoothFolding: into a LayerNormalization before the MatMuls where it can
+  bool range_given = false, given = false;  // SmoothAlphaRange; any of the keys
+};
+
 // include_auto_mp's AutoMixprecision (Quark's legacy automatic mixed precision,
 // accuracy/auto_mixprecision.h): its keys, with Quark's defaults.
 struct AutoMixprecision {
@@ -229,6 +238,8 @@ struct QuantConfig {
   bool include_auto_mp = false;
   AutoMixprecision auto_mp;
   bool include_fast_ft = false;
+  bool include_sq = false;  // SmoothQuant before calibration (quant/smooth_quant.h), with `smooth`
+  SmoothQuantOptions smooth;
   // BiasCorrection (Quark, extra option): after the parameters, before fast finetune, the biases
   // of the quantized Conv, ConvTranspose and Gemm nodes corrected (finetune/fast_finetune.h).
   bool bias_correction = false;

@@ -172,6 +172,44 @@ void add_quantizer_options(std::vector<ConfigKey>& keys) {
       [](QuantConfig& c, const ConfigKey&, const json& v) { apply_fast_finetune(c.fast_finetune, v); },
       "with include_fast_ft"));
   add(works(
+      kConfig, "include_sq", "bool", "false", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.include_sq = json_bool(k.name, v); },
+      "SmoothQuant before calibration, with SmoothAlpha"));
+  add(works(
+      kExtra, "SmoothAlpha", "number", "0.5", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) {
+        c.smooth.given = true;
+        if (v == "auto") {
+          c.smooth.alpha.reset();
+          return;
+        }
+        const double a = v.is_string() ? -1 : json_number(k.name, v);
+        if (!(a >= 0 && a <= 1)) throw Error("extra option SmoothAlpha: expected a number in [0, 1] or \"auto\", got " + v.dump());
+        c.smooth.alpha = a;
+      },
+      "with include_sq; \"auto\": searched per MatMul input over SmoothAlphaRange"));
+  add(works(
+      kExtra, "SmoothAlphaRange", "list of numbers", "[0.3, 0.7, 0.05]", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) {
+        if (!v.is_array() || v.size() != 3)
+          throw Error("extra option SmoothAlphaRange: expected [min, max, step], got " + v.dump());
+        const double lo = json_number(k.name, v[0]), hi = json_number(k.name, v[1]), step = json_number(k.name, v[2]);
+        if (!(lo >= 0 && hi <= 1 && lo <= hi && step > 0))
+          throw Error("extra option SmoothAlphaRange: expected 0 <= min <= max <= 1 and step > 0, got " + v.dump());
+        c.smooth.alpha_min = lo;
+        c.smooth.alpha_max = hi;
+        c.smooth.alpha_step = step;
+        c.smooth.range_given = c.smooth.given = true;
+      },
+      "onnxptq; with SmoothAlpha \"auto\""));
+  add(works(
+      kExtra, "SmoothFolding", "bool", "true", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) {
+        c.smooth.folding = json_bool(k.name, v);
+        c.smooth.given = true;
+      },
+      "onnxptq; with include_sq: a LayerNormalization before the MatMuls takes the scales, no Mul added"));
+  add(works(
       kExtra, "BiasCorrection", "bool", "false", "finetune",
       [](QuantConfig& c, const ConfigKey& k, const json& v) { c.bias_correction = json_bool(k.name, v); },
       "the biases of quantized Conv, ConvTranspose, Gemm moved by the mean output error on the calibration data"));

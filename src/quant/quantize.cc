@@ -24,6 +24,7 @@
 #include "quant/matmul_nbits.h"
 #include "quant/node_selection.h"
 #include "quant/post_process.h"
+#include "quant/smooth_quant.h"
 
 namespace onnxptq::quant {
 
@@ -126,16 +127,21 @@ ir::Model prepare_model(const ir::Model& model, calib::DataReader& reader,
   return prepared;
 }
 
+// The nodes the quantizer may quantize, by op type and name (what the float-weight rewrites touch).
+std::function<bool(const ir::Node&)> quantizable_nodes(const ir::Model& model, const QuantConfig& config) {
+  std::set<std::string> ops = quantized_op_types(config, *model.graph);
+  std::set<std::string> only(config.nodes_to_quantize.begin(), config.nodes_to_quantize.end());
+  std::set<std::string> excluded = named_exclusions(*model.graph, config);
+  return [ops, only, excluded](const ir::Node& n) {
+    return ops.count(n.op_type) && !excluded.count(n.name) && (only.empty() || only.count(n.name));
+  };
+}
+
 // include_cle / ReplaceClip6Relu: the data-free rewrites of the float weights, on the nodes the
 // quantizer may quantize only.
 void equalize(ir::Model& model, const QuantConfig& config, const std::function<void(const std::string&)>& say) {
   passes::CleOptions options = config.cle;
-  std::set<std::string> ops = quantized_op_types(config, *model.graph);
-  std::set<std::string> only(config.nodes_to_quantize.begin(), config.nodes_to_quantize.end());
-  std::set<std::string> excluded = named_exclusions(*model.graph, config);
-  options.quantizable = [ops, only, excluded](const ir::Node& n) {
-    return ops.count(n.op_type) && !excluded.count(n.name) && (only.empty() || only.count(n.name));
-  };
+  options.quantizable = quantizable_nodes(model, config);
   passes::PassContext context;
   if (config.include_cle) {
     passes::CleResult result = passes::equalize_cross_layers(model, options, context);
@@ -256,6 +262,18 @@ std::optional<ir::Model> prepare_float_model(const ir::Model& model, calib::Data
     if (!prepared) prepared = ir::clone_model(model);
     equalize(*prepared, config, say);
     if (seconds) (*seconds)["cle"] = seconds_since(start);
+  }
+  if (config.include_sq) {  // Quark: after CLE, before calibration
+    start = std::chrono::steady_clock::now();
+    if (!prepared) prepared = ir::clone_model(model);
+    if (!reader.can_rewind())
+      throw Error("include_sq: SmoothQuant reads the calibration data before calibration, and " + reader.describe() +
+                  " cannot start over");
+    reader.rewind();
+    std::unique_ptr<calib::DataReader> adapted = adapted_reader(reader, *prepared, config);
+    smooth_quant(*prepared, adapted ? *adapted : reader, config, quantizable_nodes(*prepared, config), say);
+    reader.rewind();
+    if (seconds) (*seconds)["smooth_quant"] = seconds_since(start);
   }
   if (any_rewrite(config)) {  // as vai_q_onnx's optimize.py and Quark's rewrites, on the nodes quantized
     start = std::chrono::steady_clock::now();

@@ -1,0 +1,293 @@
+#include "quant/smooth_quant.h"
+
+#include <algorithm>
+#include <cmath>
+#include <sstream>
+#include <vector>
+
+#include "engine/kernel.h"
+#include "engine/parallel.h"
+#include "engine/session.h"
+#include "onnxptq/error.h"
+#include "qmath/params.h"
+
+namespace onnxptq::quant {
+namespace {
+
+// Rows of each input kept for SmoothAlpha "auto" (from the first samples): enough to rank the
+// grid's alphas, few enough that the search's products stay cheap.
+constexpr int64_t kSearchRows = 256;
+// No channel scale below this (Intel Neural Compressor's floor): a channel that is zero in every
+// sample or every weight row keeps a usable scale.
+constexpr double kSmallestScale = 1e-5;
+
+bool default_domain(const ir::Node& n) { return n.domain.empty() || n.domain == "ai.onnx"; }
+
+// One input and the MatMuls reading it as A.
+struct Group {
+  ir::Value* input = nullptr;
+  std::vector<ir::Node*> matmuls;
+  int64_t channels = 0;
+  std::vector<double> activation_max;  // a_j over the calibration samples
+  std::vector<float> rows;             // up to kSearchRows rows of the input, channels each
+};
+
+std::vector<float> float_values(const ir::Tensor& t) {
+  ir::Tensor f = engine::as_float32(t);
+  return {f.values<float>().begin(), f.values<float>().end()};
+}
+
+// The largest |value| of each row of a [channels, n] weight, over every weight of the group.
+std::vector<double> weight_row_max(const Group& g) {
+  std::vector<double> w(static_cast<size_t>(g.channels), 0.0);
+  for (const ir::Node* m : g.matmuls) {
+    const std::vector<float> b = float_values(m->input(1)->initializer());
+    const size_t n = b.size() / w.size();
+    for (size_t j = 0; j < w.size(); ++j)
+      for (size_t k = 0; k < n; ++k) w[j] = std::max(w[j], static_cast<double>(std::abs(b[j * n + k])));
+  }
+  return w;
+}
+
+std::vector<double> channel_scales(const Group& g, const std::vector<double>& w, double alpha) {
+  std::vector<double> s(w.size(), 1.0);
+  for (size_t j = 0; j < s.size(); ++j) {
+    const double a = g.activation_max[j];
+    if (a > 0 && w[j] > 0) s[j] = std::max(std::pow(a, alpha) / std::pow(w[j], 1 - alpha), kSmallestScale);
+  }
+  return s;
+}
+
+// The symmetric integer bound of the type the search quantizes with: a 16-bit type's, else 8 bits'.
+double symmetric_bound(ir::DataType t) {
+  const bool wide = t == ir::DataType::Int16 || t == ir::DataType::UInt16;
+  return wide ? 32767.0 : 127.0;
+}
+
+// x rounded to the symmetric grid of `scale` and bound `q`.
+inline float fake_symmetric(float x, float scale, float q) {
+  return std::clamp(std::nearbyint(x / scale), -q, q) * scale;
+}
+
+// SmoothAlpha "auto"'s measure for `s`: the squared error, over the kept rows and every MatMul of
+// the group, of the product of the fake-quantized smoothed input (per tensor, its calibrated
+// largest |x / s|) and smoothed weight (per column with per_channel, else per tensor) against the
+// float product.
+double smoothed_error(const Group& g, const std::vector<double>& s, const QuantConfig& config, int threads) {
+  const auto k = static_cast<size_t>(g.channels);
+  const size_t rows = g.rows.size() / k;
+  double x_max = 0;
+  for (size_t j = 0; j < k; ++j) x_max = std::max(x_max, g.activation_max[j] / s[j]);
+  const auto qa = static_cast<float>(symmetric_bound(config.activation_type));
+  const auto qw = static_cast<float>(symmetric_bound(config.weight_type));
+  const float x_scale = x_max > 0 ? static_cast<float>(x_max) / qa : 1.0f;
+  std::vector<float> xq(g.rows.size());
+  for (size_t r = 0; r < rows; ++r)
+    for (size_t j = 0; j < k; ++j)
+      xq[r * k + j] = fake_symmetric(static_cast<float>(g.rows[r * k + j] / s[j]), x_scale, qa);
+  double error = 0;
+  for (const ir::Node* m : g.matmuls) {
+    const std::vector<float> b = float_values(m->input(1)->initializer());
+    const size_t n = b.size() / k;
+    std::vector<float> wq(b.size());
+    std::vector<float> column_max(config.per_channel ? n : 1, 0.0f);
+    for (size_t j = 0; j < k; ++j)
+      for (size_t c = 0; c < n; ++c) {
+        float& top = column_max[config.per_channel ? c : 0];
+        top = std::max(top, std::abs(static_cast<float>(b[j * n + c] * s[j])));
+      }
+    for (size_t j = 0; j < k; ++j)
+      for (size_t c = 0; c < n; ++c) {
+        const float top = column_max[config.per_channel ? c : 0];
+        wq[j * n + c] = fake_symmetric(static_cast<float>(b[j * n + c] * s[j]), top > 0 ? top / qw : 1.0f, qw);
+      }
+    error += engine::parallel_sum(threads, static_cast<int64_t>(rows), 8, [&](int64_t r0, int64_t r1) {
+      double sum = 0;
+      std::vector<float> exact(n), quantized(n);
+      for (auto r = static_cast<size_t>(r0); r < static_cast<size_t>(r1); ++r) {
+        std::fill(exact.begin(), exact.end(), 0.0f);
+        std::fill(quantized.begin(), quantized.end(), 0.0f);
+        for (size_t j = 0; j < k; ++j) {
+          const float x = g.rows[r * k + j], x_q = xq[r * k + j];
+          const float *w = b.data() + j * n, *w_q = wq.data() + j * n;
+#pragma omp simd
+          for (size_t c = 0; c < n; ++c) {
+            exact[c] += x * w[c];
+            quantized[c] += x_q * w_q[c];
+          }
+        }
+        for (size_t c = 0; c < n; ++c) sum += static_cast<double>(quantized[c] - exact[c]) * (quantized[c] - exact[c]);
+      }
+      return sum;
+    });
+  }
+  return error;
+}
+
+// The alphas SmoothAlphaRange spans: min, min + step, ... up to max.
+std::vector<double> alpha_grid(const SmoothQuantOptions& o) {
+  std::vector<double> grid;
+  for (int i = 0;; ++i) {
+    const double a = o.alpha_min + i * o.alpha_step;
+    if (a > o.alpha_max + 1e-9) break;
+    grid.push_back(std::min(a, o.alpha_max));
+  }
+  return grid;
+}
+
+// A LayerNormalization whose scale and bias can take 1/s: it makes `input` (read by no one but
+// the group, not a graph output), normalizes the last axis only, and its scale (and bias) are
+// float initializers of the channels' size.
+ir::Node* foldable_layer_norm(const ir::Graph& graph, const Group& g) {
+  ir::Node* ln = g.input->producer();
+  if (!ln || ln->op_type != "LayerNormalization" || !default_domain(*ln) || ln->output(0) != g.input) return nullptr;
+  if (graph.is_output(g.input) || g.input->uses().size() != g.matmuls.size()) return nullptr;
+  const auto shape = g.input->type.static_shape();
+  const int64_t axis = ln->attr_int("axis", -1);
+  if (!(axis == -1 || (shape && axis == static_cast<int64_t>(shape->size()) - 1))) return nullptr;
+  for (size_t i = 1; i < 3 && i < ln->inputs().size(); ++i) {
+    const ir::Value* v = ln->input(i);
+    if (!v) continue;
+    if (!v->has_initializer() || v->initializer().dtype() != ir::DataType::Float ||
+        v->initializer().size() != g.channels)
+      return nullptr;
+  }
+  return ln->input(1) ? ln : nullptr;
+}
+
+// `v` (an initializer) multiplied element by element by `factor` (one per element, or per row
+// of `row` elements): in place when only `reader` reads it, else as a copy `reader` reads.
+void scale_initializer(ir::Graph& graph, ir::Node* reader, size_t index, const std::vector<double>& factor,
+                       size_t row) {
+  ir::Value* v = reader->input(index);
+  std::vector<float> values = float_values(v->initializer());
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(values[i] * factor[i / row]);
+  ir::Tensor t = ir::Tensor::from_values<float>(v->initializer().dims(), values);
+  if (v->uses().size() == 1 && !graph.is_output(v) && !graph.is_input(v)) {
+    graph.set_initializer(v, std::move(t));
+    return;
+  }
+  ir::Value* copy = graph.add_unique_value(v->name() + "_smooth");
+  graph.set_initializer(copy, std::move(t));
+  graph.set_node_input(reader, index, copy);
+}
+
+}  // namespace
+
+SmoothQuantResult smooth_quant(ir::Model& model, calib::DataReader& reader, const QuantConfig& config,
+                               const std::function<bool(const ir::Node&)>& quantizable,
+                               const std::function<void(const std::string&)>& log) {
+  ir::Graph& graph = *model.graph;
+  std::vector<Group> groups;
+  std::map<const ir::Value*, size_t> group_of;
+  for (ir::Node* n : graph.topological_order()) {
+    if (n->op_type != "MatMul" || !default_domain(*n) || !quantizable(*n) || n->inputs().size() != 2) continue;
+    ir::Value *a = n->input(0), *b = n->input(1);
+    if (!a || !b || a->has_initializer() || !b->has_initializer() || b->initializer().dims().size() != 2 ||
+        b->initializer().dtype() != ir::DataType::Float)
+      continue;
+    auto [at, added] = group_of.try_emplace(a, groups.size());
+    if (added) groups.push_back({a, {}, b->initializer().dims()[0], {}, {}});
+    if (groups[at->second].channels == b->initializer().dims()[0]) groups[at->second].matmuls.push_back(n);
+  }
+  SmoothQuantResult result;
+  if (groups.empty()) {
+    if (log) log("SmoothQuant: no MatMul with a constant weight to smooth");
+    return result;
+  }
+
+  engine::SessionOptions so;
+  so.threads = config.calib.threads;
+  so.hooks_ignore_layout = true;
+  for (const Group& g : groups) so.visible.insert(g.input->name());
+  engine::Session session(model, so);
+  std::map<std::string, Group*> by_name;
+  for (Group& g : groups) {
+    g.activation_max.assign(static_cast<size_t>(g.channels), 0.0);
+    by_name[g.input->name()] = &g;
+  }
+  const bool search = !config.smooth.alpha.has_value();
+  engine::TensorObserver observe = [&](const std::string& name, const ir::Tensor& t) {
+    auto it = by_name.find(name);
+    if (it == by_name.end()) return;
+    Group& g = *it->second;
+    const std::vector<float> x = float_values(t);
+    const auto k = static_cast<size_t>(g.channels);
+    if (t.dims().empty() || t.dims().back() != g.channels)
+      throw Error("SmoothQuant: MatMul input '" + name + "' has dims " + ir::dims_to_string(t.dims()) +
+                  ", its weight " + std::to_string(k) + " rows");
+    for (size_t i = 0; i < x.size(); ++i)
+      if (std::isfinite(x[i]))
+        g.activation_max[i % k] = std::max(g.activation_max[i % k], static_cast<double>(std::abs(x[i])));
+    if (search) {
+      const size_t kept = g.rows.size(), room = static_cast<size_t>(kSearchRows) * k - kept;
+      g.rows.insert(g.rows.end(), x.begin(), x.begin() + static_cast<std::ptrdiff_t>(std::min(room, x.size())));
+      for (size_t i = kept; i < g.rows.size(); ++i)
+        if (!std::isfinite(g.rows[i])) g.rows[i] = 0;
+    }
+  };
+  size_t samples = 0;
+  while (config.calib.max_samples == 0 || samples < config.calib.max_samples) {
+    std::optional<Feed> feed = reader.next();
+    if (!feed) break;
+    session.run(*feed, {&observe});
+    ++samples;
+  }
+  if (samples == 0) throw Error("SmoothQuant: the calibration data has no sample");
+
+  const int threads = config.calib.threads > 0 ? config.calib.threads : engine::hardware_threads();
+  for (Group& g : groups) {
+    const std::vector<double> w = weight_row_max(g);
+    double alpha = config.smooth.alpha.value_or(0);
+    if (search) {
+      double best = INFINITY;
+      for (double a : alpha_grid(config.smooth)) {
+        const double e = smoothed_error(g, channel_scales(g, w, a), config, threads);
+        if (e < best) {
+          best = e;
+          alpha = a;
+        }
+      }
+    }
+    result.alpha[g.input->name()] = alpha;
+    const std::vector<double> s = channel_scales(g, w, alpha);
+    std::vector<double> inverse(s.size());
+    for (size_t j = 0; j < s.size(); ++j) inverse[j] = 1.0 / s[j];
+    if (ir::Node* ln = config.smooth.folding ? foldable_layer_norm(graph, g) : nullptr) {
+      for (size_t i = 1; i < 3 && i < ln->inputs().size(); ++i)
+        if (ln->input(i)) scale_initializer(graph, ln, i, inverse, 1);
+      ++result.folded;
+    } else {
+      ir::Value* smoothed = graph.add_unique_value(g.input->name() + "_smooth");
+      ir::Value* factor = graph.add_unique_value(g.input->name() + "_smooth_scale");
+      std::vector<float> f(inverse.begin(), inverse.end());
+      graph.set_initializer(factor, ir::Tensor::from_values<float>({g.channels}, f));
+      graph.insert_node_before(g.matmuls.front(), "Mul", {g.input, factor}, {smoothed},
+                               graph.fresh_name(g.input->name() + "_SmoothQuant_Mul"));
+      for (ir::Node* m : g.matmuls) graph.set_node_input(m, 0, smoothed);
+      ++result.inserted;
+    }
+    for (ir::Node* m : g.matmuls) scale_initializer(graph, m, 1, s, m->input(1)->initializer().dims()[1]);
+    ++result.inputs;
+    result.matmuls += g.matmuls.size();
+  }
+  if (log) {
+    std::ostringstream line;
+    line << "SmoothQuant: " << result.matmuls << " MatMuls on " << result.inputs << " inputs, " << result.folded
+         << " folded into LayerNormalization, " << result.inserted << " Mul nodes inserted";
+    if (search) {
+      double lo = INFINITY, hi = -INFINITY;
+      for (const auto& [name, a] : result.alpha) {
+        lo = std::min(lo, a);
+        hi = std::max(hi, a);
+      }
+      line << ", alpha " << lo << " to " << hi << " (auto)";
+    } else {
+      line << ", alpha " << *config.smooth.alpha;
+    }
+    log(line.str());
+  }
+  return result;
+}
+
+}  // namespace onnxptq::quant
