@@ -34,6 +34,7 @@ const KernelRegistry& KernelRegistry::instance() {
     register_recurrent_kernels(r);
     register_quantize_kernels(r);
     register_detection_kernels(r);
+    register_signal_kernels(r);
     return r;
   }();
   return registry;
