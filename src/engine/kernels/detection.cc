@@ -200,7 +200,8 @@ class RoiAlignKernel : public Kernel {
     if (out_h_ < 1 || out_w_ < 1)
       throw Error("output_height and output_width must be positive, got " + std::to_string(out_h_) + " and " +
                   std::to_string(out_w_));
-    if (sampling_ratio_ < 0) throw Error("sampling_ratio must not be negative, got " + std::to_string(sampling_ratio_));
+    if (sampling_ratio_ < 0 || sampling_ratio_ > 4096)
+      throw Error("sampling_ratio must be between 0 and 4096, got " + std::to_string(sampling_ratio_));
     if (!std::isfinite(spatial_scale_)) throw Error("spatial_scale must be finite");
   }
 
@@ -322,9 +323,11 @@ class RoiAlignKernel : public Kernel {
     for (int64_t r = 0; r < num_rois; ++r) {
       geometries[r] = geometry(boxes.data() + 4 * r);
       const RoiGeometry& g = geometries[r];
-      if (g.grid_h * g.grid_w > kMaxRoiSamples / bins)
+      if (static_cast<double>(g.grid_h) * static_cast<double>(g.grid_w) * static_cast<double>(bins) >
+          static_cast<double>(kMaxRoiSamples))
         throw Error("roi " + std::to_string(r) + " needs a sampling grid of " + std::to_string(g.grid_h) + "x" +
-                    std::to_string(g.grid_w) + " per bin; give sampling_ratio or a smaller roi");
+                    std::to_string(g.grid_w) + " in each of " + std::to_string(bins) + " bins, over " +
+                    std::to_string(kMaxRoiSamples) + " samples");
     }
     if (height == 0 || width == 0) {
       std::fill(y, y + num_rois * channels * bins, T{0});

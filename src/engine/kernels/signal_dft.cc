@@ -18,8 +18,8 @@ namespace {
 // Lengths up to this use the direct sum when they are not powers of two (exact twiddles, and
 // no slower than three transforms of twice the length).
 constexpr int64_t kDirectMax = 64;
-// The longest transform (Bluestein's doubles it to a power of two held in uint32 indices).
-constexpr int64_t kMaxLength = int64_t{1} << 28;
+// The longest transform: 16M points (Bluestein's method takes up to four times as many values).
+constexpr int64_t kMaxLength = int64_t{1} << 24;
 
 bool is_power_of_two(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
 
