@@ -3,7 +3,9 @@
 // Signals are [batch, dims..., 1] (real) or [batch, dims..., 2] (real and imaginary parts); as
 // ONNX Runtime does, a rank-2 input [batch, n] is a real signal too. Each transformed line is
 // gathered into a complex buffer (cut or zero-padded to the DFT length), transformed in double,
-// and written back as [..., 2]; lines are split over threads.
+// and written back as [..., 2]; lines are split over threads. onesided keeps the first
+// floor(n / 2) + 1 values of the full transform, of complex and inverse ones too, as ONNX Runtime
+// does (the docs allow it for real forward transforms only).
 #include <algorithm>
 #include <cmath>
 #include <numbers>
