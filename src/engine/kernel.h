@@ -122,6 +122,8 @@ void register_norm_pool_kernels(KernelRegistry& registry);    // pools, normaliz
 void register_linear_kernels(KernelRegistry& registry);       // Conv, ConvTranspose, Gemm, MatMul, MatMulNBits
 void register_recurrent_kernels(KernelRegistry& registry);    // LSTM, GRU, RNN
 void register_quantize_kernels(KernelRegistry& registry);     // Q/DQ, QLinear*, *Integer
+void register_detection_kernels(KernelRegistry& registry);    // NonMaxSuppression, RoiAlign
+void register_signal_kernels(KernelRegistry& registry);       // windows, DFT, STFT, MelWeightMatrix
 
 // A factory for kernel class K, built from the KernelInfo when K takes one.
 template <class K>

@@ -33,6 +33,8 @@ const KernelRegistry& KernelRegistry::instance() {
     register_linear_kernels(r);
     register_recurrent_kernels(r);
     register_quantize_kernels(r);
+    register_detection_kernels(r);
+    register_signal_kernels(r);
     return r;
   }();
   return registry;

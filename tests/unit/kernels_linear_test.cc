@@ -872,5 +872,33 @@ TEST(MatMul, SmallProductsGiveTheSameBitsForAnyThreadCount) {
   }
 }
 
+
+// ---- Det (what the backend tests leave out: pivoting, singular and empty matrices, batches of
+// double and float16, non-square input)
+
+TEST(Det, PivotingSingularEmptyAndBatches) {
+  auto det = [](const Tensor& x) { return testing::run_node("Det", "", 11, {{"x", x}})[0]; };
+  // [[0, 2], [3, 4]] needs a row swap: -6. A singular matrix: 0. 3x3 with a known determinant: -306.
+  Tensor x = Tensor::from_values<double>({3, 3, 3}, std::vector<double>{0, 2, 0, 3, 4, 0, 0, 0, 1,  //
+                                                                          1, 2, 3, 2, 4, 6, 7, 8, 9,  //
+                                                                          6, 1, 1, 4, -2, 5, 2, 8, 7});
+  Tensor y = det(x);
+  ASSERT_EQ(y.dims(), (std::vector<int64_t>{3}));
+  EXPECT_NEAR(y.values<double>()[0], -6, 1e-12);
+  EXPECT_NEAR(y.values<double>()[1], 0, 1e-12);
+  EXPECT_NEAR(y.values<double>()[2], -306, 1e-12);
+  // A batch of 0x0 matrices has determinant 1.
+  Tensor empty = det(Tensor(DataType::Float, {2, 0, 0}));
+  EXPECT_EQ(empty.dims(), (std::vector<int64_t>{2}));
+  EXPECT_EQ(empty.values<float>()[1], 1.0f);
+  // float16 in, float16 out.
+  std::vector<uint16_t> h = {ir::float_to_half(2.0f), ir::float_to_half(1.0f), ir::float_to_half(1.0f),
+                             ir::float_to_half(3.0f)};
+  Tensor yh = det(Tensor(DataType::Float16, {2, 2}, Tensor::from_values<uint16_t>({2, 2}, h).bytes()));
+  EXPECT_EQ(yh.dtype(), DataType::Float16);
+  EXPECT_EQ(ir::half_to_float(yh.values<uint16_t>()[0]), 5.0f);
+  EXPECT_NE(error_of([&] { det(Tensor(DataType::Float, {2, 3})); }).find("square matrices"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace onnxptq

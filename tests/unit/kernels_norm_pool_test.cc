@@ -441,5 +441,28 @@ TEST(KernelsNorm, LocalResponseNormalization) {
   EXPECT_NE(op_error({"LRN", 13}, {x}).find("size must be"), std::string::npos);
 }
 
+
+// ---- MaxUnpool (what the backend tests leave out: pads, 1-D, integer values, bad indices and
+// output shapes)
+
+TEST(KernelsNorm, MaxUnpoolWithPadsAndBadInputs) {
+  // 1-D, kernel 3, stride 2, pads 1 and 1: (2 - 1) * 2 + 3 - 2 = 3 outputs.
+  Op op{"MaxUnpool", 11, {{"kernel_shape", std::vector<int64_t>{3}}, {"strides", std::vector<int64_t>{2}},
+                          {"pads", std::vector<int64_t>{1, 1}}}};
+  Tensor y = run_op(op, {kernel_test::i32({1, 1, 2}, {7, 9}), kernel_test::i64({1, 1, 2}, {0, 2})});
+  EXPECT_EQ(y.dims(), (Dims{1, 1, 3}));
+  EXPECT_EQ(std::vector<int32_t>(y.values<int32_t>().begin(), y.values<int32_t>().end()), (std::vector<int32_t>{7, 0, 9}));
+  EXPECT_NE(op_error(op, {f32({1, 1, 2}, {1, 2}), kernel_test::i64({1, 1, 2}, {0, 3})}).find("index 3 in I is out of range"),
+            std::string::npos);
+  EXPECT_NE(op_error(op, {f32({1, 1, 2}, {1, 2}), kernel_test::i64({1, 2}, {0, 1})}).find("must have X's shape"),
+            std::string::npos);
+  EXPECT_NE(op_error(op, {f32({1, 1, 2}, {1, 2}), kernel_test::i64({1, 1, 2}, {0, 1}), kernel_test::i64({3}, {1, 1, 9})})
+                .find("lie within kernel_shape"),
+            std::string::npos);
+  EXPECT_NE(op_error({"MaxUnpool", 11}, {f32({1, 1, 2}, {1, 2}), kernel_test::i64({1, 1, 2}, {0, 1})})
+                .find("needs the kernel_shape attribute"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace onnxptq::engine

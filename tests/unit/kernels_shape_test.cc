@@ -909,5 +909,44 @@ TEST(ShapeKernels, ResizeLinearMatchesNaiveBilinearWithThreads) {
   }
 }
 
+
+// ---- Unique (what the backend tests leave out: strings, NaN, first-occurrence order along an
+// axis, the four outputs, a scalar with an axis)
+
+TEST(ShapeKernels, UniqueFlattenedStringsAndNaN) {
+  std::vector<Tensor> s = run_all({"Unique", 11, {}, 4}, {Tensor::from_strings({5}, {"b", "a", "b", "c", "a"})});
+  EXPECT_EQ(s[0].string_values(), (std::vector<std::string>{"a", "b", "c"}));
+  EXPECT_EQ(ints(s[1]), (std::vector<int64_t>{1, 0, 3}));
+  EXPECT_EQ(ints(s[2]), (std::vector<int64_t>{1, 0, 1, 2, 0}));
+  EXPECT_EQ(ints(s[3]), (std::vector<int64_t>{2, 2, 1}));
+  // NaNs are one value, sorted last; -0 equals 0 (its first occurrence is kept).
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<Tensor> f = run_all({"Unique", 11, {}, 4}, {f32({6}, {nan, 1.0f, -0.0f, nan, 0.0f, -2.0f})});
+  std::vector<float> y = floats(f[0]);
+  ASSERT_EQ(y.size(), 4u);
+  EXPECT_EQ(y[0], -2.0f);
+  EXPECT_TRUE(std::signbit(y[1]) && y[1] == 0.0f);
+  EXPECT_EQ(y[2], 1.0f);
+  EXPECT_TRUE(std::isnan(y[3]));
+  EXPECT_EQ(ints(f[3]), (std::vector<int64_t>{1, 2, 1, 2}));
+}
+
+TEST(ShapeKernels, UniqueAlongAnAxisInOrderOfFirstOccurrence) {
+  // Columns of [[1, 0, 1, 2], [3, 5, 3, 4]]: (1,3), (0,5), (1,3), (2,4).
+  Tensor x = i64({2, 4}, {1, 0, 1, 2, 3, 5, 3, 4});
+  std::vector<Tensor> u = run_all({"Unique", 11, {{"axis", int64_t{-1}}, {"sorted", int64_t{0}}}, 4}, {x});
+  EXPECT_EQ(u[0].dims(), (Dims{2, 3}));
+  EXPECT_EQ(ints(u[0]), (std::vector<int64_t>{1, 0, 2, 3, 5, 4}));
+  EXPECT_EQ(ints(u[1]), (std::vector<int64_t>{0, 1, 3}));
+  EXPECT_EQ(ints(u[2]), (std::vector<int64_t>{0, 1, 0, 2}));
+  EXPECT_EQ(ints(u[3]), (std::vector<int64_t>{2, 1, 1}));
+  std::vector<Tensor> sorted = run_all({"Unique", 11, {{"axis", int64_t{1}}}, 2}, {x});
+  EXPECT_EQ(ints(sorted[0]), (std::vector<int64_t>{0, 1, 2, 5, 3, 4}));
+  EXPECT_EQ(ints(sorted[1]), (std::vector<int64_t>{1, 0, 3}));
+  EXPECT_NE(op_error({"Unique", 11, {{"axis", int64_t{2}}}}, {x}).find("out of range"), std::string::npos);
+  EXPECT_NE(op_error({"Unique", 11, {{"sorted", int64_t{3}}}}, {x}).find("sorted must be 0 or 1"), std::string::npos);
+  EXPECT_NE(op_error({"Unique", 11, {{"axis", int64_t{0}}}}, {i64({}, {4})}).find("scalar"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace onnxptq::engine

@@ -187,6 +187,7 @@ void register_linear_kernels(KernelRegistry& r) {
   linear::register_gemm_matmul_kernels(r);
   linear::register_einsum_kernels(r);
   linear::register_matmul_nbits_kernels(r);
+  linear::register_det_kernels(r);
 }
 
 }  // namespace onnxptq::engine

@@ -227,5 +227,6 @@ void register_conv_transpose_kernels(KernelRegistry& r);
 void register_gemm_matmul_kernels(KernelRegistry& r);
 void register_einsum_kernels(KernelRegistry& r);
 void register_matmul_nbits_kernels(KernelRegistry& r);  // com.microsoft MatMulNBits
+void register_det_kernels(KernelRegistry& r);           // Det
 
 }  // namespace onnxptq::engine::linear

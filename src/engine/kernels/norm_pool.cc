@@ -513,6 +513,7 @@ class LrnKernel : public Kernel {
 
 void register_norm_pool_kernels(KernelRegistry& r) {
   norm_pool_register_pooling(r);
+  norm_pool_register_unpool(r);
   norm_pool_register_dpu_instance_norm(r);
   // BatchNormalization 6 to 8 may have spatial = 0; 14 adds training_mode, 15 mixed types.
   r.add("", "BatchNormalization", 6, kLatestOpset, kernel_factory<BatchNormKernel>());

@@ -11,6 +11,7 @@
 namespace onnxptq::engine {
 
 void norm_pool_register_pooling(KernelRegistry& r);  // MaxPool, AveragePool, LpPool, Global*Pool
+void norm_pool_register_unpool(KernelRegistry& r);  // MaxUnpool (norm_pool_unpool.cc)
 // com.amd.quark ExtendedInstanceNormalization (norm_pool_dpu_instance.cc)
 void norm_pool_register_dpu_instance_norm(KernelRegistry& r);
 

@@ -290,6 +290,8 @@ void register_shape_kernels(KernelRegistry& r) {
   shape::register_gather_kernels(r);
   shape::register_generate_kernels(r);
   shape::register_resize_kernels(r);
+  shape::register_grid_sample_kernels(r);
+  shape::register_unique_kernels(r);
 }
 
 }  // namespace onnxptq::engine

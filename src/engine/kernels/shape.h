@@ -21,6 +21,8 @@ void register_pad_kernels(KernelRegistry& r);       // Pad
 void register_gather_kernels(KernelRegistry& r);    // Gather*, Scatter*, Compress, NonZero, ReverseSequence
 void register_generate_kernels(KernelRegistry& r);  // ConstantOfShape, Range, EyeLike, Trilu, OneHot
 void register_resize_kernels(KernelRegistry& r);    // Resize, Upsample
+void register_grid_sample_kernels(KernelRegistry& r);  // GridSample
+void register_unique_kernels(KernelRegistry& r);       // Unique
 
 // Storage of 16-byte elements (complex128).
 struct Bytes16 {
