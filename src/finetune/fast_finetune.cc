@@ -524,7 +524,7 @@ quant::PlanRefiner post_quantization_refiner(const quant::QuantConfig& config,
     if (config.bias_correction) {
       const FastFinetuneOptions o = bias_correction_options(config);
       reader.rewind();
-      SampleInputs samples = read_samples(reader, SIZE_MAX, o.spill);
+      SampleInputs samples = read_samples(reader, kBiasCorrectionSamples, o.spill);
       if (log) log("bias correction on " + std::to_string(sample_count(samples)) + " samples");
       reports = fast_finetune(model, plan, config, samples, o, log);
       size_t corrected = 0;

@@ -69,14 +69,17 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
 
 // BiasCorrection's steps (correct_bias in layer_trainer.h).
 inline constexpr int kBiasCorrectionSteps = 3;
+// BiasCorrection's samples, the first of the calibration data: a mean settles long before, and the
+// staged runs hold each sample's values at their frontier (MemOptLevel 2: in files).
+inline constexpr size_t kBiasCorrectionSamples = 128;
 
 // BiasCorrection's options: fast_finetune with Algorithm::BiasCorrection over the Conv,
 // ConvTranspose and Gemm nodes (Quark's Conv and Gemm), spilled as FastFinetune's MemOptLevel says.
 FastFinetuneOptions bias_correction_options(const quant::QuantConfig& config);
 
 // What quantize_static runs after the parameters (quant::PlanRefiner), Quark's post-quantization
-// algorithms in its order: with BiasCorrection, fast_finetune correcting biases on every
-// calibration sample; then with include_fast_ft, fast_finetune with config.fast_finetune on the
+// algorithms in its order: with BiasCorrection, fast_finetune correcting biases on the first
+// kBiasCorrectionSamples calibration samples; then with include_fast_ft, fast_finetune with config.fast_finetune on the
 // reader's first DataSize samples and the model of RefModelPath loaded as the reference; both on
 // the threads of config.calib. `log` gets their lines. With `nodes`, only those are finetuned
 // (FastFinetuneOptions::nodes; AutoMixUseFastFT).

@@ -433,21 +433,41 @@ LayerResult correct_bias(const LayerOp& op, const Activation& activation, const 
   if (grid.cast()) r.float_weight = weight;
   const size_t channels = bias.size();
 
+  // The samples in batches (concatenated along dim 0, as the trainer's mini-batches), so that each
+  // forward has enough work for the threads: consecutive samples of the same dims, up to
+  // kBatchElements input values.
+  constexpr int64_t kBatchElements = int64_t{1} << 22;
+  std::vector<std::vector<size_t>> batches;
+  int64_t filled = 0;
+  for (size_t i = 0; i < samples.quantized_inputs->size(); ++i) {
+    const std::vector<int64_t>& d = samples.quantized_inputs->dims(i);
+    const int64_t n = ir::element_count(d);
+    const bool fits = !batches.empty() && filled + n <= kBatchElements &&
+                      std::equal(d.begin() + 1, d.end(), samples.quantized_inputs->dims(batches.back()[0]).begin() + 1);
+    if (!fits) {
+      batches.emplace_back();
+      filled = 0;
+    }
+    batches.back().push_back(i);
+    filled += n;
+  }
+
   // L_rec with bias b, and the mean of target - act(y) over each channel's values into `shift`.
-  std::vector<float> y, a;
+  std::vector<float> x, target, y, a;
   auto measure = [&](const std::vector<float>& b, std::vector<double>& shift) {
     std::vector<double> sums(channels, 0.0);
     double loss = 0, count = 0, per_channel = 0;
-    for (size_t i = 0; i < samples.quantized_inputs->size(); ++i) {
-      const ir::Tensor x = float_sample(*samples.quantized_inputs, i), target = float_sample(*samples.float_outputs, i);
-      const std::vector<int64_t> dims = op.output_dims(x.dims());
+    for (const std::vector<size_t>& batch : batches) {
+      const std::vector<int64_t> x_dims = concatenate(*samples.quantized_inputs, batch, x);
+      concatenate(*samples.float_outputs, batch, target);
+      const std::vector<int64_t> dims = op.output_dims(x_dims);
       if (dims.size() < 2 || static_cast<size_t>(dims[1]) != channels)
         throw Error("bias correction: the output " + ir::dims_to_string(dims) + " has not " + std::to_string(channels) +
                     " channels along dim 1, one a bias value");
       y.resize(static_cast<size_t>(ir::element_count(dims)));
       a.resize(y.size());
-      op.forward(x.values<float>().data(), x.dims(), w.data(), b.data(), y.data());
-      const float* t = target.values<float>().data();
+      op.forward(x.data(), x_dims, w.data(), b.data(), y.data());
+      const float* t = target.data();
       loss += activation_error(activation, dims, y.data(), t, 0.0f, nullptr, threads);
       count += positions(dims);
       activation_forward(activation, dims, y.data(), a.data());
