@@ -36,6 +36,7 @@ const KernelRegistry& KernelRegistry::instance() {
     register_detection_kernels(r);
     register_signal_kernels(r);
     register_random_kernels(r);
+    register_text_kernels(r);
     return r;
   }();
   return registry;
