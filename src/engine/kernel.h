@@ -124,6 +124,8 @@ void register_recurrent_kernels(KernelRegistry& registry);    // LSTM, GRU, RNN
 void register_quantize_kernels(KernelRegistry& registry);     // Q/DQ, QLinear*, *Integer
 void register_detection_kernels(KernelRegistry& registry);    // NonMaxSuppression, RoiAlign
 void register_signal_kernels(KernelRegistry& registry);       // windows, DFT, STFT, MelWeightMatrix
+void register_random_kernels(KernelRegistry& registry);       // Bernoulli, RandomUniformLike
+void register_text_kernels(KernelRegistry& registry);         // StringNormalizer, TfIdfVectorizer
 
 // A factory for kernel class K, built from the KernelInfo when K takes one.
 template <class K>

@@ -35,6 +35,8 @@ const KernelRegistry& KernelRegistry::instance() {
     register_quantize_kernels(r);
     register_detection_kernels(r);
     register_signal_kernels(r);
+    register_random_kernels(r);
+    register_text_kernels(r);
     return r;
   }();
   return registry;

@@ -68,7 +68,13 @@ std::vector<ir::Tensor> run_all(const Op& op, const std::vector<std::optional<ir
       node->set_attribute(ir::Attribute::of_ints(a.name, *is));
     else if (auto* fs = std::get_if<std::vector<float>>(&a.value))
       node->set_attribute(ir::Attribute::of_floats(a.name, *fs));
-    else
+    else if (auto* ss = std::get_if<std::vector<std::string>>(&a.value)) {
+      ir::Attribute strings;
+      strings.name = a.name;
+      strings.type = ir::AttrType::Strings;
+      strings.strings = *ss;
+      node->set_attribute(std::move(strings));
+    } else
       node->set_attribute(ir::Attribute::of_tensor(a.name, std::get<ir::Tensor>(a.value)));
   }
   for (ir::Value* v : outs) g.add_output(v);

@@ -45,7 +45,9 @@ std::vector<float> floats(const ir::Tensor& t);
 
 struct Attr {
   std::string name;
-  std::variant<int64_t, float, std::string, std::vector<int64_t>, std::vector<float>, ir::Tensor> value;
+  std::variant<int64_t, float, std::string, std::vector<int64_t>, std::vector<float>, ir::Tensor,
+               std::vector<std::string>>
+      value;
 };
 
 // A node of the default domain and what its run needs.
