@@ -209,8 +209,9 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
                                                  const std::function<void(const std::string&)>& log,
                                                  const ir::Model* reference) {
   const size_t count = sample_count(samples);
+  const bool correcting = o.train.algorithm == Algorithm::BiasCorrection;
   // The name of the pass in messages: "fast finetune", or "bias correction".
-  const std::string pass = o.train.algorithm == Algorithm::BiasCorrection ? "bias correction" : "fast finetune";
+  const std::string pass = correcting ? "bias correction" : "fast finetune";
   if (count == 0) throw Error(pass + ": no sample to train on");
   const ir::Graph& g = *model.graph;
   const int threads = o.threads > 0 ? o.threads : engine::hardware_threads();
@@ -292,7 +293,7 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
   std::set<std::string> trained_weights;
   for (const ir::Node* node : targets) {
     quant::FinetunedLayer report;
-    report.pass = o.train.algorithm == Algorithm::BiasCorrection ? "bias_correction" : "fast_finetune";
+    report.pass = correcting ? "bias_correction" : "fast_finetune";
     report.node = node->name;
     report.op_type = node->op_type;
     auto skip = [&](const std::string& why) {
@@ -313,7 +314,6 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
       skip("its weight is not quantized");
       continue;
     }
-    const bool correcting = o.train.algorithm == Algorithm::BiasCorrection;
     const ir::Value* b = node->input(2);
     quant::TensorPlan* bp = b ? plan.find(b->name()) : nullptr;
     // A bias the plan keeps float is the float model's: only a quantized one can change.

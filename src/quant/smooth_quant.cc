@@ -27,6 +27,7 @@ bool default_domain(const ir::Node& n) { return n.domain.empty() || n.domain == 
 struct Group {
   ir::Value* input = nullptr;
   std::vector<ir::Node*> matmuls;
+  std::vector<std::vector<float>> weights;  // each MatMul's B as float, [channels, n] row-major
   int64_t channels = 0;
   std::vector<double> activation_max;  // a_j over the calibration samples
   std::vector<float> rows;             // up to kSearchRows rows of the input, channels each
@@ -40,8 +41,7 @@ std::vector<float> float_values(const ir::Tensor& t) {
 // The largest |value| of each row of a [channels, n] weight, over every weight of the group.
 std::vector<double> weight_row_max(const Group& g) {
   std::vector<double> w(static_cast<size_t>(g.channels), 0.0);
-  for (const ir::Node* m : g.matmuls) {
-    const std::vector<float> b = float_values(m->input(1)->initializer());
+  for (const std::vector<float>& b : g.weights) {
     const size_t n = b.size() / w.size();
     for (size_t j = 0; j < w.size(); ++j)
       for (size_t k = 0; k < n; ++k) w[j] = std::max(w[j], static_cast<double>(std::abs(b[j * n + k])));
@@ -86,8 +86,7 @@ double smoothed_error(const Group& g, const std::vector<double>& s, const QuantC
     for (size_t j = 0; j < k; ++j)
       xq[r * k + j] = fake_symmetric(static_cast<float>(g.rows[r * k + j] / s[j]), x_scale, qa);
   double error = 0;
-  for (const ir::Node* m : g.matmuls) {
-    const std::vector<float> b = float_values(m->input(1)->initializer());
+  for (const std::vector<float>& b : g.weights) {
     const size_t n = b.size() / k;
     std::vector<float> wq(b.size());
     std::vector<float> column_max(config.per_channel ? n : 1, 0.0f);
@@ -187,7 +186,7 @@ SmoothQuantResult smooth_quant(ir::Model& model, calib::DataReader& reader, cons
         b->initializer().dtype() != ir::DataType::Float)
       continue;
     auto [at, added] = group_of.try_emplace(a, groups.size());
-    if (added) groups.push_back({a, {}, b->initializer().dims()[0], {}, {}});
+    if (added) groups.push_back({a, {}, {}, b->initializer().dims()[0], {}, {}});
     if (groups[at->second].channels == b->initializer().dims()[0]) groups[at->second].matmuls.push_back(n);
   }
   SmoothQuantResult result;
@@ -237,6 +236,7 @@ SmoothQuantResult smooth_quant(ir::Model& model, calib::DataReader& reader, cons
 
   const int threads = config.calib.threads > 0 ? config.calib.threads : engine::hardware_threads();
   for (Group& g : groups) {
+    for (const ir::Node* m : g.matmuls) g.weights.push_back(float_values(m->input(1)->initializer()));
     const std::vector<double> w = weight_row_max(g);
     double alpha = config.smooth.alpha.value_or(0);
     if (search) {

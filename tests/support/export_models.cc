@@ -13,6 +13,7 @@
 #include "calib/calibrate.h"
 #include "calib/data_reader.h"
 #include "ir/float16.h"
+#include "ir/file_io.h"
 #include "ir/npy.h"
 #include "onnxptq/error.h"
 
@@ -141,6 +142,12 @@ std::vector<ir::Tensor> ort_run(const std::filesystem::path& path, const ir::Mod
     out.push_back(ir::load_npy(dir / (file + ".npy")));
   }
   return out;
+}
+
+std::vector<ir::Tensor> ort_run_model(const ir::Model& model, const std::map<std::string, ir::Tensor>& feeds) {
+  ir::TemporaryFolder dir("onnxptq-ort-run");
+  ir::save_model(model, dir.path() / "model.onnx");
+  return ort_run(dir.path() / "model.onnx", model, feeds, dir.path());
 }
 
 std::string onnx_check(const std::filesystem::path& path) {

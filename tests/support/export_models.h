@@ -44,6 +44,10 @@ std::vector<ir::Tensor> ort_run(const std::filesystem::path& path, const ir::Mod
                                 const std::map<std::string, ir::Tensor>& feeds, const std::filesystem::path& dir,
                                 bool literal = false);
 
+// The same for a model in memory: saved, with its inputs and outputs, in a temporary folder that
+// is removed afterwards (also when ORT fails).
+std::vector<ir::Tensor> ort_run_model(const ir::Model& model, const std::map<std::string, ir::Tensor>& feeds);
+
 // python3-onnx's checker with full_check (shape inference) on the model file: "" when it passes,
 // else what it printed.
 std::string onnx_check(const std::filesystem::path& path);

@@ -7,10 +7,27 @@
 #include <string_view>
 #include <vector>
 
+#include "calib/data_reader.h"
 #include "engine/session.h"
 #include "ir/model.h"
 
 namespace onnxptq::testing {
+
+// Samples held in memory, read in order; it can start over.
+class FeedListReader : public DataReader {
+ public:
+  explicit FeedListReader(std::vector<Feed> feeds) : feeds_(std::move(feeds)) {}
+  std::optional<Feed> next() override {
+    return next_ < feeds_.size() ? std::optional<Feed>(feeds_[next_++]) : std::nullopt;
+  }
+  bool can_rewind() const override { return true; }
+  void rewind() override { next_ = 0; }
+  std::string describe() const override { return "test feeds"; }
+
+ private:
+  std::vector<Feed> feeds_;
+  size_t next_ = 0;
+};
 
 // The model's outputs on `feeds`, run by the engine on 2 threads, with or without its speed
 // rewrites.

@@ -6,7 +6,6 @@
 
 #include <cmath>
 #include <nlohmann/json.hpp>
-#include <random>
 
 #include "engine/session.h"
 #include "finetune/fast_finetune.h"
@@ -17,6 +16,8 @@
 #include "quant/export.h"
 #include "quant/quantize.h"
 #include "quant/simulate.h"
+#include "support/finetune_support.h"
+#include "support/model_run.h"
 #include "support/pass_check.h"
 
 namespace onnxptq::finetune {
@@ -26,23 +27,21 @@ namespace {
 // weight's rounding error shifts the output's mean.
 std::vector<ir::Tensor> inputs(size_t count, const std::vector<int64_t>& dims, uint32_t seed, float lo = 0,
                                float hi = 2) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
+  const auto n = static_cast<size_t>(ir::element_count(dims));
+  const std::vector<float> values = testing::random_values(count * n, seed, lo, hi);
   std::vector<ir::Tensor> out;
-  for (size_t i = 0; i < count; ++i) {
-    std::vector<float> v(static_cast<size_t>(ir::element_count(dims)));
-    for (float& x : v) x = d(rng);
-    out.push_back(ir::Tensor::from_values<float>(dims, v));
-  }
+  for (size_t i = 0; i < count; ++i)
+    out.push_back(ir::Tensor::from_values<float>(
+        dims, std::vector<float>(values.begin() + static_cast<std::ptrdiff_t>(i * n),
+                                 values.begin() + static_cast<std::ptrdiff_t>((i + 1) * n))));
   return out;
 }
 
-std::vector<float> random_values(size_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1, 1);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
+// The samples `x` as a reader of the input "x".
+testing::FeedListReader feeds_of(const std::vector<ir::Tensor>& x) {
+  std::vector<Feed> feeds;
+  for (const ir::Tensor& t : x) feeds.push_back({{"x", t}});
+  return testing::FeedListReader(std::move(feeds));
 }
 
 // A Conv of 4 output channels, 3x3 over 3 input channels, padded.
@@ -55,8 +54,8 @@ struct ConvLayer {
     node = g.add_node("Conv", {x, w, b}, {g.add_value("y")}, "conv");
     node->set_attribute(ir::Attribute::of_ints("pads", {1, 1, 1, 1}));
     op = make_layer_op(*node, {4, 3, 3, 3}, 4, 1);
-    weight = random_values(108, 7);
-    bias = random_values(4, 8);
+    weight = testing::random_values(108, 7);
+    bias = testing::random_values(4, 8);
   }
   // The layer's samples: `x` as the quantized input, the float weight's outputs as the targets.
   LayerSamples samples(const std::vector<ir::Tensor>& x, const Activation& act) const {
@@ -161,21 +160,6 @@ ir::Model two_convs() {
   return m;
 }
 
-class Feeds : public DataReader {
- public:
-  explicit Feeds(std::vector<ir::Tensor> x) : x_(std::move(x)) {}
-  std::optional<Feed> next() override {
-    return next_ < x_.size() ? std::optional<Feed>(Feed{{"x", x_[next_++]}}) : std::nullopt;
-  }
-  bool can_rewind() const override { return true; }
-  void rewind() override { next_ = 0; }
-  std::string describe() const override { return "test inputs"; }
-
- private:
-  std::vector<ir::Tensor> x_;
-  size_t next_ = 0;
-};
-
 // The sum over output channels of the squared mean error (float output - simulated) on `x`.
 double mean_error(const ir::Model& model, const quant::Plan& plan, const quant::QuantConfig& c,
                   const std::vector<ir::Tensor>& x) {
@@ -202,7 +186,7 @@ struct Corrected {
 };
 Corrected quantize_both(const ir::Model& model, quant::QuantConfig c) {
   Corrected out;
-  Feeds reader(inputs(32, {1, 3, 8, 8}, 31));
+  testing::FeedListReader reader = feeds_of(inputs(32, {1, 3, 8, 8}, 31));
   out.plain = quant::quantize_static(model, reader, c);
   c.bias_correction = true;
   EXPECT_THROW(quant::quantize_static(model, reader, c), Error);  // no refiner given: not silently skipped

@@ -15,6 +15,7 @@
 #include "quant/export.h"
 #include "quant/quantize.h"
 #include "quant/simulate.h"
+#include "support/model_run.h"
 #include "support/pass_check.h"
 
 namespace onnxptq::finetune {
@@ -56,20 +57,7 @@ std::vector<Feed> feeds(size_t count, uint32_t seed) {
   return out;
 }
 
-class FeedReader : public DataReader {
- public:
-  explicit FeedReader(std::vector<Feed> feeds) : feeds_(std::move(feeds)) {}
-  std::optional<Feed> next() override {
-    return next_ < feeds_.size() ? std::optional<Feed>(feeds_[next_++]) : std::nullopt;
-  }
-  bool can_rewind() const override { return true; }
-  void rewind() override { next_ = 0; }
-  std::string describe() const override { return "test feeds"; }
-
- private:
-  std::vector<Feed> feeds_;
-  size_t next_ = 0;
-};
+using FeedReader = testing::FeedListReader;
 
 struct Quantized {
   Quantized() {

@@ -5,10 +5,8 @@
 // form), the docs' max mode, threads, bad inputs. And a GridSample + RoiAlign model against
 // ONNX Runtime.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
-#include <filesystem>
 #include <random>
 
 #include "support/export_models.h"
@@ -231,13 +229,8 @@ TEST(DetectionKernels, GridSampleAndRoiAlignMatchOnnxRuntime) {
   for (float& v : gv.mutable_values<float>()) v = where(rng);
   std::map<std::string, Tensor> feeds = {{"x", xv}, {"grid", gv}};
 
-  namespace fs = std::filesystem;
-  fs::path dir = fs::temp_directory_path() / ("onnxptq_detection_ort_" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  ir::save_model(m, dir / "model.onnx");
-  std::vector<Tensor> ort = testing::ort_run(dir / "model.onnx", m, feeds, dir);
+  std::vector<Tensor> ort = testing::ort_run_model(m, feeds);
   std::vector<Tensor> engine = testing::run_model(m, feeds);
-  fs::remove_all(dir);
   ASSERT_EQ(ort.size(), engine.size());
   for (size_t o = 0; o < ort.size(); ++o) {
     SCOPED_TRACE(g.outputs()[o]->name());

@@ -4,11 +4,9 @@
 // window; the windows' edge sizes and integer outputs; MelWeightMatrix's range check; bad inputs;
 // and an STFT model against ONNX Runtime.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <cmath>
 #include <complex>
-#include <filesystem>
 #include <numbers>
 #include <random>
 
@@ -224,13 +222,8 @@ TEST(SignalKernels, StftMatchesOnnxRuntime) {
   stft("plain", {x, step, nullptr, length});
 
   std::map<std::string, Tensor> feeds = {{"signal", f32({2, 1000, 1}, signal_random(2000, 9))}};
-  namespace fs = std::filesystem;
-  fs::path dir = fs::temp_directory_path() / ("onnxptq_signal_ort_" + std::to_string(getpid()));
-  fs::create_directories(dir);
-  ir::save_model(m, dir / "model.onnx");
-  std::vector<Tensor> ort = testing::ort_run(dir / "model.onnx", m, feeds, dir);
+  std::vector<Tensor> ort = testing::ort_run_model(m, feeds);
   std::vector<Tensor> engine = testing::run_model(m, feeds);
-  fs::remove_all(dir);
   ASSERT_EQ(ort.size(), engine.size());
   for (size_t o = 0; o < ort.size(); ++o) {
     SCOPED_TRACE(g.outputs()[o]->name());

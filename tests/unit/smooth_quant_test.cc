@@ -14,6 +14,7 @@
 #include "quant/config_keys.h"
 #include "quant/quantize.h"
 #include "quant/simulate.h"
+#include "support/model_run.h"
 #include "support/pass_check.h"
 
 namespace onnxptq::quant {
@@ -43,29 +44,24 @@ ir::Model attention_like() {
   return m;
 }
 
-class Inputs : public DataReader {
- public:
-  Inputs(size_t count, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::normal_distribution<float> d(0, 1);
-    for (size_t i = 0; i < count; ++i) {
-      std::vector<float> v(96);
-      for (float& x : v) x = d(rng);
-      x_.push_back(ir::Tensor::from_values<float>({1, 6, 16}, v));
-    }
+// `count` seeded samples of x, standard normal.
+std::vector<ir::Tensor> gaussian_inputs(size_t count, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> d(0, 1);
+  std::vector<ir::Tensor> x;
+  for (size_t i = 0; i < count; ++i) {
+    std::vector<float> v(96);
+    for (float& e : v) e = d(rng);
+    x.push_back(ir::Tensor::from_values<float>({1, 6, 16}, v));
   }
-  std::optional<Feed> next() override {
-    return next_ < x_.size() ? std::optional<Feed>(Feed{{"x", x_[next_++]}}) : std::nullopt;
-  }
-  bool can_rewind() const override { return true; }
-  void rewind() override { next_ = 0; }
-  std::string describe() const override { return "test inputs"; }
-  const std::vector<ir::Tensor>& all() const { return x_; }
+  return x;
+}
 
- private:
-  std::vector<ir::Tensor> x_;
-  size_t next_ = 0;
-};
+testing::FeedListReader reader_of(const std::vector<ir::Tensor>& x) {
+  std::vector<Feed> feeds;
+  for (const ir::Tensor& t : x) feeds.push_back({{"x", t}});
+  return testing::FeedListReader(std::move(feeds));
+}
 
 QuantConfig sq_config() {
   QuantConfig c;
@@ -97,7 +93,8 @@ double relative_difference(const ir::Model& a, const ir::Model& b, const std::ve
 TEST(SmoothQuant, FoldsIntoTheLayerNormOrInsertsAMulAndComputesTheSameValues) {
   const ir::Model model = attention_like();
   ir::Model smoothed = ir::clone_model(model);
-  Inputs data(8, 1);
+  const std::vector<ir::Tensor> x = gaussian_inputs(8, 1);
+  testing::FeedListReader data = reader_of(x);
   std::vector<std::string> lines;
   SmoothQuantResult r =
       smooth_quant(smoothed, data, sq_config(), every_node, [&](const std::string& l) { lines.push_back(l); });
@@ -117,8 +114,8 @@ TEST(SmoothQuant, FoldsIntoTheLayerNormOrInsertsAMulAndComputesTheSameValues) {
   for (const auto& n : smoothed.graph->nodes())
     if (n->op_type == "MatMul") weight_of[n->name] = n->input(1)->name();
   EXPECT_NE(weight_of.at("matmul_k"), weight_of.at("matmul_y"));
-  EXPECT_LT(relative_difference(model, smoothed, data.all()), 1e-5);
-  EXPECT_LT(relative_difference(model, smoothed, Inputs(8, 2).all()), 1e-5);  // samples it did not see
+  EXPECT_LT(relative_difference(model, smoothed, x), 1e-5);
+  EXPECT_LT(relative_difference(model, smoothed, gaussian_inputs(8, 2)), 1e-5);  // samples it did not see
 
   QuantConfig no_folding = sq_config();
   no_folding.smooth.folding = false;
@@ -127,7 +124,7 @@ TEST(SmoothQuant, FoldsIntoTheLayerNormOrInsertsAMulAndComputesTheSameValues) {
   r = smooth_quant(inserted, data, no_folding, every_node);
   EXPECT_EQ(r.folded, 0u);
   EXPECT_EQ(r.inserted, 2u);
-  EXPECT_LT(relative_difference(model, inserted, data.all()), 1e-5);
+  EXPECT_LT(relative_difference(model, inserted, x), 1e-5);
 }
 
 // The summed squared error of the simulated outputs against the float model's on `x`.
@@ -152,13 +149,13 @@ TEST(SmoothQuant, MovesTheOutlierIntoTheWeightsAndInt8LosesLess) {
   const ir::Model model = attention_like();
   QuantConfig plain = sq_config();
   plain.include_sq = false;
-  Inputs data(16, 3);
+  testing::FeedListReader data = reader_of(gaussian_inputs(16, 3));
   const QuantizeResult without = quantize_static(model, data, plain);
   data.rewind();
   const QuantizeResult with = quantize_static(model, data, sq_config());
   ASSERT_TRUE(with.prepared.has_value());
   EXPECT_TRUE(with.seconds.count("smooth_quant"));
-  const std::vector<ir::Tensor> other = Inputs(16, 4).all();
+  const std::vector<ir::Tensor> other = gaussian_inputs(16, 4);
   EXPECT_LT(output_error(model, with, sq_config(), other), 0.5 * output_error(model, without, plain, other));
 
   // "auto" over a one-point range is that alpha: the same model as SmoothAlpha 0.5.
@@ -175,7 +172,7 @@ TEST(SmoothQuant, AutoAlphaPicksFromTheGridPerInput) {
   QuantConfig c = sq_config();
   apply_extra_option(c, "SmoothAlpha", "auto");
   apply_extra_option(c, "SmoothAlphaRange", nlohmann::json::parse("[0.2, 0.8, 0.2]"));
-  Inputs data(8, 5);
+  testing::FeedListReader data = reader_of(gaussian_inputs(8, 5));
   std::vector<std::string> lines;
   const SmoothQuantResult r =
       smooth_quant(model, data, c, every_node, [&](const std::string& l) { lines.push_back(l); });
