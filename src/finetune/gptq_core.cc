@@ -129,7 +129,8 @@ void GptqHessian::flush() {
   product_.resize(static_cast<size_t>(k_ * k_));
   omp_set_num_threads(threads_);
   // The lower block triangle only, in panels of rows: X[:, p]^T X[:, 0:end of p].
-  const int64_t panel = std::max<int64_t>(256, (k_ + 15) / 16);
+  // Panels of 512 columns at least: thinner ones cost sgemm more than the products they save.
+  const int64_t panel = std::max<int64_t>(512, (k_ + 15) / 16);
   const float* x = pending_.data();
   for (int64_t c0 = 0; c0 < k_; c0 += panel) {
     const int64_t c1 = std::min(k_, c0 + panel);
@@ -241,35 +242,33 @@ GptqResult gptq_quantize(std::vector<double> h, const float* w, int64_t k, int64
 
   std::vector<float> codes(static_cast<size_t>(k * n));
   std::vector<float> err(static_cast<size_t>(std::min(o.block_size, k) * n));
-  std::vector<double> err_sum(static_cast<size_t>(k), 0.0);  // per row, sum of err^2
+  std::vector<double> err_sum(static_cast<size_t>(n), 0.0);  // per column, sum of err^2
   omp_set_num_threads(threads);
   for (int64_t i1 = 0; i1 < k; i1 += o.block_size) {
     const int64_t i2 = std::min(k, i1 + o.block_size);
-    for (int64_t i = i1; i < i2; ++i) {
-      float* row = wp.data() + i * n;
-      float* e = err.data() + (i - i1) * n;
-      const float d = u[i * k + i];
-      const int64_t original = perm[i];
-      double squares = 0;
-      for (int64_t c = 0; c < n; ++c) {
-        const size_t p = grid.param(original, c, k);
-        const float q = grid.code(row[c], p);
-        codes[i * n + c] = q;
-        e[c] = (row[c] - grid.value(q, p)) / d;
-        squares += static_cast<double>(e[c]) * e[c];
+    // The columns are independent: each thread rounds the whole block for a range of them,
+    // one parallel region a block.
+    engine::parallel_for(threads, n, 64, [&](int64_t c0, int64_t c1) {
+      for (int64_t i = i1; i < i2; ++i) {
+        float* row = wp.data() + i * n;
+        float* e = err.data() + (i - i1) * n;
+        const float d = u[i * k + i];
+        const int64_t original = perm[i];
+        for (int64_t c = c0; c < c1; ++c) {
+          const size_t p = grid.param(original, c, k);
+          const float q = grid.code(row[c], p);
+          codes[i * n + c] = q;
+          e[c] = (row[c] - grid.value(q, p)) / d;
+          err_sum[c] += static_cast<double>(e[c]) * e[c];
+        }
+        // The error onto the block's later rows: w_j -= Hinv_ij * err.
+        for (int64_t j = i + 1; j < i2; ++j) {
+          const float f = u[i * k + j];
+          float* target = wp.data() + j * n;
+          for (int64_t c = c0; c < c1; ++c) target[c] -= f * e[c];
+        }
       }
-      err_sum[i] = squares;
-      // The error onto the block's later rows: w_j -= Hinv_ij * err.
-      const int64_t later = i2 - i - 1;
-      if (later > 0)
-        engine::parallel_for(threads, later, std::max<int64_t>(1, 32768 / n), [&](int64_t begin, int64_t end) {
-          for (int64_t j = i + 1 + begin; j < i + 1 + end; ++j) {
-            const float f = u[i * k + j];
-            float* target = wp.data() + j * n;
-            for (int64_t c = 0; c < n; ++c) target[c] -= f * e[c];
-          }
-        });
-    }
+    });
     // The lazy batch update of the rows after the block: W[i2:] -= U[i1:i2, i2:]^T Err.
     if (i2 < k)
       sgemm(true, false, k - i2, n, i2 - i1, -1.0f, u.data() + i1 * k + i2, k, err.data(), n, 1.0f,
@@ -278,30 +277,35 @@ GptqResult gptq_quantize(std::vector<double> h, const float* w, int64_t k, int64
   r.codes.resize(static_cast<size_t>(k * n));
   for (int64_t i = 0; i < k; ++i) std::copy(codes.begin() + i * n, codes.begin() + (i + 1) * n, r.codes.begin() + perm[i] * n);
 
-  // GPTQ's error: each row's rounding raises the damped loss (1/2) E^T (H + lambda I) E by exactly
-  // err^2 / 2 (the paper's Losses; the remaining rows re-solved optimally after each step), so
-  // the undamped one is (sum err^2 - lambda ||E||^2) / 2 (dead rows: E 0). Rounding to nearest
-  // has no such sum: H E by sgemm.
+  // The errors on up to kErrorColumns evenly spaced columns (each column's error is its own:
+  // e_c^T H e_c). GPTQ's: each row's rounding raises the damped loss (1/2) e^T (H + lambda I) e by
+  // exactly err^2 / 2 (the paper's Losses; the rows left re-solved optimally after each step),
+  // so the undamped one is (sum err^2 - lambda ||e||^2) / 2 (dead rows: e 0). Rounding to
+  // nearest has no such sum: H E by sgemm.
+  constexpr int64_t kErrorColumns = 512;
+  const int64_t m = std::min(n, kErrorColumns);
+  std::vector<float> e(static_cast<size_t>(k * m)), he(static_cast<size_t>(k * m));
   double err_squares = 0, gptq_squares = 0;
-  std::vector<float> e(static_cast<size_t>(k * n)), he(static_cast<size_t>(k * n));
-  for (int64_t i = 0; i < k; ++i)
-    for (int64_t c = 0; c < n; ++c) {
+  for (int64_t j = 0; j < m; ++j) {
+    const int64_t c = j * n / m;
+    err_squares += err_sum[c];
+    for (int64_t i = 0; i < k; ++i) {
       const size_t p = grid.param(i, c, k);
       const float v = w[i * n + c];
-      e[i * n + c] = v - grid.value(grid.code(v, p), p);
+      e[i * m + j] = v - grid.value(grid.code(v, p), p);
       const double g = (dead[i] ? 0.0 : static_cast<double>(v)) - grid.value(r.codes[i * n + c], p);
       gptq_squares += g * g;
     }
-  for (double v : err_sum) err_squares += v;
-  sgemm(false, false, k, n, k, 1.0f, h_error.data(), k, e.data(), n, 0.0f, he.data(), n);
+  }
+  sgemm(false, false, k, m, k, 1.0f, h_error.data(), k, e.data(), m, 0.0f, he.data(), m);
   double nearest = 0;
   for (int64_t i = 0; i < k; ++i) {
     double s = 0;
-    for (int64_t c = 0; c < n; ++c) s += static_cast<double>(e[i * n + c]) * he[i * n + c];
+    for (int64_t j = 0; j < m; ++j) s += static_cast<double>(e[i * m + j]) * he[i * m + j];
     nearest += s;
   }
-  r.error_nearest = nearest / (2.0 * static_cast<double>(n));
-  r.error_gptq = std::max(0.0, err_squares - damp * gptq_squares) / (2.0 * static_cast<double>(n));
+  r.error_nearest = nearest / (2.0 * static_cast<double>(m));
+  r.error_gptq = std::max(0.0, err_squares - damp * gptq_squares) / (2.0 * static_cast<double>(m));
   return r;
 }
 

@@ -73,7 +73,8 @@ struct GptqOptions {
 struct GptqResult {
   std::vector<float> codes;  // K x N, the grid's integers
   // The layer's mean squared output error per element, (1/(n N)) ||X W - X Q||^2 = tr(E^T H E) / 2N,
-  // with H undamped: rounding to nearest on the same grid (by H E), and GPTQ's integers (from
+  // with H undamped, over up to 512 evenly spaced output columns (all when N <= 512; column j
+  // of m is j N / m): rounding to nearest on the same grid (by H E), and GPTQ's integers (from
   // the sum of its rows' errors, as the paper's Losses, less the damping's part).
   double error_nearest = 0, error_gptq = 0;
 };
