@@ -34,9 +34,10 @@ def one_matmul_model(path, seed=0):
 
 
 def correlated_samples(count=8, seed=1):
-    """Inputs whose K columns are a random mixing of independent ones, one column always 0."""
+    """Inputs whose K columns are a random mixing (the same for every seed) of independent ones,
+    one column always 0."""
+    mix = np.eye(K) + 0.3 * np.random.default_rng(0).standard_normal((K, K))
     rng = np.random.default_rng(seed)
-    mix = np.eye(K) + 0.3 * rng.standard_normal((K, K))
     out = []
     for _ in range(count):
         x = (rng.standard_normal((TOKENS, K)) @ mix).astype(np.float32)
@@ -120,10 +121,13 @@ def test_gptq_integers_are_the_papers(tmp_path, per_channel, act_order):
     assert np.all(codes[5] == w_zp)
     nearest = np.clip(np.rint(w / np.broadcast_to(w_scale, (N,))), -128, 127)
 
-    def error(q):
+    def error(q, x):
         e = w - (q - w_zp) * w_scale
-        return float(np.sum((rows @ e) ** 2))
-    assert error(codes) < error(nearest)
+        return float(np.sum((x @ e) ** 2))
+    assert error(codes, rows) < error(nearest, rows)
+    # Also on samples GPTQ did not see.
+    held_out = np.concatenate([d["x"].reshape(-1, K) for d in correlated_samples(seed=2)])
+    assert error(codes, held_out) < error(nearest, held_out)
 
 
 def test_gptq_config_is_the_use_gptq_extra_option(tmp_path):
