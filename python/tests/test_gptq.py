@@ -17,13 +17,23 @@ from onnxptq.quark import GPTQConfig, Int8Spec, QConfig, QLayerConfig
 K, N, TOKENS = 64, 16, 32
 
 
-def one_matmul_model(path, seed=0):
-    """x [1, TOKENS, K] -> MatMul(w [K, N]) -> y. Every column of w has one large positive entry,
-    so its scale leaves room below and GPTQ never reaches the integer range's ends."""
+def one_matmul_model(path, seed=0, gemm=False):
+    """x [1, TOKENS, K] -> MatMul(w [K, N]) -> y, or x [TOKENS, K] -> Gemm(w^T [N, K], transB 1,
+    a bias) -> y. Every column of w has one large positive entry, so its scale leaves room below
+    and GPTQ never reaches the integer range's ends."""
     rng = np.random.default_rng(seed)
     w = (0.05 * rng.standard_normal((K, N))).astype(np.float32)
     for c in range(N):
         w[rng.integers(K), c] = 1.0
+    if gemm:
+        bias = rng.standard_normal(N).astype(np.float32)
+        graph = oh.make_graph([oh.make_node("Gemm", ["x", "w", "b"], ["y"], name="gemm", transB=1)], "one_gemm",
+                              [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [TOKENS, K])],
+                              [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [TOKENS, N])],
+                              [numpy_helper.from_array(np.ascontiguousarray(w.T), "w"),
+                               numpy_helper.from_array(bias, "b")])
+        onnx.save(oh.make_model(graph, opset_imports=[oh.make_opsetid("", 17)]), path)
+        return w
     graph = oh.make_graph([oh.make_node("MatMul", ["x", "w"], ["y"], name="matmul")], "one_matmul",
                           [oh.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, TOKENS, K])],
                           [oh.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, TOKENS, N])],
@@ -98,17 +108,22 @@ def fake_quantize(x, scale, zero_point, dtype):
 
 @pytest.mark.parametrize("per_channel", [False, True])
 @pytest.mark.parametrize("act_order", [False, True])
-def test_gptq_integers_are_the_papers(tmp_path, per_channel, act_order):
-    w = one_matmul_model(str(tmp_path / "m.onnx"))
+@pytest.mark.parametrize("gemm", [False, True])
+def test_gptq_integers_are_the_papers(tmp_path, per_channel, act_order, gemm):
+    w = one_matmul_model(str(tmp_path / "m.onnx"), gemm=gemm)
     data = correlated_samples()
+    if gemm:
+        data = [{"x": d["x"][0]} for d in data]
     params = {"BlockSize": 16, "ActOrder": act_order}
     onnxptq.quantize_static(str(tmp_path / "m.onnx"), str(tmp_path / "q.onnx"), ListReader(data),
                             calibrate_method=onnxptq.CalibrationMethod.MinMax, per_channel=per_channel,
                             extra_options={"UseGPTQ": True, "GPTQParams": params})
     model = onnx.load(str(tmp_path / "q.onnx"))
     inits, qparams = written(model)
-    weight_name = next(n for n, v in inits.items() if v.dtype == np.int8 and v.shape == (K, N))
+    weight_name = next(n for n, v in inits.items() if v.dtype == np.int8 and v.shape == ((N, K) if gemm else (K, N)))
     codes = inits[weight_name].astype(np.float64)
+    if gemm:
+        codes = codes.T
     w_scale, w_zp = qparams[weight_name]
     x_quantized = next(n for n in qparams if n == "x")
     x_scale, x_zp = qparams[x_quantized]

@@ -26,9 +26,10 @@ std::string rounded(double v) {
   return out.str();
 }
 
-// The plan's grid of weight `t` [K, N], or why GPTQ cannot round on it.
+// The plan's grid of weight `t` seen as [K, N] (`transposed`: stored [N, K], Gemm's transB), or
+// why GPTQ cannot round on it.
 std::optional<GptqGrid> grid_of(const quant::TensorPlan& t, const quant::QuantConfig& config, int64_t k, int64_t n,
-                                std::string& why) {
+                                bool transposed, std::string& why) {
   GptqGrid g;
   for (const qmath::ScaleZeroPoint& p : t.params) {
     g.scale.push_back(static_cast<float>(p.scale));
@@ -46,7 +47,8 @@ std::optional<GptqGrid> grid_of(const quant::TensorPlan& t, const quant::QuantCo
   g.qmin = static_cast<float>(range.min);
   g.qmax = static_cast<float>(range.max);
   if (t.params.size() == 1 && !t.axis) return g;
-  const int64_t axis = t.axis ? (*t.axis < 0 ? *t.axis + 2 : *t.axis) : -1;
+  int64_t axis = t.axis ? (*t.axis < 0 ? *t.axis + 2 : *t.axis) : -1;
+  if (transposed && axis >= 0) axis = 1 - axis;
   if (axis == 1 && static_cast<int64_t>(t.params.size()) == n) {
     g.layout = GptqGrid::Layout::PerColumn;
     return g;
@@ -82,6 +84,14 @@ ir::Tensor weight_data(const quant::TensorPlan& t, const std::vector<int64_t>& d
   return q;
 }
 
+// The transpose of `a` [rows, cols].
+std::vector<float> transpose(const std::vector<float>& a, int64_t rows, int64_t cols) {
+  std::vector<float> t(a.size());
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) t[j * rows + i] = a[i * cols + j];
+  return t;
+}
+
 }  // namespace
 
 std::vector<quant::FinetunedLayer> gptq_plan(const ir::Model& model, quant::Plan& plan,
@@ -111,7 +121,8 @@ std::vector<quant::FinetunedLayer> gptq_plan(const ir::Model& model, quant::Plan
 
   std::vector<const ir::Node*> targets;
   for (const ir::Node* node : g.topological_order())
-    if ((node->domain.empty() || node->domain == "ai.onnx") && node->op_type == "MatMul") targets.push_back(node);
+    if ((node->domain.empty() || node->domain == "ai.onnx") && (node->op_type == "MatMul" || node->op_type == "Gemm"))
+      targets.push_back(node);
   const ProgressFunction& progress = config.calib.progress;
   if (progress) progress({"gptq", "layers", 0, targets.size()});
   GptqOptions options;
@@ -127,7 +138,7 @@ std::vector<quant::FinetunedLayer> gptq_plan(const ir::Model& model, quant::Plan
     report.node = node->name;
     report.op_type = node->op_type;
     const std::string where = "GPTQ " + std::to_string(reports.size() + 1) + "/" + std::to_string(targets.size()) +
-                              " " + node->name + " (MatMul)";
+                              " " + node->name + " (" + node->op_type + ")";
     auto done = [&] {
       reports.push_back(std::move(report));
       if (progress) progress({"gptq", "layers", reports.size(), targets.size()});
@@ -150,13 +161,21 @@ std::vector<quant::FinetunedLayer> gptq_plan(const ir::Model& model, quant::Plan
       skip("its weight is " + std::to_string(initializer.rank()) + "-D, GPTQ takes a 2-D B");
       continue;
     }
+    // Gemm: Y = alpha A op(B) + C; A [M, K] (transA 0), op(B) [K, N]. alpha scales the error
+    // alone, the bias not at all: GPTQ's choice is the same.
+    const bool gemm = node->op_type == "Gemm";
+    if (gemm && node->attr_int("transA", 0) != 0) {
+      skip("transA 1 (its rows are not A's rows)");
+      continue;
+    }
+    const bool transposed = gemm && node->attr_int("transB", 0) != 0;
     if (rounded_weights.count(b->name())) {
       skip("its weight was rounded with an earlier node");
       continue;
     }
-    const int64_t k = initializer.dims()[0], n = initializer.dims()[1];
+    const int64_t k = initializer.dims()[transposed ? 1 : 0], n = initializer.dims()[transposed ? 0 : 1];
     std::string why;
-    std::optional<GptqGrid> grid = grid_of(*wp, config, k, n, why);
+    std::optional<GptqGrid> grid = grid_of(*wp, config, k, n, transposed, why);
     if (!grid) {
       skip(why);
       continue;
@@ -173,12 +192,15 @@ std::vector<quant::FinetunedLayer> gptq_plan(const ir::Model& model, quant::Plan
     }
     inputs.reset();
     const ir::Tensor w = engine::as_float32(initializer);
+    std::vector<float> weight(w.values<float>().begin(), w.values<float>().end());
+    if (transposed) weight = transpose(weight, n, k);
     GptqResult r;
     try {
-      r = gptq_quantize(hessian.matrix(), w.values<float>().data(), k, n, *grid, options);
+      r = gptq_quantize(hessian.matrix(), weight.data(), k, n, *grid, options);
     } catch (const Error& e) {
       throw Error("GPTQ of node '" + node->name + "': " + e.what(), e.kind());
     }
+    if (transposed) r.codes = transpose(r.codes, k, n);
     report.loss_before = r.error_nearest;
     report.loss_after = r.error_gptq;
     report.kept = r.error_gptq < r.error_nearest;

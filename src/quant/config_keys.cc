@@ -216,7 +216,7 @@ void add_quantizer_options(std::vector<ConfigKey>& keys) {
   add(works(
       kExtra, "UseGPTQ", "bool", "false", "finetune",
       [](QuantConfig& c, const ConfigKey& k, const json& v) { c.use_gptq = json_bool(k.name, v); },
-      "GPTQ of the MatMul weights the plan quantizes to integers, on the plan's scales"));
+      "GPTQ of the MatMul and Gemm weights the plan quantizes to integers, on the plan's scales"));
   add(limited(kExtra, "GPTQParams", "object",
               "{Bits 8, BlockSize 128, GroupSize -1, PercDamp 0.01, ActOrder false, PerChannel false, "
               "WeightSymmetric true, MSE false}",
