@@ -263,7 +263,8 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
   // Parallel: the inputs of every layer from the plan before any layer is finetuned.
   const quant::Plan initial = o.parallel ? plan : quant::Plan{};
   const quant::Plan& inputs_plan = o.parallel ? initial : plan;
-  StagedRun quantized_run = quantized_staged_run(model, inputs_plan, config, samples, workers, session_options.threads, o.spill);
+  StagedRun quantized_run =
+      quantized_staged_run(model, inputs_plan, config, samples, workers, session_options.threads, o.spill);
 
   std::optional<OutputDistance> distance;
   double current_distance = 0;

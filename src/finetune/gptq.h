@@ -1,8 +1,9 @@
 // GPTQ over a quantization plan (Quark for ONNX's UseGPTQ, and MatMulNBits' Algorithm GPTQ): for
 // each MatMul whose B [K, N] is a constant weight the plan quantizes to an integer type (and,
-// beyond Quark, each Gemm with transA 0 and such a B, [N, K] with transB 1), in graph order, the Hessian H = 2/n X^T X of its input X (reshaped [-1, K]) over every calibration
-// sample, then GPTQ's integers (gptq_core.h) on the plan's scales and zero points replace the
-// plan's (TensorPlan::data) when they give a lower layer output error than the plan's rounding.
+// beyond Quark, each Gemm with transA 0 and such a B, [N, K] with transB 1), in graph order, the
+// Hessian H = 2/n X^T X of its input X (reshaped [-1, K]) over every calibration sample, then
+// GPTQ's integers (gptq_core.h) on the plan's scales and zero points replace the plan's
+// (TensorPlan::data) when they give a lower layer output error than the plan's rounding.
 //
 // X is the layer's input as the quantized model computes it (activations fake-quantized by the
 // plan, the MatMuls before it already rounded by GPTQ), as Quark reads it from its quantized

@@ -271,11 +271,12 @@ GptqResult gptq_quantize(std::vector<double> h, const float* w, int64_t k, int64
     });
     // The lazy batch update of the rows after the block: W[i2:] -= U[i1:i2, i2:]^T Err.
     if (i2 < k)
-      sgemm(true, false, k - i2, n, i2 - i1, -1.0f, u.data() + i1 * k + i2, k, err.data(), n, 1.0f,
-            wp.data() + i2 * n, n);
+      sgemm(true, false, k - i2, n, i2 - i1, -1.0f, u.data() + i1 * k + i2, k, err.data(), n, 1.0f, wp.data() + i2 * n,
+            n);
   }
   r.codes.resize(static_cast<size_t>(k * n));
-  for (int64_t i = 0; i < k; ++i) std::copy(codes.begin() + i * n, codes.begin() + (i + 1) * n, r.codes.begin() + perm[i] * n);
+  for (int64_t i = 0; i < k; ++i)
+    std::copy(codes.begin() + i * n, codes.begin() + (i + 1) * n, r.codes.begin() + perm[i] * n);
 
   // The errors on up to kErrorColumns evenly spaced columns (each column's error is its own:
   // e_c^T H e_c). GPTQ's: each row's rounding raises the damped loss (1/2) e^T (H + lambda I) e by

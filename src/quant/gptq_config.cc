@@ -89,8 +89,9 @@ void check_gptq_config(const QuantConfig& c) {
   const GptqParams& g = c.gptq;
   const bool nbits_gptq = c.use_matmul_nbits && c.matmul_nbits.algorithm == "GPTQ";
   if (g.given && !c.use_gptq && !nbits_gptq)
-    throw Error("extra option GPTQParams takes effect only with UseGPTQ true (or UseMatMulNBits with "
-                "MatMulNBitsParams Algorithm GPTQ)");
+    throw Error(
+        "extra option GPTQParams takes effect only with UseGPTQ true (or UseMatMulNBits with "
+        "MatMulNBitsParams Algorithm GPTQ)");
   // MSE: Quark's GPTQ searches its own scale; here the scale is the quantizer's.
   auto refuse_mse = [&](const std::string& path) {
     if (g.mse.value_or(false))
@@ -108,16 +109,18 @@ void check_gptq_config(const QuantConfig& c) {
                   " with UseMatMulNBits: MatMulNBitsParams GroupSize (" + std::to_string(m.group_size) +
                   ") sets the groups");
     if (g.per_channel.value_or(false))
-      throw Error("GPTQParams PerChannel true with UseMatMulNBits: MatMulNBits' weights are group-wise "
-                  "(MatMulNBitsParams GroupSize)");
+      throw Error(
+          "GPTQParams PerChannel true with UseMatMulNBits: MatMulNBits' weights are group-wise "
+          "(MatMulNBitsParams GroupSize)");
     if (g.weight_symmetric && *g.weight_symmetric != m.symmetric)
       throw Error(std::string("GPTQParams WeightSymmetric ") + (*g.weight_symmetric ? "true" : "false") +
                   " with UseMatMulNBits: MatMulNBitsParams Symmetric sets it");
   }
   if (!c.use_gptq) return;
   if (c.use_matmul_nbits)
-    throw Error("UseGPTQ with UseMatMulNBits: GPTQ for MatMulNBits is MatMulNBitsParams Algorithm \"GPTQ\"; "
-                "UseGPTQ is the Q/DQ path's");
+    throw Error(
+        "UseGPTQ with UseMatMulNBits: GPTQ for MatMulNBits is MatMulNBitsParams Algorithm \"GPTQ\"; "
+        "UseGPTQ is the Q/DQ path's");
   if (c.use_dynamic_quant)
     throw Error("UseGPTQ with use_dynamic_quant: GPTQ needs calibration data and the static path's weights");
   const std::string weight = std::string("weight_type ") + quant_type_name(c.weight_type);
@@ -134,7 +137,8 @@ void check_gptq_config(const QuantConfig& c) {
                       "not built); group-wise 4-bit weights: UseMatMulNBits with MatMulNBitsParams Algorithm GPTQ");
   if (g.bits && *g.bits != bits_of(c.weight_type))
     throw Error("GPTQParams Bits " + std::to_string(*g.bits) + " with " + weight + " (" +
-                std::to_string(bits_of(c.weight_type)) + " bits): GPTQ rounds on the plan's weights, whose type "
+                std::to_string(bits_of(c.weight_type)) +
+                " bits): GPTQ rounds on the plan's weights, whose type "
                 "sets the width; set weight_type to match");
   if (g.per_channel && *g.per_channel != c.per_channel)
     throw Error(std::string("GPTQParams PerChannel ") + (*g.per_channel ? "true" : "false") + " with per_channel " +

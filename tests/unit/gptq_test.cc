@@ -8,13 +8,12 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <ctime>
 #include <cstdio>
+#include <ctime>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <random>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "calib/data_reader.h"
 #include "finetune/fast_finetune.h"
@@ -206,13 +205,15 @@ void expect_same_as_reference(const Layer& l, const GptqGrid& g, bool act_order,
 TEST(Gptq, SameIntegersAsThePaperPerTensor) {
   const Layer l = make_layer(1);
   for (bool act_order : {false, true})
-    for (int64_t block : {16, 24, 128}) expect_same_as_reference(l, grid_of(l, GptqGrid::Layout::PerTensor), act_order, block);
+    for (int64_t block : {16, 24, 128})
+      expect_same_as_reference(l, grid_of(l, GptqGrid::Layout::PerTensor), act_order, block);
 }
 
 TEST(Gptq, SameIntegersAsThePaperPerChannel) {
   const Layer l = make_layer(2);
   for (bool act_order : {false, true})
-    for (int64_t block : {8, 20}) expect_same_as_reference(l, grid_of(l, GptqGrid::Layout::PerColumn), act_order, block);
+    for (int64_t block : {8, 20})
+      expect_same_as_reference(l, grid_of(l, GptqGrid::Layout::PerColumn), act_order, block);
 }
 
 TEST(Gptq, SameIntegersAsThePaperPerGroup) {
@@ -284,8 +285,8 @@ void expect_gptq_beats_nearest(quant::QuantConfig config, const char* what) {
     EXPECT_LT(l.loss_after, l.loss_before) << what << ": " << l.node;
     EXPECT_TRUE(l.kept) << what << ": " << l.node;
   }
-  std::printf("PP-OCRv4 rec, %s: %zu MatMuls, output error (sum over layers) %.4g nearest, %.4g GPTQ\n", what,
-              rounded, before, after);
+  std::printf("PP-OCRv4 rec, %s: %zu MatMuls, output error (sum over layers) %.4g nearest, %.4g GPTQ\n", what, rounded,
+              before, after);
   EXPECT_GE(rounded, 9u) << what;  // the MatMuls of its two SVTR blocks and its neck
 }
 
@@ -343,10 +344,11 @@ TEST(Gptq, DISABLED_Speed4096) {
   const GptqResult r = gptq_quantize(hessian.matrix(), w.data(), k, n, g, GptqOptions{});
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - middle).count();
   const double cpu = static_cast<double>(std::clock() - cpu_middle) / CLOCKS_PER_SEC;
-  std::printf("GPTQ 4096x4096, 128 x 512 tokens: wall Hessian %.2f s, GPTQ %.2f s, total %.2f s; CPU Hessian %.2f s, "
-              "GPTQ %.2f s, total %.2f s; error %.4g -> %.4g\n",
-              hessian_seconds, seconds, hessian_seconds + seconds, hessian_cpu, cpu, hessian_cpu + cpu, r.error_nearest,
-              r.error_gptq);
+  std::printf(
+      "GPTQ 4096x4096, 128 x 512 tokens: wall Hessian %.2f s, GPTQ %.2f s, total %.2f s; CPU Hessian %.2f s, "
+      "GPTQ %.2f s, total %.2f s; error %.4g -> %.4g\n",
+      hessian_seconds, seconds, hessian_seconds + seconds, hessian_cpu, cpu, hessian_cpu + cpu, r.error_nearest,
+      r.error_gptq);
   EXPECT_LT(r.error_gptq, r.error_nearest);
 }
 
