@@ -20,7 +20,7 @@ QuantizationConfig as Quark's own quark/onnx/quantization/config/maps.py (_map_q
   nothing and switches its algorithm on (AlgoConfig._get_config, ModelQuantizer.quantize_model).
 
 What Quark's lowering ignores (a global bias or output spec, Group granularity) and what the core
-has not built (SmoothQuant, GPTQ, QuaRot, bias correction, BFP/MX types per layer) is
+has not built (QuaRot, BFP/MX types per layer) is
 refused by name, never dropped. A BFP/MX global data type brings its attribute set (BFPAttributes,
 MXAttributes: the presets' values for BFP16, MX4/6/9 and each OCP MX type) unless given.
 """
@@ -313,6 +313,33 @@ class SmoothQuantConfig(AlgoConfig):
     _PARAMS = (("alpha", "SmoothAlpha", 0.5),)
 
 
+class GPTQConfig(AlgoConfig):
+    """GPTQ (Frantar et al. 2023, arXiv:2210.17323): the extra options UseGPTQ and GPTQParams.
+    onnxptq rounds the MatMul weights on the quantizer's own scales, so the arguments that describe
+    Quark's GPTQ quantizer (bits, group_size, per_channel, weight_symmetric, mse) are passed only
+    when given, and the core refuses one that disagrees with the weights' quantization."""
+    name = "gptq"
+    _SECTION = "GPTQParams"
+    _PARAMS = (("bits", "Bits", 8), ("block_size", "BlockSize", 128), ("group_size", "GroupSize", -1),
+               ("perc_damp", "PercDamp", 0.01), ("act_order", "ActOrder", False),
+               ("per_channel", "PerChannel", False), ("mse", "MSE", False), ("weight_symmetric", "WeightSymmetric", True))
+    _GRID = ("bits", "group_size", "per_channel", "mse", "weight_symmetric")
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._given = set([p[0] for p in self._PARAMS][:len(args)]) | set(kwargs)
+
+    def _values(self):
+        return {key: getattr(self, name) for name, key, _ in self._PARAMS
+                if name not in self._GRID or name in self._given}
+
+    def _get_config(self, extra_options):
+        config = super()._get_config(extra_options)
+        if "UseGPTQ" not in extra_options:
+            config["UseGPTQ"] = True
+        return config
+
+
 class _UnbuiltAlgo(AlgoConfig):
     _PART = ""
 
@@ -322,10 +349,6 @@ def _unbuilt_algo(name, algo_name, part, params):
                                          "__doc__": f"Quark's {name}; {part} is not built in onnxptq yet."})
 
 
-GPTQConfig = _unbuilt_algo("GPTQConfig", "gptq", "GPTQ", tuple(
-    (n, None, d) for n, d in (("bits", 8), ("block_size", 128), ("group_size", -1), ("perc_damp", 0.01),
-                              ("act_order", False), ("per_channel", False), ("mse", False),
-                              ("weight_symmetric", True))))
 QuarotConfig = _unbuilt_algo("QuarotConfig", "quarot", "QuaRot rotation",
                              (("r_matrix_dim", "RMatrixDim", 4096), ("use_random_had", "UseRandomHad", False),
                               ("r_config_path", "RConfigPath", None)))

@@ -13,7 +13,7 @@ from onnxptq.quark import (A8W8_QCONFIG, A16W8_QCONFIG, BF16_QCONFIG, BFP16_QCON
                            XINT8_ADAROUND_QCONFIG, XINT8_QCONFIG, AdaQuantConfig, AdaRoundConfig,
                            BiasCorrectionConfig, CLEConfig,
                            CalibMethod, GPTQConfig, Int8Spec, Int16Spec, MX6Spec, MX9Spec, QConfig, QLayerConfig,
-                           QuantGranularity,
+                           QuantGranularity, QuarotConfig,
                            ScaleType, SmoothQuantConfig, XInt8Spec)
 from conftest import real_model
 
@@ -131,8 +131,8 @@ def test_layer_configs_are_their_tensor_overrides(tiny_model):
 @pytest.mark.parametrize("make,message", [
     (lambda: QConfig(QLayerConfig(input_tensors=Int8Spec(), weight=Int8Spec(
         quant_granularity=QuantGranularity.Group))), "QuantGranularity.Group: group-wise quantization"),
-    (lambda: QConfig(QLayerConfig(input_tensors=Int8Spec(), weight=Int8Spec()), algo_config=[GPTQConfig(bits=4)]),
-     "algorithms: GPTQConfig: GPTQ is not built"),
+    (lambda: QConfig(QLayerConfig(input_tensors=Int8Spec(), weight=Int8Spec()), algo_config=[QuarotConfig()]),
+     "algorithms: QuarotConfig: QuaRot rotation is not built"),
 ])
 def test_unbuilt_parts_are_refused_by_name(tiny_model, make, message):
     with pytest.raises(onnxptq.UnsupportedError, match=message) as e:

@@ -156,9 +156,9 @@ def test_unsupported_execution_provider_is_the_cores_message(tiny_model, tmp_pat
 def test_error_kinds_are_python_exception_classes(tiny_model, tmp_path):
     # A feature onnxptq does not have is an UnsupportedError (also a NotImplementedError and an
     # onnxptq.Error); a bad value stays a plain onnxptq.Error (a ValueError).
-    with pytest.raises(onnxptq.UnsupportedError, match="GPTQ") as unsupported:
+    with pytest.raises(onnxptq.UnsupportedError, match="HQQ") as unsupported:
         vai_q_onnx.quantize_static(tiny_model, str(tmp_path / "q.onnx"), None,
-                                   extra_options={"UseMatMulNBits": True, "MatMulNBitsParams": {"Algorithm": "GPTQ"}})
+                                   extra_options={"UseMatMulNBits": True, "MatMulNBitsParams": {"Algorithm": "HQQ"}})
     assert isinstance(unsupported.value, NotImplementedError) and isinstance(unsupported.value, onnxptq.Error)
     with pytest.raises(onnxptq.Error) as bad:
         vai_q_onnx.quantize_static(tiny_model, str(tmp_path / "q.onnx"), None, extra_options={"CLESteps": 1.5})

@@ -173,7 +173,7 @@ class AutoMix {
     return c;
   }
 
-  // The model quantized with `config`. Fast finetune (include_fast_ft) and BiasCorrection run once, on the model
+  // The model quantized with `config`. Fast finetune (include_fast_ft), BiasCorrection and GPTQ run once, on the model
   // written (`final_model`); the measures before are of models not finetuned, but for the nodes
   // in `finetuned` (AutoMixUseFastFT).
   quant::QuantizeResult quantize(quant::QuantConfig config, bool final_model,
@@ -182,11 +182,11 @@ class AutoMix {
     if (prepared_) q.prepared = ir::clone_model(*prepared_);
     quant::PlanRefiner refine;
     if (final_model) {
-      if (config.include_fast_ft || config.bias_correction) refine = finetune::post_quantization_refiner(config, log_);
+      if (quant::has_post_quantization(config)) refine = finetune::post_quantization_refiner(config, log_);
     } else if (!finetuned.empty()) {
       config.include_fast_ft = true;
       refine = finetune::post_quantization_refiner(config, {}, finetuned);
-    } else if (config.include_fast_ft || config.bias_correction) {
+    } else if (quant::has_post_quantization(config)) {
       refine = [](quant::Plan&, const ir::Model&, DataReader&) { return std::vector<quant::FinetunedLayer>{}; };
     }
     reader_.rewind();

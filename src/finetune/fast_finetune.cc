@@ -12,6 +12,7 @@
 #include "engine/kernel.h"
 #include "engine/parallel.h"
 #include "engine/session.h"
+#include "finetune/gptq.h"
 #include "finetune/staged_run.h"
 #include "onnxptq/error.h"
 #include "qmath/params.h"
@@ -203,6 +204,39 @@ const ir::Node* largest_layer(const ir::Model& model, const std::vector<const ir
 
 }  // namespace
 
+StagedRun quantized_staged_run(const ir::Model& model, const quant::Plan& plan, const quant::QuantConfig& config,
+                               const SampleInputs& samples, int workers, int threads,
+                               const std::optional<std::filesystem::path>& spill) {
+  const ir::Graph& g = *model.graph;
+  const size_t count = sample_count(samples);
+  // A Relu the plan removes stays with its producer.
+  std::set<std::string> before_removed;
+  for (const std::string& name : plan.removed_activations)
+    if (const ir::Value* v = g.find_value(name); v && v->producer() && v->producer()->input(0))
+      before_removed.insert(v->producer()->input(0)->name());
+  // The model's inputs as the quantized model holds them: a layer reading one gets it quantized
+  // (later values come fake-quantized from the parts that compute them).
+  SampleInputs quantized_inputs = samples;
+  for (auto& [name, store] : quantized_inputs) {
+    if (!plan.find(name)) continue;
+    auto quantized = std::make_shared<SampleStore>(count, spill);
+    for (size_t i = 0; i < count; ++i) {
+      ir::Tensor value = store->get(i);
+      quant::fake_quantize_activation(plan, config, name, value);
+      quantized->set(i, value);
+    }
+    store = std::move(quantized);
+  }
+  return StagedRun(
+      model, std::move(quantized_inputs),
+      [&plan, &config, threads](const ir::Model& part) -> StagedRun::PartRunner {
+        auto simulation =
+            std::make_shared<quant::Simulation>(part, quant::plan_within(plan, *part.graph), config, threads);
+        return [simulation](const Feed& feed) { return simulation->run(feed); };
+      },
+      workers, [before_removed](const std::string& name) { return before_removed.count(name) > 0; }, spill);
+}
+
 std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::Plan& plan,
                                                  const quant::QuantConfig& config, const SampleInputs& samples,
                                                  const FastFinetuneOptions& o,
@@ -227,36 +261,11 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
         return [session](const Feed& feed) { return session->run(feed); };
       },
       workers, {}, o.spill);
-  // The quantized model: the plan as it is when each part is made, so layers finetuned earlier
-  // compute with their new weights. A Relu the plan removes stays with its producer.
-  std::set<std::string> before_removed;
-  for (const std::string& name : plan.removed_activations)
-    if (const ir::Value* v = g.find_value(name); v && v->producer() && v->producer()->input(0))
-      before_removed.insert(v->producer()->input(0)->name());
   // Parallel: the inputs of every layer from the plan before any layer is finetuned.
   const quant::Plan initial = o.parallel ? plan : quant::Plan{};
   const quant::Plan& inputs_plan = o.parallel ? initial : plan;
-  // The model's inputs as the quantized model holds them: a layer reading one gets it quantized
-  // (later values come fake-quantized from the parts that compute them).
-  SampleInputs quantized_inputs = samples;
-  for (auto& [name, store] : quantized_inputs) {
-    if (!inputs_plan.find(name)) continue;
-    auto quantized = std::make_shared<SampleStore>(count, o.spill);
-    for (size_t i = 0; i < count; ++i) {
-      ir::Tensor value = store->get(i);
-      quant::fake_quantize_activation(inputs_plan, config, name, value);
-      quantized->set(i, value);
-    }
-    store = std::move(quantized);
-  }
-  StagedRun quantized_run(
-      model, std::move(quantized_inputs),
-      [&](const ir::Model& part) -> StagedRun::PartRunner {
-        auto simulation = std::make_shared<quant::Simulation>(part, quant::plan_within(inputs_plan, *part.graph),
-                                                              config, session_options.threads);
-        return [simulation](const Feed& feed) { return simulation->run(feed); };
-      },
-      workers, [&](const std::string& name) { return before_removed.count(name) > 0; }, o.spill);
+  StagedRun quantized_run =
+      quantized_staged_run(model, inputs_plan, config, samples, workers, session_options.threads, o.spill);
 
   std::optional<OutputDistance> distance;
   double current_distance = 0;
@@ -521,14 +530,25 @@ quant::PlanRefiner post_quantization_refiner(const quant::QuantConfig& config,
                                              std::function<void(const std::string&)> log, std::set<std::string> nodes) {
   return [config, log, nodes](quant::Plan& plan, const ir::Model& model, DataReader& reader) {
     std::vector<quant::FinetunedLayer> reports;
+    // Quark's order: GPTQ, BiasCorrection, (AutoMixprecision,) FastFinetune.
+    if (config.use_gptq || (config.use_matmul_nbits && config.matmul_nbits.algorithm == "GPTQ")) {
+      reader.rewind();
+      SampleInputs samples = read_samples(reader, SIZE_MAX);
+      if (log) log("GPTQ on " + std::to_string(sample_count(samples)) + " samples");
+      reports = gptq_plan(model, plan, config, samples, log);
+      size_t kept = 0;
+      for (const quant::FinetunedLayer& r : reports) kept += r.kept;
+      if (log) log("GPTQ: " + std::to_string(kept) + " MatMul weights rounded by GPTQ");
+    }
     if (config.bias_correction) {
       const FastFinetuneOptions o = bias_correction_options(config);
       reader.rewind();
       SampleInputs samples = read_samples(reader, kBiasCorrectionSamples, o.spill);
       if (log) log("bias correction on " + std::to_string(sample_count(samples)) + " samples");
-      reports = fast_finetune(model, plan, config, samples, o, log);
+      std::vector<quant::FinetunedLayer> corrected_layers = fast_finetune(model, plan, config, samples, o, log);
       size_t corrected = 0;
-      for (const quant::FinetunedLayer& r : reports) corrected += r.kept;
+      for (const quant::FinetunedLayer& r : corrected_layers) corrected += r.kept;
+      reports.insert(reports.end(), corrected_layers.begin(), corrected_layers.end());
       if (log) log("bias correction: " + std::to_string(corrected) + " biases corrected");
     }
     if (!config.include_fast_ft) return reports;

@@ -17,6 +17,7 @@
 #include "calib/data_reader.h"
 #include "finetune/layer_trainer.h"
 #include "finetune/sample_store.h"
+#include "finetune/staged_run.h"
 #include "ir/model.h"
 #include "quant/config.h"
 #include "quant/plan.h"
@@ -49,6 +50,15 @@ struct FastFinetuneOptions {
   int threads = 0;  // 0: every hardware thread
 };
 
+// The quantized model `plan` simulates for `model`, run in stages over `samples` (the float
+// model's inputs, quantized where the plan quantizes them), `workers` samples at a time on
+// `threads` threads each: each part is made with the plan as it is then, so layers refined
+// before compute with their new weights; a Relu the plan removes stays with its producer.
+// `plan` and `config` must outlive the run.
+StagedRun quantized_staged_run(const ir::Model& model, const quant::Plan& plan, const quant::QuantConfig& config,
+                               const SampleInputs& samples, int workers, int threads,
+                               const std::optional<std::filesystem::path>& spill = std::nullopt);
+
 // The options of include_fast_ft's FastFinetune (quant/config.h), its defaults by algorithm.
 FastFinetuneOptions fast_finetune_options(const quant::FastFinetune& config, int threads);
 
@@ -78,8 +88,10 @@ inline constexpr size_t kBiasCorrectionSamples = 128;
 FastFinetuneOptions bias_correction_options(const quant::QuantConfig& config);
 
 // What quantize_static runs after the parameters (quant::PlanRefiner), Quark's post-quantization
-// algorithms in its order: with BiasCorrection, fast_finetune correcting biases on the first
-// kBiasCorrectionSamples calibration samples; then with include_fast_ft, fast_finetune with config.fast_finetune on the
+// algorithms in its order: with UseGPTQ (or MatMulNBitsParams Algorithm GPTQ), GPTQ of the MatMul
+// and Gemm weights on every calibration sample (gptq.h); with BiasCorrection, fast_finetune
+// correcting biases on the first kBiasCorrectionSamples calibration samples; then with
+// include_fast_ft, fast_finetune with config.fast_finetune on the
 // reader's first DataSize samples and the model of RefModelPath loaded as the reference; both on
 // the threads of config.calib. `log` gets their lines. With `nodes`, only those are finetuned
 // (FastFinetuneOptions::nodes; AutoMixUseFastFT).

@@ -258,6 +258,7 @@ void check_config(const QuantConfig& c) {
     throw Error("FastFinetune RefModelPath " + c.fast_finetune.ref_model_path + ": no such file");
   check_block_types(c);
   check_dynamic_quant_config(c);
+  check_gptq_config(c);
   if (c.smooth.given && !c.include_sq)
     throw Error("extra options SmoothAlpha, SmoothAlphaRange and SmoothFolding take effect only with include_sq");
   if (c.smooth.range_given && c.smooth.alpha)

@@ -159,12 +159,28 @@ struct MxAttributes {
 // with constant 2-D weights into com.microsoft MatMulNBits, as ONNX Runtime's
 // MatMulNBitsQuantizer writes them (quant/matmul_nbits.h). Quark's defaults.
 struct MatMulNBitsParams {
-  std::string algorithm = "DEFAULT";  // round to nearest; "GPTQ" and "HQQ" are refused (not built)
+  // "DEFAULT": round to nearest; "GPTQ": GPTQ on the same scales, from the float model's MatMul
+  // inputs on the calibration data (finetune/gptq.h, with GPTQParams' BlockSize, PercDamp,
+  // ActOrder); "HQQ" is refused (not built).
+  std::string algorithm = "DEFAULT";
   int64_t group_size = 128;           // the op's block_size: a power of 2, at least 16
   bool symmetric = true;              // false: a uint8-packed zero point per block
   int64_t bits = 4;                   // 4 or 8
   int64_t accuracy_level = 0;         // the op's accuracy_level (0-4), written when not 0
   bool given = false;                 // the extra option was set (it needs UseMatMulNBits)
+};
+
+// UseGPTQ's GPTQParams (Quark): GPTQ (finetune/gptq.h) rounds the weights of the MatMuls the
+// plan quantizes to integers, on the plan's scales and zero points, after the parameters and
+// before BiasCorrection. The quantizer's keys (Bits, GroupSize, PerChannel, WeightSymmetric,
+// MSE) describe the grid, which is the plan's here: given, they must agree with it.
+struct GptqParams {
+  int64_t block_size = 128;  // rows rounded before each lazy batch update
+  double perc_damp = 0.01;   // damping: PercDamp * mean(diag H) added to H's diagonal
+  bool act_order = false;    // rows by descending diag(H)
+  std::optional<int64_t> bits, group_size;
+  std::optional<bool> per_channel, weight_symmetric, mse;
+  bool given = false;  // the extra option was set (it needs UseGPTQ or MatMulNBits' GPTQ)
 };
 
 struct QuantConfig {
@@ -244,6 +260,8 @@ struct QuantConfig {
   // of the quantized Conv, ConvTranspose and Gemm nodes corrected (finetune/fast_finetune.h).
   bool bias_correction = false;
   FastFinetune fast_finetune;
+  bool use_gptq = false;  // UseGPTQ (Quark): GPTQ of the MatMul weights, with `gptq`
+  GptqParams gptq;
   bool use_matmul_nbits = false;  // UseMatMulNBits: the MatMulNBits path instead of Q/DQ
   MatMulNBitsParams matmul_nbits;
   // use_dynamic_quant (Quark) / quantize_dynamic (ONNX Runtime, vai_q_onnx): weights quantized
@@ -404,9 +422,22 @@ void check_config(const QuantConfig& config);
 // disk cache, SelectiveUpdate, OutputQDQ, RefModelPath, a device other than the CPU).
 void apply_fast_finetune(FastFinetune& fast_finetune, const nlohmann::json& value);
 
+// Sets config.gptq from extra_options' GPTQParams (Bits, BlockSize, GroupSize, PercDamp,
+// ActOrder, PerChannel, WeightSymmetric, MSE). Error naming a key that is unknown or of the
+// wrong kind or value.
+void apply_gptq_params(GptqParams& params, const nlohmann::json& value);
+
+// Whether quantize_static runs a post-quantization algorithm above the quantizer
+// (finetune/fast_finetune.h's post_quantization_refiner): UseGPTQ, MatMulNBits' GPTQ,
+// BiasCorrection or include_fast_ft.
+bool has_post_quantization(const QuantConfig& config);
+
+// The checks of UseGPTQ, GPTQParams and MatMulNBits' GPTQ (part of check_config).
+void check_gptq_config(const QuantConfig& config);
+
 // Sets config.matmul_nbits from extra_options' MatMulNBitsParams (Algorithm, GroupSize, Symmetric,
 // Bits, AccuracyLevel). Error naming a key that is unknown or of the wrong kind, a value ONNX
-// Runtime's MatMulNBits does not take, or an algorithm not built (GPTQ, HQQ).
+// Runtime's MatMulNBits does not take, or an algorithm not built (HQQ).
 void apply_matmul_nbits_params(MatMulNBitsParams& params, const nlohmann::json& value);
 
 // The dpu_pass_switches keys enable_npu_transformer takes (Quark turns them on for it in

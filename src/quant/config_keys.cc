@@ -213,11 +213,22 @@ void add_quantizer_options(std::vector<ConfigKey>& keys) {
       kExtra, "BiasCorrection", "bool", "false", "finetune",
       [](QuantConfig& c, const ConfigKey& k, const json& v) { c.bias_correction = json_bool(k.name, v); },
       "the biases of quantized Conv, ConvTranspose, Gemm moved by the mean output error on the calibration data"));
+  add(works(
+      kExtra, "UseGPTQ", "bool", "false", "finetune",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.use_gptq = json_bool(k.name, v); },
+      "GPTQ of the MatMul and Gemm weights the plan quantizes to integers, on the plan's scales"));
+  add(limited(kExtra, "GPTQParams", "object",
+              "{Bits 8, BlockSize 128, GroupSize -1, PercDamp 0.01, ActOrder false, PerChannel false, "
+              "WeightSymmetric true, MSE false}",
+              "finetune",
+              "with UseGPTQ (or MatMulNBits' GPTQ); Bits, PerChannel, WeightSymmetric must agree with the "
+              "plan's weights; GroupSize other than -1 and MSE true refused",
+              [](QuantConfig& c, const ConfigKey&, const json& v) { apply_gptq_params(c.gptq, v); }));
   add(works(kExtra, "UseMatMulNBits", "bool", "false", "quant",
             [](QuantConfig& c, const ConfigKey& k, const json& v) { c.use_matmul_nbits = json_bool(k.name, v); }));
   add(limited(kExtra, "MatMulNBitsParams", "object",
               "{Algorithm DEFAULT, GroupSize 128, Symmetric true, Bits 4, AccuracyLevel 0}", "quant",
-              "with UseMatMulNBits; Algorithm GPTQ and HQQ are not built (DEFAULT, round to nearest, is)",
+              "with UseMatMulNBits; Algorithm HQQ is not built (DEFAULT, round to nearest, and GPTQ are)",
               [](QuantConfig& c, const ConfigKey&, const json& v) { apply_matmul_nbits_params(c.matmul_nbits, v); }));
   add(works(kExtra, "Int32Bias", "bool", "by path", "quant",
             [](QuantConfig& c, const ConfigKey& k, const json& v) { c.int32_bias = json_bool(k.name, v); }));

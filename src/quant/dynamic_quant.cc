@@ -160,6 +160,7 @@ void check_dynamic_quant_config(const QuantConfig& c) {
   const char* other = c.use_matmul_nbits      ? "UseMatMulNBits"
                       : c.include_fast_ft     ? "include_fast_ft"
                       : c.bias_correction     ? "BiasCorrection"
+                      : c.use_gptq            ? "UseGPTQ"
                       : c.include_auto_mp     ? "include_auto_mp"
                       : c.enable_dpu          ? "enable_dpu"
                       : c.convert_nchw_to_nhwc ? "convert_nchw_to_nhwc"

@@ -27,9 +27,9 @@ void apply_matmul_nbits_params(MatMulNBitsParams& p, const nlohmann::json& value
     if (key == "Algorithm") {
       if (!v.is_string()) bad(key, "a string", v);
       const std::string a = v.get<std::string>();
-      if (a == "GPTQ" || a == "HQQ")
-        throw unsupported("MatMulNBitsParams Algorithm " + a + ": not built yet (DEFAULT, round to nearest, is)");
-      if (a != "DEFAULT") bad(key, "DEFAULT, GPTQ or HQQ", v);
+      if (a == "HQQ")
+        throw unsupported("MatMulNBitsParams Algorithm HQQ: not built yet (DEFAULT, round to nearest, and GPTQ are)");
+      if (a != "DEFAULT" && a != "GPTQ") bad(key, "DEFAULT, GPTQ or HQQ", v);
       p.algorithm = a;
     } else if (key == "GroupSize") {
       // MatMulNBits' block_size: a power of 2, at least 16 (ONNX Runtime's contrib operator schema).

@@ -34,6 +34,11 @@ struct TensorPlan {
   std::optional<int64_t> axis;  // weights quantized per channel along this axis
   // A block type (QBFP, QMX): the axis its blocks run along (quant/block_format.h).
   std::optional<int64_t> block_axis;
+  // UseMatMulNBits with Algorithm GPTQ only (quant/matmul_nbits.h): a weight [K, N] quantized per
+  // group of group_size rows of a column, `params` one per group in MatMulNBits' order (n *
+  // ceil(K / group_size) + k / group_size), `data` the codes [K, N] unpacked as uint8. No Q/DQ
+  // exporter reads such a plan: the MatMulNBits writer packs it.
+  std::optional<int64_t> group_size;
   // Uses the parameters of this tensor (data movement ops, Split outputs, ...).
   std::string shared_from;
   // Takes its range from this tensor's calibration (a Relu/Clip output: ORT's range adjustment).

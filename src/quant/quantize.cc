@@ -317,8 +317,11 @@ void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::D
                        const QuantConfig& config, const std::function<void(const std::string&)>& log,
                        RangeCache* known_ranges, bool with_export, const PlanRefiner& refine,
                        const KnownRanges* given) {
-  if ((config.include_fast_ft || config.bias_correction) && !refine)
-    throw Error(std::string(config.include_fast_ft ? "include_fast_ft" : "BiasCorrection") +
+  if (has_post_quantization(config) && !refine)
+    throw Error(std::string(config.include_fast_ft     ? "include_fast_ft"
+                            : config.bias_correction ? "BiasCorrection"
+                            : config.use_gptq        ? "UseGPTQ"
+                                                     : "MatMulNBitsParams Algorithm GPTQ") +
                 ": the post-quantization algorithms run above the quantizer (finetune/fast_finetune.h), which this "
                 "caller did not give");
   auto say = [&](const std::string& line) {
@@ -356,11 +359,21 @@ void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::D
   }
   if (config.use_matmul_nbits) {  // Quark's MatMulNBits path: no calibration, no Q/DQ
     r.plan = Plan{};
+    const bool gptq = config.matmul_nbits.algorithm == "GPTQ";
+    if (gptq) {  // the weights rounded by GPTQ above the quantizer (finetune/gptq.h), from the float model's inputs
+      r.plan = matmul_nbits_plan(model, config);
+      r.seconds["plan"] = seconds_since(start);
+      start = std::chrono::steady_clock::now();
+      reader.rewind();
+      r.finetuned = refine(r.plan, model, reader);
+      r.seconds["finetune"] = seconds_since(start);
+      start = std::chrono::steady_clock::now();
+    }
     if (!with_export) return;
-    MatMulNBitsResult written = write_matmul_nbits(model, config);
+    MatMulNBitsResult written = write_matmul_nbits(model, config, gptq ? &r.plan : nullptr);
     say("UseMatMulNBits: " + std::to_string(written.quantized_nodes.size()) + " MatMuls to MatMulNBits (" +
         std::to_string(config.matmul_nbits.bits) + "-bit, block " + std::to_string(config.matmul_nbits.group_size) +
-        (config.matmul_nbits.symmetric ? ", symmetric)" : ", asymmetric)"));
+        (config.matmul_nbits.symmetric ? ", symmetric" : ", asymmetric") + (gptq ? ", GPTQ)" : ")"));
     r.plan.quantized_nodes = std::move(written.quantized_nodes);
     r.model = std::move(written.model);
     r.seconds["export"] = seconds_since(start);
@@ -458,7 +471,7 @@ void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::D
   }
   r.seconds["parameters"] = seconds_since(start);
 
-  if (config.include_fast_ft || config.bias_correction) {
+  if (has_post_quantization(config)) {
     start = std::chrono::steady_clock::now();
     data.rewind();
     r.finetuned = refine(r.plan, model, data);

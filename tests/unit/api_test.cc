@@ -185,7 +185,7 @@ TEST(PublicApi, CommandExitCodesFollowTheKind) {
   EXPECT_EQ(
       cli_test::onnxptq("quantize " + saved.path.string() + " -o " + out +
                         " --random 1 --extra-option UseMatMulNBits=true --extra-option "
-                        "'MatMulNBitsParams={\"Algorithm\":\"GPTQ\"}'")
+                        "'MatMulNBitsParams={\"Algorithm\":\"HQQ\"}'")
           .code,
       3);
   EXPECT_EQ(

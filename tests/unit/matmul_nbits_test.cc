@@ -318,11 +318,18 @@ TEST(MatMulNBits, KeysAndRefusals) {
   EXPECT_EQ(c.matmul_nbits.group_size, 128);
   EXPECT_EQ(c.matmul_nbits.accuracy_level, 1);
   EXPECT_NO_THROW(check_config(c));
-  for (const char* algorithm : {"GPTQ", "HQQ"}) {
-    QuantConfig g;
-    std::string e = testing::error_of([&] { apply_extra_option(g, "MatMulNBitsParams", {{"Algorithm", algorithm}}); });
-    EXPECT_NE(e.find(std::string("Algorithm ") + algorithm + ": not built yet"), std::string::npos) << e;
-  }
+  QuantConfig hqq;
+  std::string e = testing::error_of([&] { apply_extra_option(hqq, "MatMulNBitsParams", {{"Algorithm", "HQQ"}}); });
+  EXPECT_NE(e.find("Algorithm HQQ: not built yet"), std::string::npos) << e;
+  QuantConfig gptq;
+  apply_extra_option(gptq, "UseMatMulNBits", true);
+  apply_extra_option(gptq, "MatMulNBitsParams", {{"Algorithm", "GPTQ"}});
+  EXPECT_EQ(gptq.matmul_nbits.algorithm, "GPTQ");
+  EXPECT_NO_THROW(check_config(gptq));
+  EXPECT_TRUE(has_post_quantization(gptq));  // GPTQ runs above the quantizer, which needs the refiner
+  apply_extra_option(gptq, "GPTQParams", {{"PerChannel", true}});
+  EXPECT_NE(testing::error_of([&] { check_config(gptq); }).find("PerChannel true with UseMatMulNBits"),
+            std::string::npos);
   QuantConfig bad;
   EXPECT_NE(testing::error_of([&] {
               apply_extra_option(bad, "MatMulNBitsParams", {{"GroupSize", 100}});
