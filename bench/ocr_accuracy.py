@@ -92,6 +92,17 @@ CONFIGS = [(name, ["--config", name]) for name in [
 ] + [
     ("U8S8 per-channel MinMax", ["--calibrate-method", "MinMax", "--activation-type", "QUInt8",
                                  "--weight-type", "QInt8", "--per-channel"]),
+] + [
+    # 4-bit weights on the MatMuls only, int16 activations: round to nearest, GPTQ, GPTQ in order of
+    # decreasing Hessian diagonal (docs/accuracy.md, "GPTQ")
+    (name, ["--op-types-to-quantize", "MatMul", "--activation-type", "QInt16", "--weight-type", "QInt4",
+            "--per-channel", "--calibrate-method", "MinMax"] + gptq)
+    for name, gptq in [
+        ("W4A16 MatMul", []),
+        ("W4A16 MatMul GPTQ", ["--extra-option", "UseGPTQ=true", "--extra-option",
+                               'GPTQParams={"Bits": 4, "PerChannel": true}']),
+        ("W4A16 MatMul GPTQ ActOrder", ["--extra-option", "UseGPTQ=true", "--extra-option",
+                                        'GPTQParams={"Bits": 4, "PerChannel": true, "ActOrder": true}'])]
 ] + [(base + suffix, ["--config", base + suffix]) for base in FINETUNED for suffix in ("_ADAROUND", "_ADAQUANT")] + [
     (base + "_ADAQUANT", ["--config", base + "_ADAQUANT"]) for base in BLOCK_FINETUNED]
 
