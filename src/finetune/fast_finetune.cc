@@ -36,6 +36,21 @@ std::optional<std::vector<float>> constant_values(const ir::Value* v) {
 
 // The activation Quark trains with `node` (the only reader of its output, and one of Relu,
 // PRelu, LeakyRelu, Gelu, Tanh, Clip, Sigmoid, Softmax), or nullptr.
+// A MatMul's bias, as transformers and ONNX exporters write it: the only reader of its output is
+// an Add whose other input is a constant of one value per output column (shape [N] or
+// [1, ..., 1, N]). Returns that Add, or null.
+const ir::Node* bias_add_after(const ir::Graph& g, const ir::Node& matmul, int64_t columns) {
+  const ir::Value* out = matmul.output(0);
+  if (!out || g.is_output(out) || out->uses().size() != 1) return nullptr;
+  const ir::Node* add = out->uses()[0].node;
+  if (!default_domain(*add) || add->op_type != "Add" || add->inputs().size() != 2 || !add->output(0)) return nullptr;
+  const ir::Value* bias = add->input(1 - out->uses()[0].input);
+  if (!bias || !bias->has_initializer()) return nullptr;
+  const std::vector<int64_t>& dims = bias->initializer().dims();
+  if (dims.empty() || dims.back() != columns || bias->initializer().size() != columns) return nullptr;
+  return add;
+}
+
 const ir::Node* activation_after(const ir::Graph& g, const ir::Node& node, Activation& act) {
   const ir::Value* out = node.output(0);
   if (!out || g.is_output(out) || out->uses().size() != 1) return nullptr;
@@ -323,12 +338,19 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
       skip("its weight is not quantized");
       continue;
     }
-    const ir::Value* b = node->input(2);
+    // A MatMul's bias is the constant of the Add after it (bias correction only: fast finetune
+    // trains the MatMul alone, as Quark does); the layer then ends at the Add.
+    const ir::Node* bias_add = nullptr;
+    if (correcting && node->op_type == "MatMul" && w->has_initializer() && w->initializer().dims().size() == 2)
+      bias_add = bias_add_after(g, *node, w->initializer().dims()[1]);
+    const ir::Value* b = bias_add ? bias_add->input(bias_add->input(0) == node->output(0) ? 1 : 0) : node->input(2);
     quant::TensorPlan* bp = b ? plan.find(b->name()) : nullptr;
     // A bias the plan keeps float is the float model's: only a quantized one can change.
     const bool bias_quantized = bp && (bp->data || quant::quant_type_is_block(bp->type));
     if (correcting && !bias_quantized) {
-      skip(b ? "its bias is not quantized (the float model's stays)" : "it has no bias");
+      skip(b                           ? "its bias is not quantized (the float model's stays)"
+           : node->op_type == "MatMul" ? "it has no bias (an Add of one constant per column after it)"
+                                       : "it has no bias");
       continue;
     }
     if ((float_weight || block_weight) && o.train.algorithm == Algorithm::AdaRound) {
@@ -341,10 +363,11 @@ std::vector<quant::FinetunedLayer> fast_finetune(const ir::Model& model, quant::
     }
     auto start = std::chrono::steady_clock::now();
     Activation activation;
-    const ir::Node* act_node = activation_after(g, *node, activation);
+    const ir::Node* layer_end = bias_add ? bias_add : node;
+    const ir::Node* act_node = activation_after(g, *layer_end, activation);
     if (act_node) report.activation = act_node->op_type;
     const std::string input = node->input(0)->name();
-    const std::string end = (act_node ? act_node : node)->output(0)->name();
+    const std::string end = (act_node ? act_node : layer_end)->output(0)->name();
     if (o.output_qdq) activation.output = output_quant(plan, end);
     if (reference && (!reference->graph->find_value(input) || !reference->graph->find_value(end))) {
       skip("the reference model (RefModelPath) has no tensor '" + (reference->graph->find_value(input) ? end : input) +
@@ -521,7 +544,7 @@ FastFinetuneOptions bias_correction_options(const quant::QuantConfig& config) {
   FastFinetuneOptions o = fast_finetune_options(config.fast_finetune, config.calib.threads);
   o.train = TrainOptions{};
   o.train.algorithm = Algorithm::BiasCorrection;
-  o.target_op_types = {"Conv", "ConvTranspose", "Gemm"};
+  o.target_op_types = {"Conv", "ConvTranspose", "Gemm", "MatMul"};
   o.parallel = o.selective_update = o.output_qdq = o.select_max_mem_layer = false;
   return o;
 }

@@ -6,7 +6,8 @@
 //
 // Every node has its trained parameters at the same places: the weight is input 1 (Conv and
 // ConvTranspose W, Gemm and MatMul B, InstanceNormalization and LayerNormalization scale), the
-// bias input 2 (Conv B, Gemm C, the normalizations' B), when the node has it. The node's input
+// bias input 2 (Conv B, Gemm C, the normalizations' B), when the node has it (a MatMul's is the
+// constant of the Add after it, for bias correction). The node's input
 // 0 is the layer's input, given as a batch: its first dimension is the batch (the samples of a
 // mini-batch concatenated), the rest as the node sees one sample.
 #pragma once
@@ -40,6 +41,13 @@ class LayerOp {
 
   virtual size_t weight_size() const = 0;
   virtual size_t bias_size() const = 0;
+
+  // The axis of output dims `y_dims` along which the bias has one value a position: 1 (channels
+  // first), the last for Gemm and MatMul.
+  virtual size_t bias_axis(const std::vector<int64_t>& y_dims) const {
+    (void)y_dims;
+    return 1;
+  }
 };
 
 // The LayerOp of `node` (Conv, ConvTranspose, Gemm, MatMul, InstanceNormalization or

@@ -461,9 +461,10 @@ LayerResult correct_bias(const LayerOp& op, const Activation& activation, const 
       const std::vector<int64_t> x_dims = concatenate(*samples.quantized_inputs, batch, x);
       concatenate(*samples.float_outputs, batch, target);
       const std::vector<int64_t> dims = op.output_dims(x_dims);
-      if (dims.size() < 2 || static_cast<size_t>(dims[1]) != channels)
+      const size_t axis = op.bias_axis(dims);
+      if (dims.size() < 2 || static_cast<size_t>(dims[axis]) != channels)
         throw Error("bias correction: the output " + ir::dims_to_string(dims) + " has not " + std::to_string(channels) +
-                    " channels along dim 1, one a bias value");
+                    " channels along dim " + std::to_string(axis) + ", one a bias value");
       y.resize(static_cast<size_t>(ir::element_count(dims)));
       a.resize(y.size());
       op.forward(x.data(), x_dims, w.data(), b.data(), y.data());
@@ -471,7 +472,8 @@ LayerResult correct_bias(const LayerOp& op, const Activation& activation, const 
       loss += activation_error(activation, dims, y.data(), t, 0.0f, nullptr, threads);
       count += positions(dims);
       activation_forward(activation, dims, y.data(), a.data());
-      const auto inner = static_cast<size_t>(ir::element_count(dims) / (dims[0] * dims[1]));
+      const auto inner = static_cast<size_t>(
+          ir::element_count(std::vector<int64_t>(dims.begin() + static_cast<std::ptrdiff_t>(axis) + 1, dims.end())));
       for (size_t k = 0; k < y.size(); ++k) sums[(k / inner) % channels] += static_cast<double>(t[k]) - a[k];
       per_channel += static_cast<double>(y.size() / channels);
     }

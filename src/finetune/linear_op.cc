@@ -1,6 +1,7 @@
 // Gemm and MatMul as trained layers: y = alpha * x * op(B) + beta * C for Gemm (transA 0, C one
 // value per output column or one value), y = x * B for MatMul with a 2-D B, x's leading dims
-// being rows. The products go through oneDNN's row-major sgemm.
+// being rows, plus the constant of the Add after it when bias correction gives one (a bias). The products go through
+// oneDNN's row-major sgemm.
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
 
@@ -36,8 +37,6 @@ class LinearOp : public LayerOp {
       trans_b_ = node.attr_int("transB", 0) != 0;
       alpha_ = node.attr_float("alpha", 1.0f);
       beta_ = node.attr_float("beta", 1.0f);
-    } else if (bias_size != 0) {
-      fail("MatMul has no bias");
     }
     k_ = trans_b_ ? weight_dims[1] : weight_dims[0];
     n_ = trans_b_ ? weight_dims[0] : weight_dims[1];
@@ -102,6 +101,7 @@ class LinearOp : public LayerOp {
 
   size_t weight_size() const override { return weight_size_; }
   size_t bias_size() const override { return bias_size_; }
+  size_t bias_axis(const std::vector<int64_t>& y_dims) const override { return y_dims.size() - 1; }
 
  private:
   int64_t rows(const std::vector<int64_t>& x_dims) const {

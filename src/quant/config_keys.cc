@@ -184,7 +184,8 @@ void add_quantizer_options(std::vector<ConfigKey>& keys) {
           return;
         }
         const double a = v.is_string() ? -1 : json_number(k.name, v);
-        if (!(a >= 0 && a <= 1)) throw Error("extra option SmoothAlpha: expected a number in [0, 1] or \"auto\", got " + v.dump());
+        if (!(a >= 0 && a <= 1))
+          throw Error("extra option SmoothAlpha: expected a number in [0, 1] or \"auto\", got " + v.dump());
         c.smooth.alpha = a;
       },
       "with include_sq; \"auto\": searched per MatMul input over SmoothAlphaRange"));
@@ -212,7 +213,8 @@ void add_quantizer_options(std::vector<ConfigKey>& keys) {
   add(works(
       kExtra, "BiasCorrection", "bool", "false", "finetune",
       [](QuantConfig& c, const ConfigKey& k, const json& v) { c.bias_correction = json_bool(k.name, v); },
-      "the biases of quantized Conv, ConvTranspose, Gemm moved by the mean output error on the calibration data"));
+      "the biases of quantized Conv, ConvTranspose, Gemm (and a MatMul's Add) moved by the mean output error on the "
+      "calibration data"));
   add(works(
       kExtra, "UseGPTQ", "bool", "false", "finetune",
       [](QuantConfig& c, const ConfigKey& k, const json& v) { c.use_gptq = json_bool(k.name, v); },

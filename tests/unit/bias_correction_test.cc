@@ -1,10 +1,12 @@
 // Bias correction (Quark's BiasCorrection): the layer-level shift leaves no mean error in any
 // output channel, computed here from the definition; in quantize_static it corrects the Conv
-// biases of integer and block-format plans, the written model carries them, and it lowers the
-// mean error of the output on samples it was not measured on.
+// biases of integer and block-format plans and the constant of the Add after a MatMul, the
+// written model carries them, and it lowers the mean error of the output on samples it was not
+// measured on.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "engine/session.h"
@@ -251,6 +253,85 @@ TEST(BiasCorrection, BlockFormatBiasesGoThroughTheirBlockNodes) {
   EXPECT_LT(mean_error(model, corrected.plan, c, other), mean_error(model, plain.plan, c, other));
   engine::Session written(corrected.model);
   quant::Simulation simulation(model, corrected.plan, c, 1);
+  for (const ir::Tensor& t : other) {
+    ir::Tensor a = written.run({{"x", t}})[0], b = simulation.run({{"x", t}})[0];
+    for (size_t i = 0; i < a.values<float>().size(); ++i) ASSERT_EQ(a.values<float>()[i], b.values<float>()[i]) << i;
+  }
+}
+
+// x[1,6,12] -> MatMul (w1 [12,8]) -> Add (b1 [8]) -> Relu -> MatMul (w2 [8,4]) -> Add (b2
+// [1,1,4]) -> MatMul (w3 [4,4]) -> y: transformer-style biases, and a MatMul without one.
+ir::Model matmul_adds() {
+  ir::Model m;
+  m.set_opset("", 13);
+  ir::Graph& g = *m.graph;
+  ir::Value* x = testing::add_float_value(g, "x", {1, 6, 12});
+  g.add_input(x);
+  g.add_node("MatMul", {x, testing::add_random_initializer(g, "w1", {12, 8}, 41)}, {g.add_value("m1")}, "mm1");
+  g.add_node("Add", {g.find_value("m1"), testing::add_random_initializer(g, "b1", {8}, 42)}, {g.add_value("a1")},
+             "add1");
+  g.add_node("Relu", {g.find_value("a1")}, {g.add_value("r")}, "relu");
+  g.add_node("MatMul", {g.find_value("r"), testing::add_random_initializer(g, "w2", {8, 4}, 43)}, {g.add_value("m2")},
+             "mm2");
+  // The bias first: Add reads it as input 0.
+  g.add_node("Add", {testing::add_random_initializer(g, "b2", {1, 1, 4}, 44), g.find_value("m2")}, {g.add_value("a2")},
+             "add2");
+  g.add_node("MatMul", {g.find_value("a2"), testing::add_random_initializer(g, "w3", {4, 4}, 45)}, {g.add_value("y")},
+             "mm3");
+  g.add_output(g.find_value("y"));
+  return m;
+}
+
+// The sum over the output's 4 columns of the squared mean error (float output - simulated).
+double column_mean_error(const ir::Model& model, const quant::Plan& plan, const quant::QuantConfig& c,
+                         const std::vector<ir::Tensor>& x) {
+  quant::Simulation simulation(model, plan, c, 1);
+  engine::Session float_model(model);
+  std::vector<double> sums(4, 0.0);
+  size_t rows = 0;
+  for (const ir::Tensor& t : x) {
+    const Feed f{{"x", t}};
+    ir::Tensor q = simulation.run(f)[0], r = float_model.run(f)[0];
+    for (size_t k = 0; k < q.values<float>().size(); ++k) sums[k % 4] += r.values<float>()[k] - q.values<float>()[k];
+    rows += q.values<float>().size() / 4;
+  }
+  double squares = 0;
+  for (double s : sums) squares += (s / static_cast<double>(rows)) * (s / static_cast<double>(rows));
+  return squares;
+}
+
+TEST(BiasCorrection, CorrectsTheConstantOfTheAddAfterAMatMul) {
+  const ir::Model model = matmul_adds();
+  const quant::QuantConfig c = int8_config();
+  testing::FeedListReader reader = feeds_of(inputs(32, {1, 6, 12}, 51));
+  const quant::QuantizeResult plain = quant::quantize_static(model, reader, c);
+  quant::QuantConfig bc = c;
+  bc.bias_correction = true;
+  reader.rewind();
+  const quant::QuantizeResult corrected = quant::quantize_static(model, reader, bc, {}, post_quantization_refiner(bc));
+
+  const nlohmann::json report = quant::report(model, corrected)["bias_correction"];
+  ASSERT_EQ(report.size(), 3u) << report.dump();
+  EXPECT_EQ(report[0]["node"], "mm1");
+  EXPECT_EQ(report[0]["activation"], "Relu");  // the layer ends behind the Add's Relu
+  EXPECT_EQ(report[1]["node"], "mm2");
+  EXPECT_EQ(report[2]["node"], "mm3");
+  EXPECT_NE(report[2]["skipped"].get<std::string>().find("no bias"), std::string::npos) << report[2].dump();
+  bool changed = false;
+  for (const char* b : {"b1", "b2"}) {
+    const quant::TensorPlan* before = plain.plan.find(b);
+    const quant::TensorPlan* after = corrected.plan.find(b);
+    ASSERT_TRUE(before && after && before->data && after->data) << b;
+    EXPECT_EQ(after->data->dims(), before->data->dims());
+    ASSERT_EQ(after->data->byte_size(), before->data->byte_size());
+    changed = changed ||
+              std::memcmp(after->data->bytes().data(), before->data->bytes().data(), before->data->byte_size()) != 0;
+  }
+  EXPECT_TRUE(changed);
+  const std::vector<ir::Tensor> other = inputs(32, {1, 6, 12}, 98);
+  EXPECT_LT(column_mean_error(model, corrected.plan, bc, other), 0.5 * column_mean_error(model, plain.plan, c, other));
+  engine::Session written(corrected.model);
+  quant::Simulation simulation(model, corrected.plan, bc, 1);
   for (const ir::Tensor& t : other) {
     ir::Tensor a = written.run({{"x", t}})[0], b = simulation.run({{"x", t}})[0];
     for (size_t i = 0; i < a.values<float>().size(); ++i) ASSERT_EQ(a.values<float>()[i], b.values<float>()[i]) << i;
