@@ -8,7 +8,7 @@ position tables: Gather), then:
 - gpt.onnx: 4 pre-norm decoder layers (Radford et al. 2019), hidden 256, 4 heads, feed-forward 1024,
   causal self-attention (a lower-triangular mask sliced to the tokens), a final LayerNorm and an LM
   head over a vocabulary of 1000; output "logits" [batch, tokens, 1000].
-- gpt_large.onnx: the decoder with hidden 1024, 16 heads, feed-forward 4096 (48M weights, 192 MB):
+- gpt_large.onnx: the decoder with hidden 1024, 16 heads, feed-forward 4096 (52.6M weights, 210 MB):
   the size at which a token's MatMuls are bound by reading their weights (the speed benchmark's).
 
 Exported at opset 17: LayerNormalization is one node, GELU an Erf expression. Trained transformers
