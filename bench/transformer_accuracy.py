@@ -14,9 +14,9 @@ bench/ocr_accuracy.py renders them (calibration and evaluation lines of differen
 its table also has the CER of greedy CTC decoding.
 
 Each configuration is quantized with `onnxptq quantize MODEL -o OUT --calib-data DIR` and its
-options (timed), and every written model, the float one too, runs in ONNX Runtime (npm
-onnxruntime-node through tests/oracle/ort_run.js) on the evaluation samples: cosine is that of all
-outputs taken as one vector, SQNR 10 log10(sum y^2 / sum (y - y_float)^2) in dB. The 4-bit Q/DQ
+options (timed; "A8W8 MatMuls": only the MatMuls quantized), and every written model, the float
+one too, runs in ONNX Runtime (npm onnxruntime-node through tests/oracle/ort_run.js) on the
+evaluation samples: cosine is that of all outputs taken as one vector, SQNR 10 log10(sum y^2 / sum (y - y_float)^2) in dB. The 4-bit Q/DQ
 configurations quantize the MatMuls only (per channel, QInt4, activations QInt16 MinMax: A16W8's
 preset with QInt4 weights); the MatMulNBits ones use blocks of GROUP rows.
 """
@@ -49,6 +49,8 @@ def configs(group):
         "dynamic": ["--dynamic"],
         "A8W8": ["--config", "A8W8"],
         "A8W8 + SmoothQuant": ["--config", "A8W8", "--include-sq"],
+        "A8W8 MatMuls": ["--config", "A8W8", "--op-types-to-quantize", "MatMul"],
+        "A8W8 MatMuls + SmoothQuant": ["--config", "A8W8", "--op-types-to-quantize", "MatMul", "--include-sq"],
         "W4A16 nearest": W4,
         "W4A16 GPTQ": W4 + ["--extra-option", "UseGPTQ=true"],
         "MatMulNBits DEFAULT": nbits("DEFAULT", group),

@@ -34,7 +34,8 @@ def cosine(a, b):
 NBITS = ["--extra-option", "UseMatMulNBits=true", "--extra-option"]
 CONFIGS = {
     "dynamic": (["--dynamic"], 0.98, "DynamicQuantizeLinear"),
-    "A8W8 SmoothQuant": (["--config", "A8W8", "--include-sq"], 0.9, "QuantizeLinear"),
+    "A8W8 MatMuls SmoothQuant": (["--config", "A8W8", "--op-types-to-quantize", "MatMul", "--include-sq"], 0.995,
+                                 "QuantizeLinear"),
     "W4A16 GPTQ": (["--config", "A16W8", "--quant-format", "QDQ", "--weight-type", "QInt4", "--per-channel",
                     "--op-types-to-quantize", "MatMul",
                     "--extra-option", "UseGPTQ=true"], 0.9, "QuantizeLinear"),
