@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 
+#include "engine/parallel.h"
 #include "onnxptq/error.h"
 
 namespace onnxptq::quant {
@@ -24,7 +25,7 @@ struct HqqBlock {
   double inverse_scale = 1, zero = 0;
 };
 
-// One block's values (a column's rows, any stride), solved alone.
+// One block (rows of one column), solved alone.
 HqqBlock hqq_solve_block(const std::vector<double>& w, double max_code, const HqqOptions& o) {
   const auto [lo_it, hi_it] = std::minmax_element(w.begin(), w.end());
   const double range = *hi_it - *lo_it;
@@ -70,20 +71,24 @@ HqqWeight hqq_quantize(const ir::Tensor& w, int64_t bits, int64_t block_size, co
   out.codes.resize(static_cast<size_t>(k_rows * n_cols));
   out.scales.resize(static_cast<size_t>(n_cols * k_blocks));
   out.zeros.resize(out.scales.size());
-  std::vector<double> block;
-  for (int64_t n = 0; n < n_cols; ++n)
-    for (int64_t j = 0; j < k_blocks; ++j) {
-      const int64_t begin = j * block_size, end = std::min(k_rows, begin + block_size);
-      block.clear();
-      for (int64_t k = begin; k < end; ++k) block.push_back(x[k * n_cols + n]);
-      const HqqBlock b = hqq_solve_block(block, max_code, options);
-      const size_t p = static_cast<size_t>(n * k_blocks + j);
-      out.scales[p] = static_cast<float>(1.0 / b.inverse_scale);
-      out.zeros[p] = static_cast<float>(b.zero);
-      for (int64_t k = begin; k < end; ++k)
-        out.codes[static_cast<size_t>(k * n_cols + n)] = static_cast<uint8_t>(std::clamp(
-            std::nearbyint(block[static_cast<size_t>(k - begin)] * b.inverse_scale + b.zero), 0.0, max_code));
-    }
+  // Blocks are independent: columns split over threads give the same result for any count.
+  const int threads = options.threads > 0 ? options.threads : engine::hardware_threads();
+  engine::parallel_for(threads, n_cols, 8, [&](int64_t first, int64_t last) {
+    std::vector<double> block;
+    for (int64_t n = first; n < last; ++n)
+      for (int64_t j = 0; j < k_blocks; ++j) {
+        const int64_t begin = j * block_size, end = std::min(k_rows, begin + block_size);
+        block.clear();
+        for (int64_t k = begin; k < end; ++k) block.push_back(x[k * n_cols + n]);
+        const HqqBlock b = hqq_solve_block(block, max_code, options);
+        const size_t p = static_cast<size_t>(n * k_blocks + j);
+        out.scales[p] = static_cast<float>(1.0 / b.inverse_scale);
+        out.zeros[p] = static_cast<float>(b.zero);
+        for (int64_t k = begin; k < end; ++k)
+          out.codes[static_cast<size_t>(k * n_cols + n)] = static_cast<uint8_t>(std::clamp(
+              std::nearbyint(block[static_cast<size_t>(k - begin)] * b.inverse_scale + b.zero), 0.0, max_code));
+      }
+  });
   return out;
 }
 

@@ -19,6 +19,7 @@ struct HqqOptions {
   double beta = 10.0;
   double kappa = 1.01;
   int iterations = 20;
+  int threads = 0;  // columns solved at once; 0: every hardware thread
 };
 
 // HQQ of W [K, N] in blocks of `block_size` rows of a column (MatMulNBits' blocks), block index

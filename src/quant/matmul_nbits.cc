@@ -197,7 +197,9 @@ MatMulNBitsResult write_matmul_nbits(const ir::Model& model, const QuantConfig& 
       }
       q = pack_nbits_weight(planned->data->values<uint8_t>(), k, n, grid, p.bits, p.group_size, p.symmetric);
     } else if (p.algorithm == "HQQ") {
-      q = hqq_nbits_weight(w, p.bits, p.group_size);
+      HqqOptions hqq;
+      hqq.threads = config.calib.threads;
+      q = hqq_nbits_weight(w, p.bits, p.group_size, hqq);
     } else {
       q = quantize_nbits_weight(w, p.bits, p.group_size, p.symmetric);
     }
