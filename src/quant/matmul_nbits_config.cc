@@ -47,6 +47,12 @@ void apply_matmul_nbits_params(MatMulNBitsParams& p, const nlohmann::json& value
                   " (known: Algorithm, GroupSize, Symmetric, Bits, AccuracyLevel)");
     }
   }
+  // HQQ solves each block's zero point: its blocks are asymmetric (a Symmetric true from defaults or
+  // a preset gives way; asked for beside HQQ, it is refused).
+  if (p.algorithm == "HQQ" && value.contains("Symmetric") && value["Symmetric"] == true)
+    throw Error(
+        "MatMulNBitsParams Algorithm HQQ with Symmetric true: HQQ's blocks are asymmetric (it solves each "
+        "block's zero point); leave Symmetric out");
   // HQQ's zero points are floats, which ONNX Runtime's MatMulNBits kernel takes with 4 bits only.
   if (p.algorithm == "HQQ" && p.bits != 4)
     throw unsupported("MatMulNBitsParams Algorithm HQQ with Bits " + std::to_string(p.bits) +

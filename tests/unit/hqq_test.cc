@@ -15,6 +15,7 @@
 #include "passes/pipeline.h"
 #include "quant/config_keys.h"
 #include "quant/matmul_nbits.h"
+#include "quant/presets.h"
 #include "support/export_models.h"
 #include "support/one_node.h"
 #include "support/pass_check.h"
@@ -174,7 +175,7 @@ TEST(Hqq, OrtRunsTheWrittenModelAsTheEngineDoes) {
   if (!HasFailure()) fs::remove_all(dir);
 }
 
-TEST(Hqq, RefusedWithEightBits) {
+TEST(Hqq, RefusedByName) {
   QuantConfig c;
   apply_extra_option(c, "UseMatMulNBits", true);
   for (const nlohmann::json& params :
@@ -183,6 +184,15 @@ TEST(Hqq, RefusedWithEightBits) {
     EXPECT_NE(e.find("MatMulNBitsParams Algorithm HQQ with Bits 8"), std::string::npos) << e;
     EXPECT_EQ(e.find('\n'), std::string::npos);
   }
+  const std::string e = testing::error_of([&] {
+    apply_extra_option(c, "MatMulNBitsParams", {{"Algorithm", "HQQ"}, {"Symmetric", true}});
+  });
+  EXPECT_NE(e.find("MatMulNBitsParams Algorithm HQQ with Symmetric true"), std::string::npos) << e;
+  // Symmetric true from the preset gives way to HQQ's asymmetric blocks.
+  QuantConfig preset;
+  apply_preset(preset, "MATMUL_NBITS");
+  EXPECT_NO_THROW(apply_extra_option(preset, "MatMulNBitsParams", {{"Algorithm", "HQQ"}}));
+  EXPECT_NO_THROW(check_config(preset));
 }
 
 }  // namespace
