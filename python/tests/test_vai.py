@@ -158,7 +158,8 @@ def test_error_kinds_are_python_exception_classes(tiny_model, tmp_path):
     # onnxptq.Error); a bad value stays a plain onnxptq.Error (a ValueError).
     with pytest.raises(onnxptq.UnsupportedError, match="HQQ") as unsupported:
         vai_q_onnx.quantize_static(tiny_model, str(tmp_path / "q.onnx"), None,
-                                   extra_options={"UseMatMulNBits": True, "MatMulNBitsParams": {"Algorithm": "HQQ"}})
+                                   extra_options={"UseMatMulNBits": True,
+                                                  "MatMulNBitsParams": {"Algorithm": "HQQ", "Bits": 8}})
     assert isinstance(unsupported.value, NotImplementedError) and isinstance(unsupported.value, onnxptq.Error)
     with pytest.raises(onnxptq.Error) as bad:
         vai_q_onnx.quantize_static(tiny_model, str(tmp_path / "q.onnx"), None, extra_options={"CLESteps": 1.5})

@@ -161,10 +161,10 @@ struct MxAttributes {
 struct MatMulNBitsParams {
   // "DEFAULT": round to nearest; "GPTQ": GPTQ on the same scales, from the float model's MatMul
   // inputs on the calibration data (finetune/gptq.h, with GPTQParams' BlockSize, PercDamp,
-  // ActOrder); "HQQ" is refused (not built).
+  // ActOrder); "HQQ": Half-Quadratic Quantization's float zero points (quant/hqq.h), 4 bits only.
   std::string algorithm = "DEFAULT";
   int64_t group_size = 128;           // the op's block_size: a power of 2, at least 16
-  bool symmetric = true;              // false: a uint8-packed zero point per block
+  bool symmetric = true;              // false: a uint8-packed zero point per block (HQQ: floats, always)
   int64_t bits = 4;                   // 4 or 8
   int64_t accuracy_level = 0;         // the op's accuracy_level (0-4), written when not 0
   bool given = false;                 // the extra option was set (it needs UseMatMulNBits)
@@ -436,8 +436,8 @@ bool has_post_quantization(const QuantConfig& config);
 void check_gptq_config(const QuantConfig& config);
 
 // Sets config.matmul_nbits from extra_options' MatMulNBitsParams (Algorithm, GroupSize, Symmetric,
-// Bits, AccuracyLevel). Error naming a key that is unknown or of the wrong kind, a value ONNX
-// Runtime's MatMulNBits does not take, or an algorithm not built (HQQ).
+// Bits, AccuracyLevel). Error naming a key that is unknown or of the wrong kind, or a value ONNX
+// Runtime's MatMulNBits does not take (HQQ's float zero points with 8 bits, for one).
 void apply_matmul_nbits_params(MatMulNBitsParams& params, const nlohmann::json& value);
 
 // The dpu_pass_switches keys enable_npu_transformer takes (Quark turns them on for it in

@@ -230,7 +230,7 @@ void add_quantizer_options(std::vector<ConfigKey>& keys) {
             [](QuantConfig& c, const ConfigKey& k, const json& v) { c.use_matmul_nbits = json_bool(k.name, v); }));
   add(limited(kExtra, "MatMulNBitsParams", "object",
               "{Algorithm DEFAULT, GroupSize 128, Symmetric true, Bits 4, AccuracyLevel 0}", "quant",
-              "with UseMatMulNBits; Algorithm HQQ is not built (DEFAULT, round to nearest, and GPTQ are)",
+              "with UseMatMulNBits; Algorithm HQQ with Bits 4 only (its zero points are floats)",
               [](QuantConfig& c, const ConfigKey&, const json& v) { apply_matmul_nbits_params(c.matmul_nbits, v); }));
   add(works(kExtra, "Int32Bias", "bool", "by path", "quant",
             [](QuantConfig& c, const ConfigKey& k, const json& v) { c.int32_bias = json_bool(k.name, v); }));

@@ -9,6 +9,7 @@
 #include <set>
 
 #include "onnxptq/error.h"
+#include "quant/hqq.h"
 #include "quant/node_selection.h"
 #include "quant/qdq_nodes.h"
 
@@ -195,6 +196,10 @@ MatMulNBitsResult write_matmul_nbits(const ir::Model& model, const QuantConfig& 
         grid.zero_codes.push_back(static_cast<uint8_t>(s.zero_point));
       }
       q = pack_nbits_weight(planned->data->values<uint8_t>(), k, n, grid, p.bits, p.group_size, p.symmetric);
+    } else if (p.algorithm == "HQQ") {
+      HqqOptions hqq;
+      hqq.threads = config.calib.threads;
+      q = hqq_nbits_weight(w, p.bits, p.group_size, hqq);
     } else {
       q = quantize_nbits_weight(w, p.bits, p.group_size, p.symmetric);
     }

@@ -27,9 +27,7 @@ void apply_matmul_nbits_params(MatMulNBitsParams& p, const nlohmann::json& value
     if (key == "Algorithm") {
       if (!v.is_string()) bad(key, "a string", v);
       const std::string a = v.get<std::string>();
-      if (a == "HQQ")
-        throw unsupported("MatMulNBitsParams Algorithm HQQ: not built yet (DEFAULT, round to nearest, and GPTQ are)");
-      if (a != "DEFAULT" && a != "GPTQ") bad(key, "DEFAULT, GPTQ or HQQ", v);
+      if (a != "DEFAULT" && a != "GPTQ" && a != "HQQ") bad(key, "DEFAULT, GPTQ or HQQ", v);
       p.algorithm = a;
     } else if (key == "GroupSize") {
       // MatMulNBits' block_size: a power of 2, at least 16 (ONNX Runtime's contrib operator schema).
@@ -49,6 +47,16 @@ void apply_matmul_nbits_params(MatMulNBitsParams& p, const nlohmann::json& value
                   " (known: Algorithm, GroupSize, Symmetric, Bits, AccuracyLevel)");
     }
   }
+  // HQQ solves each block's zero point: its blocks are asymmetric (a Symmetric true from defaults or
+  // a preset gives way; asked for beside HQQ, it is refused).
+  if (p.algorithm == "HQQ" && value.contains("Symmetric") && value["Symmetric"] == true)
+    throw Error(
+        "MatMulNBitsParams Algorithm HQQ with Symmetric true: HQQ's blocks are asymmetric (it solves each "
+        "block's zero point); leave Symmetric out");
+  // HQQ's zero points are floats, which ONNX Runtime's MatMulNBits kernel takes with 4 bits only.
+  if (p.algorithm == "HQQ" && p.bits != 4)
+    throw unsupported("MatMulNBitsParams Algorithm HQQ with Bits " + std::to_string(p.bits) +
+                      ": HQQ writes float zero points, which ONNX Runtime's MatMulNBits takes with 4 bits only");
 }
 
 }  // namespace onnxptq::quant

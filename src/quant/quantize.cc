@@ -318,7 +318,7 @@ void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::D
                        RangeCache* known_ranges, bool with_export, const PlanRefiner& refine,
                        const KnownRanges* given) {
   if (has_post_quantization(config) && !refine)
-    throw Error(std::string(config.include_fast_ft     ? "include_fast_ft"
+    throw Error(std::string(config.include_fast_ft   ? "include_fast_ft"
                             : config.bias_correction ? "BiasCorrection"
                             : config.use_gptq        ? "UseGPTQ"
                                                      : "MatMulNBitsParams Algorithm GPTQ") +
@@ -359,7 +359,7 @@ void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::D
   }
   if (config.use_matmul_nbits) {  // Quark's MatMulNBits path: no calibration, no Q/DQ
     r.plan = Plan{};
-    const bool gptq = config.matmul_nbits.algorithm == "GPTQ";
+    const bool gptq = config.matmul_nbits.algorithm == "GPTQ", hqq = config.matmul_nbits.algorithm == "HQQ";
     if (gptq) {  // the weights rounded by GPTQ above the quantizer (finetune/gptq.h), from the float model's inputs
       r.plan = matmul_nbits_plan(model, config);
       r.seconds["plan"] = seconds_since(start);
@@ -373,7 +373,8 @@ void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::D
     MatMulNBitsResult written = write_matmul_nbits(model, config, gptq ? &r.plan : nullptr);
     say("UseMatMulNBits: " + std::to_string(written.quantized_nodes.size()) + " MatMuls to MatMulNBits (" +
         std::to_string(config.matmul_nbits.bits) + "-bit, block " + std::to_string(config.matmul_nbits.group_size) +
-        (config.matmul_nbits.symmetric ? ", symmetric" : ", asymmetric") + (gptq ? ", GPTQ)" : ")"));
+        (hqq ? ", HQQ, float zero points)"
+             : std::string(config.matmul_nbits.symmetric ? ", symmetric" : ", asymmetric") + (gptq ? ", GPTQ)" : ")")));
     r.plan.quantized_nodes = std::move(written.quantized_nodes);
     r.model = std::move(written.model);
     r.seconds["export"] = seconds_since(start);

@@ -185,7 +185,7 @@ TEST(PublicApi, CommandExitCodesFollowTheKind) {
   EXPECT_EQ(
       cli_test::onnxptq("quantize " + saved.path.string() + " -o " + out +
                         " --random 1 --extra-option UseMatMulNBits=true --extra-option "
-                        "'MatMulNBitsParams={\"Algorithm\":\"HQQ\"}'")
+                        "'MatMulNBitsParams={\"Algorithm\":\"HQQ\",\"Bits\":8}'")
           .code,
       3);
   EXPECT_EQ(

@@ -103,10 +103,10 @@ TEST(MatMulNBits, KernelDequantizesAsTheOperatorDefines) {
     if (!q.zero_points) inputs.push_back({"", {}, false});
     inputs.push_back({"", {}, false});
     inputs.push_back({"bias", ir::Tensor::from_values<float>({2}, std::vector<float>{0.5f, -2.f}), true});
-    std::vector<ir::Tensor> with_bias = testing::run_node(
-        "MatMulNBits", "com.microsoft", 21, inputs,
-        testing::attrs(ir::Attribute::of_int("K", 20), ir::Attribute::of_int("N", 2), ir::Attribute::of_int("bits", 4),
-                       ir::Attribute::of_int("block_size", 16)));
+    std::vector<ir::Tensor> with_bias =
+        testing::run_node("MatMulNBits", "com.microsoft", 21, inputs,
+                          testing::attrs(ir::Attribute::of_int("K", 20), ir::Attribute::of_int("N", 2),
+                                         ir::Attribute::of_int("bits", 4), ir::Attribute::of_int("block_size", 16)));
     std::span<const float> wb = with_bias[0].values<float>();
     for (int k = 0; k < 20; ++k) {
       EXPECT_EQ(wb[k * 2], w[k * 2] + 0.5f) << k;
@@ -319,8 +319,10 @@ TEST(MatMulNBits, KeysAndRefusals) {
   EXPECT_EQ(c.matmul_nbits.accuracy_level, 1);
   EXPECT_NO_THROW(check_config(c));
   QuantConfig hqq;
-  std::string e = testing::error_of([&] { apply_extra_option(hqq, "MatMulNBitsParams", {{"Algorithm", "HQQ"}}); });
-  EXPECT_NE(e.find("Algorithm HQQ: not built yet"), std::string::npos) << e;
+  std::string e = testing::error_of([&] {
+    apply_extra_option(hqq, "MatMulNBitsParams", {{"Algorithm", "HQQ"}, {"Bits", 8}});
+  });
+  EXPECT_NE(e.find("Algorithm HQQ with Bits 8"), std::string::npos) << e;
   QuantConfig gptq;
   apply_extra_option(gptq, "UseMatMulNBits", true);
   apply_extra_option(gptq, "MatMulNBitsParams", {{"Algorithm", "GPTQ"}});
