@@ -46,6 +46,16 @@ void KernelRegistry::add(std::string domain, std::string op_type, int since, int
   entries_.push_back({std::move(domain), std::move(op_type), since, until, std::move(make)});
 }
 
+void ValueKernel::run(const RunContext& ctx, std::span<const Tensor* const> inputs, std::span<Tensor> outputs) const {
+  std::vector<Value> in_values(inputs.size());
+  std::vector<const Value*> in(inputs.size(), nullptr);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i]) in[i] = &(in_values[i] = *inputs[i]);
+  std::vector<Value> out(outputs.size());
+  run_values(ctx, in, out);
+  for (size_t i = 0; i < outputs.size(); ++i) outputs[i] = out[i].tensor();
+}
+
 const KernelFactory* KernelRegistry::find(std::string_view domain, std::string_view op_type, int64_t opset) const {
   for (const Entry& e : entries_)
     if (e.op_type == op_type && same_domain(e.domain, domain) && opset >= e.since && opset <= e.until) return &e.make;
