@@ -140,6 +140,8 @@ void register_detection_kernels(KernelRegistry& registry);    // NonMaxSuppressi
 void register_signal_kernels(KernelRegistry& registry);       // windows, DFT, STFT, MelWeightMatrix
 void register_random_kernels(KernelRegistry& registry);       // Bernoulli, RandomUniformLike
 void register_text_kernels(KernelRegistry& registry);         // StringNormalizer, TfIdfVectorizer
+void register_loop_scan_kernels(KernelRegistry& registry);    // Loop, Scan
+void register_sequence_kernels(KernelRegistry& registry);     // Sequence*, SplitToSequence, ConcatFromSequence
 
 // A factory for kernel class K, built from the KernelInfo when K takes one.
 template <class K>

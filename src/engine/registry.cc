@@ -37,6 +37,8 @@ const KernelRegistry& KernelRegistry::instance() {
     register_signal_kernels(r);
     register_random_kernels(r);
     register_text_kernels(r);
+    register_loop_scan_kernels(r);
+    register_sequence_kernels(r);
     return r;
   }();
   return registry;
