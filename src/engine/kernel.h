@@ -142,6 +142,7 @@ void register_random_kernels(KernelRegistry& registry);       // Bernoulli, Rand
 void register_text_kernels(KernelRegistry& registry);         // StringNormalizer, TfIdfVectorizer
 void register_loop_scan_kernels(KernelRegistry& registry);    // Loop, Scan
 void register_sequence_kernels(KernelRegistry& registry);     // Sequence*, SplitToSequence, ConcatFromSequence
+void register_optional_kernels(KernelRegistry& registry);     // Optional, OptionalHasElement, OptionalGetElement
 
 // A factory for kernel class K, built from the KernelInfo when K takes one.
 template <class K>

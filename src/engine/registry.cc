@@ -39,6 +39,7 @@ const KernelRegistry& KernelRegistry::instance() {
     register_text_kernels(r);
     register_loop_scan_kernels(r);
     register_sequence_kernels(r);
+    register_optional_kernels(r);
     return r;
   }();
   return registry;
