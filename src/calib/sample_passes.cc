@@ -95,7 +95,7 @@ void SamplePasses::run(bool first, const Reduce& reduce, size_t limit) {
         else
           hooks.observe = &observe;
         try {
-          session_->run(*feed, hooks);
+          session_->run_for_hooks(*feed, hooks);
         } catch (const Error& e) {
           throw Error("calibration sample " + std::to_string(sample) + " of " + reader_.describe() + ": " + e.what());
         }

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "engine/parallel.h"
+#include "engine/value.h"
 #include "ir/graph.h"
 #include "ir/tensor.h"
 #include "onnxptq/error.h"
@@ -33,7 +34,7 @@ class ExtremaSink;
 struct KernelInfo {
   const ir::Node& node;
   int64_t opset;  // version of the node's domain imported by the model
-  // One entry per input of the node: the value when it is a constant (an initializer, or a
+  // One entry per input of the node: the value when it is a constant tensor (an initializer, or a
   // Constant folded by the engine), else nullptr. Omitted optional inputs are nullptr too.
   std::vector<const Tensor*> constant_inputs;
   // Element types and shapes as known before running (may be unknown: Kind::None).
@@ -73,14 +74,27 @@ class Kernel {
   virtual void run(const RunContext& ctx, std::span<const Tensor* const> inputs, std::span<Tensor> outputs) const = 0;
 };
 
-// A compiled graph, for the kernels of If, Loop and Scan.
+// The kernel of an op whose inputs or outputs may be sequences or optionals (engine/value.h), or
+// that passes any value along (Identity, If, Loop, Scan): the engine calls run_values, with
+// every input and output as a Value. Other kernels see tensors only; a sequence or optional
+// given to one is an error naming the input.
+class ValueKernel : public Kernel {
+ public:
+  // inputs[i] is nullptr for an omitted optional input; implicit inputs follow, as for Kernel.
+  virtual void run_values(const RunContext& ctx, std::span<const Value* const> inputs,
+                          std::span<Value> outputs) const = 0;
+  // For callers with tensors only: run_values on them (an output that is not a tensor is an error).
+  void run(const RunContext& ctx, std::span<const Tensor* const> inputs, std::span<Tensor> outputs) const final;
+};
+
+// A compiled graph, for the kernels of If, Loop, Scan and SequenceMap.
 class GraphRunner {
  public:
   virtual ~GraphRunner() = default;
-  // `outer` are the enclosing values named when compiled; `inputs` the subgraph's own inputs.
-  // Returns the subgraph's outputs in order.
-  virtual std::vector<Tensor> run(const RunContext& ctx, std::span<const Tensor* const> outer,
-                                  std::span<const Tensor* const> inputs) const = 0;
+  // `outer` are the enclosing values named when compiled; `inputs` the subgraph's own inputs
+  // (nullptr: not given). Returns the subgraph's outputs in order.
+  virtual std::vector<Value> run(const RunContext& ctx, std::span<const Value* const> outer,
+                                 std::span<const Value* const> inputs) const = 0;
 };
 
 using KernelFactory = std::function<std::unique_ptr<Kernel>(const KernelInfo&)>;
@@ -126,6 +140,9 @@ void register_detection_kernels(KernelRegistry& registry);    // NonMaxSuppressi
 void register_signal_kernels(KernelRegistry& registry);       // windows, DFT, STFT, MelWeightMatrix
 void register_random_kernels(KernelRegistry& registry);       // Bernoulli, RandomUniformLike
 void register_text_kernels(KernelRegistry& registry);         // StringNormalizer, TfIdfVectorizer
+void register_loop_scan_kernels(KernelRegistry& registry);    // Loop, Scan
+void register_sequence_kernels(KernelRegistry& registry);     // Sequence*, SplitToSequence, ConcatFromSequence
+void register_optional_kernels(KernelRegistry& registry);     // Optional, OptionalHasElement, OptionalGetElement
 
 // A factory for kernel class K, built from the KernelInfo when K takes one.
 template <class K>

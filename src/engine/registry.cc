@@ -37,6 +37,9 @@ const KernelRegistry& KernelRegistry::instance() {
     register_signal_kernels(r);
     register_random_kernels(r);
     register_text_kernels(r);
+    register_loop_scan_kernels(r);
+    register_sequence_kernels(r);
+    register_optional_kernels(r);
     return r;
   }();
   return registry;
@@ -44,6 +47,16 @@ const KernelRegistry& KernelRegistry::instance() {
 
 void KernelRegistry::add(std::string domain, std::string op_type, int since, int until, KernelFactory make) {
   entries_.push_back({std::move(domain), std::move(op_type), since, until, std::move(make)});
+}
+
+void ValueKernel::run(const RunContext& ctx, std::span<const Tensor* const> inputs, std::span<Tensor> outputs) const {
+  std::vector<Value> in_values(inputs.size());
+  std::vector<const Value*> in(inputs.size(), nullptr);
+  for (size_t i = 0; i < inputs.size(); ++i)
+    if (inputs[i]) in[i] = &(in_values[i] = *inputs[i]);
+  std::vector<Value> out(outputs.size());
+  run_values(ctx, in, out);
+  for (size_t i = 0; i < outputs.size(); ++i) outputs[i] = out[i].tensor();
 }
 
 const KernelFactory* KernelRegistry::find(std::string_view domain, std::string_view op_type, int64_t opset) const {

@@ -43,19 +43,20 @@ class GraphExecutor : public GraphRunner {
   GraphExecutor(const ir::Model& model, const ir::Graph& graph, const std::vector<std::string>& outer_names,
                 const SessionOptions& options, const ShownAs& shown_as = {});
 
-  std::vector<Tensor> run(const RunContext& ctx, std::span<const Tensor* const> outer,
-                          std::span<const Tensor* const> inputs) const override {
+  std::vector<Value> run(const RunContext& ctx, std::span<const Value* const> outer,
+                         std::span<const Value* const> inputs) const override {
     return run_with_hooks(ctx, outer, inputs, RunHooks{});
   }
 
-  std::vector<Tensor> run_with_hooks(const RunContext& ctx, std::span<const Tensor* const> outer,
-                                     std::span<const Tensor* const> inputs, const RunHooks& hooks) const;
+  std::vector<Value> run_with_hooks(const RunContext& ctx, std::span<const Value* const> outer,
+                                    std::span<const Value* const> inputs, const RunHooks& hooks) const;
 
  private:
   struct Step {
     const ir::Node* node;
     int64_t opset;
     std::unique_ptr<Kernel> kernel;
+    const ValueKernel* value_kernel;  // the kernel, when it takes values other than tensors
     std::vector<int> inputs;   // -1: omitted
     std::vector<int> outputs;  // -1: omitted
     std::vector<int> release;  // slots whose last use is this step
@@ -64,13 +65,21 @@ class GraphExecutor : public GraphRunner {
   int slot_of(const std::string& name) const;
   int new_slot(const std::string& name);
   void add_node(const ir::Node& node, const SessionOptions& options);
+  // Buffers of the tensor path, reused from step to step.
+  struct TensorScratch {
+    std::vector<const Tensor*> in;
+    std::vector<Tensor> out;
+  };
+  // Runs a step's kernel: a ValueKernel on the values, any other on the tensors they hold.
+  void run_kernel(const Step& step, const RunContext& ctx, std::span<const Value* const> in, std::span<Value> out,
+                  TensorScratch& scratch) const;
 
   const ir::Model& model_;
   const ir::Graph& graph_;
   std::unordered_map<std::string, int> slots_;
   std::vector<std::string> slot_names_;
-  std::vector<const Tensor*> constant_of_slot_;  // non-null for constants
-  std::vector<std::unique_ptr<Tensor>> constants_;
+  std::vector<const Value*> constant_of_slot_;  // non-null for constants
+  std::vector<std::unique_ptr<Value>> constants_;
   size_t outer_count_ = 0;
   std::vector<int> input_slots_;
   std::vector<int> output_slots_;
@@ -101,8 +110,8 @@ GraphExecutor::GraphExecutor(const ir::Model& model, const ir::Graph& graph,
   outer_count_ = outer_names.size();
   for (const ir::Value* v : graph.inputs()) input_slots_.push_back(new_slot(v->name()));
   for (const ir::Value* v : graph.initializers()) {
-    auto tensor = std::make_unique<Tensor>(v->initializer());
-    if (options.constant_transform) options.constant_transform(v->name(), *tensor);
+    auto tensor = std::make_unique<Value>(v->initializer());
+    if (options.constant_transform) options.constant_transform(v->name(), tensor->mutable_tensor());
     auto it = slots_.find(v->name());
     int slot = it != slots_.end() && static_cast<size_t>(it->second) >= outer_count_ ? it->second : new_slot(v->name());
     constant_of_slot_[slot] = tensor.get();  // for a graph input too: the value when none is fed
@@ -144,15 +153,17 @@ void GraphExecutor::add_node(const ir::Node& node, const SessionOptions& options
 
   KernelInfo info{node, opset, {}, {}, {}, {}};
   info.threads = options.threads;
-  Step step{&node, opset, nullptr, {}, {}, {}};
+  Step step{&node, opset, nullptr, nullptr, {}, {}, {}};
   bool all_constant = true;
+  std::vector<const Value*> constant_values;
   for (const ir::Value* v : node.inputs()) {
     int slot = v ? slot_of(v->name()) : -1;
     step.inputs.push_back(slot);
-    const Tensor* constant = slot >= 0 ? constant_of_slot_[slot] : nullptr;
+    const Value* constant = slot >= 0 ? constant_of_slot_[slot] : nullptr;
     // A graph input with an initializer can be overridden by a feed: not a constant.
     if (constant && graph_.is_input(v)) constant = nullptr;
-    info.constant_inputs.push_back(constant);
+    info.constant_inputs.push_back(constant && constant->is_tensor() ? &constant->tensor() : nullptr);
+    constant_values.push_back(constant);
     info.input_types.push_back(v ? v->type : ir::ValueType{});
     all_constant = all_constant && (!v || constant);
   }
@@ -165,19 +176,21 @@ void GraphExecutor::add_node(const ir::Node& node, const SessionOptions& options
     return std::unique_ptr<GraphRunner>(new GraphExecutor(model_, sub, outer_names, options));
   };
   step.kernel = with_node_context(node, opset, [&] { return (*factory)(info); });
+  step.value_kernel = dynamic_cast<const ValueKernel*>(step.kernel.get());
 
   // A node of constants only is computed now, once: shape arithmetic, Constant nodes, weights
   // given through Constant nodes (which the constant transform then sees as the weights they are).
   if (all_constant && !is_nondeterministic(node)) {
-    std::vector<const Tensor*> in(info.constant_inputs.begin(), info.constant_inputs.end());
-    std::vector<Tensor> out(node.outputs().size());
+    std::vector<Value> out(node.outputs().size());
     RunContext ctx{info.prepared_threads()};
-    with_node_context(node, opset, [&] { step.kernel->run(ctx, in, out); });
+    TensorScratch scratch;
+    with_node_context(node, opset, [&] { run_kernel(step, ctx, constant_values, out, scratch); });
     for (size_t i = 0; i < out.size(); ++i) {
       const ir::Value* v = node.output(i);
       if (!v) continue;
-      auto tensor = std::make_unique<Tensor>(std::move(out[i]));
-      if (options.constant_transform) options.constant_transform(v->name(), *tensor);
+      auto tensor = std::make_unique<Value>(std::move(out[i]));
+      if (options.constant_transform && tensor->is_tensor())
+        options.constant_transform(v->name(), tensor->mutable_tensor());
       constant_of_slot_[new_slot(v->name())] = tensor.get();
       constants_.push_back(std::move(tensor));
     }
@@ -187,21 +200,44 @@ void GraphExecutor::add_node(const ir::Node& node, const SessionOptions& options
   steps_.push_back(std::move(step));
 }
 
-std::vector<Tensor> GraphExecutor::run_with_hooks(const RunContext& ctx, std::span<const Tensor* const> outer,
-                                                  std::span<const Tensor* const> inputs, const RunHooks& hooks) const {
-  std::vector<Tensor> owned(slot_names_.size());
-  std::vector<const Tensor*> value(slot_names_.size(), nullptr);
+void GraphExecutor::run_kernel(const Step& step, const RunContext& ctx, std::span<const Value* const> in,
+                               std::span<Value> out, TensorScratch& scratch) const {
+  if (step.value_kernel) return step.value_kernel->run_values(ctx, in, out);
+  // The tensor path: the kernel sees the tensors themselves.
+  std::vector<const Tensor*>& tensors = scratch.in;
+  tensors.assign(in.size(), nullptr);
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (!in[i]) continue;
+    if (!in[i]->is_tensor()) {
+      const ir::Value* v = i < step.node->inputs().size() ? step.node->input(i) : nullptr;
+      throw Error("input " + std::to_string(i) + (v ? " '" + v->name() + "'" : std::string()) + " is " +
+                  in[i]->describe() + ", and the op takes tensors");
+    }
+    tensors[i] = &in[i]->tensor();
+  }
+  std::vector<Tensor>& results = scratch.out;
+  results.assign(out.size(), Tensor());
+  step.kernel->run(ctx, tensors, results);
+  for (size_t i = 0; i < out.size(); ++i) out[i] = Value(std::move(results[i]));
+}
+
+std::vector<Value> GraphExecutor::run_with_hooks(const RunContext& ctx, std::span<const Value* const> outer,
+                                                 std::span<const Value* const> inputs, const RunHooks& hooks) const {
+  std::vector<Value> owned(slot_names_.size());
+  std::vector<const Value*> value(slot_names_.size(), nullptr);
   for (size_t i = 0; i < slot_names_.size(); ++i) value[i] = constant_of_slot_[i];
   for (size_t i = 0; i < outer_count_; ++i) value[i] = outer[i];
 
-  // `sink`: the extrema the kernel took of the tensor as it wrote it, if it did.
+  // `sink`: the extrema the kernel took of the tensor as it wrote it, if it did. Hooks see
+  // tensors only: sequences and optionals are never quantized.
   auto produced = [&](int slot, const ExtremaSink* sink) {
-    if (hooks.transform)
-      for (const std::string& name : hook_names_[slot]) (*hooks.transform)(name, owned[slot]);
     value[slot] = &owned[slot];
+    if (!owned[slot].is_tensor()) return;
+    Tensor& t = owned[slot].mutable_tensor();
+    if (hooks.transform)
+      for (const std::string& name : hook_names_[slot]) (*hooks.transform)(name, t);
     if (hooks.observe)
-      for (const std::string& name : hook_names_[slot]) (*hooks.observe)(name, owned[slot]);
-    const Tensor& t = owned[slot];
+      for (const std::string& name : hook_names_[slot]) (*hooks.observe)(name, t);
     if (hooks.observe_extrema && !extrema_names_[slot].empty() &&
         (t.dtype() == DataType::Float || t.dtype() == DataType::Float16 || t.dtype() == DataType::BFloat16)) {
       Extrema e;
@@ -224,20 +260,21 @@ std::vector<Tensor> GraphExecutor::run_with_hooks(const RunContext& ctx, std::sp
     }
   }
 
-  std::vector<const Tensor*> in;
-  std::vector<Tensor> out;
+  std::vector<const Value*> in;
+  std::vector<Value> out;
+  TensorScratch scratch;
   for (const Step& step : steps_) {
     in.assign(step.inputs.size(), nullptr);
     for (size_t i = 0; i < step.inputs.size(); ++i)
       if (step.inputs[i] >= 0) in[i] = value[step.inputs[i]];
-    out.assign(step.outputs.size(), Tensor());
+    out.assign(step.outputs.size(), Value());
     ExtremaSink sink;
     RunContext step_ctx = ctx;
     step_ctx.output_extrema = hooks.observe_extrema && !hooks.transform && !step.outputs.empty() &&
                                       step.outputs[0] >= 0 && !extrema_names_[step.outputs[0]].empty()
                                   ? &sink
                                   : nullptr;
-    with_node_context(*step.node, step.opset, [&] { step.kernel->run(step_ctx, in, out); });
+    with_node_context(*step.node, step.opset, [&] { run_kernel(step, step_ctx, in, out, scratch); });
     for (size_t i = 0; i < step.outputs.size(); ++i) {
       int slot = step.outputs[i];
       if (slot < 0) continue;
@@ -245,12 +282,12 @@ std::vector<Tensor> GraphExecutor::run_with_hooks(const RunContext& ctx, std::sp
       produced(slot, i == 0 ? &sink : nullptr);
     }
     for (int slot : step.release) {
-      owned[slot] = Tensor();
+      owned[slot] = Value();
       value[slot] = nullptr;
     }
   }
 
-  std::vector<Tensor> results;
+  std::vector<Value> results;
   for (int slot : output_slots_) {
     if (!value[slot]) throw Error("graph '" + graph_.name + "': output '" + slot_names_[slot] + "' was not computed");
     results.push_back(*value[slot]);
@@ -309,9 +346,15 @@ Session::~Session() = default;
 
 namespace {
 
-void check_feed(const ir::Value& input, const Tensor& t) {
+void check_feed(const ir::Value& input, const Value& value) {
   const ir::ValueType& type = input.type;
+  if (type.kind == ir::ValueType::Kind::Other && value.is_tensor())
+    throw Error("input '" + input.name() + "' is " + type.to_string() + ", not a tensor: it cannot be fed " +
+                value.describe());
   if (!type.is_tensor()) return;
+  if (!value.is_tensor())
+    throw Error("input '" + input.name() + "': expected a tensor " + type.to_string() + ", got " + value.describe());
+  const Tensor& t = value.tensor();
   if (type.elem_type != DataType::Undefined && t.dtype() != type.elem_type)
     throw Error("input '" + input.name() + "': expected " + std::string(ir::data_type_name(type.elem_type)) + ", got " +
                 std::string(ir::data_type_name(t.dtype())));
@@ -327,6 +370,24 @@ void check_feed(const ir::Value& input, const Tensor& t) {
 }  // namespace
 
 std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& feeds, const RunHooks& hooks) const {
+  std::map<std::string, Value> values(feeds.begin(), feeds.end());  // shares the tensors' data
+  std::vector<Value> outputs = run_values(values, hooks);
+  std::vector<Tensor> tensors;
+  tensors.reserve(outputs.size());
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (!outputs[i].is_tensor())
+      throw Error("output '" + outputs_[i]->name() + "' is " + outputs[i].describe() +
+                  ", and only tensors can be returned");
+    tensors.push_back(std::move(outputs[i].mutable_tensor()));
+  }
+  return tensors;
+}
+
+void Session::run_for_hooks(const std::map<std::string, Tensor>& feeds, const RunHooks& hooks) const {
+  run_values(std::map<std::string, Value>(feeds.begin(), feeds.end()), hooks);
+}
+
+std::vector<Value> Session::run_values(const std::map<std::string, Value>& feeds, const RunHooks& hooks) const {
   const ir::Graph& g = *model_.graph;
   for (const auto& [name, tensor] : feeds) {
     bool known = false;
@@ -337,7 +398,7 @@ std::vector<Tensor> Session::run(const std::map<std::string, Tensor>& feeds, con
       throw Error("the model has no input named '" + name + "' (its inputs: " + names + ")");
     }
   }
-  std::vector<const Tensor*> inputs;
+  std::vector<const Value*> inputs;
   for (const ir::Value* v : g.inputs()) {
     auto it = feeds.find(v->name());
     if (it == feeds.end()) {

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "engine/extrema.h"
+#include "engine/value.h"
 #include "ir/model.h"
 
 namespace onnxptq::engine {
@@ -79,7 +80,12 @@ class Session {
 
   // Runs once; returns the graph outputs in order. Thread-safe: several runs may go at once.
   // Error for a missing or unknown input, or one whose type or shape contradicts the model.
+  // Error for an output that is not a tensor (a sequence or an optional).
   std::vector<Tensor> run(const std::map<std::string, Tensor>& feeds, const RunHooks& hooks = {}) const;
+  // For the hooks alone (calibration, shapes): the outputs, of any kind, are not returned.
+  void run_for_hooks(const std::map<std::string, Tensor>& feeds, const RunHooks& hooks) const;
+  // The same for models whose inputs or outputs may be sequences or optionals (engine/value.h).
+  std::vector<Value> run_values(const std::map<std::string, Value>& feeds, const RunHooks& hooks = {}) const;
 
  private:
   ir::Model model_;

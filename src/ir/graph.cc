@@ -36,7 +36,7 @@ std::optional<std::vector<int64_t>> ValueType::static_shape() const {
 
 std::string ValueType::to_string() const {
   if (kind == Kind::None) return "(unknown)";
-  if (kind == Kind::Other) return "(not a tensor)";
+  if (kind == Kind::Other) return other_name.empty() ? "(not a tensor)" : other_name;
   std::string s(data_type_name(elem_type));
   if (!has_shape) return s + "[?...]";
   s += "[";

@@ -38,14 +38,16 @@ struct ValueType {
   bool has_shape = false;  // rank known
   std::vector<Dim> shape;
   std::string denotation;
-  std::string other;  // Kind::Other: serialized onnx.TypeProto
+  std::string other;       // Kind::Other: serialized onnx.TypeProto
+  std::string other_name;  // Kind::Other, when loaded: ONNX's name of it, "seq(tensor(float))", "optional(...)"
 
   static ValueType tensor(DataType elem_type);
   static ValueType tensor(DataType elem_type, const std::vector<int64_t>& dims);
   bool is_tensor() const { return kind == Kind::Tensor; }
   // The dimensions when all of them are known sizes.
   std::optional<std::vector<int64_t>> static_shape() const;
-  // "float[1,3,?,W]", "float[?...]" when the rank is unknown, "(not a tensor)", "(unknown)"
+  // "float[1,3,?,W]", "float[?...]" when the rank is unknown, "seq(tensor(float))" (or "(not a
+  // tensor)" when not loaded from a file), "(unknown)"
   std::string to_string() const;
 };
 

@@ -1,14 +1,15 @@
 // Reading ONNX models: protobuf into the IR, with external data and the checks that turn a
 // bad file into one clear error.
-#include <algorithm>
 #include <fcntl.h>
 #include <google/protobuf/io/coded_stream.h>
 #include <google/protobuf/io/zero_copy_stream_impl.h>
 #include <google/protobuf/io/zero_copy_stream_impl_lite.h>
 #include <onnx/defs/schema.h>
+#include <onnx/onnx-data_pb.h>
 #include <onnx/onnx_pb.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <climits>
 #include <map>
 #include <optional>
@@ -243,6 +244,25 @@ Tensor tensor_from_proto(onnx::TensorProto& proto, LoadContext& ctx) {
 
 // --------------------------------------------------------------- types
 
+// ONNX's own names of types (onnx/defs/data_type_utils.cc): "tensor(float)", "seq(tensor(int64))".
+std::string type_name(const onnx::TypeProto& proto) {
+  auto elem = [](int32_t t) { return std::string(data_type_name(static_cast<DataType>(t))); };
+  switch (proto.value_case()) {
+    case onnx::TypeProto::kTensorType:
+      return "tensor(" + elem(proto.tensor_type().elem_type()) + ")";
+    case onnx::TypeProto::kSequenceType:
+      return "seq(" + type_name(proto.sequence_type().elem_type()) + ")";
+    case onnx::TypeProto::kOptionalType:
+      return "optional(" + type_name(proto.optional_type().elem_type()) + ")";
+    case onnx::TypeProto::kMapType:
+      return "map(" + elem(proto.map_type().key_type()) + "," + type_name(proto.map_type().value_type()) + ")";
+    case onnx::TypeProto::kSparseTensorType:
+      return "sparse_tensor(" + elem(proto.sparse_tensor_type().elem_type()) + ")";
+    default:
+      return "(unknown)";
+  }
+}
+
 ValueType type_from_proto(const onnx::TypeProto& proto) {
   ValueType type;
   if (proto.value_case() == onnx::TypeProto::kTensorType) {
@@ -262,6 +282,7 @@ ValueType type_from_proto(const onnx::TypeProto& proto) {
   } else if (proto.value_case() != onnx::TypeProto::VALUE_NOT_SET || proto.has_denotation()) {
     type.kind = ValueType::Kind::Other;
     type.other = proto.SerializeAsString();
+    type.other_name = type_name(proto);
   }
   return type;
 }
@@ -506,6 +527,71 @@ Model load_model(const std::filesystem::path& path) {
 }  // namespace onnxptq::ir
 
 namespace onnxptq {
+
+namespace ir {
+namespace {
+
+DataValue data_from_sequence(onnx::SequenceProto& proto, const onnx::TypeProto& type, LoadContext& ctx) {
+  DataValue v;
+  v.kind = DataValue::Kind::Sequence;
+  const onnx::TypeProto& elem = type.sequence_type().elem_type();
+  if (elem.has_tensor_type()) v.elem_type = static_cast<DataType>(elem.tensor_type().elem_type());
+  if (proto.sequence_values_size() || proto.map_values_size() || proto.optional_values_size() ||
+      proto.sparse_tensor_values_size())
+    ctx.fail("only sequences of tensors are supported");
+  for (onnx::TensorProto& t : *proto.mutable_tensor_values()) {
+    DataValue item;
+    item.tensor = tensor_from_proto(t, ctx);
+    v.elements.push_back(std::move(item));
+  }
+  return v;
+}
+
+DataValue data_from_optional(onnx::OptionalProto& proto, const onnx::TypeProto& type, LoadContext& ctx) {
+  DataValue v;
+  v.kind = DataValue::Kind::Optional;
+  const onnx::TypeProto& elem = type.optional_type().elem_type();
+  if (proto.has_tensor_value()) {
+    DataValue item;
+    item.tensor = tensor_from_proto(*proto.mutable_tensor_value(), ctx);
+    v.elements.push_back(std::move(item));
+  } else if (proto.has_sequence_value()) {
+    v.elements.push_back(data_from_sequence(*proto.mutable_sequence_value(), elem, ctx));
+  } else if (proto.has_map_value() || proto.has_optional_value() || proto.has_sparse_tensor_value()) {
+    ctx.fail("only optionals of tensors and sequences are supported");
+  }
+  return v;
+}
+
+}  // namespace
+
+DataValue load_data_value(const std::filesystem::path& path, const ValueType& declared) {
+  DataValue v;
+  if (declared.kind != ValueType::Kind::Other) {
+    v.tensor = load_tensor(path);
+    return v;
+  }
+  LoadContext ctx{path.string(), path.has_parent_path() ? path.parent_path() : ".", {}, false};
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) ctx.fail("no such file");
+  onnx::TypeProto type;
+  if (!type.ParseFromString(declared.other)) ctx.fail("the declared type cannot be read");
+  auto file = MappedFile::open(path);
+  auto size = static_cast<int>(file->size());
+  if (type.has_sequence_type()) {
+    onnx::SequenceProto proto;
+    if (!proto.ParseFromArray(file->data(), size)) ctx.fail("not a serialized ONNX sequence (SequenceProto)");
+    return data_from_sequence(proto, type, ctx);
+  }
+  if (type.has_optional_type()) {
+    onnx::OptionalProto proto;
+    if (!proto.ParseFromArray(file->data(), size)) ctx.fail("not a serialized ONNX optional (OptionalProto)");
+    return data_from_optional(proto, type, ctx);
+  }
+  ctx.fail("values of type " + declared.to_string() + " are not supported");
+}
+
+}  // namespace ir
 
 Tensor load_tensor(const std::filesystem::path& path) {
   ir::LoadContext ctx{path.string(), path.has_parent_path() ? path.parent_path() : ".", {}, false};

@@ -69,6 +69,19 @@ Model parse_model(std::string_view bytes, const std::filesystem::path& base_dir,
 using onnxptq::load_tensor;
 using onnxptq::SaveOptions;
 
+// A value of the ONNX backend test data (input_N.pb, output_N.pb) of the model's type `declared`:
+// a serialized onnx.TensorProto for a tensor, an onnx.SequenceProto of tensors for a sequence, an
+// onnx.OptionalProto (of a tensor or such a sequence) for an optional.
+struct DataValue {
+  enum class Kind { Tensor, Sequence, Optional };
+  Kind kind = Kind::Tensor;
+  Tensor tensor;                             // Kind::Tensor
+  DataType elem_type = DataType::Undefined;  // Kind::Sequence: the declared element type, when known
+  std::vector<DataValue> elements;           // Kind::Sequence: its tensors; Kind::Optional: none or one
+};
+// Error naming the file when it is missing or does not hold what `declared` says.
+DataValue load_data_value(const std::filesystem::path& path, const ValueType& declared);
+
 // Writes the model (and its data file) through temporary files renamed into place, so a
 // failure leaves no half-written output.
 void save_model(const Model& model, const std::filesystem::path& path, const SaveOptions& options = {});

@@ -118,7 +118,7 @@ void fix_shapes(ir::Model& model, const std::map<std::string, std::vector<int64_
   options.constant_transform = [&](const std::string& name, ir::Tensor& t) { record(name, t); };
   engine::Session session(model, options);
   engine::TensorObserver observe = [&](const std::string& name, const ir::Tensor& t) { record(name, t); };
-  session.run(feeds, {&observe});
+  session.run_for_hooks(feeds, {&observe});
 
   size_t stored = 0;
   for (ir::Node* node : g.topological_order()) {

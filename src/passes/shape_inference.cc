@@ -145,7 +145,7 @@ size_t infer_from_run(ir::Model& model, PassContext& context) {
     options.constant_transform = [&](const std::string& name, ir::Tensor& t) { record(name, t); };
     engine::Session session(model, options);
     engine::TensorObserver observe = [&](const std::string& name, const ir::Tensor& t) { record(name, t); };
-    session.run(sample_feeds(session, context), {&observe});
+    session.run_for_hooks(sample_feeds(session, context), {&observe});
   } catch (const std::exception& e) {  // onnxptq::Error, or out of memory at a large default size
     context.log.push_back(std::string("infer_shapes: the engine's sample run failed (") + e.what() +
                           "); values static inference could not type stay unknown");

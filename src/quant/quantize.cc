@@ -53,7 +53,7 @@ std::map<std::string, ir::DataType> value_types(const ir::Model& model, calib::D
   std::map<std::string, ir::DataType> types;
   engine::TensorObserver observe = [&](const std::string& name, const ir::Tensor& t) { types[name] = t.dtype(); };
   try {
-    session.run(*feed, {&observe});
+    session.run_for_hooks(*feed, {&observe});
   } catch (const Error& e) {
     throw Error("calibration sample 0 of " + reader.describe() + ": " + e.what(), e.kind());
   }

@@ -229,7 +229,7 @@ SmoothQuantResult smooth_quant(ir::Model& model, calib::DataReader& reader, cons
   while (config.calib.max_samples == 0 || samples < config.calib.max_samples) {
     std::optional<Feed> feed = reader.next();
     if (!feed) break;
-    session.run(*feed, {&observe});
+    session.run_for_hooks(*feed, {&observe});
     ++samples;
   }
   if (samples == 0) throw Error("SmoothQuant: the calibration data has no sample");

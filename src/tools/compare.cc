@@ -130,8 +130,8 @@ std::vector<TensorError> compare_models(const ir::Model& float_model, const ir::
       s.elements += av.size();
     };
     try {
-      float_session.run(*feed, {&keep});
-      quantized_session.run(*feed, {&compare});
+      float_session.run_for_hooks(*feed, {&keep});
+      quantized_session.run_for_hooks(*feed, {&compare});
     } catch (const Error& e) {
       throw Error("sample " + std::to_string(sample) + " of " + reader.describe() + ": " + e.what());
     }

@@ -147,7 +147,7 @@ DumpResult dump_model(const ir::Model& model, DataReader& reader, const DumpOpti
   engine::Session session(model, so);
   engine::TensorObserver observe = [&](const std::string& name, const ir::Tensor& t) { record(name, t); };
   try {
-    session.run(*feed, {&observe});
+    session.run_for_hooks(*feed, {&observe});
   } catch (const Error& e) {
     throw Error("dump_model: the first sample of " + reader.describe() + ": " + e.what());
   }

@@ -169,6 +169,44 @@ np.save(d + '/x.npy', np.arange(6, dtype=np.float32).reshape(2, 3))
   fs::remove_all(dir);
 }
 
+// The engine runs sequences, but the command feeds and writes tensors: a sequence input or output
+// is a one-line error naming it, and a model with sequences inside quantizes (they are not
+// quantized) and runs.
+TEST(CliRun, SequenceInputsAndOutputsAreOneLineErrors) {
+  fs::path dir = fs::temp_directory_path() / ("onnxptq_cli_sequences_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "make.py") << R"(import numpy as np, onnx, sys
+from onnx import helper, TensorProto
+d = sys.argv[1]
+x = helper.make_tensor_value_info('x', TensorProto.FLOAT, [4, 3])
+seq = helper.make_tensor_sequence_value_info('s', TensorProto.FLOAT, None)
+def save(name, nodes, inputs, outputs):
+    g = helper.make_graph(nodes, 'g', inputs, outputs)
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 13)]), d + '/' + name)
+save('seq_in.onnx', [helper.make_node('ConcatFromSequence', ['s'], ['y'], axis=0)], [seq],
+     [helper.make_tensor_value_info('y', TensorProto.FLOAT, None)])
+save('seq_out.onnx', [helper.make_node('SplitToSequence', ['x'], ['s'])], [x], [seq])
+save('seq_inside.onnx', [helper.make_node('Relu', ['x'], ['r']), helper.make_node('SplitToSequence', ['r'], ['p'], keepdims=0),
+                         helper.make_node('ConcatFromSequence', ['p'], ['c'], axis=0, new_axis=1),
+                         helper.make_node('Sigmoid', ['c'], ['y'])], [x],
+     [helper.make_tensor_value_info('y', TensorProto.FLOAT, [4, 3])])
+np.save(d + '/x.npy', np.arange(12, dtype=np.float32).reshape(4, 3))
+)";
+  ASSERT_EQ(std::system(("/usr/bin/python3 " + (dir / "make.py").string() + " " + dir.string()).c_str()), 0);
+  auto at = [&](const char* name) { return (dir / name).string(); };
+  expect_one_line_error(onnxptq("run " + at("seq_in.onnx") + " --random 1"),
+                        "input 's' is seq(tensor(float)): random inputs are float32 only");
+  expect_one_line_error(onnxptq("run " + at("seq_in.onnx") + " --inputs s=" + at("x.npy")),
+                        "input 's' is seq(tensor(float)), not a tensor: it cannot be fed a float tensor [4,3]");
+  expect_one_line_error(onnxptq("run " + at("seq_out.onnx") + " --inputs " + at("x.npy")),
+                        "output 's' is a sequence of 4 float tensors, and only tensors can be returned");
+  CliRun q = onnxptq("quantize " + at("seq_inside.onnx") + " -o " + at("q.onnx") + " --random 1 --quiet");
+  ASSERT_EQ(q.code, 0) << q.err;
+  CliRun r = onnxptq("run " + at("q.onnx") + " --inputs " + at("x.npy") + " --outputs " + at("out"));
+  EXPECT_EQ(r.code, 0) << r.err;
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace onnxptq
 

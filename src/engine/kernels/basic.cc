@@ -4,9 +4,10 @@
 namespace onnxptq::engine {
 namespace {
 
-class IdentityKernel : public Kernel {
+// Any value passes: a tensor, a sequence or an optional (opset 14 and 16 widened its types).
+class IdentityKernel : public ValueKernel {
  public:
-  void run(const RunContext&, std::span<const Tensor* const> in, std::span<Tensor> out) const override {
+  void run_values(const RunContext&, std::span<const Value* const> in, std::span<Value> out) const override {
     out[0] = *in[0];  // shares the data: copy-on-write keeps the input intact
   }
 };
@@ -56,7 +57,8 @@ class DropoutKernel : public Kernel {
   int64_t opset_;
 };
 
-class IfKernel : public Kernel {
+// The branches' outputs may be sequences and optionals too (opset 13 and 16).
+class IfKernel : public ValueKernel {
  public:
   explicit IfKernel(const KernelInfo& info) : own_inputs_(info.input_count()) {
     const ir::Attribute* then_branch = info.node.find_attribute("then_branch");
@@ -66,13 +68,13 @@ class IfKernel : public Kernel {
     then_ = info.compile_subgraph(*then_branch->g, info.implicit_inputs);
     else_ = info.compile_subgraph(*else_branch->g, info.implicit_inputs);
   }
-  void run(const RunContext& ctx, std::span<const Tensor* const> in, std::span<Tensor> out) const override {
-    const Tensor& cond = *in[0];
+  void run_values(const RunContext& ctx, std::span<const Value* const> in, std::span<Value> out) const override {
+    const Tensor& cond = in[0]->tensor();
     if (cond.size() != 1 || cond.dtype() != DataType::Bool)
       throw Error("the condition must be one bool, got " + std::string(ir::data_type_name(cond.dtype())) +
                   ir::dims_to_string(cond.dims()));
     const GraphRunner& branch = cond.values<bool>()[0] ? *then_ : *else_;
-    std::vector<Tensor> results = branch.run(ctx, in.subspan(own_inputs_), {});
+    std::vector<Value> results = branch.run(ctx, in.subspan(own_inputs_), {});
     if (results.size() != out.size())
       throw Error("the branch gives " + std::to_string(results.size()) + " outputs, the node has " +
                   std::to_string(out.size()));
