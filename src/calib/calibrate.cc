@@ -173,11 +173,17 @@ class Calibrator {
       : reader_(reader),
         options_(options),
         settings_{options, ranges_symmetric(options), calib_histogram_bins(options), qmath::QRange{}, 1} {
+    // Values of If/Loop/Scan bodies too: the engine shows them to observers (a Loop or Scan body's
+    // once per iteration, whose statistics merge as those of more samples do).
     std::set<std::string> known;
-    for (const auto& node : model.graph->nodes())
-      for (const ir::Value* v : node->outputs())
-        if (v) known.insert(v->name());
-    for (const ir::Value* v : model.graph->inputs()) known.insert(v->name());
+    std::vector<ir::Graph*> graphs = model.graph->nested_graphs();
+    graphs.insert(graphs.begin(), model.graph.get());
+    for (const ir::Graph* g : graphs) {
+      for (const auto& node : g->nodes())
+        for (const ir::Value* v : node->outputs())
+          if (v) known.insert(v->name());
+      for (const ir::Value* v : g->inputs()) known.insert(v->name());
+    }
     for (const std::string& name : tensors)
       if (!known.count(name)) throw Error("calibration: the model has no tensor '" + name + "'");
     names_ = tensors;

@@ -29,6 +29,7 @@ using ir::Tensor;
 class Kernel;
 class GraphRunner;
 class ExtremaSink;
+struct RunHooks;
 
 // What a kernel learns when it is built.
 struct KernelInfo {
@@ -63,6 +64,10 @@ struct RunContext {
   // float32 in one sweep of its final values may take them as it writes (parallel_write in
   // engine/extrema.h); the engine reads the output again when the sink is left empty.
   ExtremaSink* output_extrema = nullptr;
+  // The run's hooks (engine/session.h), which a subgraph's runner passes on to the values of its
+  // body: observers and transforms see If branches and Loop/Scan bodies too, a body value once per
+  // iteration under its own name.
+  const RunHooks* hooks = nullptr;
 };
 
 class Kernel {

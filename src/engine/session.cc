@@ -45,7 +45,8 @@ class GraphExecutor : public GraphRunner {
 
   std::vector<Value> run(const RunContext& ctx, std::span<const Value* const> outer,
                          std::span<const Value* const> inputs) const override {
-    return run_with_hooks(ctx, outer, inputs, RunHooks{});
+    static const RunHooks none;
+    return run_with_hooks(ctx, outer, inputs, ctx.hooks ? *ctx.hooks : none);
   }
 
   std::vector<Value> run_with_hooks(const RunContext& ctx, std::span<const Value* const> outer,
@@ -270,6 +271,7 @@ std::vector<Value> GraphExecutor::run_with_hooks(const RunContext& ctx, std::spa
     out.assign(step.outputs.size(), Value());
     ExtremaSink sink;
     RunContext step_ctx = ctx;
+    step_ctx.hooks = &hooks;
     step_ctx.output_extrema = hooks.observe_extrema && !hooks.transform && !step.outputs.empty() &&
                                       step.outputs[0] >= 0 && !extrema_names_[step.outputs[0]].empty()
                                   ? &sink

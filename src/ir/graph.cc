@@ -194,6 +194,23 @@ Value* Graph::lookup(std::string_view value_name) const {
   return nullptr;
 }
 
+Value* Graph::find_value_nested(std::string_view value_name) const {
+  if (Value* v = find_value(value_name)) return v;
+  for (const Graph* g : nested_graphs())
+    if (Value* v = g->find_value(value_name)) return v;
+  return nullptr;
+}
+
+std::vector<Graph*> Graph::nested_graphs() const {
+  std::vector<Graph*> found;
+  for (const auto& node : nodes_)
+    for (Graph* sub : node->subgraphs()) {
+      found.push_back(sub);
+      for (Graph* deeper : sub->nested_graphs()) found.push_back(deeper);
+    }
+  return found;
+}
+
 Value* Graph::add_value(const std::string& value_name) {
   if (value_name.empty()) throw Error("a value needs a name");
   auto [it, inserted] = values_.try_emplace(value_name);

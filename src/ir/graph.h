@@ -172,6 +172,11 @@ class Graph {
   Value* find_value(std::string_view value_name) const;
   // In this graph, then in the enclosing graphs (the scope rule of subgraphs), or nullptr.
   Value* lookup(std::string_view value_name) const;
+  // In this graph, then in the subgraphs nested in it (If branches, Loop and Scan bodies, at any
+  // depth), or nullptr: where a name is unique across the model, the value of that name.
+  Value* find_value_nested(std::string_view value_name) const;
+  // The subgraphs of this graph's nodes and theirs, depth first, in node order.
+  std::vector<Graph*> nested_graphs() const;
   // A new value; Error if this graph already has one of that name.
   Value* add_value(const std::string& value_name);
   // A new value named after `base`, with a name used nowhere in the model.

@@ -119,7 +119,7 @@ void assign_block_axes(Plan& plan, const ir::Graph& graph, const QuantConfig& co
   };
   bool any = false;
   for (TensorPlan& t : plan.tensors) {
-    const ir::Value* v = graph.find_value(t.name);
+    const ir::Value* v = graph.find_value_nested(t.name);
     if (quant_type_is_block(t.type)) {
       any = true;
       t.block_axis = attributes_axis(v, t.type);

@@ -235,6 +235,9 @@ struct QuantConfig {
   bool dedicated_qdq_pair = false;             // DedicatedQDQPair
   bool force_quantize_no_input_check = false;  // ForceQuantizeNoInputCheck
   std::optional<bool> matmul_const_b_only;     // MatMulConstBOnly; unset: enable_npu_transformer (Quark)
+  // EnableSubgraph (vai_q_onnx, ONNX Runtime): the nodes of If/Loop/Scan bodies are quantized too,
+  // where the format writes Q/DQ pairs (quantizes_subgraphs in quant/plan.h); on by default.
+  bool enable_subgraph = true;
   std::set<std::string> op_types_to_exclude_output_quantization;  // OpTypesToExcludeOutputQuantization
   std::set<std::string> nodes_to_exclude_output_quantization;     // NodesToExcludeOutputQuantization (Quark)
   std::map<std::string, int64_t> per_channel_axis;                // QDQOpTypePerChannelSupportToAxis

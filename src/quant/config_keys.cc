@@ -242,6 +242,8 @@ void add_quantizer_options(std::vector<ConfigKey>& keys) {
             [](QuantConfig& c, const ConfigKey& k, const json& v) {
               c.force_quantize_no_input_check = json_bool(k.name, v);
             }));
+  add(works(kExtra, "EnableSubgraph", "bool", "true", "quant",
+            [](QuantConfig& c, const ConfigKey& k, const json& v) { c.enable_subgraph = json_bool(k.name, v); }));
   add(works(kExtra, "MatMulConstBOnly", "bool", "= enable_npu_transformer", "quant",
             [](QuantConfig& c, const ConfigKey& k, const json& v) { c.matmul_const_b_only = json_bool(k.name, v); }));
   add(works(kExtra, "QuantizeAllOpTypes", "bool", "false", "quant",

@@ -24,7 +24,12 @@ using ir::DataType;
 class QdqExporter {
  public:
   QdqExporter(const ir::Model& model, const Plan& plan, const QuantConfig& config, QdqStyle style)
-      : model_(ir::clone_model(model)), g_(*model_.graph), plan_(plan), config_(config), style_(std::move(style)) {}
+      : model_(ir::clone_model(model)),
+        root_(*model_.graph),
+        g_(&root_),
+        plan_(plan),
+        config_(config),
+        style_(std::move(style)) {}
 
   ir::Model run() {
     if (style_.domain.empty()) {  // the standard ops: their opset rules (as ORT's QDQQuantizer)
@@ -52,7 +57,7 @@ class QdqExporter {
               std::to_string(model_.opset("")) + " (upgrade it first, or set FloatQDQAsCustomOps)");
     if (!style_.domain.empty()) model_.set_opset(style_.domain, style_.domain_version);
 
-    remove_planned_activations(g_, plan_);
+    remove_planned_activations(root_, plan_);
     for (const TensorPlan& t : plan_.tensors) {
       switch (t.role) {
         case Role::Weight:
@@ -66,8 +71,13 @@ class QdqExporter {
           break;
       }
     }
-    for (const auto& node : g_.nodes()) drop_gemm_beta_held_by_bias(*node, plan_);
-    g_.sort_nodes();
+    // Every graph: the main one and the If/Loop/Scan bodies holding quantized nodes.
+    std::vector<ir::Graph*> graphs = root_.nested_graphs();
+    graphs.insert(graphs.begin(), &root_);
+    for (ir::Graph* g : graphs) {
+      for (const auto& node : g->nodes()) drop_gemm_beta_held_by_bias(*node, plan_);
+      g->sort_nodes();
+    }
     model_.producer_name = "onnxptq";
     return std::move(model_);
   }
@@ -105,9 +115,11 @@ class QdqExporter {
     return !(style_.vaiml_bfloat16 && type == DataType::BFloat16) || clips(type, x);
   }
 
+  // In the main graph, which every body sees (ONNX's scope rule): parameters shared by tensors
+  // of several graphs are written once. Names are unique across the model (Graph::fresh_name).
   ir::Value* new_initializer(const std::string& name, ir::Tensor tensor) {
-    ir::Value* v = g_.add_unique_value(name);
-    g_.set_initializer(v, std::move(tensor));
+    ir::Value* v = root_.add_unique_value(name);
+    root_.set_initializer(v, std::move(tensor));
     return v;
   }
 
@@ -115,10 +127,10 @@ class QdqExporter {
   void write_chain(ir::Value* x, const std::vector<Step>& steps, ir::Value* out) {
     for (size_t i = 0; i < steps.size(); ++i) {
       const Step& s = steps[i];
-      ir::Value* y = i + 1 == steps.size() ? out : g_.add_unique_value(s.name + "_Output");
+      ir::Value* y = i + 1 == steps.size() ? out : g_->add_unique_value(s.name + "_Output");
       std::vector<ir::Value*> inputs = {x};
       inputs.insert(inputs.end(), s.operands.begin(), s.operands.end());
-      ir::Node* n = g_.add_node(s.op, inputs, {y}, g_.fresh_name(s.name));
+      ir::Node* n = g_->add_node(s.op, inputs, {y}, g_->fresh_name(s.name));
       if (s.attributes) s.attributes(*n);
       x = y;
     }
@@ -191,7 +203,7 @@ class QdqExporter {
       return;
     }
     ir::Node* n =
-        g_.add_node(style_.dequantize_op, {q, p.scale, p.zero_point}, {out}, g_.fresh_name(name), style_.domain);
+        g_->add_node(style_.dequantize_op, {q, p.scale, p.zero_point}, {out}, g_->fresh_name(name), style_.domain);
     if (axis) n->set_attribute(ir::Attribute::of_int("axis", *axis));
   }
 
@@ -209,12 +221,12 @@ class QdqExporter {
       return;
     }
     if (!steps.empty()) {
-      ir::Value* clipped = g_.add_unique_value(name + "_Clip_Output");
+      ir::Value* clipped = g_->add_unique_value(name + "_Clip_Output");
       write_chain(x, steps, clipped);
       x = clipped;
     }
     ir::Node* n =
-        g_.add_node(style_.quantize_op, {x, p.scale, p.zero_point}, {out}, g_.fresh_name(name), style_.domain);
+        g_->add_node(style_.quantize_op, {x, p.scale, p.zero_point}, {out}, g_->fresh_name(name), style_.domain);
     if (axis) n->set_attribute(ir::Attribute::of_int("axis", *axis));
   }
 
@@ -226,7 +238,7 @@ class QdqExporter {
       write_chain(x, {clip_step(base + "_QuantizeLinear" + suffix + "_Clip")}, out);
       return;
     }
-    ir::Value* qv = g_.add_unique_value(base + "_QuantizeLinear_Output" + suffix);
+    ir::Value* qv = g_->add_unique_value(base + "_QuantizeLinear_Output" + suffix);
     q(x, p, qv, base + "_QuantizeLinear" + suffix, axis);
     dq(qv, p, out, base + "_DequantizeLinear" + suffix, axis);
   }
@@ -240,7 +252,7 @@ class QdqExporter {
     if (!axis) throw Error("QDQ export: block tensor '" + name + "' has no block axis");
     ir::Node proto = block_node(type, config_, *axis, x->has_initializer());
     ir::Node* n =
-        g_.add_node(proto.op_type, {x}, {out}, g_.fresh_name(name + "_DequantizeLinear" + suffix), proto.domain);
+        g_->add_node(proto.op_type, {x}, {out}, g_->fresh_name(name + "_DequantizeLinear" + suffix), proto.domain);
     for (ir::Attribute& a : proto.attributes) n->set_attribute(std::move(a));
   }
 
@@ -253,8 +265,8 @@ class QdqExporter {
       return;
     }
     if (style_.fix_neuron) {
-      ir::Node* n = g_.add_node("FixNeuron", {x, p.scale, p.zero_point}, {out},
-                                g_.fresh_name(t.name + "_DequantizeLinear" + suffix), style_.domain);
+      ir::Node* n = g_->add_node("FixNeuron", {x, p.scale, p.zero_point}, {out},
+                                 g_->fresh_name(t.name + "_DequantizeLinear" + suffix), style_.domain);
       const TensorPlan& provider = plan_.provider(t.name);
       n->set_attribute(ir::Attribute::of_string("bit_width", std::to_string(ir::data_type_bits(provider.type))));
       n->set_attribute(ir::Attribute::of_string("pos", std::to_string(vitis_pos(static_cast<float>(provider.params.at(0).scale)))));
@@ -264,18 +276,19 @@ class QdqExporter {
   }
 
   void weight(const TensorPlan& t) {
-    ir::Value* w = g_.find_value(t.name);
+    ir::Value* w = root_.find_value_nested(t.name);
+    if (w) g_ = w->graph();                  // nodes go into the graph of the value (a body's, for a body's)
     if (w && quant_type_is_block(t.type)) {  // the float weight (finetuned, if it was) through its block node
-      if (t.data) g_.set_initializer(w, *t.data);
-      ir::Value* out = g_.add_unique_value(t.name + "_DequantizeLinear_Output");
-      g_.replace_uses(w, out);
+      if (t.data) g_->set_initializer(w, *t.data);
+      ir::Value* out = g_->add_unique_value(t.name + "_DequantizeLinear_Output");
+      g_->replace_uses(w, out);
       block_node_of(w, out, t, "");
       return;
     }
     if (!w || !t.data) throw Error("QDQ export: weight '" + t.name + "' has no quantized values");
     if (style_.vaiml_bfloat16 && t.type == DataType::BFloat16) {
       // EnableVaimlBF16 (Quark's remove_bf16_cast): the weight's bfloat16 values stored as float32, no nodes.
-      g_.set_initializer(w, dequantize_tensor(*t.data, t.params, t.data_axis(), quantize_options_of(config_)));
+      g_->set_initializer(w, dequantize_tensor(*t.data, t.params, t.data_axis(), quantize_options_of(config_)));
       return;
     }
     std::vector<int64_t> cast_dims;  // a per-channel scale broadcast along the weight's axis
@@ -287,8 +300,8 @@ class QdqExporter {
     }
     QParams sz = scale_and_zero_point(t, t.name + "_scale", t.name + "_zero_point", t.axis.has_value(),
                                       t.axis.has_value(), cast_dims);
-    ir::Value* out = g_.add_unique_value(t.name + "_DequantizeLinear_Output");
-    g_.replace_uses(w, out);
+    ir::Value* out = g_->add_unique_value(t.name + "_DequantizeLinear_Output");
+    g_->replace_uses(w, out);
     // Float16/bfloat16 weights of custom ops stay float with a pair (Quark's default); the Cast form
     // stores them as 16-bit values with a Cast, as integer weights are stored.
     bool float_pair = style_.float_weights_as_pair && quant_type_is_float(t.type) && !sz.cast;
@@ -298,17 +311,18 @@ class QdqExporter {
     }
     ir::Value* quantized = new_initializer(t.name + "_quantized", *t.data);
     dq(quantized, sz, out, t.name + "_DequantizeLinear", t.axis);
-    if (w->uses().empty() && !g_.is_input(w) && !g_.is_output(w)) g_.remove_value(w);
+    if (w->uses().empty() && !g_->is_input(w) && !g_->is_output(w)) g_->remove_value(w);
   }
 
   // The int32 bias: a DequantizeLinear writes the bias's own name (as ORT's QDQQuantizer).
   void bias(const TensorPlan& t) {
-    ir::Value* b = g_.find_value(t.name);
+    ir::Value* b = root_.find_value_nested(t.name);
+    if (b) g_ = b->graph();
     if (!b || !t.data) throw Error("QDQ export: bias '" + t.name + "' has no quantized values");
     if (style_.fix_neuron) {  // FixNeuron takes the float bias: bit_width 32 with the int32 bias's scale
       QParams sz = scale_and_zero_point(t, t.name + "_scale", t.name + "_zero_point", false, false);
-      ir::Value* out = g_.add_unique_value(t.name + "_DequantizeLinear_Output");
-      g_.replace_uses(b, out);
+      ir::Value* out = g_->add_unique_value(t.name + "_DequantizeLinear_Output");
+      g_->replace_uses(b, out);
       pair(b, sz, out, t, "", std::nullopt);
       return;
     }
@@ -316,14 +330,14 @@ class QdqExporter {
     // ORT: the scale always 1-D; the zero point a scalar for one scale.
     QParams sz = scale_and_zero_point(t, t.name + "_quantized_scale", t.name + "_quantized_zero_point", true,
                                       t.params.size() > 1);
-    g_.remove_initializer(b);
+    g_->remove_initializer(b);
     dq(quantized, sz, b, t.name + "_DequantizeLinear", t.data_axis());
   }
 
   void activation(const TensorPlan& t) {
     // The readers a conversion is for, and which of their inputs read the tensor.
     std::vector<ir::Use> converted;
-    if (ir::Value* v = g_.find_value(t.name); v && t.convert)
+    if (ir::Value* v = root_.find_value_nested(t.name); v && t.convert)
       for (const ir::Use& u : v->uses())
         if (t.convert->recv_nodes.empty() || t.convert->recv_nodes.count(u.node->name)) converted.push_back(u);
     quantize_activation(t);
@@ -343,10 +357,10 @@ class QdqExporter {
       if (block) {
         auto [it, added] = chain.try_emplace(read, nullptr);
         if (added) {
-          it->second = g_.add_unique_value(t.name + "_DequantizeLinear_Output_convert");
+          it->second = g_->add_unique_value(t.name + "_DequantizeLinear_Output_convert");
           block_node_of(read, it->second, t.name, t.convert->type, t.convert->block_axis, "_convert");
         }
-        g_.set_node_input(u.node, u.input, it->second);
+        g_->set_node_input(u.node, u.input, it->second);
         continue;
       }
       if (!writes_pair(t.convert->type, read)) continue;
@@ -355,16 +369,17 @@ class QdqExporter {
                                   t.name + "_zero_point_convert", false, false);
       auto [it, added] = chain.try_emplace(read, nullptr);
       if (added) {
-        it->second = g_.add_unique_value(t.name + "_DequantizeLinear_Output_convert");
+        it->second = g_->add_unique_value(t.name + "_DequantizeLinear_Output_convert");
         write_pair(read, *sz, it->second, t.name, "_convert", std::nullopt);
       }
-      g_.set_node_input(u.node, u.input, it->second);
+      g_->set_node_input(u.node, u.input, it->second);
     }
   }
 
   void quantize_activation(const TensorPlan& t) {
-    ir::Value* v = g_.find_value(t.name);
+    ir::Value* v = root_.find_value_nested(t.name);
     if (!v) throw Error("QDQ export: the model has no tensor '" + t.name + "'");
+    g_ = v->graph();
     const TensorPlan& provider = plan_.provider(t.name);
     if (!writes_pair(provider.type, v)) return;  // EnableVaimlBF16: the activation is left as it is
     QParams sz;
@@ -378,11 +393,11 @@ class QdqExporter {
       params_of_[provider.name] = sz;
     }
 
-    if (g_.is_output(v)) {  // the graph output keeps its name: the DequantizeLinear writes it
+    if (g_->is_output(v)) {  // the graph output keeps its name: the DequantizeLinear writes it
       ir::Node* producer = v->producer();
       if (!producer) return;  // a graph input passed straight through: nothing to quantize
-      ir::Value* input = g_.add_unique_value(t.name + "_QuantizeLinear_Input");
-      g_.set_node_output(producer, v->producer_output(), input);  // readers of v read the DequantizeLinear
+      ir::Value* input = g_->add_unique_value(t.name + "_QuantizeLinear_Input");
+      g_->set_node_output(producer, v->producer_output(), input);  // readers of v read the DequantizeLinear
       pair(input, sz, v, t, "", std::nullopt);
       return;
     }
@@ -391,19 +406,20 @@ class QdqExporter {
     if (config_.dedicated_qdq_pair && uses.size() > 1) {
       for (size_t i = 0; i < uses.size(); ++i) {
         std::string suffix = "_" + std::to_string(i + 1);
-        ir::Value* out = g_.add_unique_value(t.name + "_DequantizeLinear_Output" + suffix);
-        g_.set_node_input(uses[i].node, uses[i].input, out);
+        ir::Value* out = g_->add_unique_value(t.name + "_DequantizeLinear_Output" + suffix);
+        g_->set_node_input(uses[i].node, uses[i].input, out);
         pair(v, sz, out, t, suffix, std::nullopt);
       }
       return;
     }
-    ir::Value* out = g_.add_unique_value(t.name + "_DequantizeLinear_Output");
-    g_.replace_uses(v, out);
+    ir::Value* out = g_->add_unique_value(t.name + "_DequantizeLinear_Output");
+    g_->replace_uses(v, out);
     pair(v, sz, out, t, "", std::nullopt);
   }
 
   ir::Model model_;
-  ir::Graph& g_;
+  ir::Graph& root_;
+  ir::Graph* g_;  // the graph of the tensor being written
   const Plan& plan_;
   const QuantConfig& config_;
   QdqStyle style_;
@@ -415,15 +431,17 @@ class QdqExporter {
 
 void remove_planned_activations(ir::Graph& g, const Plan& plan) {
   for (const std::string& out_name : plan.removed_activations) {
-    ir::Value* out = g.find_value(out_name);
+    ir::Value* out = g.find_value_nested(out_name);
     ir::Node* act = out ? out->producer() : nullptr;
     ir::Value* in = act ? act->input(0) : nullptr;
     ir::Node* producer = in ? in->producer() : nullptr;
-    if (!producer) throw Error("export: the activation writing '" + out_name + "' has no producer to fuse into");
+    if (!producer || producer->graph() != act->graph())
+      throw Error("export: the activation writing '" + out_name + "' has no producer to fuse into");
+    ir::Graph& owner = *act->graph();  // a body's, for an activation inside an If/Loop/Scan body
     size_t index = in->producer_output();
-    g.remove_node(act);
-    g.set_node_output(producer, index, out);
-    if (in->uses().empty() && !g.is_output(in)) g.remove_value(in);
+    owner.remove_node(act);
+    owner.set_node_output(producer, index, out);
+    if (in->uses().empty() && !owner.is_output(in)) owner.remove_value(in);
   }
 }
 

@@ -14,7 +14,7 @@ void check_known_ranges(const KnownRanges& known, const ir::Model& model, const 
     throw Error(known.source + ": ranges calibrated for activation_type " + quant_type_name(known.activation_type) +
                 ", but the config's is " + quant_type_name(config.activation_type));
   auto check = [&](const std::string& name) {
-    if (!model.graph->find_value(name))
+    if (!model.graph->find_value_nested(name))
       throw Error(known.source + ": the model has no tensor '" + name + "' (ranges of another model?)");
   };
   for (const auto& [name, range] : known.result.ranges) check(name);

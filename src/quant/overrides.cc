@@ -432,14 +432,14 @@ void settle_precisions(Plan& plan, const ir::Graph& graph, const QuantConfig& co
   std::map<std::string, std::vector<const ir::Node*>> readers;
   for (const TensorPlan& t : plan.tensors) {
     if (t.role != Role::Activation) continue;
-    const ir::Value* v = graph.find_value(t.name);
+    const ir::Value* v = graph.find_value_nested(t.name);
     if (!v) continue;
     auto& list = readers[plan.provider(t.name).name];
     for (const ir::Use& u : v->uses()) list.push_back(u.node);
   }
   for (TensorPlan& t : plan.tensors) {
     if (t.role != Role::Activation || !t.shared_from.empty() || !t.fixed.empty()) continue;
-    const ir::Value* v = graph.find_value(t.name);
+    const ir::Value* v = graph.find_value_nested(t.name);
     std::vector<const ir::Node*> nodes = readers[t.name];
     if (v && v->producer()) nodes.push_back(v->producer());
     for (const ir::Node* n : nodes)
@@ -453,7 +453,7 @@ void settle_precisions(Plan& plan, const ir::Graph& graph, const QuantConfig& co
   // Readers wanting less than the tensor holds read it converted (the most common such type).
   for (TensorPlan& t : plan.tensors) {
     if (t.role != Role::Activation || t.convert) continue;
-    const ir::Value* v = graph.find_value(t.name);
+    const ir::Value* v = graph.find_value_nested(t.name);
     if (!v) continue;
     std::map<DataType, std::set<std::string>> lower;
     for (const ir::Use& u : v->uses())
@@ -483,7 +483,7 @@ void apply_tensor_overrides(Plan& plan, const ir::Graph& graph, const QuantConfi
   if (overrides.empty()) return;
   for (const auto& [name, o] : overrides) {
     const std::string where = "TensorQuantOverrides['" + name + "']";
-    const ir::Value* v = graph.find_value(name);
+    const ir::Value* v = graph.find_value_nested(name);
     if (!v) throw Error(where + ": the model has no tensor of that name");
     TensorPlan* t = plan.find(name);
     if (!t) {

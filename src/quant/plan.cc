@@ -75,10 +75,22 @@ std::set<std::string> quantized_op_types(const QuantConfig& config, const ir::Gr
   std::set<std::string> ops = quantized_op_types(config);
   // Quark's get_static_op_types adds these to any set, like QuantizeAllOpTypes' (generic rule).
   ops.insert(config.extra_op_types_to_quantize.begin(), config.extra_op_types_to_quantize.end());
-  if (config.quantize_all_op_types)
-    for (const auto& n : graph.nodes())
-      if (n->domain.empty() || n->domain == "ai.onnx") ops.insert(n->op_type);
+  if (config.quantize_all_op_types) {
+    std::vector<ir::Graph*> graphs = quantizes_subgraphs(config) ? graph.nested_graphs() : std::vector<ir::Graph*>{};
+    auto add = [&](const ir::Graph& g) {
+      for (const auto& n : g.nodes())
+        if (n->domain.empty() || n->domain == "ai.onnx") ops.insert(n->op_type);
+    };
+    add(graph);
+    for (const ir::Graph* g : graphs) add(*g);
+  }
   return ops;
+}
+
+bool quantizes_subgraphs(const QuantConfig& config) {
+  const bool qdq_writer = config.format == QuantFormat::QDQ || config.format == QuantFormat::VitisQDQ ||
+                          config.format == QuantFormat::ExtendedQDQ;
+  return config.enable_subgraph && qdq_writer && !config.enable_dpu;
 }
 
 std::optional<int64_t> TensorPlan::data_axis() const {

@@ -123,6 +123,12 @@ std::set<std::string> quantized_op_types(const QuantConfig& config);
 // of its nodes in the standard domain (an op type with no rule of its own takes the generic one).
 std::set<std::string> quantized_op_types(const QuantConfig& config, const ir::Graph& graph);
 
+// Whether the plan takes the nodes of If/Loop/Scan bodies (EnableSubgraph): with the Q/DQ
+// formats (QDQ, VitisQuantFormat.QDQ, Quark's extended QDQ) outside enable_dpu, whose writer puts
+// the pairs inside the bodies. The other formats leave bodies float, with a warning in the plan
+// when they hold nodes of quantized op types.
+bool quantizes_subgraphs(const QuantConfig& config);
+
 // The plan for `model`: nodes selected by the config (op types, nodes_to_quantize,
 // nodes_to_exclude, subgraphs_to_exclude, input_nodes/output_nodes), visited in topological order,
 // each marking its tensors by the per-op rules of ORT's QDQ quantizer (its registry.py) and

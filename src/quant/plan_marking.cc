@@ -18,13 +18,31 @@ namespace {
 
 bool is_float(DataType t) { return t == DataType::Float || t == DataType::Float16; }
 
+// The nodes to mark: the graph's in topological order, each If/Loop/Scan preceded by the nodes of
+// its bodies (in topological order too) when `bodies`: a body runs inside its node, after every
+// value of the enclosing graph it reads.
+std::vector<ir::Node*> marking_order(const ir::Graph& graph, bool bodies) {
+  std::vector<ir::Node*> order;
+  for (ir::Node* n : graph.topological_order()) {
+    if (bodies)
+      for (const ir::Graph* sub : n->subgraphs()) {
+        std::vector<ir::Node*> inner = marking_order(*sub, true);
+        order.insert(order.end(), inner.begin(), inner.end());
+      }
+    order.push_back(n);
+  }
+  return order;
+}
+
 class Planner {
  public:
   Planner(const ir::Model& model, const QuantConfig& config, const std::map<std::string, DataType>& types)
       : model_(model), graph_(*model.graph), config_(config), types_(types) {}
 
   Plan run() {
-    std::vector<ir::Node*> order = graph_.topological_order();
+    const bool bodies = quantizes_subgraphs(config_);
+    std::vector<ir::Node*> order = marking_order(graph_, bodies);
+    if (!bodies) warn_float_bodies();
     std::set<std::string> names;
     for (const ir::Node* n : order) names.insert(n->name);
     // Quark matches its patterns in nodes_to_exclude only; nodes_to_quantize takes names.
@@ -88,6 +106,21 @@ class Planner {
   }
 
  private:
+  // Bodies left float: said when they hold nodes of op types the config quantizes.
+  void warn_float_bodies() {
+    const std::set<std::string> op_types = quantized_op_types(config_, graph_);
+    size_t count = 0;
+    for (const ir::Graph* sub : graph_.nested_graphs())
+      for (const auto& n : sub->nodes())
+        count += (n->domain.empty() || n->domain == "ai.onnx") && op_types.count(n->op_type);
+    if (count == 0) return;
+    const char* why = !config_.enable_subgraph ? "EnableSubgraph is false"
+                      : config_.enable_dpu     ? "enable_dpu does not quantize subgraphs"
+                                               : "this format writes no subgraphs (only the Q/DQ formats do)";
+    plan_.warnings.push_back("EnableSubgraph: " + std::to_string(count) +
+                             " nodes inside If/Loop/Scan bodies stay float: " + why);
+  }
+
   // vai_q_onnx's get_exclude_nodes: nodes before an input node, and after an output node, in topological order.
   void exclude_outside_input_output_nodes(const std::vector<ir::Node*>& order, std::set<std::string>& excluded) {
     auto positions = [&](const std::string& name, const char* what) {
@@ -142,7 +175,7 @@ class Planner {
     return it == types_.end() ? DataType::Undefined : it->second;
   }
   bool quantizable(const ir::Value* v) const { return v && is_float(type_of(v)); }
-  bool is_constant(const ir::Value* v) const { return v && v->has_initializer() && !graph_.is_input(v); }
+  bool is_constant(const ir::Value* v) const { return v && v->has_initializer() && !v->graph()->is_input(v); }
   bool planned(const ir::Value* v) const { return v && plan_.find(v->name()); }
   bool touches_plan(const ir::Node& n) const {
     for (const ir::Value* v : n.inputs())
@@ -517,7 +550,9 @@ class Planner {
     ir::Value* in = n.input(0);
     const ir::Value* out = n.output(0);
     if (!planned(in)) return "its input is not quantized";
-    bool single_use = in->uses().size() == 1 && in->producer() && !graph_.is_input(in) && !graph_.is_output(in);
+    // Within one graph: the producer then writes the activation's output in the same body.
+    bool single_use = in->uses().size() == 1 && in->producer() && in->producer()->graph() == n.graph() &&
+                      !in->graph()->is_input(in) && !in->graph()->is_output(in);
     TensorPlan* in_plan = plan_.find(in->name());
     bool own_input = in_plan->role == Role::Activation && in_plan->shared_from.empty();
     // vai_q_onnx's VitisExtendedQuantizer never removes them.

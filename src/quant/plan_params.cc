@@ -15,7 +15,7 @@ namespace onnxptq::quant {
 namespace {
 
 const ir::Tensor& initializer_of(const ir::Model& model, const std::string& name) {
-  const ir::Value* v = model.graph->find_value(name);
+  const ir::Value* v = model.graph->find_value_nested(name);
   if (!v || !v->has_initializer()) throw Error("quantization plan: '" + name + "' is not an initializer of the model");
   return v->initializer();
 }

@@ -14,6 +14,7 @@
 #include "passes/model_format.h"
 #include "passes/onnx_bridge.h"
 #include "passes/pipeline.h"
+#include "passes/unique_subgraph_names.h"
 #include "quant/align_float.h"
 #include "quant/block_standard_ops.h"
 #include "quant/dpu_plan.h"
@@ -283,6 +284,13 @@ std::optional<ir::Model> prepare_float_model(const ir::Model& model, calib::Data
     for (const std::string& line : context.log) say(line);
     if (seconds) (*seconds)["dpu"] = seconds_since(start);
   }
+  // Last: the plan and calibration key tensors by name, across the bodies too.
+  if (quantizes_subgraphs(config) && !(prepared ? *prepared : model).graph->nested_graphs().empty()) {
+    if (!prepared) prepared = ir::clone_model(model);
+    passes::PassContext context;
+    passes::unique_subgraph_names(*prepared, context);
+    for (const std::string& line : context.log) say(line);
+  }
   return prepared;
 }
 
@@ -290,14 +298,17 @@ Plan plan_quantization(const ir::Model& model, calib::DataReader& reader, const 
   // A prepared model (shape inference) types every value: no run needed to learn them.
   std::map<std::string, ir::DataType> types;
   bool all_typed = true;
-  for (const auto& node : model.graph->nodes())
-    for (const ir::Value* v : node->outputs())
-      if (v) {
-        if (v->type.is_tensor() && v->type.elem_type != ir::DataType::Undefined)
-          types[v->name()] = v->type.elem_type;
-        else
-          all_typed = false;
-      }
+  std::vector<ir::Graph*> graphs = model.graph->nested_graphs();  // If/Loop/Scan bodies' values too
+  graphs.insert(graphs.begin(), model.graph.get());
+  for (const ir::Graph* g : graphs)
+    for (const auto& node : g->nodes())
+      for (const ir::Value* v : node->outputs())
+        if (v) {
+          if (v->type.is_tensor() && v->type.elem_type != ir::DataType::Undefined)
+            types[v->name()] = v->type.elem_type;
+          else
+            all_typed = false;
+        }
   if (all_typed) return make_plan(model, config, types);
   int threads = config.calib.threads > 0 ? config.calib.threads : engine::hardware_threads();
   return make_plan(model, config, value_types(model, reader, threads));

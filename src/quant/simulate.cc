@@ -74,14 +74,15 @@ void Simulation::add_conversions(ir::Graph& g, const Plan& plan, const QuantConf
     const bool block = quant_type_is_block(t.convert->type);
     if (!block && !t.convert->params)
       throw Error("simulation: the conversion of '" + t.name + "' has no parameters");
-    ir::Value* v = g.find_value(t.name);
+    ir::Value* v = g.find_value_nested(t.name);
     std::vector<ir::Use> readers;
     for (const ir::Use& u : v->uses())
       if (t.convert->recv_nodes.empty() || t.convert->recv_nodes.count(u.node->name)) readers.push_back(u);
     if (readers.empty()) continue;
-    ir::Value* converted = g.add_unique_value(t.name + "_convert");
-    g.add_node("Identity", {v}, {converted}, g.fresh_name(t.name + "_convert"));
-    for (const ir::Use& u : readers) g.set_node_input(u.node, u.input, converted);
+    ir::Graph& owner = *v->graph();  // a body's, for a value of an If/Loop/Scan body
+    ir::Value* converted = owner.add_unique_value(t.name + "_convert");
+    owner.add_node("Identity", {v}, {converted}, owner.fresh_name(t.name + "_convert"));
+    for (const ir::Use& u : readers) u.node->graph()->set_node_input(u.node, u.input, converted);
     if (block) {  // blocks along an axis: the hooks see the tensors in ONNX order
       activations_[converted->name()] = {
           t.convert->type, {}, false, false,
@@ -95,7 +96,9 @@ void Simulation::add_conversions(ir::Graph& g, const Plan& plan, const QuantConf
     so.visible.insert(converted->name());
     added = true;
   }
-  if (added) g.sort_nodes();  // the Identity nodes go before their readers
+  if (!added) return;
+  g.sort_nodes();  // the Identity nodes go before their readers
+  for (ir::Graph* body : g.nested_graphs()) body->sort_nodes();
 }
 
 Simulation::Simulation(const ir::Model& model, const Plan& plan, const QuantConfig& config, int threads)
@@ -109,7 +112,7 @@ Simulation::Simulation(const ir::Model& model, const Plan& plan, const QuantConf
   // blocks of a block format run along an axis: they need the tensors in ONNX order.
   so.hooks_ignore_layout = true;
   for (const TensorPlan& t : plan.tensors) {
-    const ir::Value* v = model.graph->find_value(t.name);
+    const ir::Value* v = model.graph->find_value_nested(t.name);
     if (!v) throw Error("simulation: the planned tensor '" + t.name + "' is not in the model");
     if (quant_type_is_block(plan.provider(t.name).type)) {
       const bool constant = v->has_initializer();
@@ -135,7 +138,7 @@ Simulation::Simulation(const ir::Model& model, const Plan& plan, const QuantConf
       throw Error("simulation: activation '" + t.name + "' has " + std::to_string(provider.params.size()) +
                   " parameters, expected one (parameters not assigned)");
     activations_[t.name] = {provider.type, provider.params[0],
-                            clips(provider.type, config) && !model.graph->find_value(t.name)->has_initializer(),
+                            clips(provider.type, config) && !model.graph->find_value_nested(t.name)->has_initializer(),
                             casts(provider.type, config), nullptr};
     so.visible.insert(t.name);
   }
@@ -163,7 +166,10 @@ Simulation::Simulation(const ir::Model& model, const Plan& plan, const QuantConf
   ir::Model simulated = ir::clone_model(model);
   remove_planned_activations(*simulated.graph, plan);
   add_conversions(*simulated.graph, plan, config, so);
-  for (const auto& node : simulated.graph->nodes()) drop_gemm_beta_held_by_bias(*node, plan);
+  std::vector<ir::Graph*> graphs = simulated.graph->nested_graphs();
+  graphs.insert(graphs.begin(), simulated.graph.get());
+  for (ir::Graph* g : graphs)
+    for (const auto& node : g->nodes()) drop_gemm_beta_held_by_bias(*node, plan);
   session_ = std::make_unique<engine::Session>(simulated, so);
 }
 
