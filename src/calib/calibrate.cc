@@ -124,7 +124,7 @@ CalibrationResult ranges_of_merged(std::vector<TensorStats>& merged, const std::
     for (auto i = static_cast<size_t>(b); i < static_cast<size_t>(e); ++i)
       if (!merged[i].minmax.empty()) ranges[i] = range_of(merged[i], settings);
   });
-  std::vector<std::string> unseen;
+  std::vector<std::string>& unseen = result.never_computed;
   for (size_t i = 0; i < names.size(); ++i) {
     if (!merged[i].minmax.empty())
       result.ranges[names[i]] = ranges[i];

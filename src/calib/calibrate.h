@@ -41,24 +41,24 @@ struct CalibOptions {
   // CalibTensorRangeSymmetric. Unset: the method's default (power-of-two methods and
   // Percentile: true; the others: false).
   std::optional<bool> symmetric;
-  bool moving_average = false;  // CalibMovingAverage (MinMax, NonOverflow)
+  bool moving_average = false;       // CalibMovingAverage (MinMax, NonOverflow)
   double averaging_constant = 0.01;  // CalibMovingAverageConstant
   // Histogram bins; 0: the method's default, the seeds' (ORT's and Quark's): 128 for Entropy
   // (whose threshold search with 128 quantized bins then has one candidate, the whole range, and
   // gives MinMax's range), 2048 for the others. calib_histogram_bins resolves it.
   size_t num_bins = 0;
   size_t num_quantized_bins = 128;  // Entropy
-  double percentile = 99.999;  // CalibPercentile
+  double percentile = 99.999;       // CalibPercentile
   // LayerWisePercentile: the percentiles tried (Quark's defaults) and the error compared:
   // "mae" (mean absolute) or "mse" (mean squared) of quantizing with each one's range.
   std::vector<double> percentile_candidates = {99.99, 99.999, 99.99999};
   std::string lwp_metric = "mae";
-  std::string scenario = "same";  // Distribution: "same" or "p3"
+  std::string scenario = "same";    // Distribution: "same" or "p3"
   std::string minmse_mode = "All";  // MinMSE: "All" or "MostCommon"
   // The activation type the power-of-two methods and LayerWisePercentile quantize to.
   ir::DataType activation_type = ir::DataType::Int8;
   size_t max_samples = 0;  // 0: every sample the reader gives
-  int threads = 0;  // engine threads in all (0: every hardware thread)
+  int threads = 0;         // engine threads in all (0: every hardware thread)
   // Samples run at once, each on threads / workers threads. 0: as many as there are threads, up
   // to 4 (each worker holds one sample's tensors; one for MinMSE "All" with symmetric ranges,
   // whose first pass scores its positions only on one worker, and for LayerWisePercentile). 1 is
@@ -107,12 +107,13 @@ struct TensorRange {
 
 struct CalibrationResult {
   std::map<std::string, TensorRange> ranges;
-  size_t samples = 0;  // samples used
-  std::vector<size_t> skipped;  // indices of samples skipped for NaN or Inf
-  std::vector<std::string> non_finite;  // tensors computed, but never to a finite value: no range
-  int passes = 0;  // times the data was read
-  std::vector<size_t> rank_samples;  // over ranks: the samples each one read, in rank order
-  std::string shard_stats;           // a shard's statistics (CalibOptions::shards)
+  size_t samples = 0;                       // samples used
+  std::vector<size_t> skipped;              // indices of samples skipped for NaN or Inf
+  std::vector<std::string> non_finite;      // tensors computed, but never to a finite value: no range
+  std::vector<std::string> never_computed;  // tensors no sample computed (in a body none ran): no range
+  int passes = 0;                           // times the data was read
+  std::vector<size_t> rank_samples;         // over ranks: the samples each one read, in rank order
+  std::string shard_stats;                  // a shard's statistics (CalibOptions::shards)
 };
 
 // Calibrates `tensors` of `model`. The reader must rewind for methods that read the data twice

@@ -116,8 +116,7 @@ const Attribute& Node::typed_attribute(std::string_view attr_name, AttrType type
   const Attribute* a = find_attribute(attr_name);
   if (a->type != type)
     throw Error(describe() + ": attribute '" + std::string(attr_name) + "' has type " +
-                std::to_string(static_cast<int>(a->type)) + ", expected " +
-                std::to_string(static_cast<int>(type)));
+                std::to_string(static_cast<int>(a->type)) + ", expected " + std::to_string(static_cast<int>(type)));
   return *a;
 }
 
@@ -264,8 +263,7 @@ void Graph::remove_initializer(Value* value) {
 }
 
 void Graph::add_value_info(Value* value) {
-  if (std::find(value_info_.begin(), value_info_.end(), value) == value_info_.end())
-    value_info_.push_back(value);
+  if (std::find(value_info_.begin(), value_info_.end(), value) == value_info_.end()) value_info_.push_back(value);
 }
 
 // ---------------------------------------------------------------- Graph: nodes
@@ -287,14 +285,13 @@ Node* Graph::make_node(std::string op_type, std::vector<Value*> inputs, std::vec
 
 Node* Graph::add_node(std::string op_type, std::vector<Value*> inputs, std::vector<Value*> outputs,
                       std::string node_name, std::string domain) {
-  return make_node(std::move(op_type), std::move(inputs), std::move(outputs), std::move(node_name),
-                   std::move(domain));
+  return make_node(std::move(op_type), std::move(inputs), std::move(outputs), std::move(node_name), std::move(domain));
 }
 
 Node* Graph::insert_node_before(const Node* position, std::string op_type, std::vector<Value*> inputs,
                                 std::vector<Value*> outputs, std::string node_name, std::string domain) {
-  Node* n = make_node(std::move(op_type), std::move(inputs), std::move(outputs), std::move(node_name),
-                      std::move(domain));
+  Node* n =
+      make_node(std::move(op_type), std::move(inputs), std::move(outputs), std::move(node_name), std::move(domain));
   auto at = std::find_if(nodes_.begin(), nodes_.end(), [&](const auto& p) { return p.get() == position; });
   std::rotate(at, nodes_.end() - 1, nodes_.end());
   return n;
@@ -386,6 +383,18 @@ void Graph::sort_nodes() {
   std::stable_sort(nodes_.begin(), nodes_.end(), [&](const std::unique_ptr<Node>& a, const std::unique_ptr<Node>& b) {
     return rank[a.get()] < rank[b.get()];
   });
+}
+
+std::vector<Node*> Graph::topological_order_with_bodies() const {
+  std::vector<Node*> order;
+  for (Node* n : topological_order()) {
+    for (const Graph* body : n->subgraphs()) {
+      std::vector<Node*> inner = body->topological_order_with_bodies();
+      order.insert(order.end(), inner.begin(), inner.end());
+    }
+    order.push_back(n);
+  }
+  return order;
 }
 
 std::vector<Node*> Graph::topological_order() const {

@@ -83,8 +83,20 @@ class Value {
 
 // Numbers as in AttributeProto.AttributeType.
 enum class AttrType : int32_t {
-  Undefined = 0, Float = 1, Int = 2, String = 3, Tensor = 4, Graph = 5, Floats = 6, Ints = 7,
-  Strings = 8, Tensors = 9, Graphs = 10, SparseTensor = 11, SparseTensors = 12, TypeProto = 13,
+  Undefined = 0,
+  Float = 1,
+  Int = 2,
+  String = 3,
+  Tensor = 4,
+  Graph = 5,
+  Floats = 6,
+  Ints = 7,
+  Strings = 8,
+  Tensors = 9,
+  Graphs = 10,
+  SparseTensor = 11,
+  SparseTensors = 12,
+  TypeProto = 13,
   TypeProtos = 14,
 };
 
@@ -216,8 +228,7 @@ class Graph {
                  std::string node_name = {}, std::string domain = {});
   // Same, placed just before `position` in the node list.
   Node* insert_node_before(const Node* position, std::string op_type, std::vector<Value*> inputs,
-                           std::vector<Value*> outputs, std::string node_name = {},
-                           std::string domain = {});
+                           std::vector<Value*> outputs, std::string node_name = {}, std::string domain = {});
   // Removes a node: its inputs lose the use, its outputs lose their producer.
   void remove_node(Node* node);
   void set_node_input(Node* node, size_t index, Value* value);  // grows the list if needed
@@ -229,6 +240,9 @@ class Graph {
   // Nodes in an order where every value is produced before it is used (file order where it
   // already is). Error naming a node on a cycle when there is none.
   std::vector<Node*> topological_order() const;
+  // That order with each If/Loop/Scan preceded by the nodes of its bodies in that order too, at
+  // any depth: a body runs inside its node, after every value of the enclosing graph it reads.
+  std::vector<Node*> topological_order_with_bodies() const;
   // Puts the node list in that order (as ONNX requires of a saved graph).
   void sort_nodes();
   // Values from enclosing graphs that `node`'s subgraphs use (what an If needs to run).
@@ -238,8 +252,8 @@ class Graph {
   Graph* root();
   static void detach_subgraph_uses(const Node* node);
   void reserve_name(const std::string& used);
-  Node* make_node(std::string op_type, std::vector<Value*> inputs, std::vector<Value*> outputs,
-                  std::string node_name, std::string domain);
+  Node* make_node(std::string op_type, std::vector<Value*> inputs, std::vector<Value*> outputs, std::string node_name,
+                  std::string domain);
 
   Graph* parent_ = nullptr;
   std::unordered_map<std::string, std::unique_ptr<Value>> values_;
@@ -249,7 +263,7 @@ class Graph {
   std::vector<Value*> initializers_;
   std::vector<Value*> value_info_;
   std::unordered_set<std::string> taken_names_;  // used at the root graph only
-  uint64_t name_counter_ = 0;                     // idem
+  uint64_t name_counter_ = 0;                    // idem
 };
 
 }  // namespace onnxptq::ir

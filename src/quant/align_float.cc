@@ -24,7 +24,7 @@ bool same_params(const TensorPlan& a, const TensorPlan& b) {
 class Aligner {
  public:
   Aligner(Plan& plan, const ir::Model& model, const QuantConfig& config)
-      : plan_(plan), graph_(*model.graph), config_(config), order_(model.graph->topological_order()) {}
+      : plan_(plan), graph_(*model.graph), config_(config), order_(model.graph->topological_order_with_bodies()) {}
 
   std::vector<AlignChange> run() {
     for (int sweep = 0; sweep < kMaxSweeps; ++sweep) {
@@ -52,7 +52,7 @@ class Aligner {
     if (!v || v->name().empty()) return nullptr;
     const TensorPlan* t = plan_.find(v->name());
     if (!t || t->role != Role::Activation) return nullptr;
-    if (v->uses().empty() && !graph_.is_output(v)) return nullptr;
+    if (v->uses().empty() && !v->graph()->is_output(v)) return nullptr;
     TensorPlan* p = plan_.find(plan_.provider(v->name()).name);
     return p && !p->params.empty() ? p : nullptr;
   }
@@ -108,7 +108,7 @@ class Aligner {
       const TensorPlan& in = plan_.provider(b->bias_input);
       const TensorPlan& w = plan_.provider(b->bias_weight);
       if (in.params.empty() || w.params.empty()) continue;
-      const ir::Value* bv = graph_.find_value(b->name);
+      const ir::Value* bv = graph_.find_value_nested(b->name);
       if (!bv || !bv->has_initializer()) throw Error("AdjustBiasScale: bias '" + b->name + "' is not an initializer");
       BiasOptions o = base;
       o.beta = b->bias_beta;

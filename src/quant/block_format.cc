@@ -21,7 +21,8 @@ int64_t integer_of(const char* option, const std::string& key, const json& v) {
 }
 
 std::string string_of(const char* option, const std::string& key, const json& v) {
-  if (!v.is_string()) throw Error(std::string("extra option ") + option + ": " + key + " must be a string, got " + v.dump());
+  if (!v.is_string())
+    throw Error(std::string("extra option ") + option + ": " + key + " must be a string, got " + v.dump());
   return v.get<std::string>();
 }
 
@@ -29,7 +30,8 @@ template <class Attributes>
 void apply_attributes(const char* option, Attributes& a, const json& value,
                       const std::vector<std::pair<const char*, int64_t Attributes::*>>& integers,
                       const std::pair<const char*, std::string Attributes::*>& text) {
-  if (!value.is_object()) throw Error(std::string("extra option ") + option + ": expected an object, got " + value.dump());
+  if (!value.is_object())
+    throw Error(std::string("extra option ") + option + ": expected an object, got " + value.dump());
   for (const auto& [key, v] : value.items()) {
     if (key == text.first) {
       a.*text.second = string_of(option, key, v);
@@ -89,7 +91,8 @@ ir::Node block_node(ir::DataType type, const QuantConfig& config, int64_t axis, 
     n.set_attribute(ir::Attribute::of_int("sub_block_size", a.sub_block_size));
     n.set_attribute(ir::Attribute::of_int("sub_block_shift_bits", a.sub_block_shift_bits));
     // A constant is never rounded to bfloat16 first (Quark: convert_to=0 for initializers).
-    n.set_attribute(ir::Attribute::of_int("convert_to_bfloat_before_bfp", constant ? 0 : a.convert_to_bfloat_before_bfp));
+    n.set_attribute(
+        ir::Attribute::of_int("convert_to_bfloat_before_bfp", constant ? 0 : a.convert_to_bfloat_before_bfp));
   } else {
     const MxAttributes& a = config.mx;
     n.op_type = "MXQuantizeDequantize";
@@ -146,7 +149,7 @@ void assign_block_axes(Plan& plan, const ir::Graph& graph, const QuantConfig& co
     const size_t rank = v->has_initializer() ? v->initializer().rank() : 0;
     return rank > 0 ? static_cast<int64_t>(rank) - k : -k;
   };
-  for (const ir::Node* n : graph.topological_order()) {
+  for (const ir::Node* n : graph.topological_order_with_bodies()) {  // bodies too (EnableSubgraph)
     if (n->op_type == "MatMul") {
       if (std::optional<int64_t>* a = block(n->input(0), n)) {
         *a = from_end(n->input(0), 1);

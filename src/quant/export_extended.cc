@@ -57,7 +57,7 @@ ir::Model export_extended_qdq(const ir::Model& model, const Plan& plan, const Qu
                     std::to_string(model.opset("")) + " (upgrade it first)");
 
   ir::Model out = export_qdq_styled(model, plan, config, style);
-  for (const auto& node : out.graph->nodes()) {
+  for (ir::Node* node : out.graph->topological_order_with_bodies()) {  // the bodies' pairs too
     if (node->domain != "com.amd.quark" || !converts_to_microsoft(*node)) continue;
     node->op_type = node->op_type == "ExtendedQuantizeLinear" ? "QuantizeLinear" : "DequantizeLinear";
     node->domain = "com.microsoft";

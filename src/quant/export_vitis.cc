@@ -10,7 +10,7 @@ namespace {
 // vai_q_onnx writes its ai.onnx.contrib QuantizeLinear / DequantizeLinear with two string
 // attributes: bit_width "8" and pos (vitis_pos of the float32 scale initializer).
 void add_contrib_attributes(ir::Model& model) {
-  for (const auto& n : model.graph->nodes()) {
+  for (ir::Node* n : model.graph->topological_order_with_bodies()) {  // the bodies' pairs too
     if (n->domain != "ai.onnx.contrib") continue;
     const ir::Tensor* scale = passes::constant_of(n->input(1));
     if (!scale || scale->size() != 1) throw Error("VitisQuantFormat.QDQ export: '" + n->name + "' has no scalar scale");

@@ -23,7 +23,7 @@ ir::Tensor clip_to_int16(const ir::Tensor& t, size_t& clipped) {
 
 size_t convert_biases_to_int16(Plan& plan, const ir::Model& model) {
   size_t changed = 0;
-  for (const auto& node : model.graph->nodes()) {
+  for (const ir::Node* node : model.graph->topological_order_with_bodies()) {  // the bodies' biases too
     const ir::Value* b = node->input(2);
     TensorPlan* t = int16_bias_ops().count(node->op_type) && b ? plan.find(b->name()) : nullptr;
     if (!t || t->role != Role::Bias || t->type != ir::DataType::Int32 || !t->data) continue;

@@ -45,8 +45,8 @@ void add_patterns(const std::vector<ir::Node*>& nodes, const std::vector<std::st
 
 // One pair of subgraphs_to_exclude (Quark's match_subgraphs, whose walk goes back from each end
 // node to the start nodes). `index` counts from 0, as the list does.
-void add_subgraph(const ir::Graph& graph, const std::map<std::string, const ir::Node*>& by_name,
-                  const QuantConfig::Subgraph& pair, size_t index, std::set<std::string>& excluded) {
+void add_subgraph(const std::map<std::string, const ir::Node*>& by_name, const QuantConfig::Subgraph& pair,
+                  size_t index, std::set<std::string>& excluded) {
   const std::string what = "subgraphs_to_exclude[" + std::to_string(index) + "]";
   if (pair.start_nodes.empty() || pair.end_nodes.empty())
     throw Error(what + ": needs at least one start node and one end node");
@@ -77,7 +77,7 @@ void add_subgraph(const ir::Graph& graph, const std::map<std::string, const ir::
         if (!v) continue;
         if (v->producer()) {
           stack.push_back(v->producer());
-        } else if (graph.is_input(v) && !v->has_initializer()) {
+        } else if (v->graph()->is_input(v) && !v->has_initializer()) {
           throw Error(what + ": going back from end node '" + end + "', node '" + n->name + "' reads graph input '" +
                       v->name() + "' before any start node (the start and end nodes must close the subgraph)");
         }
@@ -98,9 +98,9 @@ std::set<std::string> named_exclusions(const ir::Graph& graph, const QuantConfig
                                        std::vector<std::string>* warnings) {
   std::vector<ir::Node*> nodes;
   std::map<std::string, const ir::Node*> by_name;
-  for (const auto& n : graph.nodes()) {
-    nodes.push_back(n.get());
-    by_name.emplace(n->name, n.get());
+  for (ir::Node* n : graph.topological_order_with_bodies()) {  // the If/Loop/Scan bodies' too
+    nodes.push_back(n);
+    by_name.emplace(n->name, n);
   }
   std::set<std::string> excluded;
   std::vector<std::string> patterns;
@@ -118,7 +118,12 @@ std::set<std::string> named_exclusions(const ir::Graph& graph, const QuantConfig
   }
   add_patterns(nodes, patterns, excluded, warnings);
   for (size_t i = 0; i < config.subgraphs_to_exclude.size(); ++i)
-    add_subgraph(graph, by_name, config.subgraphs_to_exclude[i], i, excluded);
+    add_subgraph(by_name, config.subgraphs_to_exclude[i], i, excluded);
+  // An If, Loop or Scan left float leaves the nodes of its bodies float too.
+  for (const ir::Node* n : nodes)
+    if (excluded.count(n->name))
+      for (const ir::Graph* body : n->subgraphs())
+        for (const ir::Node* inner : body->topological_order_with_bodies()) excluded.insert(inner->name);
   return excluded;
 }
 

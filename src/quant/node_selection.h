@@ -12,7 +12,8 @@
 
 namespace onnxptq::quant {
 
-// The nodes of `graph` that nodes_to_exclude and subgraphs_to_exclude name.
+// The nodes of `graph` and of its If/Loop/Scan bodies that nodes_to_exclude and
+// subgraphs_to_exclude name, with every node of the bodies of an If, Loop or Scan named.
 //
 // nodes_to_exclude: an entry starting with '^' and containing ".*" is a regular expression
 // (ECMAScript syntax) searched in every node name, as Quark's re.search; any other entry is a

@@ -90,7 +90,7 @@ std::set<std::string> quantized_op_types(const QuantConfig& config, const ir::Gr
 bool quantizes_subgraphs(const QuantConfig& config) {
   const bool qdq_writer = config.format == QuantFormat::QDQ || config.format == QuantFormat::VitisQDQ ||
                           config.format == QuantFormat::ExtendedQDQ;
-  return config.enable_subgraph && qdq_writer && !config.enable_dpu;
+  return config.enable_subgraph && qdq_writer;
 }
 
 std::optional<int64_t> TensorPlan::data_axis() const {

@@ -124,9 +124,10 @@ std::set<std::string> quantized_op_types(const QuantConfig& config);
 std::set<std::string> quantized_op_types(const QuantConfig& config, const ir::Graph& graph);
 
 // Whether the plan takes the nodes of If/Loop/Scan bodies (EnableSubgraph): with the Q/DQ
-// formats (QDQ, VitisQuantFormat.QDQ, Quark's extended QDQ) outside enable_dpu, whose writer puts
-// the pairs inside the bodies. The other formats leave bodies float, with a warning in the plan
-// when they hold nodes of quantized op types.
+// formats (QDQ, VitisQuantFormat.QDQ, Quark's extended QDQ), whose writer puts the pairs inside the
+// bodies. The other formats leave bodies float, with a warning in the plan when they hold nodes of
+// quantized op types. Under enable_dpu the DPU's rewrites, fusions and IPU checks stay in the main
+// graph: an NPU runs no control flow, so the bodies run on the CPU, as plain Q/DQ.
 bool quantizes_subgraphs(const QuantConfig& config);
 
 // The plan for `model`: nodes selected by the config (op types, nodes_to_quantize,

@@ -18,22 +18,6 @@ namespace {
 
 bool is_float(DataType t) { return t == DataType::Float || t == DataType::Float16; }
 
-// The nodes to mark: the graph's in topological order, each If/Loop/Scan preceded by the nodes of
-// its bodies (in topological order too) when `bodies`: a body runs inside its node, after every
-// value of the enclosing graph it reads.
-std::vector<ir::Node*> marking_order(const ir::Graph& graph, bool bodies) {
-  std::vector<ir::Node*> order;
-  for (ir::Node* n : graph.topological_order()) {
-    if (bodies)
-      for (const ir::Graph* sub : n->subgraphs()) {
-        std::vector<ir::Node*> inner = marking_order(*sub, true);
-        order.insert(order.end(), inner.begin(), inner.end());
-      }
-    order.push_back(n);
-  }
-  return order;
-}
-
 class Planner {
  public:
   Planner(const ir::Model& model, const QuantConfig& config, const std::map<std::string, DataType>& types)
@@ -41,7 +25,7 @@ class Planner {
 
   Plan run() {
     const bool bodies = quantizes_subgraphs(config_);
-    std::vector<ir::Node*> order = marking_order(graph_, bodies);
+    std::vector<ir::Node*> order = bodies ? graph_.topological_order_with_bodies() : graph_.topological_order();
     if (!bodies) warn_float_bodies();
     std::set<std::string> names;
     for (const ir::Node* n : order) names.insert(n->name);
@@ -115,7 +99,6 @@ class Planner {
         count += (n->domain.empty() || n->domain == "ai.onnx") && op_types.count(n->op_type);
     if (count == 0) return;
     const char* why = !config_.enable_subgraph ? "EnableSubgraph is false"
-                      : config_.enable_dpu     ? "enable_dpu does not quantize subgraphs"
                                                : "this format writes no subgraphs (only the Q/DQ formats do)";
     plan_.warnings.push_back("EnableSubgraph: " + std::to_string(count) +
                              " nodes inside If/Loop/Scan bodies stay float: " + why);
@@ -242,8 +225,8 @@ class Planner {
       t.symmetric = weights_symmetric();
       return;
     }
-    if (quant_type_is_float(wt) || quant_type_is_block(wt) || quant_type_is_block(it) ||
-        ir::data_type_bits(wt) == 32 || ir::data_type_bits(it) == 32 ||
+    if (quant_type_is_float(wt) || quant_type_is_block(wt) || quant_type_is_block(it) || ir::data_type_bits(wt) == 32 ||
+        ir::data_type_bits(it) == 32 ||
         !(config_.int32_bias.value_or(config_.use_qdq_vitis_custom_ops) ||
           config_.int16_bias)) {  // Quark: Int16Bias sets Int32Bias
       // An int32 bias with scale s_in * s_w cannot hold float16/bfloat16 or 32-bit products, nor

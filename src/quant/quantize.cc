@@ -69,14 +69,16 @@ calib::CalibrationResult calibrate_missing(const ir::Model& model, const std::ve
                                            calib::CalibrationResult& known,
                                            const std::function<void(const std::string&)>& say) {
   std::set<std::string> non_finite(known.non_finite.begin(), known.non_finite.end());
+  std::set<std::string> never(known.never_computed.begin(), known.never_computed.end());
   std::vector<std::string> missing;
   for (const std::string& t : tensors)
-    if (!known.ranges.count(t) && !non_finite.count(t)) missing.push_back(t);
+    if (!known.ranges.count(t) && !non_finite.count(t) && !never.count(t)) missing.push_back(t);
   if (!missing.empty()) {
     say("calibrating " + std::to_string(missing.size()) + " tensors with " + calib::method_name(options.method));
     calib::CalibrationResult found = calib::calibrate(model, missing, reader, options);
     known.ranges.insert(found.ranges.begin(), found.ranges.end());
     known.non_finite.insert(known.non_finite.end(), found.non_finite.begin(), found.non_finite.end());
+    known.never_computed.insert(known.never_computed.end(), found.never_computed.begin(), found.never_computed.end());
     known.samples = found.samples;
     known.skipped = found.skipped;
     known.passes += found.passes;
@@ -85,14 +87,47 @@ calib::CalibrationResult calibrate_missing(const ir::Model& model, const std::ve
   r.samples = known.samples;
   r.skipped = known.skipped;
   r.passes = missing.empty() ? 0 : known.passes;
+  non_finite.insert(known.non_finite.begin(), known.non_finite.end());
+  never.insert(known.never_computed.begin(), known.never_computed.end());
   for (const std::string& t : tensors) {
     auto it = known.ranges.find(t);
     if (it != known.ranges.end())
       r.ranges.insert(*it);
-    else
+    else if (non_finite.count(t))
       r.non_finite.push_back(t);
+    else if (never.count(t))
+      r.never_computed.push_back(t);
   }
   return r;
+}
+
+// Whether the plan has tensors `calibration` did not calibrate (it has a range of each other one,
+// or knows it never finite or never computed).
+bool needs_calibration(const Plan& plan, const calib::CalibrationResult& calibration) {
+  std::set<std::string> known(calibration.non_finite.begin(), calibration.non_finite.end());
+  known.insert(calibration.never_computed.begin(), calibration.never_computed.end());
+  for (const std::string& t : plan.tensors_to_calibrate())
+    if (!calibration.ranges.count(t) && !known.count(t)) return true;
+  return false;
+}
+
+// The nodes of the If/Loop/Scan bodies no calibration sample ran (a tensor of the plan computed
+// in them was never computed), with the bodies in `bodies`.
+std::set<std::string> nodes_of_bodies_not_run(const Plan& plan, const ir::Model& model,
+                                              const calib::CalibrationResult& calibration,
+                                              std::vector<const ir::Graph*>& bodies) {
+  const std::set<std::string> never(calibration.never_computed.begin(), calibration.never_computed.end());
+  std::set<const ir::Graph*> unrun;
+  for (const std::string& t : plan.tensors_to_calibrate()) {
+    if (!never.count(t)) continue;
+    const ir::Value* v = model.graph->find_value_nested(t);
+    if (v && v->graph() != model.graph.get()) unrun.insert(v->graph());
+  }
+  bodies.assign(unrun.begin(), unrun.end());
+  std::set<std::string> nodes;
+  for (const ir::Graph* body : bodies)
+    for (const ir::Node* n : body->topological_order_with_bodies()) nodes.insert(n->name);
+  return nodes;
 }
 
 // The type each calibrated tensor's power-of-two position is for: that of the first plan entry
@@ -109,6 +144,7 @@ std::map<std::string, ir::DataType> calibration_types(const Plan& plan) {
 void merge_calibration(calib::CalibrationResult& into, calib::CalibrationResult&& part) {
   into.ranges.merge(part.ranges);
   into.non_finite.insert(into.non_finite.end(), part.non_finite.begin(), part.non_finite.end());
+  into.never_computed.insert(into.never_computed.end(), part.never_computed.begin(), part.never_computed.end());
   into.samples = part.samples;
   into.skipped = part.skipped;
   into.passes += part.passes;
@@ -399,47 +435,75 @@ void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::D
   r.seconds["plan"] = seconds_since(start);
 
   start = std::chrono::steady_clock::now();
-  calib::CalibOptions calib = config.calibration_options();
-  const bool pof2_calibration = calib::is_power_of_two(calib.method);
-  if (pof2_calibration) calib.activation_type = config.activation_type;
-  if (!calib.log) calib.log = log;
-  // Power-of-two positions depend on the type: one calibration per activation type of the plan
-  // (mixed precision); ranges of float scales do not.
-  std::map<ir::DataType, std::vector<std::string>> groups;
-  const std::map<std::string, ir::DataType> types = calibration_types(r.plan);
-  for (const std::string& t : r.plan.tensors_to_calibrate())
-    groups[pof2_calibration ? types.at(t) : calib.activation_type].push_back(t);
-  // Still one run when nothing is calibrated (block formats): a model that cannot run is an error
-  // here. A block type has no integer range for power-of-two positions, and none is computed.
-  if (groups.empty()) groups[quant_type_is_block(calib.activation_type) ? ir::DataType::Int8 : calib.activation_type];
-  r.calibration = {};
-  if (given) {
-    check_known_ranges(*given, model, config);
-    size_t count = 0;
-    for (const auto& [type, tensors] : groups) count += tensors.size();
-    say("ranges of " + std::to_string(count) + " tensors from " + given->source + " (not calibrated)");
-  }
-  if (groups.size() > 1 && !data.can_rewind() && !given)
-    throw Error("mixed precision with power-of-two scales calibrates once per type, and " + data.describe() +
-                " cannot start over");
-  for (const auto& [type, tensors] : groups) {
-    calib.activation_type = type;
-    calib::CalibrationResult found;
-    if (given) {  // float-scale ranges hold for any type; power-of-two ones are for the file's
-      found = take_known_ranges(*given, tensors, config.power_of_two() ? type : given->activation_type);
+  // The plan's ranges, calibrated (or taken from `given`) into r.calibration.
+  auto calibrate_plan = [&] {
+    calib::CalibOptions calib = config.calibration_options();
+    const bool pof2_calibration = calib::is_power_of_two(calib.method);
+    if (pof2_calibration) calib.activation_type = config.activation_type;
+    if (!calib.log) calib.log = log;
+    // Power-of-two positions depend on the type: one calibration per activation type of the plan
+    // (mixed precision); ranges of float scales do not.
+    std::map<ir::DataType, std::vector<std::string>> groups;
+    const std::map<std::string, ir::DataType> types = calibration_types(r.plan);
+    for (const std::string& t : r.plan.tensors_to_calibrate())
+      groups[pof2_calibration ? types.at(t) : calib.activation_type].push_back(t);
+    // Still one run when nothing is calibrated (block formats): a model that cannot run is an error
+    // here. A block type has no integer range for power-of-two positions, and none is computed.
+    if (groups.empty()) groups[quant_type_is_block(calib.activation_type) ? ir::DataType::Int8 : calib.activation_type];
+    r.calibration = {};
+    if (given) {
+      check_known_ranges(*given, model, config);
+      size_t count = 0;
+      for (const auto& [type, tensors] : groups) count += tensors.size();
+      say("ranges of " + std::to_string(count) + " tensors from " + given->source + " (not calibrated)");
+    }
+    if (groups.size() > 1 && !data.can_rewind() && !given)
+      throw Error("mixed precision with power-of-two scales calibrates once per type, and " + data.describe() +
+                  " cannot start over");
+    for (const auto& [type, tensors] : groups) {
+      calib.activation_type = type;
+      calib::CalibrationResult found;
+      if (given) {  // float-scale ranges hold for any type; power-of-two ones are for the file's
+        found = take_known_ranges(*given, tensors, config.power_of_two() ? type : given->activation_type);
+        merge_calibration(r.calibration, std::move(found));
+        continue;
+      }
+      if (type != groups.begin()->first) data.rewind();
+      if (known_ranges) {
+        calib::CalibrationResult& known = (*known_ranges)[pof2_calibration ? type : ir::DataType::Undefined];
+        found = calibrate_missing(model, tensors, data, calib, known, say);
+      } else {
+        say("calibrating " + std::to_string(tensors.size()) + " tensors with " + calib::method_name(calib.method) +
+            (groups.size() > 1 ? std::string(" for ") + quant_type_name(type) : ""));
+        found = calib::calibrate(model, tensors, data, calib);
+      }
       merge_calibration(r.calibration, std::move(found));
-      continue;
     }
-    if (type != groups.begin()->first) data.rewind();
-    if (known_ranges) {
-      calib::CalibrationResult& known = (*known_ranges)[pof2_calibration ? type : ir::DataType::Undefined];
-      found = calibrate_missing(model, tensors, data, calib, known, say);
-    } else {
-      say("calibrating " + std::to_string(tensors.size()) + " tensors with " + calib::method_name(calib.method) +
-          (groups.size() > 1 ? std::string(" for ") + quant_type_name(type) : ""));
-      found = calib::calibrate(model, tensors, data, calib);
-    }
-    merge_calibration(r.calibration, std::move(found));
+  };
+  calibrate_plan();
+  // A body calibration never ran (an If branch not taken, a Loop of no iteration) has no ranges:
+  // its nodes stay float, said in a warning; a new plan may need a range the first did not.
+  QuantConfig plan_config = config;
+  for (;;) {
+    std::vector<const ir::Graph*> bodies;
+    std::set<std::string> unrun = nodes_of_bodies_not_run(r.plan, model, r.calibration, bodies);
+    if (unrun.empty()) break;
+    plan_config.nodes_to_exclude.insert(plan_config.nodes_to_exclude.end(), unrun.begin(), unrun.end());
+    if (data.can_rewind()) data.rewind();
+    r.plan = plan_quantization(model, data, plan_config);
+    std::string names;
+    for (const ir::Graph* b : bodies) names += (names.empty() ? "'" : ", '") + b->name + "'";
+    r.plan.warnings.push_back("EnableSubgraph: " + std::to_string(unrun.size()) + " nodes stay float in " +
+                              std::to_string(bodies.size()) + " bodies no calibration sample ran (" + names + ")");
+    say_warnings(r.plan);
+    if (!needs_calibration(r.plan, r.calibration)) break;
+    if (!data.can_rewind())
+      throw Error(
+          "EnableSubgraph: the plan without the bodies calibration never ran needs ranges of other tensors, "
+          "and " +
+          data.describe() + " cannot start over");
+    data.rewind();
+    calibrate_plan();
   }
   r.seconds["calibrate"] = seconds_since(start);
 
@@ -451,7 +515,7 @@ void quantize_prepared(QuantizeResult& r, const ir::Model& float_model, calib::D
     if (!passes::run_dpu_passes(passes::dpu_post_calibration_passes(), dpu, switches, context).empty()) {
       // ConvertClipToRelu: the plan of the Relu model, which may read the first sample again.
       if (data.can_rewind()) data.rewind();
-      r.plan = plan_quantization(dpu, data, config);
+      r.plan = plan_quantization(dpu, data, plan_config);
     }
     if (config.enable_dpu) {
       size_t fused = fuse_annotated_activations(r.plan, dpu, config);

@@ -12,8 +12,8 @@
 
 #include "calib/calibrate.h"
 #include "calib/data_reader.h"
-#include "ir/float16.h"
 #include "ir/file_io.h"
+#include "ir/float16.h"
 #include "ir/npy.h"
 #include "onnxptq/error.h"
 
@@ -144,10 +144,11 @@ std::vector<ir::Tensor> ort_run(const std::filesystem::path& path, const ir::Mod
   return out;
 }
 
-std::vector<ir::Tensor> ort_run_model(const ir::Model& model, const std::map<std::string, ir::Tensor>& feeds) {
+std::vector<ir::Tensor> ort_run_model(const ir::Model& model, const std::map<std::string, ir::Tensor>& feeds,
+                                      bool literal) {
   ir::TemporaryFolder dir("onnxptq-ort-run");
   ir::save_model(model, dir.path() / "model.onnx");
-  return ort_run(dir.path() / "model.onnx", model, feeds, dir.path());
+  return ort_run(dir.path() / "model.onnx", model, feeds, dir.path(), literal);
 }
 
 std::string onnx_check(const std::filesystem::path& path) {

@@ -46,7 +46,8 @@ std::vector<ir::Tensor> ort_run(const std::filesystem::path& path, const ir::Mod
 
 // The same for a model in memory: saved, with its inputs and outputs, in a temporary folder that
 // is removed afterwards (also when ORT fails).
-std::vector<ir::Tensor> ort_run_model(const ir::Model& model, const std::map<std::string, ir::Tensor>& feeds);
+std::vector<ir::Tensor> ort_run_model(const ir::Model& model, const std::map<std::string, ir::Tensor>& feeds,
+                                      bool literal = false);
 
 // python3-onnx's checker with full_check (shape inference) on the model file: "" when it passes,
 // else what it printed.
