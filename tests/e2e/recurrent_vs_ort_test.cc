@@ -41,7 +41,8 @@ void expect_engine_matches_ort(const fs::path& file, const std::map<std::string,
   for (size_t i = 0; i < own.size(); ++i) {
     ASSERT_EQ(ort[i].dims(), own[i].dims()) << label << " output " << i;
     double error = testing::range_relative_error(ort[i], own[i]);
-    std::cout << label << " output " << model.graph->outputs()[i]->name() << ": max abs diff / range = " << error << "\n";
+    std::cout << label << " output " << model.graph->outputs()[i]->name() << ": max abs diff / range = " << error
+              << "\n";
     EXPECT_LE(error, 1e-4) << label << " output " << i;
   }
 }
@@ -96,15 +97,23 @@ ir::Model recurrent_node_model(const RecurrentCase& c, std::map<std::string, ir:
   add("X", recurrent_random({kSeq, kBatch, kInput}, rng, 1.5f), false);
   add("W", recurrent_random({dirs, gates * kHidden, kInput}, rng, 0.6f), c.constant);
   add("R", recurrent_random({dirs, gates * kHidden, kHidden}, rng, 0.6f), c.constant);
-  if (c.bias) add("B", recurrent_random({dirs, 2 * gates * kHidden}, rng, 0.5f), c.constant);
-  else inputs.push_back(nullptr);
-  if (c.lengths) add("sequence_lens", ir::Tensor::from_values<int32_t>({kBatch}, std::vector<int32_t>{4, kSeq, 0}), false);
-  else inputs.push_back(nullptr);
-  if (c.initial) add("initial_h", recurrent_random({dirs, kBatch, kHidden}, rng, 0.8f), false);
-  else inputs.push_back(nullptr);
+  if (c.bias)
+    add("B", recurrent_random({dirs, 2 * gates * kHidden}, rng, 0.5f), c.constant);
+  else
+    inputs.push_back(nullptr);
+  if (c.lengths)
+    add("sequence_lens", ir::Tensor::from_values<int32_t>({kBatch}, std::vector<int32_t>{4, kSeq, 0}), false);
+  else
+    inputs.push_back(nullptr);
+  if (c.initial)
+    add("initial_h", recurrent_random({dirs, kBatch, kHidden}, rng, 0.8f), false);
+  else
+    inputs.push_back(nullptr);
   if (c.op == "LSTM") {
-    if (c.initial) add("initial_c", recurrent_random({dirs, kBatch, kHidden}, rng, 0.8f), false);
-    else inputs.push_back(nullptr);
+    if (c.initial)
+      add("initial_c", recurrent_random({dirs, kBatch, kHidden}, rng, 0.8f), false);
+    else
+      inputs.push_back(nullptr);
     if (c.peepholes) add("P", recurrent_random({dirs, 3 * kHidden}, rng, 0.5f), c.constant);
   }
   while (!inputs.empty() && !inputs.back()) inputs.pop_back();
@@ -154,33 +163,66 @@ std::vector<RecurrentCase> recurrent_cases() {
   // LSTM
   add({.label = "lstm_forward", .op = "LSTM"});
   add({.label = "lstm_reverse_initial", .op = "LSTM", .direction = "reverse", .initial = true});
-  add({.label = "lstm_bidirectional_all", .op = "LSTM", .direction = "bidirectional", .initial = true,
-       .lengths = true, .peepholes = true});
-  add({.label = "lstm_reverse_lengths_constant", .op = "LSTM", .direction = "reverse", .lengths = true,
-       .peepholes = true, .constant = true});
+  add({.label = "lstm_bidirectional_all",
+       .op = "LSTM",
+       .direction = "bidirectional",
+       .initial = true,
+       .lengths = true,
+       .peepholes = true});
+  add({.label = "lstm_reverse_lengths_constant",
+       .op = "LSTM",
+       .direction = "reverse",
+       .lengths = true,
+       .peepholes = true,
+       .constant = true});
   add({.label = "lstm_no_bias", .op = "LSTM", .direction = "bidirectional", .bias = false});
   add({.label = "lstm_clip", .op = "LSTM", .initial = true, .clip = 0.7f});
   add({.label = "lstm_input_forget", .op = "LSTM", .initial = true, .peepholes = true, .input_forget = 1});
-  add({.label = "lstm_activations", .op = "LSTM", .direction = "bidirectional", .initial = true,
+  add({.label = "lstm_activations",
+       .op = "LSTM",
+       .direction = "bidirectional",
+       .initial = true,
        .activations = {"HardSigmoid", "LeakyRelu", "ScaledTanh", "Sigmoid", "Affine", "Elu"},
-       .alpha = {0.3f, 0.05f, 0.9f, 1.3f, 0.8f}, .beta = {0.45f, 1.1f, -0.2f}});
+       .alpha = {0.3f, 0.05f, 0.9f, 1.3f, 0.8f},
+       .beta = {0.45f, 1.1f, -0.2f}});
   // GRU
   add({.label = "gru_forward", .op = "GRU"});
   add({.label = "gru_linear_before_reset", .op = "GRU", .initial = true, .linear_before_reset = 1});
-  add({.label = "gru_bidirectional_lengths", .op = "GRU", .direction = "bidirectional", .initial = true,
+  add({.label = "gru_bidirectional_lengths",
+       .op = "GRU",
+       .direction = "bidirectional",
+       .initial = true,
        .lengths = true});
-  add({.label = "gru_bidirectional_lbr_lengths_constant", .op = "GRU", .direction = "bidirectional",
-       .lengths = true, .constant = true, .linear_before_reset = 1});
-  add({.label = "gru_reverse_no_bias_clip", .op = "GRU", .direction = "reverse", .bias = false, .initial = true,
+  add({.label = "gru_bidirectional_lbr_lengths_constant",
+       .op = "GRU",
+       .direction = "bidirectional",
+       .lengths = true,
+       .constant = true,
+       .linear_before_reset = 1});
+  add({.label = "gru_reverse_no_bias_clip",
+       .op = "GRU",
+       .direction = "reverse",
+       .bias = false,
+       .initial = true,
        .clip = 0.5f});
-  add({.label = "gru_activations", .op = "GRU", .direction = "bidirectional",
-       .activations = {"Softsign", "Softplus", "ThresholdedRelu", "Relu"}, .alpha = {0.2f}});
+  add({.label = "gru_activations",
+       .op = "GRU",
+       .direction = "bidirectional",
+       .activations = {"Softsign", "Softplus", "ThresholdedRelu", "Relu"},
+       .alpha = {0.2f}});
   // RNN
   add({.label = "rnn_forward", .op = "RNN"});
   add({.label = "rnn_reverse_lengths", .op = "RNN", .direction = "reverse", .initial = true, .lengths = true});
-  add({.label = "rnn_bidirectional_clip_constant", .op = "RNN", .direction = "bidirectional", .initial = true,
-       .constant = true, .clip = 0.6f});
-  add({.label = "rnn_activations", .op = "RNN", .direction = "bidirectional", .bias = false,
+  add({.label = "rnn_bidirectional_clip_constant",
+       .op = "RNN",
+       .direction = "bidirectional",
+       .initial = true,
+       .constant = true,
+       .clip = 0.6f});
+  add({.label = "rnn_activations",
+       .op = "RNN",
+       .direction = "bidirectional",
+       .bias = false,
        .activations = {"Relu", "Sigmoid"}});
   return v;
 }
@@ -219,8 +261,8 @@ TEST_P(RecurrentModelVsOrt, SameOutputs) {
 INSTANTIATE_TEST_SUITE_P(TorchExports, RecurrentModelVsOrt, ::testing::Values("lstm_tagger", "gru_speech"));
 
 // A8W8 with the recurrent ops named in extra_op_types_to_quantize: W and R of every LSTM / GRU
-// are int8 weights (QDQ on the weight inputs; per tensor, or per gate row with per_channel), and ONNX Runtime runs the written model as the
-// engine's simulation of the plan computes it: every quantized tensor within one step of ORT's
+// are int8 weights (QDQ on the weight inputs; per tensor, or per gate row with per_channel), and ONNX Runtime runs the
+// written model as the engine's simulation of the plan computes it: every quantized tensor within one step of ORT's
 // given ORT's inputs, and the outputs within 1e-4 of their range.
 struct RecurrentQuantCase {
   std::string name;  // of export_recurrent.py
@@ -285,19 +327,20 @@ TEST_P(RecurrentA8W8VsOrt, WeightsQuantizedAndOrtRunsItAsTheSimulation) {
     ASSERT_EQ(simulated.size(), layers.ort_outputs.size());
     for (size_t i = 0; i < simulated.size(); ++i) {
       double error = testing::range_relative_error(layers.ort_outputs[i], simulated[i]);
-      std::cout << name << " A8W8 seed " << seed << ": " << layers.quantized
-                << " quantized tensors, worst layer " << layers.worst << " steps; output " << i
-                << " simulation vs ORT max abs diff / range = " << error << "\n";
+      std::cout << name << " A8W8 seed " << seed << ": " << layers.quantized << " quantized tensors, worst layer "
+                << layers.worst << " steps; output " << i << " simulation vs ORT max abs diff / range = " << error
+                << "\n";
       EXPECT_LE(error, 1e-4) << name << " output " << i;
     }
   }
   fs::remove_all(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(TorchExports, RecurrentA8W8VsOrt,
-                         ::testing::Values(RecurrentQuantCase{"lstm_tagger", false}, RecurrentQuantCase{"gru_speech", false},
-                                           RecurrentQuantCase{"lstm_tagger", true}, RecurrentQuantCase{"gru_speech", true}),
-                         [](const auto& info) { return info.param.name + (info.param.per_channel ? "_per_channel" : ""); });
+INSTANTIATE_TEST_SUITE_P(
+    TorchExports, RecurrentA8W8VsOrt,
+    ::testing::Values(RecurrentQuantCase{"lstm_tagger", false}, RecurrentQuantCase{"gru_speech", false},
+                      RecurrentQuantCase{"lstm_tagger", true}, RecurrentQuantCase{"gru_speech", true}),
+    [](const auto& info) { return info.param.name + (info.param.per_channel ? "_per_channel" : ""); });
 
 }  // namespace
 }  // namespace onnxptq
