@@ -34,8 +34,6 @@ std::optional<std::vector<float>> constant_values(const ir::Value* v) {
   return std::vector<float>(values.begin(), values.end());
 }
 
-// The activation Quark trains with `node` (the only reader of its output, and one of Relu,
-// PRelu, LeakyRelu, Gelu, Tanh, Clip, Sigmoid, Softmax), or nullptr.
 // A MatMul's bias, as transformers and ONNX exporters write it: the only reader of its output is
 // an Add whose other input is a constant of one value per output column (shape [N] or
 // [1, ..., 1, N]). Returns that Add, or null.
@@ -51,6 +49,8 @@ const ir::Node* bias_add_after(const ir::Graph& g, const ir::Node& matmul, int64
   return add;
 }
 
+// The activation Quark trains with `node` (the only reader of its output, and one of Relu,
+// PRelu, LeakyRelu, Gelu, Tanh, Clip, Sigmoid, Softmax), or nullptr.
 const ir::Node* activation_after(const ir::Graph& g, const ir::Node& node, Activation& act) {
   const ir::Value* out = node.output(0);
   if (!out || g.is_output(out) || out->uses().size() != 1) return nullptr;

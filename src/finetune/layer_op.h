@@ -7,9 +7,9 @@
 // Every node has its trained parameters at the same places: the weight is input 1 (Conv and
 // ConvTranspose W, Gemm and MatMul B, InstanceNormalization and LayerNormalization scale), the
 // bias input 2 (Conv B, Gemm C, the normalizations' B), when the node has it (a MatMul's is the
-// constant of the Add after it, for bias correction). The node's input
-// 0 is the layer's input, given as a batch: its first dimension is the batch (the samples of a
-// mini-batch concatenated), the rest as the node sees one sample.
+// constant of the Add after it, for bias correction). The node's input 0 is the layer's input,
+// given as a batch: its first dimension is the batch (the samples of a mini-batch concatenated),
+// the rest as the node sees one sample.
 #pragma once
 
 #include <cstddef>

@@ -209,7 +209,8 @@ void add_quantizer_options(std::vector<ConfigKey>& keys) {
         c.smooth.folding = json_bool(k.name, v);
         c.smooth.given = true;
       },
-      "onnxptq; with include_sq: a LayerNormalization before the MatMuls takes the scales, no Mul added"));
+      "onnxptq; with include_sq: the LayerNormalization, MatMul, Gemm or Mul before the MatMuls takes the scales, no "
+      "Mul added"));
   add(works(
       kExtra, "BiasCorrection", "bool", "false", "finetune",
       [](QuantConfig& c, const ConfigKey& k, const json& v) { c.bias_correction = json_bool(k.name, v); },

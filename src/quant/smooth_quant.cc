@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <map>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -134,33 +136,91 @@ std::vector<double> alpha_grid(const SmoothQuantOptions& o) {
   return grid;
 }
 
-// A LayerNormalization whose scale and bias can take 1/s: it makes `input` (read by no one but
-// the group, not a graph output), normalizes the last axis only, and its scale (and bias) are
-// float initializers of the channels' size.
-ir::Node* foldable_layer_norm(const ir::Graph& graph, const Group& g) {
-  ir::Node* ln = g.input->producer();
-  if (!ln || ln->op_type != "LayerNormalization" || !default_domain(*ln) || ln->output(0) != g.input) return nullptr;
-  if (graph.is_output(g.input) || g.input->uses().size() != g.matmuls.size()) return nullptr;
-  const auto shape = g.input->type.static_shape();
-  const int64_t axis = ln->attr_int("axis", -1);
-  if (!(axis == -1 || (shape && axis == static_cast<int64_t>(shape->size()) - 1))) return nullptr;
-  for (size_t i = 1; i < 3 && i < ln->inputs().size(); ++i) {
-    const ir::Value* v = ln->input(i);
-    if (!v) continue;
-    if (!v->has_initializer() || v->initializer().dtype() != ir::DataType::Float ||
-        v->initializer().size() != g.channels)
-      return nullptr;
-  }
-  return ln->input(1) ? ln : nullptr;
+// A float initializer of `channels` values along the last axis (shape [C] or [1, ..., 1, C]).
+bool per_channel_constant(const ir::Value* v, int64_t channels) {
+  if (!v || !v->has_initializer() || v->initializer().dtype() != ir::DataType::Float) return false;
+  const std::vector<int64_t>& d = v->initializer().dims();
+  return !d.empty() && d.back() == channels && v->initializer().size() == channels;
 }
 
-// `v` (an initializer) multiplied element by element by `factor` (one per element, or per row
-// of `row` elements): in place when only `reader` reads it, else as a copy `reader` reads.
+// Where a group's 1/s can go instead of a Mul: constants of the node that makes the input, each
+// scaled along its axis of the input's channels (`row`: the elements one channel's factor
+// covers in a row-major walk, 0 meaning consecutive elements cycle through the channels).
+struct Fold {
+  ir::Node* node = nullptr;
+  std::vector<std::pair<size_t, size_t>> inputs;  // (input index, row)
+  std::string what;                               // for the log
+};
+
+// The input's producer, when it is linear in its output channels with constant parameters and
+// only the group reads the input: a LayerNormalization over the last axis (scale, bias), a
+// MatMul with a constant 2-D B (B's columns), a Gemm with a constant B and a per-column or no C
+// (B's columns or rows, C), a Mul by a per-channel constant, or an Add of a per-channel
+// constant after one of these MatMuls or Gemms (both). Empty when the input has none.
+std::vector<Fold> foldable_producer(const ir::Graph& graph, const Group& g) {
+  if (graph.is_output(g.input) || g.input->uses().size() != g.matmuls.size()) return {};
+  ir::Node* p = g.input->producer();
+  if (!p || !default_domain(*p) || p->output(0) != g.input) return {};
+  const int64_t c = g.channels;
+  if (p->op_type == "LayerNormalization") {
+    const auto shape = g.input->type.static_shape();
+    const int64_t axis = p->attr_int("axis", -1);
+    if (!(axis == -1 || (shape && axis == static_cast<int64_t>(shape->size()) - 1))) return {};
+    Fold f{p, {}, "LayerNormalization"};
+    for (size_t i = 1; i < 3 && i < p->inputs().size(); ++i) {
+      if (!p->input(i)) continue;
+      if (!per_channel_constant(p->input(i), c)) return {};
+      f.inputs.push_back({i, 1});
+    }
+    return p->input(1) ? std::vector<Fold>{f} : std::vector<Fold>{};
+  }
+  if (p->op_type == "Mul" && p->inputs().size() == 2) {
+    for (size_t i = 0; i < 2; ++i)
+      if (per_channel_constant(p->input(i), c) && p->input(1 - i) && !p->input(1 - i)->has_initializer())
+        return {Fold{p, {{i, 1}}, "Mul"}};
+    return {};
+  }
+  // A linear layer: its weight's output columns are the channels.
+  auto linear = [&](ir::Node* n) -> std::optional<Fold> {
+    if (!n || !default_domain(*n)) return std::nullopt;
+    const ir::Value* b = n->inputs().size() > 1 ? n->input(1) : nullptr;
+    if (!b || !b->has_initializer() || b->initializer().dtype() != ir::DataType::Float ||
+        b->initializer().dims().size() != 2 || n->input(0)->has_initializer())
+      return std::nullopt;
+    const std::vector<int64_t>& d = b->initializer().dims();
+    if (n->op_type == "MatMul" && d[1] == c) return Fold{n, {{1, 0}}, "MatMul"};
+    if (n->op_type != "Gemm" || n->attr_int("transA", 0) != 0) return std::nullopt;
+    const bool trans_b = n->attr_int("transB", 0) != 0;
+    if ((trans_b ? d[0] : d[1]) != c) return std::nullopt;
+    Fold f{n, {{1, trans_b ? static_cast<size_t>(d[1]) : 0}}, "Gemm"};
+    if (n->inputs().size() > 2 && n->input(2)) {
+      if (!per_channel_constant(n->input(2), c)) return std::nullopt;
+      f.inputs.push_back({2, 1});
+    }
+    return f;
+  };
+  if (std::optional<Fold> f = linear(p)) return {*f};
+  if (p->op_type == "Add" && p->inputs().size() == 2) {
+    for (size_t i = 0; i < 2; ++i) {
+      ir::Value* before = p->input(1 - i);
+      if (!per_channel_constant(p->input(i), c) || !before || graph.is_output(before) || before->uses().size() != 1)
+        continue;
+      if (std::optional<Fold> f = linear(before->producer()); f && before->producer()->output(0) == before)
+        return {*f, Fold{p, {{i, 1}}, "Add"}};
+    }
+  }
+  return {};
+}
+
+// `v` (an initializer) multiplied element by element by `factor`, one per channel: element i
+// takes factor[(i / row) % channels], or factor[i % channels] when row is 0; in place when only
+// `reader` reads it, else as a copy `reader` reads.
 void scale_initializer(ir::Graph& graph, ir::Node* reader, size_t index, const std::vector<double>& factor,
                        size_t row) {
   ir::Value* v = reader->input(index);
   std::vector<float> values = float_values(v->initializer());
-  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(values[i] * factor[i / row]);
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = static_cast<float>(values[i] * factor[(row == 0 ? i : i / row) % factor.size()]);
   ir::Tensor t = ir::Tensor::from_values<float>(v->initializer().dims(), values);
   if (v->uses().size() == 1 && !graph.is_output(v) && !graph.is_input(v)) {
     graph.set_initializer(v, std::move(t));
@@ -253,9 +313,11 @@ SmoothQuantResult smooth_quant(ir::Model& model, calib::DataReader& reader, cons
     const std::vector<double> s = channel_scales(g, w, alpha);
     std::vector<double> inverse(s.size());
     for (size_t j = 0; j < s.size(); ++j) inverse[j] = 1.0 / s[j];
-    if (ir::Node* ln = config.smooth.folding ? foldable_layer_norm(graph, g) : nullptr) {
-      for (size_t i = 1; i < 3 && i < ln->inputs().size(); ++i)
-        if (ln->input(i)) scale_initializer(graph, ln, i, inverse, 1);
+    const std::vector<Fold> folds = config.smooth.folding ? foldable_producer(graph, g) : std::vector<Fold>{};
+    if (!folds.empty()) {
+      for (const Fold& f : folds)
+        for (const auto& [index, row] : f.inputs) scale_initializer(graph, f.node, index, inverse, row);
+      ++result.folded_into[folds.front().what];
       ++result.folded;
     } else {
       ir::Value* smoothed = graph.add_unique_value(g.input->name() + "_smooth");
@@ -274,7 +336,16 @@ SmoothQuantResult smooth_quant(ir::Model& model, calib::DataReader& reader, cons
   if (log) {
     std::ostringstream line;
     line << "SmoothQuant: " << result.matmuls << " MatMuls on " << result.inputs << " inputs, " << result.folded
-         << " folded into LayerNormalization, " << result.inserted << " Mul nodes inserted";
+         << " folded";
+    if (!result.folded_into.empty()) {
+      const char* separator = " (";
+      for (const auto& [op, count] : result.folded_into) {
+        line << separator << count << " into " << op;
+        separator = ", ";
+      }
+      line << ")";
+    }
+    line << ", " << result.inserted << " Mul nodes inserted";
     if (search) {
       double lo = INFINITY, hi = -INFINITY;
       for (const auto& [name, a] : result.alpha) {

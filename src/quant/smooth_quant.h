@@ -7,8 +7,10 @@
 // same values.
 //
 // Beyond Quark (which inserts Mul(x, 1/s) before every MatMul):
-// - Folding: when the input is a LayerNormalization's output read only by these MatMuls, its
-//   scale and bias are divided by s instead (no node added), as Intel Neural Compressor folds.
+// - Folding: when the input is read only by these MatMuls and made by a node linear in its
+//   channels with constant parameters (a LayerNormalization's scale and bias, a MatMul's or
+//   Gemm's weight columns and bias, with an Add of a bias after them, a Mul by a per-channel
+//   constant), those are divided by s instead (no node added), as Intel Neural Compressor folds.
 // - SmoothAlpha "auto": alpha per input, the one of a grid (SmoothAlphaRange) whose MatMuls,
 //   input and weight fake-quantized, come closest to the float products on calibration rows.
 #pragma once
@@ -25,11 +27,12 @@
 namespace onnxptq::quant {
 
 struct SmoothQuantResult {
-  size_t inputs = 0;                    // MatMul inputs smoothed (a group of MatMuls each)
-  size_t matmuls = 0;                   // MatMuls whose weight rows were scaled
-  size_t folded = 0;                    // inputs whose scale went into the LayerNormalization before them
-  size_t inserted = 0;                  // Mul nodes inserted
-  std::map<std::string, double> alpha;  // per input tensor, the alpha used
+  size_t inputs = 0;                          // MatMul inputs smoothed (a group of MatMuls each)
+  size_t matmuls = 0;                         // MatMuls whose weight rows were scaled
+  size_t folded = 0;                          // inputs whose scale went into the node before them
+  std::map<std::string, size_t> folded_into;  // of those, how many by that node's op type
+  size_t inserted = 0;                        // Mul nodes inserted
+  std::map<std::string, double> alpha;        // per input tensor, the alpha used
 };
 
 // Smooths `model` in place from the samples of `reader` (read once from where it stands; at most

@@ -3,9 +3,10 @@
 // beta, clip, sequence_lens, initial states, peepholes, input_forget, linear_before_reset, B
 // left out, W and R fed or constant), and real exports of Debian's python3-torch
 // (tests/models/export_recurrent.py): a bidirectional 2-layer LSTM tagger and a GRU speech model
-// with a convolutional front-end. Every output must agree within 1e-4 of its range (max abs
-// difference / (max - min)), the criterion of engine_vs_ort_test.cc. ONNX Runtime refuses
-// layout 1 (batch first); the backend node tests test_*_batchwise hold the engine to ONNX's data there.
+// with a convolutional front-end, also quantized with the A8W8 and XINT8 presets. Every output
+// must agree within 1e-4 of its range (max abs difference / (max - min)), the criterion of
+// engine_vs_ort_test.cc. ONNX Runtime refuses layout 1 (batch first); the backend node tests
+// test_*_batchwise hold the engine to ONNX's data there.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -41,7 +42,8 @@ void expect_engine_matches_ort(const fs::path& file, const std::map<std::string,
   for (size_t i = 0; i < own.size(); ++i) {
     ASSERT_EQ(ort[i].dims(), own[i].dims()) << label << " output " << i;
     double error = testing::range_relative_error(ort[i], own[i]);
-    std::cout << label << " output " << model.graph->outputs()[i]->name() << ": max abs diff / range = " << error << "\n";
+    std::cout << label << " output " << model.graph->outputs()[i]->name() << ": max abs diff / range = " << error
+              << "\n";
     EXPECT_LE(error, 1e-4) << label << " output " << i;
   }
 }
@@ -96,15 +98,23 @@ ir::Model recurrent_node_model(const RecurrentCase& c, std::map<std::string, ir:
   add("X", recurrent_random({kSeq, kBatch, kInput}, rng, 1.5f), false);
   add("W", recurrent_random({dirs, gates * kHidden, kInput}, rng, 0.6f), c.constant);
   add("R", recurrent_random({dirs, gates * kHidden, kHidden}, rng, 0.6f), c.constant);
-  if (c.bias) add("B", recurrent_random({dirs, 2 * gates * kHidden}, rng, 0.5f), c.constant);
-  else inputs.push_back(nullptr);
-  if (c.lengths) add("sequence_lens", ir::Tensor::from_values<int32_t>({kBatch}, std::vector<int32_t>{4, kSeq, 0}), false);
-  else inputs.push_back(nullptr);
-  if (c.initial) add("initial_h", recurrent_random({dirs, kBatch, kHidden}, rng, 0.8f), false);
-  else inputs.push_back(nullptr);
+  if (c.bias)
+    add("B", recurrent_random({dirs, 2 * gates * kHidden}, rng, 0.5f), c.constant);
+  else
+    inputs.push_back(nullptr);
+  if (c.lengths)
+    add("sequence_lens", ir::Tensor::from_values<int32_t>({kBatch}, std::vector<int32_t>{4, kSeq, 0}), false);
+  else
+    inputs.push_back(nullptr);
+  if (c.initial)
+    add("initial_h", recurrent_random({dirs, kBatch, kHidden}, rng, 0.8f), false);
+  else
+    inputs.push_back(nullptr);
   if (c.op == "LSTM") {
-    if (c.initial) add("initial_c", recurrent_random({dirs, kBatch, kHidden}, rng, 0.8f), false);
-    else inputs.push_back(nullptr);
+    if (c.initial)
+      add("initial_c", recurrent_random({dirs, kBatch, kHidden}, rng, 0.8f), false);
+    else
+      inputs.push_back(nullptr);
     if (c.peepholes) add("P", recurrent_random({dirs, 3 * kHidden}, rng, 0.5f), c.constant);
   }
   while (!inputs.empty() && !inputs.back()) inputs.pop_back();
@@ -154,33 +164,66 @@ std::vector<RecurrentCase> recurrent_cases() {
   // LSTM
   add({.label = "lstm_forward", .op = "LSTM"});
   add({.label = "lstm_reverse_initial", .op = "LSTM", .direction = "reverse", .initial = true});
-  add({.label = "lstm_bidirectional_all", .op = "LSTM", .direction = "bidirectional", .initial = true,
-       .lengths = true, .peepholes = true});
-  add({.label = "lstm_reverse_lengths_constant", .op = "LSTM", .direction = "reverse", .lengths = true,
-       .peepholes = true, .constant = true});
+  add({.label = "lstm_bidirectional_all",
+       .op = "LSTM",
+       .direction = "bidirectional",
+       .initial = true,
+       .lengths = true,
+       .peepholes = true});
+  add({.label = "lstm_reverse_lengths_constant",
+       .op = "LSTM",
+       .direction = "reverse",
+       .lengths = true,
+       .peepholes = true,
+       .constant = true});
   add({.label = "lstm_no_bias", .op = "LSTM", .direction = "bidirectional", .bias = false});
   add({.label = "lstm_clip", .op = "LSTM", .initial = true, .clip = 0.7f});
   add({.label = "lstm_input_forget", .op = "LSTM", .initial = true, .peepholes = true, .input_forget = 1});
-  add({.label = "lstm_activations", .op = "LSTM", .direction = "bidirectional", .initial = true,
+  add({.label = "lstm_activations",
+       .op = "LSTM",
+       .direction = "bidirectional",
+       .initial = true,
        .activations = {"HardSigmoid", "LeakyRelu", "ScaledTanh", "Sigmoid", "Affine", "Elu"},
-       .alpha = {0.3f, 0.05f, 0.9f, 1.3f, 0.8f}, .beta = {0.45f, 1.1f, -0.2f}});
+       .alpha = {0.3f, 0.05f, 0.9f, 1.3f, 0.8f},
+       .beta = {0.45f, 1.1f, -0.2f}});
   // GRU
   add({.label = "gru_forward", .op = "GRU"});
   add({.label = "gru_linear_before_reset", .op = "GRU", .initial = true, .linear_before_reset = 1});
-  add({.label = "gru_bidirectional_lengths", .op = "GRU", .direction = "bidirectional", .initial = true,
+  add({.label = "gru_bidirectional_lengths",
+       .op = "GRU",
+       .direction = "bidirectional",
+       .initial = true,
        .lengths = true});
-  add({.label = "gru_bidirectional_lbr_lengths_constant", .op = "GRU", .direction = "bidirectional",
-       .lengths = true, .constant = true, .linear_before_reset = 1});
-  add({.label = "gru_reverse_no_bias_clip", .op = "GRU", .direction = "reverse", .bias = false, .initial = true,
+  add({.label = "gru_bidirectional_lbr_lengths_constant",
+       .op = "GRU",
+       .direction = "bidirectional",
+       .lengths = true,
+       .constant = true,
+       .linear_before_reset = 1});
+  add({.label = "gru_reverse_no_bias_clip",
+       .op = "GRU",
+       .direction = "reverse",
+       .bias = false,
+       .initial = true,
        .clip = 0.5f});
-  add({.label = "gru_activations", .op = "GRU", .direction = "bidirectional",
-       .activations = {"Softsign", "Softplus", "ThresholdedRelu", "Relu"}, .alpha = {0.2f}});
+  add({.label = "gru_activations",
+       .op = "GRU",
+       .direction = "bidirectional",
+       .activations = {"Softsign", "Softplus", "ThresholdedRelu", "Relu"},
+       .alpha = {0.2f}});
   // RNN
   add({.label = "rnn_forward", .op = "RNN"});
   add({.label = "rnn_reverse_lengths", .op = "RNN", .direction = "reverse", .initial = true, .lengths = true});
-  add({.label = "rnn_bidirectional_clip_constant", .op = "RNN", .direction = "bidirectional", .initial = true,
-       .constant = true, .clip = 0.6f});
-  add({.label = "rnn_activations", .op = "RNN", .direction = "bidirectional", .bias = false,
+  add({.label = "rnn_bidirectional_clip_constant",
+       .op = "RNN",
+       .direction = "bidirectional",
+       .initial = true,
+       .constant = true,
+       .clip = 0.6f});
+  add({.label = "rnn_activations",
+       .op = "RNN",
+       .direction = "bidirectional",
+       .bias = false,
        .activations = {"Relu", "Sigmoid"}});
   return v;
 }
@@ -218,26 +261,26 @@ TEST_P(RecurrentModelVsOrt, SameOutputs) {
 
 INSTANTIATE_TEST_SUITE_P(TorchExports, RecurrentModelVsOrt, ::testing::Values("lstm_tagger", "gru_speech"));
 
-// A8W8 with the recurrent ops named in extra_op_types_to_quantize: W and R of every LSTM / GRU
-// are int8 weights (QDQ on the weight inputs; per tensor, or per gate row with per_channel), and ONNX Runtime runs the written model as the
-// engine's simulation of the plan computes it: every quantized tensor within one step of ORT's
-// given ORT's inputs, and the outputs within 1e-4 of their range.
+// A preset with the recurrent ops named in extra_op_types_to_quantize: W and R of every LSTM / GRU
+// are int8 weights (QDQ on the weight inputs; per tensor, or per gate row with per_channel), and
+// ONNX Runtime runs the written model as the engine's simulation of the plan computes it: every
+// quantized tensor within one step of ORT's given ORT's inputs, and the outputs within 1e-4 of
+// their range. A8W8: float scales, int8 activations; XINT8 (Quark's NPU CNN path, enable_dpu):
+// power-of-two scales, uint8 activations.
 struct RecurrentQuantCase {
   std::string name;  // of export_recurrent.py
   bool per_channel;
 };
 
-class RecurrentA8W8VsOrt : public ::testing::TestWithParam<RecurrentQuantCase> {};
-
-TEST_P(RecurrentA8W8VsOrt, WeightsQuantizedAndOrtRunsItAsTheSimulation) {
-  const std::string& name = GetParam().name;
-  fs::path dir = testing::fresh_dir("recurrent_a8w8_" + name + (GetParam().per_channel ? "_pc" : ""));
+void expect_recurrent_quantized_as_simulated(const RecurrentQuantCase& c, const std::string& preset) {
+  const std::string& name = c.name;
+  fs::path dir = testing::fresh_dir("recurrent_" + preset + "_" + name + (c.per_channel ? "_pc" : ""));
   ASSERT_TRUE(export_recurrent(name, dir / "float.onnx")) << name;
   ir::Model model = ir::load_model(dir / "float.onnx");
   quant::QuantConfig config;
-  quant::apply_preset(config, "A8W8");
+  quant::apply_preset(config, preset);
   config.extra_op_types_to_quantize = {"LSTM", "GRU"};
-  config.per_channel = GetParam().per_channel;
+  config.per_channel = c.per_channel;
   config.calib.threads = 2;
   quant::check_config(config);
   calib::RandomReaderOptions ro;
@@ -247,6 +290,12 @@ TEST_P(RecurrentA8W8VsOrt, WeightsQuantizedAndOrtRunsItAsTheSimulation) {
   quant::QuantizeResult r = quant::quantize_static(model, *reader, config);
   const ir::Model& prepared = r.prepared ? *r.prepared : model;
 
+  // XINT8's scales are powers of two (the NPU's shifts).
+  auto expect_power_of_two = [&](const quant::TensorPlan& t) {
+    if (preset != "XINT8") return;
+    for (const qmath::ScaleZeroPoint& p : t.params)
+      EXPECT_EQ(std::exp2(std::round(std::log2(p.scale))), p.scale) << t.name;
+  };
   const std::string op = name == "lstm_tagger" ? "LSTM" : "GRU";
   size_t recurrent = 0;
   for (const auto& n : prepared.graph->nodes()) {
@@ -258,8 +307,14 @@ TEST_P(RecurrentA8W8VsOrt, WeightsQuantizedAndOrtRunsItAsTheSimulation) {
       ASSERT_NE(t, nullptr) << n->name << " input " << i;
       EXPECT_EQ(t->role, quant::Role::Weight) << t->name;
       EXPECT_EQ(t->type, ir::DataType::Int8) << t->name;
-      EXPECT_EQ(t->axis, GetParam().per_channel ? std::optional<int64_t>(1) : std::nullopt) << t->name;
+      EXPECT_EQ(t->axis, c.per_channel ? std::optional<int64_t>(1) : std::nullopt) << t->name;
+      expect_power_of_two(*t);
     }
+    const quant::TensorPlan* x = r.plan.find(n->input(0)->name());
+    ASSERT_NE(x, nullptr) << n->name << " X";
+    const quant::TensorPlan& xp = r.plan.provider(x->name);
+    EXPECT_EQ(xp.type, preset == "XINT8" ? ir::DataType::UInt8 : ir::DataType::Int8) << x->name;
+    expect_power_of_two(xp);
     const ir::Value* b = n->input(3);
     EXPECT_TRUE(!b || !r.plan.find(b->name())) << "B stays float";
   }
@@ -285,7 +340,7 @@ TEST_P(RecurrentA8W8VsOrt, WeightsQuantizedAndOrtRunsItAsTheSimulation) {
     ASSERT_EQ(simulated.size(), layers.ort_outputs.size());
     for (size_t i = 0; i < simulated.size(); ++i) {
       double error = testing::range_relative_error(layers.ort_outputs[i], simulated[i]);
-      std::cout << name << " A8W8 seed " << seed << ": " << layers.quantized
+      std::cout << name << " " << preset << " seed " << seed << ": " << layers.quantized
                 << " quantized tensors, worst layer " << layers.worst << " steps; output " << i
                 << " simulation vs ORT max abs diff / range = " << error << "\n";
       EXPECT_LE(error, 1e-4) << name << " output " << i;
@@ -294,10 +349,28 @@ TEST_P(RecurrentA8W8VsOrt, WeightsQuantizedAndOrtRunsItAsTheSimulation) {
   fs::remove_all(dir);
 }
 
-INSTANTIATE_TEST_SUITE_P(TorchExports, RecurrentA8W8VsOrt,
-                         ::testing::Values(RecurrentQuantCase{"lstm_tagger", false}, RecurrentQuantCase{"gru_speech", false},
-                                           RecurrentQuantCase{"lstm_tagger", true}, RecurrentQuantCase{"gru_speech", true}),
-                         [](const auto& info) { return info.param.name + (info.param.per_channel ? "_per_channel" : ""); });
+class RecurrentA8W8VsOrt : public ::testing::TestWithParam<RecurrentQuantCase> {};
+
+TEST_P(RecurrentA8W8VsOrt, WeightsQuantizedAndOrtRunsItAsTheSimulation) {
+  expect_recurrent_quantized_as_simulated(GetParam(), "A8W8");
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    TorchExports, RecurrentA8W8VsOrt,
+    ::testing::Values(RecurrentQuantCase{"lstm_tagger", false}, RecurrentQuantCase{"gru_speech", false},
+                      RecurrentQuantCase{"lstm_tagger", true}, RecurrentQuantCase{"gru_speech", true}),
+    [](const auto& info) { return info.param.name + (info.param.per_channel ? "_per_channel" : ""); });
+
+class RecurrentXint8VsOrt : public ::testing::TestWithParam<RecurrentQuantCase> {};
+
+TEST_P(RecurrentXint8VsOrt, PowerOfTwoWeightsAndOrtRunsItAsTheSimulation) {
+  expect_recurrent_quantized_as_simulated(GetParam(), "XINT8");
+}
+
+INSTANTIATE_TEST_SUITE_P(TorchExports, RecurrentXint8VsOrt,
+                         ::testing::Values(RecurrentQuantCase{"lstm_tagger", false},
+                                           RecurrentQuantCase{"gru_speech", false}),
+                         [](const auto& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace onnxptq

@@ -162,25 +162,39 @@ ir::Model two_convs() {
   return m;
 }
 
-// The sum over output channels of the squared mean error (float output - simulated) on `x`.
+// The sum over the output's 4 channels (dim 1, or the last dim with `channels_last`) of the
+// squared mean error (float output - simulated) on `x`.
 double mean_error(const ir::Model& model, const quant::Plan& plan, const quant::QuantConfig& c,
-                  const std::vector<ir::Tensor>& x) {
+                  const std::vector<ir::Tensor>& x, bool channels_last = false) {
   quant::Simulation simulation(model, plan, c, 1);
   engine::Session float_model(model);
   std::vector<double> sums(4, 0.0);
+  size_t per_channel = 0;
   for (const ir::Tensor& t : x) {
     const Feed f{{"x", t}};
     ir::Tensor q = simulation.run(f)[0], r = float_model.run(f)[0];
     const size_t inner = q.values<float>().size() / 4;
     for (size_t k = 0; k < q.values<float>().size(); ++k)
-      sums[k / inner] += r.values<float>()[k] - q.values<float>()[k];
+      sums[channels_last ? k % 4 : k / inner] += r.values<float>()[k] - q.values<float>()[k];
+    per_channel += inner;
   }
   double squares = 0;
   for (double s : sums) {
-    const double mean = s / static_cast<double>(x.size() * 64);
+    const double mean = s / static_cast<double>(per_channel);
     squares += mean * mean;
   }
   return squares;
+}
+
+// The written model, run by the engine, computes what the simulation of its plan does on `x`.
+void expect_written_equals_simulation(const ir::Model& model, const quant::QuantizeResult& q,
+                                      const quant::QuantConfig& c, const std::vector<ir::Tensor>& x) {
+  engine::Session written(q.model);
+  quant::Simulation simulation(model, q.plan, c, 1);
+  for (const ir::Tensor& t : x) {
+    ir::Tensor a = written.run({{"x", t}})[0], b = simulation.run({{"x", t}})[0];
+    for (size_t i = 0; i < a.values<float>().size(); ++i) ASSERT_EQ(a.values<float>()[i], b.values<float>()[i]) << i;
+  }
 }
 
 struct Corrected {
@@ -227,12 +241,7 @@ TEST(BiasCorrection, CorrectsTheInt8ConvBiasesAndLowersTheMeanErrorOnOtherSample
   const std::vector<ir::Tensor> other = inputs(32, {1, 3, 8, 8}, 99);
   EXPECT_LT(mean_error(model, corrected.plan, c, other), 0.5 * mean_error(model, plain.plan, c, other));
   // The written model computes with the corrected biases.
-  engine::Session written(corrected.model);
-  quant::Simulation simulation(model, corrected.plan, c, 1);
-  for (const ir::Tensor& t : other) {
-    ir::Tensor a = written.run({{"x", t}})[0], b = simulation.run({{"x", t}})[0];
-    for (size_t i = 0; i < a.values<float>().size(); ++i) ASSERT_EQ(a.values<float>()[i], b.values<float>()[i]) << i;
-  }
+  expect_written_equals_simulation(model, corrected, c, other);
 }
 
 // A block-format plan (BFP with few mantissa bits): the corrected float biases go through their
@@ -251,12 +260,7 @@ TEST(BiasCorrection, BlockFormatBiasesGoThroughTheirBlockNodes) {
   EXPECT_EQ(b1->data->dtype(), ir::DataType::Float);
   const std::vector<ir::Tensor> other = inputs(32, {1, 3, 8, 8}, 99);
   EXPECT_LT(mean_error(model, corrected.plan, c, other), mean_error(model, plain.plan, c, other));
-  engine::Session written(corrected.model);
-  quant::Simulation simulation(model, corrected.plan, c, 1);
-  for (const ir::Tensor& t : other) {
-    ir::Tensor a = written.run({{"x", t}})[0], b = simulation.run({{"x", t}})[0];
-    for (size_t i = 0; i < a.values<float>().size(); ++i) ASSERT_EQ(a.values<float>()[i], b.values<float>()[i]) << i;
-  }
+  expect_written_equals_simulation(model, corrected, c, other);
 }
 
 // x[1,6,12] -> MatMul (w1 [12,8]) -> Add (b1 [8]) -> Relu -> MatMul (w2 [8,4]) -> Add (b2
@@ -280,24 +284,6 @@ ir::Model matmul_adds() {
              "mm3");
   g.add_output(g.find_value("y"));
   return m;
-}
-
-// The sum over the output's 4 columns of the squared mean error (float output - simulated).
-double column_mean_error(const ir::Model& model, const quant::Plan& plan, const quant::QuantConfig& c,
-                         const std::vector<ir::Tensor>& x) {
-  quant::Simulation simulation(model, plan, c, 1);
-  engine::Session float_model(model);
-  std::vector<double> sums(4, 0.0);
-  size_t rows = 0;
-  for (const ir::Tensor& t : x) {
-    const Feed f{{"x", t}};
-    ir::Tensor q = simulation.run(f)[0], r = float_model.run(f)[0];
-    for (size_t k = 0; k < q.values<float>().size(); ++k) sums[k % 4] += r.values<float>()[k] - q.values<float>()[k];
-    rows += q.values<float>().size() / 4;
-  }
-  double squares = 0;
-  for (double s : sums) squares += (s / static_cast<double>(rows)) * (s / static_cast<double>(rows));
-  return squares;
 }
 
 TEST(BiasCorrection, CorrectsTheConstantOfTheAddAfterAMatMul) {
@@ -329,13 +315,8 @@ TEST(BiasCorrection, CorrectsTheConstantOfTheAddAfterAMatMul) {
   }
   EXPECT_TRUE(changed);
   const std::vector<ir::Tensor> other = inputs(32, {1, 6, 12}, 98);
-  EXPECT_LT(column_mean_error(model, corrected.plan, bc, other), 0.5 * column_mean_error(model, plain.plan, c, other));
-  engine::Session written(corrected.model);
-  quant::Simulation simulation(model, corrected.plan, bc, 1);
-  for (const ir::Tensor& t : other) {
-    ir::Tensor a = written.run({{"x", t}})[0], b = simulation.run({{"x", t}})[0];
-    for (size_t i = 0; i < a.values<float>().size(); ++i) ASSERT_EQ(a.values<float>()[i], b.values<float>()[i]) << i;
-  }
+  EXPECT_LT(mean_error(model, corrected.plan, bc, other, true), 0.5 * mean_error(model, plain.plan, c, other, true));
+  expect_written_equals_simulation(model, corrected, bc, other);
 }
 
 TEST(BiasCorrection, IsAnExtraOptionRefusedWhereNothingIsQuantizedToCorrect) {

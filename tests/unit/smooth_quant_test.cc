@@ -1,5 +1,6 @@
 // SmoothQuant (include_sq): the smoothed float model computes what the model did (folded into the
-// LayerNormalization, or through an inserted Mul; a shared weight copied), the activation outlier
+// LayerNormalization, MatMul, Add or Mul before, or through an inserted Mul; a shared weight
+// copied), the activation outlier
 // moves into the weights so that per-tensor int8 loses less, and the options are checked.
 #include "quant/smooth_quant.h"
 
@@ -125,6 +126,78 @@ TEST(SmoothQuant, FoldsIntoTheLayerNormOrInsertsAMulAndComputesTheSameValues) {
   EXPECT_EQ(r.folded, 0u);
   EXPECT_EQ(r.inserted, 2u);
   EXPECT_LT(relative_difference(model, inserted, x), 1e-5);
+}
+
+// x[1,6,16] -> MatMul(w0 [16,12]) -> Add(b0 [12]) -> a -> MatMul(wa), MatMul(wb);
+// x -> Mul(c [1,1,16]) -> m -> MatMul(wm), MatMul(w1);
+// x -> MatMul(w1 [16,12]) -> p -> MatMul(wp) (w1 read in two groups).
+// Channel 5 of a, 3 of m and 7 of p are outliers, from their producers' constants.
+ir::Model linear_producers() {
+  ir::Model m;
+  m.set_opset("", 17);
+  ir::Graph& g = *m.graph;
+  ir::Value* x = testing::add_float_value(g, "x", {1, 6, 16});
+  g.add_input(x);
+  auto big_column = [&](const char* name, std::vector<int64_t> dims, uint32_t seed, int64_t column) {
+    ir::Value* v = testing::add_random_initializer(g, name, dims, seed);
+    ir::Tensor t = v->initializer();
+    std::span<float> w = t.mutable_values<float>();
+    for (size_t i = static_cast<size_t>(column); i < w.size(); i += static_cast<size_t>(dims.back())) w[i] *= 30;
+    g.set_initializer(v, std::move(t));
+    return v;
+  };
+  g.add_node("MatMul", {x, big_column("w0", {16, 12}, 11, 5)}, {g.add_value("l")}, "linear");
+  g.add_node("Add", {g.find_value("l"), testing::add_random_initializer(g, "b0", {12}, 12)}, {g.add_value("a")},
+             "bias");
+  g.add_node("MatMul", {g.find_value("a"), testing::add_random_initializer(g, "wa", {12, 8}, 13)}, {g.add_value("ya")},
+             "matmul_a");
+  g.add_node("MatMul", {g.find_value("a"), testing::add_random_initializer(g, "wb", {12, 8}, 14)}, {g.add_value("yb")},
+             "matmul_b");
+  g.add_node("Mul", {x, big_column("c", {1, 1, 16}, 15, 3)}, {g.add_value("m")}, "scale");
+  g.add_node("MatMul", {g.find_value("m"), testing::add_random_initializer(g, "wm", {16, 8}, 16)}, {g.add_value("ym")},
+             "matmul_m");
+  ir::Value* w1 = big_column("w1", {16, 12}, 17, 7);
+  g.add_node("MatMul", {x, w1}, {g.add_value("p")}, "linear_shared");
+  g.add_node("MatMul", {g.find_value("p"), testing::add_random_initializer(g, "wp", {12, 8}, 18)}, {g.add_value("yp")},
+             "matmul_p");
+  g.add_node("MatMul", {g.find_value("m"), w1}, {g.add_value("ys")}, "matmul_shared");
+  for (const char* out : {"ya", "yb", "ym", "yp", "ys"}) g.add_output(g.find_value(out));
+  return m;
+}
+
+TEST(SmoothQuant, FoldsIntoALinearLayerItsBiasOrAMulByAConstant) {
+  const ir::Model model = linear_producers();
+  ir::Model smoothed = ir::clone_model(model);
+  const std::vector<ir::Tensor> x = gaussian_inputs(8, 3);
+  testing::FeedListReader data = reader_of(x);
+  std::vector<std::string> lines;
+  SmoothQuantResult r =
+      smooth_quant(smoothed, data, sq_config(), every_node, [&](const std::string& l) { lines.push_back(l); });
+  // Groups: a (MatMul + Add), m (Mul), p (MatMul), x (the graph input: a Mul inserted).
+  EXPECT_EQ(r.inputs, 4u);
+  EXPECT_EQ(r.folded, 3u);
+  EXPECT_EQ(r.folded_into.at("MatMul"), 2u);
+  EXPECT_EQ(r.folded_into.at("Mul"), 1u);
+  EXPECT_EQ(r.inserted, 1u);
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_NE(lines[0].find("3 folded (2 into MatMul, 1 into Mul), 1 Mul nodes inserted"), std::string::npos) << lines[0];
+  // The outlier column of w0 and the outlier of c were divided down.
+  auto node = [&](const std::string& name) -> const ir::Node* {
+    for (const auto& n : smoothed.graph->nodes())
+      if (n->name == name) return n.get();
+    return nullptr;
+  };
+  std::span<const float> w0 = node("linear")->input(1)->initializer().values<float>();
+  double column5 = 0, column0 = 0;
+  for (size_t k = 0; k < 16; ++k) {
+    column5 += std::abs(w0[k * 12 + 5]);
+    column0 += std::abs(w0[k * 12]);
+  }
+  EXPECT_LT(column5 / column0, 10.0);
+  // w1, read by MatMuls of two groups, was copied: each has its own scales.
+  EXPECT_NE(node("linear_shared")->input(1)->name(), node("matmul_shared")->input(1)->name());
+  EXPECT_LT(relative_difference(model, smoothed, x), 1e-5);
+  EXPECT_LT(relative_difference(model, smoothed, gaussian_inputs(8, 4)), 1e-5);
 }
 
 // The summed squared error of the simulated outputs against the float model's on `x`.
