@@ -41,7 +41,7 @@ struct AccuracyTarget {
   size_t max_trials = 100;                    // 0: no limit
   double time_limit = 0;                      // seconds; 0: no limit
   bool stop_at_first_pass = false;
-  bool finetune_recipe = true;  // AdaRound fast finetune as the last recipe
+  bool finetune_recipe = true;  // fast finetune (AdaRound, or AdaQuant) as the last recipe
   size_t held_out = 0;          // min_sqnr: samples held out (0: a quarter, 1 to 32)
   size_t output_index = 0;
   int threads = 0;

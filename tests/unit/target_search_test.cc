@@ -10,6 +10,7 @@
 #include "calib/data_reader.h"
 #include "engine/session.h"
 #include "onnxptq/error.h"
+#include "quant/presets.h"
 #include "support/accuracy_models.h"
 
 namespace onnxptq::accuracy {
@@ -67,13 +68,34 @@ TEST_F(TargetSearch, StopsAtTheFirstPassingTrialWhenTold) {
   EXPECT_GT(r.trials.size(), 1u);
   for (const Trial& t : r.trials) EXPECT_EQ(t.phase, "recipe");
   EXPECT_TRUE(fs::is_empty(dir_)) << "candidate models are removed";
-  // The last recipe tried is AdaRound fast finetune, unless told not to.
+  // The last recipes tried are bias correction, then AdaRound fast finetune, unless told not to.
+  EXPECT_EQ(r.trials[r.trials.size() - 2].change, "BiasCorrection");
   EXPECT_EQ(r.trials.back().change, "AdaRound fast finetune");
   o.finetune_recipe = false;
   const size_t with_finetune = r.trials.size();
   r = search_accuracy_target(model_, *reader, qdq_config(), o);
   EXPECT_EQ(r.trials.size(), with_finetune - 1);
   for (const Trial& t : r.trials) EXPECT_NE(t.change, "AdaRound fast finetune");
+}
+
+// A block-format configuration: AdaRound, which chooses between integers, cannot train its
+// weights, so the fast-finetune recipe is AdaQuant's (Quark's BFP16_ADAQUANT); bias correction
+// comes before it.
+TEST_F(TargetSearch, BlockFormatsFinetuneWithAdaQuantAfterBiasCorrection) {
+  auto always = [](const fs::path&, const std::string&) { return 1.0; };
+  SearchOptions o = evaluate_options(always);
+  auto reader = samples(model_, 4);
+  quant::QuantConfig c = qdq_config();
+  quant::apply_preset(c, "BFP16");
+  SearchResult r = search_accuracy_target(model_, *reader, c, o);
+  ASSERT_GE(r.trials.size(), 3u);
+  EXPECT_EQ(r.trials.back().change, "AdaQuant fast finetune");
+  EXPECT_EQ(r.trials[r.trials.size() - 2].change, "BiasCorrection");
+  for (const Trial& t : r.trials) EXPECT_EQ(t.change.find("AdaRound"), std::string::npos) << t.change;
+  // With bias correction already asked, it is not a recipe.
+  c.bias_correction = true;
+  r = search_accuracy_target(model_, *reader, c, o);
+  for (const Trial& t : r.trials) EXPECT_NE(t.change, "BiasCorrection");
 }
 
 TEST_F(TargetSearch, RespectsMaxTrials) {
