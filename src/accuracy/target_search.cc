@@ -283,6 +283,11 @@ class Search {
       if (m != base_.calibrate_method)
         changes.emplace_back(std::string("calibrate_method ") + calib::method_name(m),
                              [m](quant::QuantConfig& c) { c.calibrate_method = m; });
+    // OCP MX with float elements: the floor rule's shared scale clips block maxima past the
+    // element's largest value; onnxptq's scale of least error per block does not (docs/formats.md).
+    const bool mx = base_.activation_type == quant::kQMx || base_.weight_type == quant::kQMx;
+    if (mx && base_.mx.element_dtype.starts_with("fp") && base_.mx.min_error_scale == 0)
+      changes.emplace_back("MX min_error_scale", [](quant::QuantConfig& c) { c.mx.min_error_scale = 1; });
     changes.emplace_back(base_.include_cle ? "include_cle off" : "include_cle on",
                          [on = !base_.include_cle](quant::QuantConfig& c) { c.include_cle = on; });
     // Bias correction (Nagel et al. 2019, section 4.2): where the error is a mean shift the layers

@@ -96,6 +96,13 @@ TEST_F(TargetSearch, BlockFormatsFinetuneWithAdaQuantAfterBiasCorrection) {
   c.bias_correction = true;
   r = search_accuracy_target(model_, *reader, c, o);
   for (const Trial& t : r.trials) EXPECT_NE(t.change, "BiasCorrection");
+  // OCP MX with float elements tries the scale of least error; BFP16 has no such choice.
+  for (const Trial& t : r.trials) EXPECT_NE(t.change, "MX min_error_scale");
+  quant::QuantConfig mx = qdq_config();
+  quant::apply_preset(mx, "MXFP8E4M3");
+  r = search_accuracy_target(model_, *reader, mx, o);
+  EXPECT_TRUE(std::any_of(r.trials.begin(), r.trials.end(),
+                          [](const Trial& t) { return t.change == "MX min_error_scale"; }));
 }
 
 TEST_F(TargetSearch, RespectsMaxTrials) {
