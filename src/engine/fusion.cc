@@ -1,4 +1,4 @@
-// Engine-internal fusion: a Conv and the activation after it become one FusedConv node (domain
+// Engine-internal fusion: a Conv and the activation after it (or x * Sigmoid(x), SiLU) become one FusedConv node (domain
 // onnxptq.engine), run as one oneDNN primitive with a post-op, wherever no observer needs the
 // tensor between them.
 #include "engine/fusion.h"
@@ -53,6 +53,27 @@ bool activation_attributes(const ir::Node& act, std::vector<ir::Attribute>& out)
   return true;
 }
 
+// x * Sigmoid(x) after the Conv whose output is `mid` (SiLU as exporters write it: the Conv's
+// output read by a Sigmoid and by a Mul of it with the Sigmoid's output): the Mul, or null.
+ir::Node* swish_after(const ir::Graph& graph, ir::Value* mid,
+                      const std::function<bool(const ir::Value*)>& visible) {
+  if (mid->uses().size() != 2) return nullptr;
+  ir::Node* sigmoid = nullptr;
+  ir::Node* mul = nullptr;
+  for (const auto& use : mid->uses()) {
+    ir::Node* n = use.node;
+    if (n->graph() != &graph || !is_default_domain(*n) || n->outputs().size() != 1) return nullptr;
+    if (n->op_type == "Sigmoid") sigmoid = n;
+    if (n->op_type == "Mul") mul = n;
+  }
+  if (!sigmoid || !mul) return nullptr;
+  ir::Value* gate = sigmoid->output(0);
+  if (!gate || gate->uses().size() != 1 || gate->uses()[0].node != mul || graph.is_output(gate) || visible(gate))
+    return nullptr;
+  const bool operands = (mul->input(0) == mid && mul->input(1) == gate) || (mul->input(0) == gate && mul->input(1) == mid);
+  return operands && mul->inputs().size() == 2 ? mul : nullptr;
+}
+
 }  // namespace
 
 int fuse_conv_activations(ir::Graph& graph, const std::function<bool(const ir::Value*)>& visible) {
@@ -61,17 +82,32 @@ int fuse_conv_activations(ir::Graph& graph, const std::function<bool(const ir::V
     ir::Node* conv = graph.nodes()[i].get();
     if (conv->op_type != "Conv" || !is_default_domain(*conv) || conv->outputs().size() != 1) continue;
     ir::Value* mid = conv->output(0);
-    if (!mid || mid->uses().size() != 1 || graph.is_output(mid) || visible(mid)) continue;
-    ir::Node* act = mid->uses()[0].node;
-    if (act->graph() != &graph || act->input(0) != mid || act->outputs().size() != 1) continue;
+    if (!mid || graph.is_output(mid) || visible(mid)) continue;
     std::vector<ir::Attribute> extra;
-    if (!activation_attributes(*act, extra)) continue;
+    ir::Node* act = nullptr;
+    ir::Node* sigmoid = nullptr;  // of a Swish, removed with its Mul
+    if (ir::Node* mul = swish_after(graph, mid, visible)) {
+      act = mul;
+      sigmoid = mid->uses()[0].node == mul ? mid->uses()[1].node : mid->uses()[0].node;
+      extra.push_back(ir::Attribute::of_string("activation", "Swish"));
+      extra.push_back(ir::Attribute::of_floats("activation_params", {1.f, 0.f}));
+    } else {
+      if (mid->uses().size() != 1) continue;
+      act = mid->uses()[0].node;
+      if (act->graph() != &graph || act->input(0) != mid || act->outputs().size() != 1) continue;
+      if (!activation_attributes(*act, extra)) continue;
+    }
 
     ir::Value* out = act->output(0);
     std::vector<ir::Value*> inputs = conv->inputs();
     std::string name = conv->name;
     std::vector<ir::Attribute> attributes = std::move(conv->attributes);
     graph.remove_node(act);
+    if (sigmoid) {
+      ir::Value* gate = sigmoid->output(0);
+      graph.remove_node(sigmoid);
+      graph.remove_value(gate);
+    }
     ir::Node* f = graph.insert_node_before(conv, "FusedConv", inputs, {}, name, kEngineDomain);
     graph.remove_node(conv);
     graph.set_node_output(f, 0, out);

@@ -12,9 +12,10 @@ namespace onnxptq::engine {
 inline constexpr const char* kEngineDomain = "onnxptq.engine";
 
 // Conv followed by its only user Relu / LeakyRelu / Clip (constant bounds) / HardSigmoid /
-// HardSwish / Sigmoid / Tanh becomes one FusedConv node with the Conv's attributes plus
+// HardSwish / Sigmoid / Tanh, or by x * Sigmoid(x) (SiLU: a Sigmoid and a Mul its only users,
+// activation "Swish"), becomes one FusedConv node with the Conv's attributes plus
 // `activation` (the op type) and `activation_params` (alpha, beta: LeakyRelu's alpha,
-// HardSigmoid's alpha and beta, Clip's min and max). Returns how many pairs were fused.
+// HardSigmoid's alpha and beta, Clip's min and max). Returns how many were fused.
 int fuse_conv_activations(ir::Graph& graph, const std::function<bool(const ir::Value*)>& visible);
 
 // Quark's BFPQuantizeDequantize / MXQuantizeDequantize nodes reading an initializer (a weight or

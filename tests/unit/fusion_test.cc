@@ -35,6 +35,18 @@ struct ConvThen {
 
 using testing::nothing_visible;
 
+// x -> Conv(w) -> c; z = c * Sigmoid(c) (SiLU as PyTorch exports it), the Mul's operands in
+// either order.
+struct ConvThenSwish : ConvThen {
+  ir::Value* z;
+  explicit ConvThenSwish(int64_t kernel = 3, bool gate_first = false) : ConvThen("Sigmoid", kernel) {
+    ir::Graph& g = *m.graph;
+    z = g.add_value("z");
+    g.add_node("Mul", gate_first ? std::vector<ir::Value*>{y, c} : std::vector<ir::Value*>{c, y}, {z}, "mul");
+    g.set_output(0, z);
+  }
+};
+
 TEST(FuseConvActivations, ReluBecomesOneFusedConvKeepingConvAttributes) {
   ConvThen t("Relu");
   EXPECT_EQ(fuse_conv_activations(*t.m.graph, nothing_visible), 1);
@@ -104,6 +116,28 @@ TEST(FuseConvActivations, LeavesWhatMustStaySeen) {
   EXPECT_EQ(fuse_conv_activations(g, nothing_visible), 0);
 }
 
+TEST(FuseConvActivations, SigmoidTimesItsInputBecomesSwish) {
+  for (bool gate_first : {false, true}) {
+    ConvThenSwish t(3, gate_first);
+    EXPECT_EQ(fuse_conv_activations(*t.m.graph, nothing_visible), 1);
+    ASSERT_EQ(t.m.graph->node_count(), 1u);
+    const ir::Node& f = *t.m.graph->nodes()[0];
+    EXPECT_EQ(f.op_type, "FusedConv");
+    EXPECT_EQ(f.attr_string("activation", ""), "Swish");
+    EXPECT_EQ(f.output(0), t.z);
+    EXPECT_EQ(t.m.graph->find_value("c"), nullptr);
+    EXPECT_EQ(t.m.graph->find_value("y"), nullptr);
+  }
+  // The Sigmoid's output seen, or the Mul's other operand not the Conv's output: no Swish (the
+  // Sigmoid alone cannot fuse either: c has two users).
+  ConvThenSwish seen;
+  EXPECT_EQ(fuse_conv_activations(*seen.m.graph, [&](const ir::Value* v) { return v == seen.y; }), 0);
+  ConvThenSwish squared;
+  squared.m.graph->set_node_input(squared.m.graph->nodes()[2].get(), 1, squared.c);  // c * c
+  squared.m.graph->add_output(squared.y);
+  EXPECT_EQ(fuse_conv_activations(*squared.m.graph, nothing_visible), 0);
+}
+
 // The fused kernel (one oneDNN primitive with a post-op) computes what Conv then the activation
 // compute, for 3x3 convolutions (blocked layout) and 1x1 ones (plain layout) alike.
 TEST(FusedConv, SameOutputsAsConvThenActivation) {
@@ -112,9 +146,10 @@ TEST(FusedConv, SameOutputsAsConvThenActivation) {
   std::vector<float> xs(2 * 8 * 9 * 7);
   for (float& v : xs) v = normal(rng);
   std::map<std::string, ir::Tensor> feeds = {{"x", ir::Tensor::from_values<float>({2, 8, 9, 7}, xs)}};
-  for (const char* activation : {"Relu", "LeakyRelu", "Clip", "HardSigmoid", "HardSwish", "Sigmoid", "Tanh"}) {
+  for (const char* activation : {"Relu", "LeakyRelu", "Clip", "HardSigmoid", "HardSwish", "Sigmoid", "Tanh", "Swish"}) {
     for (int64_t kernel : {1, 3}) {
-      ConvThen t(activation, kernel);
+      const bool swish = std::string(activation) == "Swish";
+      ConvThen t = swish ? ConvThenSwish(kernel) : ConvThen(activation, kernel);
       if (std::string(activation) == "Clip") {
         ir::Graph& g = *t.m.graph;
         ir::Value* lo = g.add_value("lo");

@@ -333,7 +333,7 @@ PostOp fused_activation(const ir::Node& node) {
       {"Relu", PostOp::Kind::Relu},         {"LeakyRelu", PostOp::Kind::LeakyRelu},
       {"Clip", PostOp::Kind::Clip},         {"HardSigmoid", PostOp::Kind::HardSigmoid},
       {"HardSwish", PostOp::Kind::HardSwish}, {"Sigmoid", PostOp::Kind::Sigmoid},
-      {"Tanh", PostOp::Kind::Tanh}};
+      {"Tanh", PostOp::Kind::Tanh},         {"Swish", PostOp::Kind::Swish}};
   auto kind = kinds.find(op);
   if (kind == kinds.end()) throw Error("FusedConv: unknown activation '" + op + "'");
   return PostOp{kind->second, params[0], params[1]};

@@ -111,6 +111,7 @@ dnnl::post_ops make_dnnl_post_ops(const std::vector<PostOp>& post_ops) {
       case PostOp::Kind::HardSwish: ops.append_eltwise(1.f, algorithm::eltwise_hardswish, 0.f, 0.f); break;
       case PostOp::Kind::Sigmoid: ops.append_eltwise(1.f, algorithm::eltwise_logistic, 0.f, 0.f); break;
       case PostOp::Kind::Tanh: ops.append_eltwise(1.f, algorithm::eltwise_tanh, 0.f, 0.f); break;
+      case PostOp::Kind::Swish: ops.append_eltwise(1.f, algorithm::eltwise_swish, 1.f, 0.f); break;
       case PostOp::Kind::Sum: ops.append_sum(p.alpha); break;
     }
   }
@@ -144,6 +145,9 @@ void apply_post_ops(const std::vector<PostOp>& post_ops, float* d, int64_t n, co
         break;
       case PostOp::Kind::Tanh:
         for (int64_t i = 0; i < n; ++i) d[i] = std::tanh(d[i]);
+        break;
+      case PostOp::Kind::Swish:
+        for (int64_t i = 0; i < n; ++i) d[i] = d[i] * (1.f / (1.f + std::exp(-d[i])));
         break;
       case PostOp::Kind::Sum:
         for (int64_t i = 0; i < n; ++i) d[i] += p.alpha * summand[i];

@@ -98,6 +98,7 @@ struct PostOp {
     HardSwish,    // x * max(0, min(1, x / 6 + 1 / 2))
     Sigmoid,
     Tanh,
+    Swish,  // x * sigmoid(x): SiLU, as exporters write it (Sigmoid and Mul reading the same x)
     Sum,  // x + alpha * S, S the node's input 3, of the output's shape (a residual connection)
   };
   Kind kind = Kind::Relu;
