@@ -491,6 +491,11 @@ void add_dpu_options(std::vector<ConfigKey>& keys) {
 
 // Keys onnxptq refuses: those given on its command line, and those of features not built.
 void add_refused_options(std::vector<ConfigKey>& keys) {
+  // onnxptq's own key (Quark writes ExtendedLSTM only with its tool convert_lstm_to_customlstm,
+  // which onnxptq lstm-to-customlstm is): the quantize flow planning LSTMs for it.
+  keys.push_back(refused("ConvertLSTMToCustomLSTM", "bool",
+                         "the quantizer writing LSTMs as Quark's ExtendedLSTM (onnxptq's key; the tool "
+                         "lstm-to-customlstm converts a model whose LSTMs are between uint16 Q/DQ nodes)"));
   // The other keys of these families, which vai_q_onnx and Quark keep adding.
   keys.push_back(refused("Convert*", "-", kOtherKey));
   keys.push_back(refused("Adjust*", "-", kOtherKey));

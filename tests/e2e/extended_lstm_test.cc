@@ -17,6 +17,7 @@
 #include <iostream>
 
 #include "ir/model.h"
+#include "quant/config_keys.h"
 #include "support/export_models.h"
 #include "support/model_run.h"
 #include "support/one_node.h"
@@ -264,6 +265,17 @@ TEST(ExtendedLstm, ToolRefusesWhatQuarksOpCannotCompute) {
             std::string::npos);
   // No LSTM at all.
   EXPECT_NE(tool_error(ir::Model{}).find("the model has no LSTM node"), std::string::npos);
+}
+
+// The quantizer does not write ExtendedLSTM (Quark only converts with its tool): onnxptq's key for
+// it is refused by name, not accepted and ignored.
+TEST(ExtendedLstm, QuantizerKeyIsRefusedByName) {
+  quant::QuantConfig config;
+  std::string error = testing::error_of([&] { quant::apply_extra_option(config, "ConvertLSTMToCustomLSTM", true); });
+  EXPECT_NE(error.find("ConvertLSTMToCustomLSTM belongs to the quantizer writing LSTMs as Quark's ExtendedLSTM"),
+            std::string::npos)
+      << error;
+  EXPECT_EQ(error.find('\n'), std::string::npos);
 }
 
 }  // namespace extended_lstm_e2e_test
