@@ -133,6 +133,11 @@ void add_quantizer_options(std::vector<ConfigKey>& keys) {
             [](QuantConfig& c, const ConfigKey& k, const json& v) { c.quantize_bias = json_bool(k.name, v); }));
   add(works(kExtra, "WeightsOnly", "bool", "false", "quant",
             [](QuantConfig& c, const ConfigKey& k, const json& v) { c.weights_only = json_bool(k.name, v); }));
+  // onnxptq's own key: Quark writes ExtendedLSTM only with its tool convert_lstm_to_customlstm.
+  add(works(
+      kExtra, "ConvertLSTMToCustomLSTM", "bool", "false", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.convert_lstm_to_custom_lstm = json_bool(k.name, v); },
+      "onnxptq's own; with QuantFormat.QDQ or ExtendedQuantFormat.QDQ"));
   add(works(
       kExtra, "AddQDQPairToWeight", "bool", "false", "quant",
       [](QuantConfig& c, const ConfigKey& k, const json& v) { c.add_qdq_pair_to_weight = json_bool(k.name, v); }));
@@ -491,11 +496,6 @@ void add_dpu_options(std::vector<ConfigKey>& keys) {
 
 // Keys onnxptq refuses: those given on its command line, and those of features not built.
 void add_refused_options(std::vector<ConfigKey>& keys) {
-  // onnxptq's own key (Quark writes ExtendedLSTM only with its tool convert_lstm_to_customlstm,
-  // which onnxptq lstm-to-customlstm is): the quantize flow planning LSTMs for it.
-  keys.push_back(refused("ConvertLSTMToCustomLSTM", "bool",
-                         "the quantizer writing LSTMs as Quark's ExtendedLSTM (onnxptq's key; the tool "
-                         "lstm-to-customlstm converts a model whose LSTMs are between uint16 Q/DQ nodes)"));
   // The other keys of these families, which vai_q_onnx and Quark keep adding.
   keys.push_back(refused("Convert*", "-", kOtherKey));
   keys.push_back(refused("Adjust*", "-", kOtherKey));

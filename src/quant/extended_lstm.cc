@@ -104,11 +104,12 @@ ir::Node* write_extended_lstm(ir::Graph& graph, ir::Node* lstm, const ExtendedLs
   return out;
 }
 
-size_t convert_lstms_to_extended(ir::Model& model, std::vector<std::string>& log) {
+size_t convert_lstms_to_extended(ir::Model& model, std::vector<std::string>& log, const std::set<std::string>* only) {
   ir::Graph& g = *model.graph;
   std::vector<ir::Node*> lstms;
   for (const auto& n : g.nodes())
-    if (n->op_type == "LSTM" && (n->domain.empty() || n->domain == "ai.onnx")) lstms.push_back(n.get());
+    if (n->op_type == "LSTM" && (n->domain.empty() || n->domain == "ai.onnx") && (!only || only->count(n->name)))
+      lstms.push_back(n.get());
   if (lstms.empty()) throw Error("the model has no LSTM node (in its main graph): nothing to convert");
   for (ir::Node* lstm : lstms) {
     check_extended_lstm_convertible(*lstm);
@@ -122,9 +123,13 @@ size_t convert_lstms_to_extended(ir::Model& model, std::vector<std::string>& log
                     " is not dequantized: convert a model quantized with uint16 X, W, R, B and Y");
       *targets[i] = uint16_params(*lstm, *dq, names[i]);
     }
+    // Y's QuantizeLinear: its uint16 one where there are several (conversions to other precisions).
     const ir::Node* q = nullptr;
     for (const ir::Use& u : lstm->output(0)->uses())
-      if (u.input == 0 && is_quantize_node(*u.node)) q = u.node;
+      if (u.input == 0 && is_quantize_node(*u.node)) {
+        std::optional<QdqParams> up = qdq_params(*u.node);
+        if (!q || (up && up->type == ir::DataType::UInt16)) q = u.node;
+      }
     if (!q)
       throw Error(lstm_name(*lstm) + " output Y is not quantized: convert a model quantized with uint16 X, W, R, B and Y");
     p.y = uint16_params(*lstm, *q, "Y");

@@ -6,6 +6,7 @@
 // attributes x_scale, x_zero_point, ..., y_zero_point.
 #pragma once
 
+#include <set>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,8 @@ ir::Node* write_extended_lstm(ir::Graph& graph, ir::Node* lstm, const ExtendedLs
 // A line per LSTM goes to `log`. Returns the LSTMs converted. Error naming the LSTM and the reason
 // for one that is not so quantized or that ExtendedLSTM cannot compute, and for a model without
 // an LSTM.
-size_t convert_lstms_to_extended(ir::Model& model, std::vector<std::string>& log);
+// `only` (when given): the names of the LSTMs to convert, the others left as they are.
+size_t convert_lstms_to_extended(ir::Model& model, std::vector<std::string>& log,
+                                 const std::set<std::string>* only = nullptr);
 
 }  // namespace onnxptq::quant

@@ -13,11 +13,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 
 #include "ir/model.h"
 #include "quant/config_keys.h"
+#include "quant/quantize.h"
+#include "quant/simulate.h"
 #include "support/export_models.h"
 #include "support/model_run.h"
 #include "support/one_node.h"
@@ -31,9 +34,9 @@ namespace extended_lstm_e2e_test {
 namespace fs = std::filesystem;
 using testing::kSource;
 
-bool export_tagger(const fs::path& file) {
-  std::string command = "/usr/bin/python3 " + (kSource / "tests/models/export_recurrent.py").string() +
-                        " lstm_tagger " + file.string() + " > /dev/null 2>&1";
+bool export_tagger(const fs::path& file, const std::string& name = "lstm_tagger") {
+  std::string command = "/usr/bin/python3 " + (kSource / "tests/models/export_recurrent.py").string() + " " + name +
+                        " " + file.string() + " > /dev/null 2>&1";
   return std::system(command.c_str()) == 0;
 }
 
@@ -267,15 +270,92 @@ TEST(ExtendedLstm, ToolRefusesWhatQuarksOpCannotCompute) {
   EXPECT_NE(tool_error(ir::Model{}).find("the model has no LSTM node"), std::string::npos);
 }
 
-// The quantizer does not write ExtendedLSTM (Quark only converts with its tool): onnxptq's key for
-// it is refused by name, not accepted and ignored.
-TEST(ExtendedLstm, QuantizerKeyIsRefusedByName) {
+// ConvertLSTMToCustomLSTM (onnxptq's key): the tagger with batch 1 quantized with MinMax float
+// scales (int8 elsewhere), its LSTMs planned as uint16 X, W, R, B, Y of one scale each and written as
+// ExtendedLSTM with those parameters; the written model, run by the engine, gives the simulation's
+// outputs bit for bit (the simulation runs the same op).
+TEST(ExtendedLstm, QuantizeFlowWritesExtendedLstmAsSimulated) {
+  fs::path dir = testing::fresh_dir("extended_lstm_quantize");
+  ASSERT_TRUE(export_tagger(dir / "float.onnx", "lstm_tagger_b1"));
+  ir::Model model = ir::load_model(dir / "float.onnx");
   quant::QuantConfig config;
-  std::string error = testing::error_of([&] { quant::apply_extra_option(config, "ConvertLSTMToCustomLSTM", true); });
-  EXPECT_NE(error.find("ConvertLSTMToCustomLSTM belongs to the quantizer writing LSTMs as Quark's ExtendedLSTM"),
-            std::string::npos)
+  quant::apply_extra_option(config, "ConvertLSTMToCustomLSTM", true);
+  config.calibrate_method = calib::Method::MinMax;
+  config.calib.threads = 2;
+  quant::check_config(config);
+  std::vector<Feed> samples;
+  for (uint32_t seed : {1u, 2u, 3u, 4u}) samples.push_back(testing::random_feeds(model, seed));
+  testing::FeedListReader reader(samples);
+  quant::QuantizeResult r = quant::quantize_static(model, reader, config);
+  const ir::Model& prepared = r.prepared ? *r.prepared : model;
+
+  size_t planned = 0;
+  for (const auto& n : prepared.graph->nodes()) {
+    if (n->op_type != "LSTM") continue;
+    ++planned;
+    for (size_t i : {1, 2, 3}) {
+      const quant::TensorPlan* t = r.plan.find(n->input(i)->name());
+      ASSERT_NE(t, nullptr) << n->name << " input " << i;
+      EXPECT_EQ(t->type, ir::DataType::UInt16) << t->name;
+      EXPECT_EQ(t->params.size(), 1u) << t->name;
+    }
+    const quant::TensorPlan* y = r.plan.find(n->output(0)->name());
+    ASSERT_NE(y, nullptr);
+    EXPECT_EQ(r.plan.provider(y->name).type, ir::DataType::UInt16);
+  }
+  EXPECT_EQ(planned, 2u);
+
+  ir::save_model(r.model, dir / "q.onnx");
+  ir::Model q = ir::load_model(dir / "q.onnx");
+  EXPECT_EQ(testing::count_ops(q, "LSTM"), 0u);
+  EXPECT_EQ(testing::count_ops(q, "ExtendedLSTM"), 2u);
+  for (const auto& n : q.graph->nodes()) {
+    if (n->op_type != "ExtendedLSTM") continue;
+    // W's parameters are the plan's.
+    const quant::TensorPlan* w = nullptr;
+    for (const auto& p : prepared.graph->nodes())
+      if (p->op_type == "LSTM" && p->name == n->name) w = r.plan.find(p->input(1)->name());
+    ASSERT_NE(w, nullptr) << n->name;
+    EXPECT_EQ(n->attr_float("w_scale", 0), static_cast<float>(w->params[0].scale));
+    EXPECT_EQ(n->attr_int("w_zero_point", -1), w->params[0].zero_point);
+  }
+
+  quant::Simulation simulation(prepared, r.plan, config, 2);
+  for (uint32_t seed : {7u, 8u}) {
+    auto feeds = testing::random_feeds(model, seed);
+    std::vector<ir::Tensor> written = testing::run_model(q, feeds);
+    std::vector<ir::Tensor> simulated = simulation.run(feeds);
+    std::vector<ir::Tensor> floats = testing::run_model(model, feeds);
+    ASSERT_EQ(written.size(), simulated.size());
+    for (size_t i = 0; i < written.size(); ++i) {
+      ASSERT_EQ(written[i].dims(), simulated[i].dims());
+      auto a = written[i].values<float>(), b = simulated[i].values<float>();
+      size_t differ = 0;
+      for (size_t k = 0; k < a.size(); ++k) differ += std::memcmp(&a[k], &b[k], sizeof(float)) != 0;
+      EXPECT_EQ(differ, 0u) << "seed " << seed << " output " << i;
+      // And near the float model: int8 at the head, uint16 in the LSTMs.
+      const double error = testing::range_relative_error(floats[i], written[i]);
+      std::cout << "seed " << seed << ": written vs float max abs diff / range = " << error << "\n";
+      EXPECT_LE(error, 0.02) << "seed " << seed;
+    }
+  }
+  fs::remove_all(dir);
+}
+
+TEST(ExtendedLstm, QuantizerKeyRefusals) {
+  quant::QuantConfig config;
+  quant::apply_extra_option(config, "ConvertLSTMToCustomLSTM", true);
+  config.format = quant::QuantFormat::QOperator;
+  std::string error = testing::error_of([&] { quant::check_config(config); });
+  EXPECT_NE(error.find("ConvertLSTMToCustomLSTM with another format than QuantFormat.QDQ"), std::string::npos)
       << error;
   EXPECT_EQ(error.find('\n'), std::string::npos);
+  // The default calibrate_method, vai_q_onnx's power-of-two MinMSE.
+  config.format = quant::QuantFormat::QDQ;
+  error = testing::error_of([&] { quant::check_config(config); });
+  EXPECT_NE(error.find("ConvertLSTMToCustomLSTM with power-of-two scales"), std::string::npos) << error;
+  config.calibrate_method = calib::Method::MinMax;
+  EXPECT_EQ(testing::error_of([&] { quant::check_config(config); }), "");
 }
 
 }  // namespace extended_lstm_e2e_test
