@@ -105,3 +105,44 @@ def test_refusals_name_the_lstm():
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])]), opset_imports=[helper.make_opsetid("", 14)])
     with pytest.raises(onnxptq.Error, match="the model has no LSTM node"):
         onnxptq.quark.tools.convert_lstm_to_customlstm(plain)
+
+
+def float_lstm_model():
+    rng = np.random.default_rng(1)
+    inits = [f32("W", rng.uniform(-0.5, 0.5, (2, 4 * HIDDEN, INPUT))),
+             f32("R", rng.uniform(-0.5, 0.5, (2, 4 * HIDDEN, HIDDEN))),
+             f32("B", rng.uniform(-0.1, 0.1, (2, 8 * HIDDEN)))]
+    nodes = [helper.make_node("LSTM", ["x", "W", "R", "B"], ["Y"], name="lstm", direction="bidirectional",
+                              hidden_size=HIDDEN),
+             helper.make_node("Relu", ["Y"], ["y"])]
+    graph = helper.make_graph(
+        nodes, "lstm", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [SEQ, 1, INPUT])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [SEQ, 2, 1, HIDDEN])], inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+
+
+def test_quantize_static_with_convert_lstm_to_custom_lstm(tmp_path):
+    """onnxptq's own extra option: the quantizer writes the LSTM as ExtendedLSTM, uint16, Y over
+    h's bound [-1, 1]; power-of-two scales are refused by name."""
+    src, out = tmp_path / "f.onnx", tmp_path / "q.onnx"
+    onnx.save(float_lstm_model(), str(src))
+    onnxptq.quantize_static(str(src), str(out), None, calibrate_method=onnxptq.CalibrationMethod.MinMax,
+                            extra_options={"ConvertLSTMToCustomLSTM": True}, print_summary=False)
+    q = onnx.load(str(out))
+    ops = [n.op_type for n in q.graph.node]
+    assert "LSTM" not in ops and ops.count("ExtendedLSTM") == 1
+    node = next(n for n in q.graph.node if n.op_type == "ExtendedLSTM")
+    attrs = {a.name: helper.get_attribute_value(a) for a in node.attribute}
+    assert attrs["y_scale"] == pytest.approx(2 / 65535, rel=1e-6)
+    assert attrs["y_zero_point"] in (32767, 32768)
+    for name in ("x", "w", "r", "b"):
+        assert 0 <= attrs[name + "_zero_point"] <= 65535 and attrs[name + "_scale"] > 0
+    # W's DequantizeLinear reads uint16 codes with the node's parameters.
+    inits = {i.name: numpy_helper.to_array(i) for i in q.graph.initializer}
+    dq = next(n for n in q.graph.node if n.op_type == "DequantizeLinear" and n.output[0] == node.input[1])
+    assert inits[dq.input[0]].dtype == np.uint16
+    assert float(inits[dq.input[1]]) == pytest.approx(attrs["w_scale"], rel=1e-7)
+    assert int(inits[dq.input[2]]) == attrs["w_zero_point"]
+    with pytest.raises(onnxptq.Error, match="ConvertLSTMToCustomLSTM with power-of-two scales"):
+        onnxptq.quantize_static(str(src), str(tmp_path / "p.onnx"), None,
+                                extra_options={"ConvertLSTMToCustomLSTM": True}, print_summary=False)

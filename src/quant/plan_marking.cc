@@ -581,7 +581,11 @@ class Planner {
     // with a symmetric calibrated range (-m, m), where ORT and vai_q_onnx remove it anyway and
     // the negative values pass (docs/options.md).
     calib::CalibOptions calib = config_.calibration_options();
+    // ConvertLSTMToCustomLSTM: an LSTM's Y stays its own (the ExtendedLSTM's uint16 output over [-1, 1]).
+    const bool extended_lstm_output =
+        config_.convert_lstm_to_custom_lstm && in->producer() && in->producer()->op_type == "LSTM";
     if (!config_.activation_symmetric && !calib::ranges_symmetric(calib) && !config_.keep_removable_activations &&
+        !extended_lstm_output &&
         !vitis && !extended_keeps && single_use && own_input && in_plan->range_from.empty() && quantizable(out) &&
         !planned(out)) {
       // The producer will write `out`: `in` leaves the plan.

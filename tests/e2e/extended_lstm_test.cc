@@ -16,6 +16,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <random>
 
 #include "ir/model.h"
 #include "quant/config_keys.h"
@@ -340,6 +341,66 @@ TEST(ExtendedLstm, QuantizeFlowWritesExtendedLstmAsSimulated) {
     }
   }
   fs::remove_all(dir);
+}
+
+// The same for one LSTM whose Y a Relu reads (which the quantizer would otherwise fold into Y's
+// quantization, giving Y the Relu's int8 parameters): the Relu stays, Y stays uint16 over [-1, 1].
+TEST(ExtendedLstm, QuantizeFlowKeepsARelusInputUint16) {
+  const int64_t seq = 6, input = 5, hidden = 4;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-0.6f, 0.6f);
+  auto random = [&](std::vector<int64_t> dims) {
+    std::vector<float> v(static_cast<size_t>(ir::element_count(dims)));
+    for (float& f : v) f = u(rng);
+    return ir::Tensor::from_values<float>(std::move(dims), v);
+  };
+  ir::Model model;
+  model.set_opset("", 14);
+  ir::Graph& g = *model.graph;
+  ir::Value* x = g.add_value("x");
+  x->type = ir::ValueType::tensor(ir::DataType::Float, {seq, 1, input});
+  g.add_input(x);
+  ir::Value* w = g.add_value("W");
+  g.set_initializer(w, random({2, 4 * hidden, input}));
+  ir::Value* r = g.add_value("R");
+  g.set_initializer(r, random({2, 4 * hidden, hidden}));
+  ir::Value* b = g.add_value("B");
+  g.set_initializer(b, random({2, 8 * hidden}));
+  ir::Value* y = g.add_value("Y");
+  ir::Node* lstm = g.add_node("LSTM", {x, w, r, b}, {y}, "lstm");
+  lstm->set_attribute(ir::Attribute::of_string("direction", "bidirectional"));
+  lstm->set_attribute(ir::Attribute::of_int("hidden_size", hidden));
+  ir::Value* out = g.add_value("out");
+  out->type = ir::ValueType::tensor(ir::DataType::Float, {seq, 2, 1, hidden});
+  g.add_node("Relu", {y}, {out}, "relu");
+  g.add_output(out);
+
+  quant::QuantConfig config;
+  quant::apply_extra_option(config, "ConvertLSTMToCustomLSTM", true);
+  config.calibrate_method = calib::Method::MinMax;
+  config.calib.threads = 2;
+  quant::check_config(config);
+  std::vector<Feed> samples;
+  for (uint32_t seed : {1u, 2u, 3u}) samples.push_back(testing::random_feeds(model, seed));
+  testing::FeedListReader reader(samples);
+  quant::QuantizeResult res = quant::quantize_static(model, reader, config);
+  const ir::Model& prepared = res.prepared ? *res.prepared : model;
+  const quant::TensorPlan* yp = res.plan.find("Y");
+  ASSERT_NE(yp, nullptr);
+  EXPECT_EQ(res.plan.provider("Y").type, ir::DataType::UInt16);
+  ASSERT_EQ(res.plan.provider("Y").params.size(), 1u);
+  EXPECT_FLOAT_EQ(static_cast<float>(res.plan.provider("Y").params[0].scale), 2.0f / 65535);
+  EXPECT_EQ(testing::count_ops(res.model, "Relu"), 1u);
+  EXPECT_EQ(testing::count_ops(res.model, "ExtendedLSTM"), 1u);
+  quant::Simulation simulation(prepared, res.plan, config, 2);
+  for (uint32_t seed : {7u, 8u}) {
+    auto feeds = testing::random_feeds(model, seed);
+    std::vector<ir::Tensor> written = testing::run_model(res.model, feeds);
+    std::vector<ir::Tensor> simulated = simulation.run(feeds);
+    ASSERT_EQ(written[0].dims(), simulated[0].dims());
+    auto a = written[0].values<float>(), s = simulated[0].values<float>();
+    EXPECT_EQ(std::memcmp(a.data(), s.data(), a.size() * sizeof(float)), 0) << "seed " << seed;
+  }
 }
 
 TEST(ExtendedLstm, QuantizerKeyRefusals) {
