@@ -272,8 +272,8 @@ void check_config(const QuantConfig& c) {
           "power of two into -2^15, and products of such scales all are; use a float-scale calibrate_method");
     if (c.enable_dpu || c.weights_only || c.use_dynamic_quant || c.use_matmul_nbits)
       throw Error(std::string("ConvertLSTMToCustomLSTM with ") +
-                  (c.enable_dpu ? "enable_dpu (the NPU's weights are int8)"
-                   : c.weights_only ? "WeightsOnly (ExtendedLSTM quantizes X and Y too)"
+                  (c.enable_dpu          ? "enable_dpu (the NPU's weights are int8)"
+                   : c.weights_only      ? "WeightsOnly (ExtendedLSTM quantizes X and Y too)"
                    : c.use_dynamic_quant ? "use_dynamic_quant (no Q/DQ written)"
                                          : "UseMatMulNBits (no Q/DQ written)") +
                   ": choose one");

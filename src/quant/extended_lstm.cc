@@ -52,7 +52,8 @@ void check_extended_lstm_convertible(const ir::Node& lstm) {
                     "): Quark's ExtendedLSTM computes Sigmoid, Tanh, Tanh only");
   }
   if (lstm.find_attribute("activation_alpha") || lstm.find_attribute("activation_beta"))
-    throw Error(where + " has activation_alpha or activation_beta: Quark's ExtendedLSTM computes Sigmoid, Tanh, Tanh only");
+    throw Error(where +
+                " has activation_alpha or activation_beta: Quark's ExtendedLSTM computes Sigmoid, Tanh, Tanh only");
   if (lstm.find_attribute("hidden_size") == nullptr)
     throw Error(where + " has no hidden_size (Quark's tool would write its default 128)");
   if (!lstm.input(3)) throw Error(where + " has no B: Quark's ExtendedLSTM reads one");
@@ -131,7 +132,8 @@ size_t convert_lstms_to_extended(ir::Model& model, std::vector<std::string>& log
         if (!q || (up && up->type == ir::DataType::UInt16)) q = u.node;
       }
     if (!q)
-      throw Error(lstm_name(*lstm) + " output Y is not quantized: convert a model quantized with uint16 X, W, R, B and Y");
+      throw Error(lstm_name(*lstm) +
+                  " output Y is not quantized: convert a model quantized with uint16 X, W, R, B and Y");
     p.y = uint16_params(*lstm, *q, "Y");
     const std::string name = lstm_name(*lstm);
     write_extended_lstm(g, lstm, p);

@@ -448,7 +448,9 @@ class Planner {
   // activations. B stays float as in ONNX Runtime's DynamicQuantizeLSTM: it adds to products of W
   // and of R, whose scales differ, so no int32 bias fits; initial states and peepholes stay float.
   std::string mark_recurrent(const ir::Node& n) {
-    if (config_.convert_lstm_to_custom_lstm && n.op_type == "LSTM") return mark_extended_lstm(n);
+    // ConvertLSTMToCustomLSTM converts the main graph's LSTMs (make_plan); a body's keep the rule below.
+    if (config_.convert_lstm_to_custom_lstm && n.op_type == "LSTM" && n.graph() == &graph_)
+      return mark_extended_lstm(n);
     activation(n.input(0));
     weight(n.input(1), n.op_type, 1);
     weight(n.input(2), n.op_type, 1);
@@ -474,8 +476,10 @@ class Planner {
     }
     output(n, n.output(0));
     if (!planned(n.output(0)))
-      throw Error("LSTM '" + n.name + "' output Y is not quantized (OpTypesToExcludeOutputQuantization or "
-                  "NodesToExcludeOutputQuantization): ConvertLSTMToCustomLSTM writes it as ExtendedLSTM, which quantizes Y");
+      throw Error(
+          "LSTM '" + n.name +
+          "' output Y is not quantized (OpTypesToExcludeOutputQuantization or "
+          "NodesToExcludeOutputQuantization): ConvertLSTMToCustomLSTM writes it as ExtendedLSTM, which quantizes Y");
     // Y's range is h's bound, [-1, 1] (h = o tanh(c)), not the calibrated one: Quark's kernel wraps
     // an h beyond Y's grid around to the other end (recurrent_extended.cc), which an h a little
     // past the calibrated range of other data would do.
@@ -585,9 +589,8 @@ class Planner {
     const bool extended_lstm_output =
         config_.convert_lstm_to_custom_lstm && in->producer() && in->producer()->op_type == "LSTM";
     if (!config_.activation_symmetric && !calib::ranges_symmetric(calib) && !config_.keep_removable_activations &&
-        !extended_lstm_output &&
-        !vitis && !extended_keeps && single_use && own_input && in_plan->range_from.empty() && quantizable(out) &&
-        !planned(out)) {
+        !extended_lstm_output && !vitis && !extended_keeps && single_use && own_input && in_plan->range_from.empty() &&
+        quantizable(out) && !planned(out)) {
       // The producer will write `out`: `in` leaves the plan.
       size_t at = plan_.index.at(in->name());
       plan_.tensors.erase(plan_.tensors.begin() + static_cast<std::ptrdiff_t>(at));
@@ -652,8 +655,8 @@ Plan make_plan(const ir::Model& model, const QuantConfig& config, const std::map
     p.activation = p.weight = DataType::UInt16;
   }
   if (!any) throw Error("ConvertLSTMToCustomLSTM: the model has no LSTM node (in its main graph)");
-  if (std::find(lstm_config.extra_op_types_to_quantize.begin(), lstm_config.extra_op_types_to_quantize.end(),
-                "LSTM") == lstm_config.extra_op_types_to_quantize.end())
+  if (std::find(lstm_config.extra_op_types_to_quantize.begin(), lstm_config.extra_op_types_to_quantize.end(), "LSTM") ==
+      lstm_config.extra_op_types_to_quantize.end())
     lstm_config.extra_op_types_to_quantize.push_back("LSTM");
   return Planner(model, lstm_config, types).run();
 }

@@ -65,7 +65,8 @@ ir::Tensor scalar_u16(int64_t v) {
 std::vector<double> grid_codes(const ir::Tensor& t, U16 p) {
   std::vector<double> out;
   for (float f : t.values<float>())
-    out.push_back(std::clamp(std::nearbyint(static_cast<double>(f / p.scale)) + static_cast<double>(p.zp), 0.0, 65535.0));
+    out.push_back(
+        std::clamp(std::nearbyint(static_cast<double>(f / p.scale)) + static_cast<double>(p.zp), 0.0, 65535.0));
   return out;
 }
 
@@ -215,10 +216,10 @@ TEST(ExtendedLstm, TaggerLstmsWithinOneCodeOfTheFloatLstm) {
 
 ir::Model refusal_model(std::function<void(ir::Model&)> change) {
   std::vector<float> w(2 * 8 * 3, 0.1f), r(2 * 8 * 2, 0.1f), bias(2 * 16, 0.1f);
-  ir::Model m = qdq_lstm_model(4, 3, 2, ir::Tensor::from_values<float>({2, 8, 3}, w),
-                               ir::Tensor::from_values<float>({2, 8, 2}, r),
-                               ir::Tensor::from_values<float>({2, 16}, bias), {1e-4f, 32768}, {1e-5f, 32768},
-                               {1e-5f, 32768}, {1e-5f, 32768}, {3e-5f, 32768});
+  ir::Model m =
+      qdq_lstm_model(4, 3, 2, ir::Tensor::from_values<float>({2, 8, 3}, w),
+                     ir::Tensor::from_values<float>({2, 8, 2}, r), ir::Tensor::from_values<float>({2, 16}, bias),
+                     {1e-4f, 32768}, {1e-5f, 32768}, {1e-5f, 32768}, {1e-5f, 32768}, {3e-5f, 32768});
   change(m);
   return m;
 }
@@ -252,8 +253,9 @@ TEST(ExtendedLstm, ToolRefusesWhatQuarksOpCannotCompute) {
   act.strings = {"Sigmoid", "Tanh", "Tanh", "HardSigmoid", "Tanh", "Tanh"};
   EXPECT_NE(tool_error(with_attr(std::move(act))).find("has activation HardSigmoid (#3)"), std::string::npos);
   // Y_h read by a graph output.
-  EXPECT_NE(tool_error(refusal_model([](ir::Model& m) { m.graph->add_output(lstm_of(m)->output(1)); }))
-                .find("output Y_h (Y_h) is read"),
+  EXPECT_NE(tool_error(refusal_model([](ir::Model& m) {
+              m.graph->add_output(lstm_of(m)->output(1));
+            })).find("output Y_h (Y_h) is read"),
             std::string::npos);
   // X not dequantized: the float model.
   EXPECT_NE(tool_error(refusal_model([](ir::Model& m) {
@@ -408,8 +410,7 @@ TEST(ExtendedLstm, QuantizerKeyRefusals) {
   quant::apply_extra_option(config, "ConvertLSTMToCustomLSTM", true);
   config.format = quant::QuantFormat::QOperator;
   std::string error = testing::error_of([&] { quant::check_config(config); });
-  EXPECT_NE(error.find("ConvertLSTMToCustomLSTM with another format than QuantFormat.QDQ"), std::string::npos)
-      << error;
+  EXPECT_NE(error.find("ConvertLSTMToCustomLSTM with another format than QuantFormat.QDQ"), std::string::npos) << error;
   EXPECT_EQ(error.find('\n'), std::string::npos);
   // The default calibrate_method, vai_q_onnx's power-of-two MinMSE.
   config.format = quant::QuantFormat::QDQ;

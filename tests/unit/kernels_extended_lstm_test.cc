@@ -213,7 +213,9 @@ Case random_case(std::mt19937& rng, int index) {
   c.input = pick({1, 2, 3, 5, 8, 17, 33});
   c.hidden = pick({1, 2, 3, 4, 7, 16, 19});
   // Zero points both sides of 32768, 32768 itself (qa or qb 0), and near the ends.
-  auto zp = [&] { return pick({0, 100, 12345, 32767, 32768, 32769, 40000, 60000, 65535, static_cast<int64_t>(uniform(0, 65535))}); };
+  auto zp = [&] {
+    return pick({0, 100, 12345, 32767, 32768, 32769, 40000, 60000, 65535, static_cast<int64_t>(uniform(0, 65535))});
+  };
   // A scale making [lo, hi] about the range of the grid; power of two every fourth case (the
   // multipliers then round to 2^15 and wrap).
   auto scale_for = [&](double range) {
@@ -257,8 +259,7 @@ TEST(ExtendedLstmKernel, MatchesQuarksArithmeticBitForBit) {
     std::optional<std::vector<float>> expected = reference(c);
     if (!expected) {
       // What Quark's ints cannot hold is refused by name.
-      EXPECT_NE(error_of([&] { run_case(c); }).find("Quark's ExtendedLSTM computes"), std::string::npos)
-          << describe(c);
+      EXPECT_NE(error_of([&] { run_case(c); }).find("Quark's ExtendedLSTM computes"), std::string::npos) << describe(c);
       ++refused;
       continue;
     }
@@ -390,8 +391,9 @@ TEST(ExtendedLstmKernel, RefusesWhatQuarkCannotCompute) {
   // No B.
   std::vector<NodeInput> no_b = case_inputs(c, true, false);
   no_b.pop_back();
-  EXPECT_NE(error_of([&] { testing::run_node("ExtendedLSTM", "com.amd.quark", 14, no_b, case_attrs(c)); })
-                .find("input B is required"),
+  EXPECT_NE(error_of([&] {
+              testing::run_node("ExtendedLSTM", "com.amd.quark", 14, no_b, case_attrs(c));
+            }).find("input B is required"),
             std::string::npos);
   // Y_h asked for.
   EXPECT_NE(error_of([&] {

@@ -141,9 +141,9 @@ class ExtendedLstmKernel : public Kernel {
  public:
   explicit ExtendedLstmKernel(const KernelInfo& info) {
     const ir::Node& node = info.node;
-    static const char* const kKnown[] = {"x_scale", "x_zero_point", "w_scale", "w_zero_point", "r_scale",
-                                         "r_zero_point", "b_scale", "b_zero_point", "y_scale", "y_zero_point",
-                                         "direction", "hidden_size", "layout", "input_forget"};
+    static const char* const kKnown[] = {"x_scale",      "x_zero_point", "w_scale",      "w_zero_point", "r_scale",
+                                         "r_zero_point", "b_scale",      "b_zero_point", "y_scale",      "y_zero_point",
+                                         "direction",    "hidden_size",  "layout",       "input_forget"};
     for (const ir::Attribute& a : node.attributes)
       if (std::find_if(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return a.name == k; }) ==
           std::end(kKnown))
@@ -176,7 +176,8 @@ class ExtendedLstmKernel : public Kernel {
     if (!prepared_) made = prepare(*input(1), *input(2), *input(3));
     const Prepared& pr = prepared_ ? *prepared_ : *made;
     const Tensor& x_in = *input(0);
-    if (x_in.dtype() != DataType::Float) throw Error("X has type " + std::string(ir::data_type_name(x_in.dtype())) + ", expected float");
+    if (x_in.dtype() != DataType::Float)
+      throw Error("X has type " + std::string(ir::data_type_name(x_in.dtype())) + ", expected float");
     if (x_in.rank() != 3) throw Error("X must have rank 3, got shape " + dims_text(x_in));
     const int64_t seq = x_in.dims()[0], batch = x_in.dims()[1];
     if (batch != 1)
@@ -251,9 +252,8 @@ class ExtendedLstmKernel : public Kernel {
       const int32_t xb = shift_round(int64_t{shift_round(xw, p.x_sum_shift)} * p.qx.m, p.xw_shift);
       const int32_t xc = shift_round(int64_t{shift_round(hr, p.h_sum_shift)} * p.qh.m, p.hr_shift);
       // int arithmetic in lstm.h: wraps around on overflow as two's complement does.
-      acc[g] = static_cast<int32_t>(static_cast<uint32_t>(xb) + static_cast<uint32_t>(xc) -
-                                    static_cast<uint32_t>(xs) - static_cast<uint32_t>(hs) +
-                                    static_cast<uint32_t>(qc[g]));
+      acc[g] = static_cast<int32_t>(static_cast<uint32_t>(xb) + static_cast<uint32_t>(xc) - static_cast<uint32_t>(xs) -
+                                    static_cast<uint32_t>(hs) + static_cast<uint32_t>(qc[g]));
     }
     for (int64_t j = 0; j < H; ++j) {
       // float(acc / 2^25), tanh in float (tanhf), then t * 0.5 + 0.5 in double rounded to float.
@@ -280,8 +280,10 @@ class ExtendedLstmKernel : public Kernel {
   Prepared prepare(const Tensor& w_in, const Tensor& r_in, const Tensor& b_in) const {
     for (const Tensor* t : {&w_in, &r_in, &b_in})
       if (t->dtype() != DataType::Float)
-        throw Error(std::string(t == &w_in ? "W" : t == &r_in ? "R" : "B") + " has type " +
-                    std::string(ir::data_type_name(t->dtype())) + ", expected float");
+        throw Error(std::string(t == &w_in   ? "W"
+                                : t == &r_in ? "R"
+                                             : "B") +
+                    " has type " + std::string(ir::data_type_name(t->dtype())) + ", expected float");
     const int64_t H = hidden_;
     if (w_in.rank() != 3 || w_in.dims()[0] != 2 || w_in.dims()[1] != 4 * H)
       throw Error("W has shape " + dims_text(w_in) + ", expected [2," + std::to_string(4 * H) + ",input_size]");
@@ -305,8 +307,10 @@ class ExtendedLstmKernel : public Kernel {
     std::vector<int16_t> w = codes(w_in, w_), r = codes(r_in, r_), b = codes(b_in, b_);
 
     // The zero points as lstm.h's get_params takes them: float(zp - 32768).
-    const float zx = static_cast<float>(x_.zero_point - kCodeOffset), zw = static_cast<float>(w_.zero_point - kCodeOffset);
-    const float zr = static_cast<float>(r_.zero_point - kCodeOffset), zb = static_cast<float>(b_.zero_point - kCodeOffset);
+    const float zx = static_cast<float>(x_.zero_point - kCodeOffset),
+                zw = static_cast<float>(w_.zero_point - kCodeOffset);
+    const float zr = static_cast<float>(r_.zero_point - kCodeOffset),
+                zb = static_cast<float>(b_.zero_point - kCodeOffset);
     const float zy = static_cast<float>(y_.zero_point - kCodeOffset);
     // s_x s_w is a float product (both scales are floats), then widened.
     const double q_x = static_cast<double>(x_.scale * w_.scale) * kAccUnit;
@@ -333,7 +337,8 @@ class ExtendedLstmKernel : public Kernel {
       // float + 1e-9 truncated towards zero: a negative zero point is taken one higher (Quark's quirk).
       p.h_zero = static_cast<int16_t>(static_cast<int32_t>(static_cast<double>(zy) + 0.000000001));
     }
-    const double q_cc = static_cast<double>(I) * q_a * static_cast<double>(zx) + static_cast<double>(H) * q_b * static_cast<double>(zy);
+    const double q_cc =
+        static_cast<double>(I) * q_a * static_cast<double>(zx) + static_cast<double>(H) * q_b * static_cast<double>(zy);
     for (int d = 0; d < 2; ++d) {
       pr.w[d].assign(w.begin() + d * 4 * H * I, w.begin() + (d + 1) * 4 * H * I);
       pr.r[d].assign(r.begin() + d * 4 * H * H, r.begin() + (d + 1) * 4 * H * H);
