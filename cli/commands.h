@@ -25,6 +25,7 @@ void add_fix_shapes_command(CLI::App& app);
 void add_a8w8_npu_to_cpu_command(CLI::App& app);
 void add_u16u8_to_u8u8_command(CLI::App& app);
 void add_bias_int32_to_int16_command(CLI::App& app);
+void add_lstm_to_customlstm_command(CLI::App& app);
 void add_fp32_to_fp16_command(CLI::App& app);
 void add_fp32_to_bf16_command(CLI::App& app);
 void add_fp16_to_bf16_command(CLI::App& app);

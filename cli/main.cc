@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
   onnxptq::cli::add_a8w8_npu_to_cpu_command(app);
   onnxptq::cli::add_u16u8_to_u8u8_command(app);
   onnxptq::cli::add_bias_int32_to_int16_command(app);
+  onnxptq::cli::add_lstm_to_customlstm_command(app);
   onnxptq::cli::add_fp32_to_fp16_command(app);
   onnxptq::cli::add_fp32_to_bf16_command(app);
   onnxptq::cli::add_fp16_to_bf16_command(app);

@@ -516,6 +516,8 @@ py::dict convert(const std::string& tool, const std::string& model_input, const 
     run = [](const Model& m) { return block_to_standard_ops(m); };
   else if (tool == "bias_int32_to_int16")
     run = [](const Model& m) { return bias_int32_to_int16(m); };
+  else if (tool == "lstm_to_customlstm")
+    run = [](const Model& m) { return lstm_to_customlstm(m); };
   else if (tool == "fp32_to_fp16")
     run = [fp16](const Model& m) { return fp32_to_fp16(m, fp16); };
   else if (tool == "fp32_to_bf16")

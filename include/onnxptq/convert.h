@@ -1,7 +1,8 @@
 // The model tools of vai_q_onnx and Quark (`onnxptq remove-qdq`, `qdq-to-qop`, `fix-shapes`,
-// `a8w8-npu-to-cpu`, `u16u8-to-u8u8`, `bias-int32-to-int16`, `fp32-to-fp16`, `fp32-to-bf16`,
-// `fp16-to-bf16`): each reads a model and returns a new one; the input is never modified. Every
-// model they write loads and runs in ONNX Runtime.
+// `a8w8-npu-to-cpu`, `u16u8-to-u8u8`, `bias-int32-to-int16`, `lstm-to-customlstm`, `fp32-to-fp16`,
+// `fp32-to-bf16`, `fp16-to-bf16`): each reads a model and returns a new one; the input is never
+// modified. Every model they write loads and runs in ONNX Runtime, but lstm_to_customlstm's, whose
+// Quark custom op needs Quark's custom-op library there (onnxptq's engine runs it).
 #pragma once
 
 #include <cstddef>
@@ -79,6 +80,15 @@ Converted block_to_standard_ops(const Model& model);
 // (Quark converts the model to opset 21 instead). `changed`: the biases.
 // Error when there is no int32 bias.
 Converted bias_int32_to_int16(const Model& model);
+
+// Quark's convert_lstm_to_customlstm: each LSTM of a model quantized with uint16 X, W, R, B (each
+// read through a DequantizeLinear) and Y (read by a QuantizeLinear), one scale each, becomes Quark's
+// com.amd.quark ExtendedLSTM custom op with those scales and zero points as attributes
+// (docs/formats.md); the Q/DQ nodes stay. `changed`: the LSTMs. Error for a model without an LSTM,
+// and naming the LSTM and the reason for one that is not so quantized or that Quark's op cannot
+// compute (direction other than bidirectional, layout 1, input_forget, clip, other activations,
+// peepholes, no B, Y_h or Y_c read).
+Converted lstm_to_customlstm(const Model& model);
 
 // Quark's convert_fp32_to_fp16 (onnxconverter-common's float16 converter): float32 tensors and
 // values made float16; nodes of the block list (and nodes with subgraphs or of other domains)

@@ -77,6 +77,25 @@ def convert_bias_int32_to_int16(input_model_path, output_model_path, save_as_ext
     return _convert("bias_int32_to_int16", input_model_path, output_model_path, save_as_external_data)
 
 
+def convert_lstm_to_customlstm(model):
+    """Quark's convert_lstm_to_customlstm(model): each LSTM of `model` (an onnx.ModelProto, not
+    changed), quantized with uint16 X, W, R, B and Y between Q/DQ nodes, becomes Quark's
+    com.amd.quark ExtendedLSTM; returns the converted onnx.ModelProto. Errors name the LSTM that is
+    not so quantized or that the op cannot compute (docs/formats.md)."""
+    import tempfile
+
+    import onnx
+
+    if type(model).__name__ != "ModelProto" or not callable(getattr(model, "SerializeToString", None)):
+        raise TypeError(f"model: expected an onnx.ModelProto, got {type(model).__name__}")
+    with tempfile.TemporaryDirectory(prefix="onnxptq-lstm-") as folder:
+        source, target = os.path.join(folder, "in.onnx"), os.path.join(folder, "out.onnx")
+        with open(source, "wb") as f:
+            f.write(model.SerializeToString())
+        _convert("lstm_to_customlstm", source, target)
+        return onnx.load(target)
+
+
 def convert_fp32_to_fp16(input_model_path, output_model_path, keep_io_types=False, op_block_list=None,
                          node_block_list=None, save_as_external_data=False):
     """Quark's convert_fp32_to_fp16: float32 tensors and values made float16; ops of
@@ -102,6 +121,7 @@ def convert_fp16_to_bf16(input_model_path, output_model_path, format="with_cast"
 __all__ = [
     "convert_a8w8_npu_to_a8w8_cpu", "convert_bias_int32_to_int16", "convert_block_to_standard_ops",
     "convert_dynamic_to_fixed",
-    "convert_fp16_to_bf16", "convert_fp32_to_bf16", "convert_fp32_to_fp16", "convert_qdq_to_qop",
+    "convert_fp16_to_bf16", "convert_fp32_to_bf16", "convert_fp32_to_fp16", "convert_lstm_to_customlstm",
+    "convert_qdq_to_qop",
     "convert_u16u8_to_u8u8", "fix_shapes", "remove_qdq",
 ]

@@ -58,6 +58,10 @@ Converted bias_int32_to_int16(const Model& model) {
   return converted([&](ConvertResult& r) { return tools::bias_int32_to_int16(model.ir(), r); });
 }
 
+Converted lstm_to_customlstm(const Model& model) {
+  return converted([&](ConvertResult& r) { return tools::lstm_to_customlstm(model.ir(), r); });
+}
+
 Converted fp32_to_fp16(const Model& model, const Fp16Options& options) {
   return converted([&](ConvertResult& r) { return tools::fp32_to_fp16(model.ir(), options, r); });
 }

@@ -139,7 +139,7 @@ void register_shape_kernels(KernelRegistry& registry);        // Reshape, Transp
 void register_reduce_kernels(KernelRegistry& registry);       // ReduceX, ArgMax, Softmax, TopK, ...
 void register_norm_pool_kernels(KernelRegistry& registry);    // pools, normalizations
 void register_linear_kernels(KernelRegistry& registry);       // Conv, ConvTranspose, Gemm, MatMul, MatMulNBits
-void register_recurrent_kernels(KernelRegistry& registry);    // LSTM, GRU, RNN
+void register_recurrent_kernels(KernelRegistry& registry);    // LSTM, GRU, RNN, com.amd.quark ExtendedLSTM
 void register_quantize_kernels(KernelRegistry& registry);     // Q/DQ, QLinear*, *Integer
 void register_detection_kernels(KernelRegistry& registry);    // NonMaxSuppression, RoiAlign
 void register_signal_kernels(KernelRegistry& registry);       // windows, DFT, STFT, MelWeightMatrix

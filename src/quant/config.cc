@@ -258,6 +258,26 @@ void check_config(const QuantConfig& c) {
     throw Error("FastFinetune RefModelPath " + c.fast_finetune.ref_model_path + ": no such file");
   check_block_types(c);
   check_dynamic_quant_config(c);
+  if (c.convert_lstm_to_custom_lstm) {
+    // The ExtendedLSTM writer reads the Q/DQ nodes of a QDQ model around each LSTM.
+    if (c.format != QuantFormat::QDQ && c.format != QuantFormat::ExtendedQDQ)
+      throw Error(
+          "ConvertLSTMToCustomLSTM with another format than QuantFormat.QDQ or ExtendedQuantFormat.QDQ: the "
+          "LSTMs are written as ExtendedLSTM from the Q/DQ nodes around them");
+    // Power-of-two scales make every multiplier of the op a power of two, which Quark's kernel
+    // stores as -2^15 (recurrent_extended.cc): its gates would be negated.
+    if (c.power_of_two())
+      throw Error(
+          "ConvertLSTMToCustomLSTM with power-of-two scales: Quark's ExtendedLSTM turns a multiplier that is a "
+          "power of two into -2^15, and products of such scales all are; use a float-scale calibrate_method");
+    if (c.enable_dpu || c.weights_only || c.use_dynamic_quant || c.use_matmul_nbits)
+      throw Error(std::string("ConvertLSTMToCustomLSTM with ") +
+                  (c.enable_dpu          ? "enable_dpu (the NPU's weights are int8)"
+                   : c.weights_only      ? "WeightsOnly (ExtendedLSTM quantizes X and Y too)"
+                   : c.use_dynamic_quant ? "use_dynamic_quant (no Q/DQ written)"
+                                         : "UseMatMulNBits (no Q/DQ written)") +
+                  ": choose one");
+  }
   check_gptq_config(c);
   if (c.smooth.given && !c.include_sq)
     throw Error("extra options SmoothAlpha, SmoothAlphaRange and SmoothFolding take effect only with include_sq");

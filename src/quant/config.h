@@ -227,6 +227,10 @@ struct QuantConfig {
   // WeightsOnly (Quark): only constant tensors (weights) get a Q/DQ; activations and biases, whose
   // int32 scale needs the input's, stay float, and nothing is calibrated.
   bool weights_only = false;
+  // ConvertLSTMToCustomLSTM (onnxptq's; Quark converts with its tool convert_lstm_to_customlstm
+  // only): each LSTM quantized with uint16 X, W, R, B and Y, one scale each, and written as Quark's
+  // com.amd.quark ExtendedLSTM (quant/extended_lstm.h); the simulation runs that op.
+  bool convert_lstm_to_custom_lstm = false;
   // UseQDQVitisCustomOps (vai_q_onnx): false writes VitisQuantFormat.QDQ's int8 pairs as vai's
   // ai.onnx.contrib QuantizeLinear / DequantizeLinear (onnxruntime-extensions Python ops) with
   // their bit_width and pos attributes, biases quantized like weights (int8).

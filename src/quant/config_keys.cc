@@ -133,6 +133,11 @@ void add_quantizer_options(std::vector<ConfigKey>& keys) {
             [](QuantConfig& c, const ConfigKey& k, const json& v) { c.quantize_bias = json_bool(k.name, v); }));
   add(works(kExtra, "WeightsOnly", "bool", "false", "quant",
             [](QuantConfig& c, const ConfigKey& k, const json& v) { c.weights_only = json_bool(k.name, v); }));
+  // onnxptq's own key: Quark writes ExtendedLSTM only with its tool convert_lstm_to_customlstm.
+  add(works(
+      kExtra, "ConvertLSTMToCustomLSTM", "bool", "false", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.convert_lstm_to_custom_lstm = json_bool(k.name, v); },
+      "onnxptq's own; with QuantFormat.QDQ or ExtendedQuantFormat.QDQ"));
   add(works(
       kExtra, "AddQDQPairToWeight", "bool", "false", "quant",
       [](QuantConfig& c, const ConfigKey& k, const json& v) { c.add_qdq_pair_to_weight = json_bool(k.name, v); }));

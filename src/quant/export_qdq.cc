@@ -12,6 +12,7 @@
 #include "qmath/quantize.h"
 #include "quant/block_format.h"
 #include "quant/export.h"
+#include "quant/extended_lstm.h"
 #include "quant/simulate.h"
 #include "quant/tensor_quant.h"
 
@@ -485,7 +486,9 @@ ir::Model export_qdq(const ir::Model& model, const Plan& plan, const QuantConfig
   return export_qdq_styled(model, plan, config, QdqStyle{});
 }
 
-ir::Model export_model(const ir::Model& model, const Plan& plan, const QuantConfig& config) {
+namespace {
+
+ir::Model export_format(const ir::Model& model, const Plan& plan, const QuantConfig& config) {
   switch (config.format) {
     case QuantFormat::QDQ:
       return export_qdq(model, plan, config);
@@ -499,6 +502,22 @@ ir::Model export_model(const ir::Model& model, const Plan& plan, const QuantConf
       return export_extended_qdq(model, plan, config);
   }
   throw Error("unknown quant format");
+}
+
+}  // namespace
+
+ir::Model export_model(const ir::Model& model, const Plan& plan, const QuantConfig& config) {
+  ir::Model out = export_format(model, plan, config);
+  if (config.convert_lstm_to_custom_lstm) {
+    // The quantized LSTMs, now between their uint16 Q/DQ nodes, as Quark's ExtendedLSTM.
+    std::set<std::string> lstms;
+    for (const auto& n : model.graph->nodes())
+      if (n->op_type == "LSTM" && std::count(plan.quantized_nodes.begin(), plan.quantized_nodes.end(), n->name))
+        lstms.insert(n->name);
+    std::vector<std::string> log;
+    if (!lstms.empty()) convert_lstms_to_extended(out, log, &lstms);
+  }
+  return out;
 }
 
 }  // namespace onnxptq::quant

@@ -1,10 +1,12 @@
 // Marking: which tensors each selected node quantizes, by the per-op rules of ORT's QDQ
 // quantizer (registry.py, qdq_quantizer.py) and vai_q_onnx (its registry.py, qdq_quantizer.py).
+#include <algorithm>
 #include <cmath>
 #include <string>
 
 #include "onnxptq/error.h"
 #include "quant/block_format.h"
+#include "quant/extended_lstm.h"
 #include "quant/node_selection.h"
 #include "quant/overrides.h"
 #include "quant/plan.h"
@@ -446,10 +448,43 @@ class Planner {
   // activations. B stays float as in ONNX Runtime's DynamicQuantizeLSTM: it adds to products of W
   // and of R, whose scales differ, so no int32 bias fits; initial states and peepholes stay float.
   std::string mark_recurrent(const ir::Node& n) {
+    // ConvertLSTMToCustomLSTM converts the main graph's LSTMs (make_plan); a body's keep the rule below.
+    if (config_.convert_lstm_to_custom_lstm && n.op_type == "LSTM" && n.graph() == &graph_)
+      return mark_extended_lstm(n);
     activation(n.input(0));
     weight(n.input(1), n.op_type, 1);
     weight(n.input(2), n.op_type, 1);
     for (const ir::Value* v : n.outputs()) output(n, v);
+    return "";
+  }
+
+  // ConvertLSTMToCustomLSTM: what Quark's ExtendedLSTM quantizes, X, W, R, B and Y, one scale each,
+  // uint16 (make_plan gives the LSTM that NodePrecision); initial states, Y_h and Y_c stay float.
+  std::string mark_extended_lstm(const ir::Node& n) {
+    check_extended_lstm_convertible(n);
+    activation(n.input(0));
+    for (size_t i : {1, 2, 3}) {
+      const ir::Value* v = n.input(i);
+      if (!quantizable(v) || planned(v)) continue;
+      if (!is_constant(v)) {
+        activation(v);
+        continue;
+      }
+      TensorPlan& t = add(v, Role::Weight);
+      t.type = weight_type();
+      t.symmetric = weights_symmetric();
+    }
+    output(n, n.output(0));
+    if (!planned(n.output(0)))
+      throw Error(
+          "LSTM '" + n.name +
+          "' output Y is not quantized (OpTypesToExcludeOutputQuantization or "
+          "NodesToExcludeOutputQuantization): ConvertLSTMToCustomLSTM writes it as ExtendedLSTM, which quantizes Y");
+    // Y's range is h's bound, [-1, 1] (h = o tanh(c)), not the calibrated one: Quark's kernel wraps
+    // an h beyond Y's grid around to the other end (recurrent_extended.cc), which an h a little
+    // past the calibrated range of other data would do.
+    TensorPlan& y = plan_.tensors[plan_.index.at(n.output(0)->name())];
+    if (y.shared_from.empty() && y.fixed.empty()) y.range = std::pair{-1.0, 1.0};
     return "";
   }
 
@@ -550,9 +585,12 @@ class Planner {
     // with a symmetric calibrated range (-m, m), where ORT and vai_q_onnx remove it anyway and
     // the negative values pass (docs/options.md).
     calib::CalibOptions calib = config_.calibration_options();
+    // ConvertLSTMToCustomLSTM: an LSTM's Y stays its own (the ExtendedLSTM's uint16 output over [-1, 1]).
+    const bool extended_lstm_output =
+        config_.convert_lstm_to_custom_lstm && in->producer() && in->producer()->op_type == "LSTM";
     if (!config_.activation_symmetric && !calib::ranges_symmetric(calib) && !config_.keep_removable_activations &&
-        !vitis && !extended_keeps && single_use && own_input && in_plan->range_from.empty() && quantizable(out) &&
-        !planned(out)) {
+        !extended_lstm_output && !vitis && !extended_keeps && single_use && own_input && in_plan->range_from.empty() &&
+        quantizable(out) && !planned(out)) {
       // The producer will write `out`: `in` leaves the plan.
       size_t at = plan_.index.at(in->name());
       plan_.tensors.erase(plan_.tensors.begin() + static_cast<std::ptrdiff_t>(at));
@@ -602,7 +640,25 @@ std::set<std::string> excluded_nodes(const ir::Model& model, const QuantConfig& 
 }
 
 Plan make_plan(const ir::Model& model, const QuantConfig& config, const std::map<std::string, DataType>& types) {
-  return Planner(model, config, types).run();
+  if (!config.convert_lstm_to_custom_lstm) return Planner(model, config, types).run();
+  // ConvertLSTMToCustomLSTM: every LSTM of the main graph quantized, in uint16 (conversions where it
+  // meets other precisions: settle_precisions).
+  QuantConfig lstm_config = config;
+  bool any = false;
+  for (const auto& n : model.graph->nodes()) {
+    if (n->op_type != "LSTM" || !(n->domain.empty() || n->domain == "ai.onnx")) continue;
+    any = true;
+    NodePrecision& p = lstm_config.node_precision[n->name];
+    if ((p.activation && *p.activation != DataType::UInt16) || (p.weight && *p.weight != DataType::UInt16))
+      throw Error("NodePrecision of LSTM '" + n->name +
+                  "': ConvertLSTMToCustomLSTM quantizes it to uint16 (Quark's ExtendedLSTM)");
+    p.activation = p.weight = DataType::UInt16;
+  }
+  if (!any) throw Error("ConvertLSTMToCustomLSTM: the model has no LSTM node (in its main graph)");
+  if (std::find(lstm_config.extra_op_types_to_quantize.begin(), lstm_config.extra_op_types_to_quantize.end(), "LSTM") ==
+      lstm_config.extra_op_types_to_quantize.end())
+    lstm_config.extra_op_types_to_quantize.push_back("LSTM");
+  return Planner(model, lstm_config, types).run();
 }
 
 }  // namespace onnxptq::quant

@@ -1,10 +1,13 @@
 #include "quant/simulate.h"
 
+#include <set>
+
 #include "engine/kernel.h"
 #include "engine/parallel.h"
 #include "onnxptq/error.h"
 #include "quant/block_format.h"
 #include "quant/export.h"
+#include "quant/extended_lstm.h"
 #include "quant/tensor_quant.h"
 
 namespace onnxptq::quant {
@@ -101,6 +104,35 @@ void Simulation::add_conversions(ir::Graph& g, const Plan& plan, const QuantConf
   for (ir::Graph* body : g.nested_graphs()) body->sort_nodes();
 }
 
+// ConvertLSTMToCustomLSTM: each quantized LSTM as the ExtendedLSTM the writer makes of it, with
+// the parameters of its (possibly converted) X, of W, R and B, and of Y. X and Y are still
+// fake-quantized with the same parameters, which leaves them unchanged: the op quantizes X again
+// to the same codes, and its Y is on Y's grid.
+void Simulation::write_extended_lstms(ir::Graph& g, const Plan& plan) {
+  std::set<std::string> quantized(plan.quantized_nodes.begin(), plan.quantized_nodes.end());
+  std::vector<ir::Node*> lstms;
+  for (const auto& n : g.nodes())
+    if (n->op_type == "LSTM" && quantized.count(n->name)) lstms.push_back(n.get());
+  for (ir::Node* lstm : lstms) {
+    auto activation = [&](const ir::Value* v, const char* what) {
+      auto it = v ? activations_.find(v->name()) : activations_.end();
+      if (it == activations_.end() || it->second.type != ir::DataType::UInt16)
+        throw Error("simulation: LSTM '" + lstm->name + "' " + what + " is not a uint16 activation");
+      return it->second.params;
+    };
+    auto weight = [&](const ir::Value* v, const char* what) {
+      const TensorPlan* t = v ? plan.find(v->name()) : nullptr;
+      if (t && t->role == Role::Activation) return activation(v, what);
+      if (!t || t->type != ir::DataType::UInt16 || t->params.size() != 1)
+        throw Error("simulation: LSTM '" + lstm->name + "' " + what + " is not a uint16 weight of one scale");
+      return t->params[0];
+    };
+    ExtendedLstmParams p{activation(lstm->input(0), "X"), weight(lstm->input(1), "W"), weight(lstm->input(2), "R"),
+                         weight(lstm->input(3), "B"), activation(lstm->output(0), "Y")};
+    write_extended_lstm(g, lstm, p);
+  }
+}
+
 Simulation::Simulation(const ir::Model& model, const Plan& plan, const QuantConfig& config, int threads)
     : threads_(threads > 0 ? threads : engine::hardware_threads()) {
   const QuantizeOptions qo = quantize_options_of(config);
@@ -166,6 +198,10 @@ Simulation::Simulation(const ir::Model& model, const Plan& plan, const QuantConf
   ir::Model simulated = ir::clone_model(model);
   remove_planned_activations(*simulated.graph, plan);
   add_conversions(*simulated.graph, plan, config, so);
+  if (config.convert_lstm_to_custom_lstm) {
+    write_extended_lstms(*simulated.graph, plan);
+    simulated.set_opset("com.amd.quark", 1);
+  }
   std::vector<ir::Graph*> graphs = simulated.graph->nested_graphs();
   graphs.insert(graphs.begin(), simulated.graph.get());
   for (ir::Graph* g : graphs)

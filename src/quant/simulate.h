@@ -42,6 +42,7 @@ class Simulation {
     std::shared_ptr<const engine::BlockQuantizer> block;  // a block type's node (then nothing else applies)
   };
   void add_conversions(ir::Graph& graph, const Plan& plan, const QuantConfig& config, engine::SessionOptions& options);
+  void write_extended_lstms(ir::Graph& graph, const Plan& plan);
 
   std::map<std::string, Activation> activations_;  // value name -> what its Q/DQ pair (or block node) does
   int threads_ = 1;                                // of the session, for the block nodes

@@ -40,6 +40,8 @@ ir::Model a8w8_npu_to_cpu(const ir::Model& model, ConvertResult& result);
 ir::Model u16u8_to_u8u8(const ir::Model& model, ConvertResult& result);
 // bias_int32_to_int16.cc
 ir::Model bias_int32_to_int16(const ir::Model& model, ConvertResult& result);
+// lstm_to_customlstm.cc
+ir::Model lstm_to_customlstm(const ir::Model& model, ConvertResult& result);
 // fp32_to_fp16.cc
 ir::Model fp32_to_fp16(const ir::Model& model, const Fp16Options& options, ConvertResult& result);
 // to_bfloat16.cc

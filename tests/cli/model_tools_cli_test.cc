@@ -1,5 +1,5 @@
 // The model tools as a user runs them (`onnxptq remove-qdq`, `qdq-to-qop`, `fix-shapes`,
-// `a8w8-npu-to-cpu`, `u16u8-to-u8u8`, `bias-int32-to-int16`, `fp32-to-fp16`, `fp32-to-bf16`,
+// `a8w8-npu-to-cpu`, `u16u8-to-u8u8`, `bias-int32-to-int16`, `lstm-to-customlstm`, `fp32-to-fp16`, `fp32-to-bf16`,
 // `fp16-to-bf16`, `block-to-standard-ops`, `dump-model`): each writes a model that loads, and bad
 // input (a missing file, a model without what the tool needs, a bad --fix-shapes, a refused
 // format) ends in one line naming the model and what is wrong, with nothing written. ONNX Runtime
@@ -101,6 +101,7 @@ TEST_F(ModelToolsCliRealModels, AModelWithoutWhatTheToolNeedsIsRefusedByName) {
       {"bias-int32-to-int16", resnet, "", resnet + ": the model has no int32 bias"},
       {"bias-int32-to-int16", at("npu.onnx"), "", at("npu.onnx") + ": the model has no int32 bias"},
       {"fp16-to-bf16", resnet, "", resnet + ": fp16_to_bf16: the model has no float16 input"},
+      {"lstm-to-customlstm", resnet, "", resnet + ": the model has no LSTM node (in its main graph)"},
       {"block-to-standard-ops", at("qdq.onnx"), "",
        at("qdq.onnx") + ": the model has no com.amd.quark BFPQuantizeDequantize or MXQuantizeDequantize node"},
       {"remove-qdq", at("missing.onnx"), "", at("missing.onnx") + ": no such file"},

@@ -4,6 +4,7 @@ usage: export_recurrent.py NAME OUT.onnx, NAME one of
 
   lstm_tagger  input "x" [seq 24, batch 3, features 20]: a bidirectional 2-layer nn.LSTM (hidden 32)
                and a linear tagger head over its [24, 3, 64] outputs to 9 tags, output "y".
+  lstm_tagger_b1  the same with batch 1 (Quark's ExtendedLSTM computes batch 1 only).
   gru_speech   input "x" [batch 2, 40 mel bands, 60 frames]: a Conv1d front-end (kernel 5,
                stride 2) with ReLU, then a 1-layer nn.GRU (hidden 48, batch_first) and a linear
                layer to 29 characters per frame, output "y" [2, 28, 29].
@@ -41,7 +42,8 @@ class GruSpeech(torch.nn.Module):
         return self.head(y)
 
 
-MODELS = {"lstm_tagger": (LstmTagger, (24, 3, 20)), "gru_speech": (GruSpeech, (2, 40, 60))}
+MODELS = {"lstm_tagger": (LstmTagger, (24, 3, 20)), "lstm_tagger_b1": (LstmTagger, (24, 1, 20)),
+          "gru_speech": (GruSpeech, (2, 40, 60))}
 
 
 def main():

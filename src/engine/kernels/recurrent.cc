@@ -434,6 +434,7 @@ void register_recurrent_kernels(KernelRegistry& r) {
   r.add("", "LSTM", 7, kLatestOpset, recurrent::recurrent_factory<recurrent::Cell::Lstm>());
   r.add("", "GRU", 7, kLatestOpset, recurrent::recurrent_factory<recurrent::Cell::Gru>());
   r.add("", "RNN", 7, kLatestOpset, recurrent::recurrent_factory<recurrent::Cell::Rnn>());
+  recurrent::register_extended_lstm_kernel(r);
 }
 
 }  // namespace onnxptq::engine

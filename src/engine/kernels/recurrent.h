@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/kernel.h"
 #include "ir/graph.h"
 
 namespace onnxptq::engine::recurrent {
@@ -33,5 +34,8 @@ void activate(const Activation& f, float* x, int64_t n);
 
 // x[i] = min(max(x[i], -threshold), threshold): the spec's `clip`, applied to the input of activations.
 void clip(float threshold, float* x, int64_t n);
+
+// com.amd.quark ExtendedLSTM, Quark's quantized LSTM (recurrent_extended.cc).
+void register_extended_lstm_kernel(KernelRegistry& r);
 
 }  // namespace onnxptq::engine::recurrent
