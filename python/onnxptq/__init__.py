@@ -15,11 +15,12 @@ import os
 import sys
 import warnings
 
-# OpenMP threads that sleep rather than spin while they wait, as the onnxptq command has them
-# (a spinning thread takes the core a working one needs on a busy machine; docs/cli.md, "Threads").
-# GNU libgomp reads this when it is loaded, with the core below, unless the process has it already.
+# OpenMP threads that spin only briefly before they sleep while they wait, as the onnxptq command
+# has them (a long spin takes the core a working thread needs on a busy machine, no spin at all
+# slows models of many small layers; docs/cli.md, "Threads"). GNU libgomp reads this when it is
+# loaded, with the core below, unless the process has it already.
 if "OMP_WAIT_POLICY" not in os.environ and "GOMP_SPINCOUNT" not in os.environ:
-    os.environ["OMP_WAIT_POLICY"] = "passive"
+    os.environ["GOMP_SPINCOUNT"] = "1000"
 
 from . import _core  # noqa: E402
 
