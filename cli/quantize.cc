@@ -171,8 +171,8 @@ void add_quantize_command(CLI::App& app) {
   cmd->add_flag("--stop-at-first-pass", a->stop_at_first_pass, "End with the first model that meets the target")
       ->group(target);
   cmd->add_flag("--no-finetune-recipe", a->no_finetune_recipe,
-                "Leave out the last recipe, fast finetune (AdaRound; AdaQuant for float16/bfloat16 and block-format weights; "
-                "minutes where the others take seconds)")
+                "Leave out the last recipe, fast finetune (AdaRound; AdaQuant for float16/bfloat16 and "
+                "block-format weights; minutes where the others take seconds)")
       ->group(target);
   cmd->add_option("--held-out", a->held_out,
                   "--min-sqnr: calibration samples held out to measure on (default: a quarter, 1 to 32)")

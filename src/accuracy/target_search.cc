@@ -298,7 +298,8 @@ class Search {
     // Last, the slowest: minutes where the others take seconds. AdaRound chooses between integers;
     // a float16/bfloat16 or block-format weight trains with AdaQuant (Quark's *_ADAQUANT presets).
     if (o_.finetune_recipe && !base_.include_fast_ft) {
-      const bool adaquant = quant::quant_type_is_float(base_.weight_type) || quant::quant_type_is_block(base_.weight_type);
+      const bool adaquant =
+          quant::quant_type_is_float(base_.weight_type) || quant::quant_type_is_block(base_.weight_type);
       changes.emplace_back(adaquant ? "AdaQuant fast finetune" : "AdaRound fast finetune",
                            [adaquant](quant::QuantConfig& c) {
                              c.include_fast_ft = true;

@@ -1,6 +1,6 @@
-// Engine-internal fusion: a Conv and the activation after it (or x * Sigmoid(x), SiLU) become one FusedConv node (domain
-// onnxptq.engine), run as one oneDNN primitive with a post-op, wherever no observer needs the
-// tensor between them.
+// Engine-internal fusion: a Conv and the activation after it (or x * Sigmoid(x), SiLU) become one
+// FusedConv node (domain onnxptq.engine), run as one oneDNN primitive with a post-op, wherever no
+// observer needs the tensor between them.
 #include "engine/fusion.h"
 
 #include <optional>
@@ -70,7 +70,8 @@ ir::Node* swish_after(const ir::Graph& graph, ir::Value* mid,
   ir::Value* gate = sigmoid->output(0);
   if (!gate || gate->uses().size() != 1 || gate->uses()[0].node != mul || graph.is_output(gate) || visible(gate))
     return nullptr;
-  const bool operands = (mul->input(0) == mid && mul->input(1) == gate) || (mul->input(0) == gate && mul->input(1) == mid);
+  const bool operands =
+      (mul->input(0) == mid && mul->input(1) == gate) || (mul->input(0) == gate && mul->input(1) == mid);
   return operands && mul->inputs().size() == 2 ? mul : nullptr;
 }
 
