@@ -251,7 +251,15 @@ void bfp_blocks_avx2(const float* x, float* y, int64_t count, int m) {
     const __m256i outside =
         _mm256_or_si256(_mm256_cmpgt_epi32(lowest, step_biased), _mm256_cmpgt_epi32(step_biased, highest));
     if (!_mm256_testz_si256(outside, outside)) {
-      bfp_block<R>(x, y, 8 * K, m);
+      // A block of +0 only (a ReLU's output often has 8 channels of zeros at a pixel) is +0 on
+      // the scalar path too: stored as it is, not taken one value at a time.
+      bool zeros = true;
+      for (int k = 0; k < K; ++k) zeros = zeros && _mm256_testz_si256(_mm256_castps_si256(v[k]), _mm256_castps_si256(v[k]));
+      if (zeros) {
+        for (int k = 0; k < K; ++k) _mm256_storeu_ps(y + 8 * k, v[k]);
+      } else {
+        bfp_block<R>(x, y, 8 * K, m);
+      }
       continue;
     }
     const __m256 step = _mm256_castsi256_ps(_mm256_slli_epi32(step_biased, 23));
