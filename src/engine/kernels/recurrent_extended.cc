@@ -105,9 +105,7 @@ FixedPoint fixed_point(double v, const char* what) {
   const int a = static_cast<int>(exponent);
   const double s = static_cast<double>(int64_t{1} << a) * v;
   // Rounded half away from zero into a short: 2^15 wraps to -2^15 (Quark's quirk).
-  double r = 0.5 + std::fabs(s);
-  r = s < 0 ? -r : r;
-  return {static_cast<int16_t>(static_cast<uint16_t>(static_cast<int32_t>(r))), a};
+  return {static_cast<int16_t>(static_cast<uint16_t>(round_away(s))), a};
 }
 
 int checked_shift(int shift, const char* what) {
