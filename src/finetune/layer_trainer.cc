@@ -474,7 +474,11 @@ LayerResult correct_bias(const LayerOp& op, const Activation& activation, const 
       activation_forward(activation, dims, y.data(), a.data());
       const auto inner = static_cast<size_t>(
           ir::element_count(std::vector<int64_t>(dims.begin() + static_cast<std::ptrdiff_t>(axis) + 1, dims.end())));
-      for (size_t k = 0; k < y.size(); ++k) sums[(k / inner) % channels] += static_cast<double>(t[k]) - a[k];
+      for (size_t k = 0; k < y.size(); k += inner) {  // a run of `inner` values of one channel
+        double run = 0;
+        for (size_t j = k; j < k + inner; ++j) run += static_cast<double>(t[j]) - a[j];
+        sums[(k / inner) % channels] += run;
+      }
       per_channel += static_cast<double>(y.size() / channels);
     }
     for (size_t c = 0; c < channels; ++c) shift[c] = sums[c] / per_channel;

@@ -213,6 +213,8 @@ TEST(ShapeKernels, TransposeMatchesNaiveOnAwkwardShapesAndThreads) {
       {{13, 127}, {1, 0}},               // tiled 2-D with ragged tiles
       {{2, 37, 41, 3}, {0, 3, 1, 2}},    // NHWC -> NCHW
       {{2, 3, 37, 41}, {0, 2, 3, 1}},    // NCHW -> NHWC
+      {{1, 2, 9, 50}, {0, 2, 3, 1}},     // 2 and 4 channels: the narrow paths
+      {{1, 4, 33, 17}, {0, 2, 3, 1}},
       {{3, 5, 7, 2}, {3, 1, 0, 2}},
       {{4, 1, 5, 1, 6}, {4, 3, 2, 1, 0}},
       {{2, 3, 4, 5, 6, 7}, {0, 1, 4, 2, 5, 3}},
