@@ -4,6 +4,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <iomanip>
 #include <iostream>
 #include <memory>
 #include <nlohmann/json.hpp>
@@ -30,6 +31,7 @@ struct RunOptions {
   int warmup = -1;
   bool time = false;
   bool json = false;
+  bool profile = false;
   int threads = 0;
 };
 
@@ -72,6 +74,51 @@ double peak_rss_mb() {
   return 0;
 }
 
+// Each node's mean time over the timed runs, in the order the nodes ran.
+struct Profile {
+  std::vector<NodeTime> nodes;
+  std::vector<std::pair<std::string, std::pair<int, double>>> op_types;  // op type -> (nodes, seconds), slowest first
+  double total = 0;
+};
+
+Profile profile_of(const std::vector<NodeTime>& times, int runs) {
+  Profile p;
+  const size_t per_run = times.size() / static_cast<size_t>(runs);  // every run runs the same nodes
+  for (size_t i = 0; i < per_run; ++i) {
+    NodeTime mean = times[i];
+    for (int r = 1; r < runs; ++r) mean.seconds += times[r * per_run + i].seconds;
+    mean.seconds /= runs;
+    p.total += mean.seconds;
+    p.nodes.push_back(std::move(mean));
+  }
+  std::map<std::string, std::pair<int, double>> by_type;
+  for (const NodeTime& n : p.nodes) {
+    by_type[n.op_type].first += 1;
+    by_type[n.op_type].second += n.seconds;
+  }
+  p.op_types.assign(by_type.begin(), by_type.end());
+  std::stable_sort(p.op_types.begin(), p.op_types.end(),
+                   [](const auto& a, const auto& b) { return a.second.second > b.second.second; });
+  return p;
+}
+
+void print_profile(const Profile& p) {
+  auto share = [&](double s) { return p.total > 0 ? 100 * s / p.total : 0.0; };
+  std::cout << std::fixed << std::setprecision(3) << "   ms/run   share  nodes  op type\n";
+  for (const auto& [type, entry] : p.op_types)
+    std::cout << std::setw(9) << 1000 * entry.second << std::setw(7) << std::setprecision(1) << share(entry.second)
+              << " %" << std::setw(7) << entry.first << "  " << type << "\n"
+              << std::setprecision(3);
+  std::vector<const NodeTime*> slowest;
+  for (const NodeTime& n : p.nodes) slowest.push_back(&n);
+  std::stable_sort(slowest.begin(), slowest.end(), [](auto* a, auto* b) { return a->seconds > b->seconds; });
+  slowest.resize(std::min<size_t>(slowest.size(), 10));
+  std::cout << "slowest nodes (ms/run, op type, node)\n";
+  for (const NodeTime* n : slowest)
+    std::cout << std::setw(9) << 1000 * n->seconds << "  " << n->op_type << "  " << n->node << "\n";
+  std::cout << "nodes in all " << 1000 * p.total << " ms per run\n" << std::defaultfloat;
+}
+
 void run_command(const RunOptions& o) {
   if (o.inputs.empty() && !o.random_seed) throw Error("give --inputs FILE... or --random SEED");
   if (!o.inputs.empty() && o.random_seed) throw Error("--inputs and --random exclude each other");
@@ -98,9 +145,10 @@ void run_command(const RunOptions& o) {
   std::vector<Tensor> outputs;
   for (int i = 0; i < warmup; ++i) outputs = session.run(feeds);
   std::vector<double> latencies;
+  std::vector<NodeTime> times;
   for (int i = 0; i < o.repeat; ++i) {
     auto start = std::chrono::steady_clock::now();
-    outputs = session.run(feeds);
+    outputs = o.profile ? session.run(feeds, times) : session.run(feeds);
     latencies.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count());
   }
 
@@ -125,6 +173,16 @@ void run_command(const RunOptions& o) {
     j["latencies_ms"] = latencies;
     j["median_ms"] = median;
     j["peak_rss_mb"] = peak_rss_mb();
+    if (o.profile) {
+      const Profile p = profile_of(times, o.repeat);
+      nlohmann::ordered_json& jp = j["profile"];
+      jp["op_types"] = nlohmann::ordered_json::array();
+      for (const auto& [type, entry] : p.op_types)
+        jp["op_types"].push_back({{"op_type", type}, {"nodes", entry.first}, {"ms", 1000 * entry.second}});
+      jp["nodes"] = nlohmann::ordered_json::array();
+      for (const NodeTime& n : p.nodes)
+        jp["nodes"].push_back({{"node", n.node}, {"op_type", n.op_type}, {"ms", 1000 * n.seconds}});
+    }
     j["outputs"] = nlohmann::ordered_json::array();
     for (size_t i = 0; i < outputs.size(); ++i)
       j["outputs"].push_back({{"name", output_names[i]},
@@ -143,6 +201,7 @@ void run_command(const RunOptions& o) {
     std::cout << "\nmedian " << median << " ms over " << latencies.size() << " runs, peak RSS " << peak_rss_mb()
               << " MB\n";
   }
+  if (o.profile) print_profile(profile_of(times, o.repeat));
 }
 
 }  // namespace
@@ -166,6 +225,9 @@ void add_run_command(CLI::App& app) {
   cmd->add_flag("--json", o->json,
                 "Print one JSON line: model, threads, latencies_ms, median_ms, peak_rss_mb, outputs");
   cmd->add_option("--threads", o->threads, "Threads to use (default: every hardware thread)")->check(non_negative());
+  cmd->add_flag("--profile", o->profile,
+                "Time each node the engine runs, averaged over the timed runs: the time of each op type and the "
+                "slowest nodes (with --json: \"profile\", every node)");
   cmd->callback([o] { run_command(*o); });
 }
 

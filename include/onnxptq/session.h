@@ -20,6 +20,16 @@ struct SessionOptions {
   int threads = 0;  // 0: every hardware thread
 };
 
+// The time one node took in a run. The nodes are those the engine runs: a Conv and the activation
+// it fused are one node "FusedConv" (domain onnxptq.engine) under the Conv's name, and the
+// Transposes of its channels-last layout are nodes of their own; an If, Loop or Scan node's time
+// includes its bodies'.
+struct NodeTime {
+  std::string node;     // its name, or for a node without one the name of its first output
+  std::string op_type;  // "domain.OpType" outside the default ONNX domain
+  double seconds = 0;
+};
+
 class Session {
  public:
   // Error naming the node, op type and opset when a node has no kernel or bad attributes.
@@ -37,6 +47,8 @@ class Session {
   // The outputs in order. Thread-safe: several runs may go at once. Error for a missing or
   // unknown input, or one whose type or shape contradicts the model.
   std::vector<Tensor> run(const Feed& feeds) const;
+  // run() with each node's time appended to `times`, in the order the nodes ran.
+  std::vector<Tensor> run(const Feed& feeds, std::vector<NodeTime>& times) const;
 
  private:
   std::unique_ptr<engine::Session> session_;

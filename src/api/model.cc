@@ -84,6 +84,18 @@ int Session::threads() const { return session_->threads(); }
 
 std::vector<Tensor> Session::run(const Feed& feeds) const { return session_->run(feeds); }
 
+std::vector<Tensor> Session::run(const Feed& feeds, std::vector<NodeTime>& times) const {
+  const engine::NodeTimer timer = [&times](const ir::Node& node, double seconds) {
+    const bool plain = node.domain.empty() || node.domain == "ai.onnx";
+    const std::string name = !node.name.empty() || node.outputs().empty() || !node.output(0) ? node.name
+                                                                                            : node.output(0)->name();
+    times.push_back({name, plain ? node.op_type : node.domain + "." + node.op_type, seconds});
+  };
+  engine::RunHooks hooks;
+  hooks.time_node = &timer;
+  return session_->run(feeds, hooks);
+}
+
 std::unique_ptr<DataReader> npy_folder_reader(const std::filesystem::path& folder, const Model& model) {
   return calib::make_npy_folder_reader(folder, model.ir().graph->fed_inputs());
 }

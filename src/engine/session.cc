@@ -1,5 +1,6 @@
 #include "engine/session.h"
 
+#include <chrono>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -264,6 +265,8 @@ std::vector<Value> GraphExecutor::run_with_hooks(const RunContext& ctx, std::spa
   std::vector<const Value*> in;
   std::vector<Value> out;
   TensorScratch scratch;
+  RunHooks body_hooks = hooks;  // a subgraph's nodes count in their If/Loop/Scan node's time
+  body_hooks.time_node = nullptr;
   for (const Step& step : steps_) {
     in.assign(step.inputs.size(), nullptr);
     for (size_t i = 0; i < step.inputs.size(); ++i)
@@ -271,12 +274,18 @@ std::vector<Value> GraphExecutor::run_with_hooks(const RunContext& ctx, std::spa
     out.assign(step.outputs.size(), Value());
     ExtremaSink sink;
     RunContext step_ctx = ctx;
-    step_ctx.hooks = &hooks;
+    step_ctx.hooks = hooks.time_node ? &body_hooks : &hooks;
     step_ctx.output_extrema = hooks.observe_extrema && !hooks.transform && !step.outputs.empty() &&
                                       step.outputs[0] >= 0 && !extrema_names_[step.outputs[0]].empty()
                                   ? &sink
                                   : nullptr;
-    with_node_context(*step.node, step.opset, [&] { run_kernel(step, step_ctx, in, out, scratch); });
+    if (hooks.time_node) {
+      const auto start = std::chrono::steady_clock::now();
+      with_node_context(*step.node, step.opset, [&] { run_kernel(step, step_ctx, in, out, scratch); });
+      (*hooks.time_node)(*step.node, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    } else {
+      with_node_context(*step.node, step.opset, [&] { run_kernel(step, step_ctx, in, out, scratch); });
+    }
     for (size_t i = 0; i < step.outputs.size(); ++i) {
       int slot = step.outputs[i];
       if (slot < 0) continue;

@@ -29,6 +29,10 @@ using TensorTransform = std::function<void(const std::string& name, Tensor& valu
 // writes its output in one sweep takes them as it writes, while each block is in cache; for the
 // others the engine reads the tensor once more.
 using ExtremaObserver = std::function<void(const std::string& name, const Tensor& value, Extrema extrema)>;
+// Told the wall time of each node of the graph the session runs (its own copy: a FusedConv for a
+// Conv and its activation, the Transposes of the channels-last pass) right after the node ran.
+// The nodes of If, Loop and Scan bodies count in their parent's time and are not told apart.
+using NodeTimer = std::function<void(const ir::Node& node, double seconds)>;
 
 struct SessionOptions {
   // Threads a run may use; 0 means every hardware thread.
@@ -54,6 +58,7 @@ struct RunHooks {
   const TensorObserver* observe = nullptr;
   const TensorTransform* transform = nullptr;
   const ExtremaObserver* observe_extrema = nullptr;
+  const NodeTimer* time_node = nullptr;
 };
 
 // Ops whose output differs from run to run: a session never computes them ahead of time, even

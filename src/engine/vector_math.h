@@ -49,6 +49,14 @@ inline float fast_exp(float x) {
   return select_bits(x > 88.72283935546875f, std::numeric_limits<float>::infinity(), y);
 }
 
+// 1 / (1 + e^-x) in float. With e = e^-|x| (never overflows): 1 / (1 + e) for x >= 0, e / (1 + e)
+// below, which keeps the tiny results of very negative x.
+inline float fast_sigmoid(float x) {
+  float e = fast_exp(-std::fabs(x));
+  float s = 1.0f / (1.0f + e);
+  return select_bits(x < 0.0f, e * s, s);
+}
+
 // tanh in float, vectorisable, within about 1e-6 relative: e^2|x| - 1 straight from the
 // polynomial for small |x| (no cancellation), 1 - 2 / (e^2|x| + 1) above.
 inline float fast_tanh(float x) {

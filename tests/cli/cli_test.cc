@@ -5,6 +5,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <nlohmann/json.hpp>
 
@@ -166,6 +167,52 @@ np.save(d + '/x.npy', np.arange(6, dtype=np.float32).reshape(2, 3))
     EXPECT_EQ(slurp(dir / "ort/inputs/x.npy"), slurp(dir / "ours/inputs/x.npy"));
     EXPECT_EQ(slurp(dir / "ort/y.npy"), slurp(dir / "ours/y.npy"));
   }
+  fs::remove_all(dir);
+}
+
+// `run --profile` reports the nodes the engine runs: a Conv and the Relu it fused are one node
+// under the Conv's name; every node once, and the op-type lines add up to the nodes.
+TEST(CliRun, ProfileTimesEachNodeTheEngineRuns) {
+  fs::path dir = fs::temp_directory_path() / ("onnxptq_cli_profile_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / "make.py") << R"(import numpy as np, onnx, sys
+from onnx import helper, TensorProto, numpy_helper
+w1 = numpy_helper.from_array(np.full((8, 3, 3, 3), 0.1, np.float32), 'w1')
+w2 = numpy_helper.from_array(np.full((4, 8, 1, 1), 0.1, np.float32), 'w2')
+g = helper.make_graph([helper.make_node('Conv', ['x', 'w1'], ['c1'], name='conv1', pads=[1, 1, 1, 1]),
+                       helper.make_node('Relu', ['c1'], ['r1'], name='relu1'),
+                       helper.make_node('Conv', ['r1', 'w2'], ['c2'], name='conv2'),
+                       helper.make_node('Softmax', ['c2'], ['y'], name='softmax', axis=1)], 'g',
+    [helper.make_tensor_value_info('x', TensorProto.FLOAT, [1, 3, 16, 16])],
+    [helper.make_tensor_value_info('y', TensorProto.FLOAT, [1, 4, 16, 16])], [w1, w2])
+onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid('', 17)]), sys.argv[1] + '/m.onnx')
+)";
+  ASSERT_EQ(std::system(("/usr/bin/python3 " + (dir / "make.py").string() + " " + dir.string()).c_str()), 0);
+  const std::string model = (dir / "m.onnx").string();
+  CliRun r = onnxptq("run " + model + " --random 1 --repeat 3 --profile --json");
+  ASSERT_EQ(r.code, 0) << r.err;
+  const nlohmann::json p = nlohmann::json::parse(r.out)["profile"];
+  std::map<std::string, int> seen;
+  int nodes = 0;
+  for (const auto& n : p["nodes"]) {
+    ++seen[n["node"].get<std::string>()];
+    ++nodes;
+    EXPECT_GE(n["ms"].get<double>(), 0) << n;
+  }
+  EXPECT_EQ(seen["conv1"], 1) << r.out;
+  EXPECT_EQ(seen["conv2"], 1) << r.out;
+  EXPECT_EQ(seen["softmax"], 1) << r.out;
+  EXPECT_EQ(seen.count("relu1"), 0u) << "the Relu runs inside conv1: " << r.out;
+  for (const auto& [name, count] : seen) EXPECT_EQ(count, 1) << name;
+  int typed = 0;
+  for (const auto& t : p["op_types"]) typed += t["nodes"].get<int>();
+  EXPECT_EQ(typed, nodes);
+
+  CliRun text = onnxptq("run " + model + " --random 1 --repeat 2 --profile");
+  ASSERT_EQ(text.code, 0) << text.err;
+  EXPECT_NE(text.out.find("op type"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("slowest nodes"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("  softmax\n"), std::string::npos) << text.out;
   fs::remove_all(dir);
 }
 

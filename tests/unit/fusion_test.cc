@@ -176,5 +176,30 @@ TEST(FusedConv, SameOutputsAsConvThenActivation) {
   }
 }
 
+// A 1x1 convolution over 100 outputs or more on NCHW tensors runs as one GEMM, whose post-ops
+// oneDNN applies in a slow scalar pass: the engine applies them itself, with its own Sigmoid and
+// Tanh, so that the fused node gives exactly what the unfused ops give.
+TEST(FusedConv, DenseNchwActivationsAreTheEnginesOwnOps) {
+  std::mt19937 rng(12);
+  std::normal_distribution<float> normal(0.f, 2.f);
+  std::vector<float> xs(2 * 8 * 12 * 12);
+  for (float& v : xs) v = normal(rng);
+  std::map<std::string, ir::Tensor> feeds = {{"x", ir::Tensor::from_values<float>({2, 8, 12, 12}, xs)}};
+  for (const char* activation : {"Sigmoid", "Tanh", "Swish"}) {
+    const bool swish = std::string(activation) == "Swish";
+    ConvThen t = swish ? ConvThenSwish(1) : ConvThen(activation, 1);
+    t.m.set_opset("", 17);
+    SessionOptions plain;
+    plain.optimize = false;
+    std::vector<ir::Tensor> want = Session(t.m, plain).run(feeds);
+    std::vector<ir::Tensor> got = Session(t.m).run(feeds);
+    ASSERT_EQ(got[0].dims(), want[0].dims()) << activation;
+    auto g = got[0].values<float>(), w = want[0].values<float>();
+    int64_t differ = 0;
+    for (size_t i = 0; i < w.size(); ++i) differ += g[i] != w[i];
+    EXPECT_EQ(differ, 0) << activation;
+  }
+}
+
 }  // namespace
 }  // namespace onnxptq::engine

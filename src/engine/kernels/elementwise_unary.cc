@@ -192,13 +192,7 @@ struct Tanh : UnaryOp {
 struct Sigmoid : UnaryOp {
   static constexpr const char* kName = "Sigmoid";
   double operator()(double x) const { return 1.0 / (1.0 + std::exp(-x)); }
-  // With e = e^-|x| (never overflows): 1 / (1 + e) for x >= 0, e / (1 + e) below, which keeps
-  // the tiny results of very negative x.
-  float operator()(float x) const {
-    float e = fast_exp(-std::fabs(x));
-    float s = 1.0f / (1.0f + e);
-    return select_bits(x < 0.0f, e * s, s);
-  }
+  float operator()(float x) const { return fast_sigmoid(x); }
 };
 
 struct IsNaN : UnaryOp {
