@@ -273,14 +273,16 @@ class Search {
     if (met && o_.stop_at_first_pass) return stop_first();
 
     std::vector<std::pair<std::string, std::function<void(quant::QuantConfig&)>>> changes;
-    if (!base_.per_channel)
+    // A block format (BFP, MX) takes its scales from each block, not from a range: per-channel
+    // weights and the calibration method change nothing there, and their trials are not run.
+    if (!base_.per_channel && !quant::quant_type_is_block(base_.weight_type))
       changes.emplace_back("per-channel weights", [](quant::QuantConfig& c) { c.per_channel = true; });
     std::vector<calib::Method> methods =
         base_.power_of_two()
             ? std::vector<calib::Method>{calib::Method::MinMSE, calib::Method::NonOverflow}
             : std::vector<calib::Method>{calib::Method::MinMax, calib::Method::Percentile, calib::Method::Entropy};
     for (calib::Method m : methods)
-      if (m != base_.calibrate_method)
+      if (m != base_.calibrate_method && !quant::quant_type_is_block(base_.activation_type))
         changes.emplace_back(std::string("calibrate_method ") + calib::method_name(m),
                              [m](quant::QuantConfig& c) { c.calibrate_method = m; });
     // OCP MX with float elements: the floor rule's shared scale clips block maxima past the

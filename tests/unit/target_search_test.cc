@@ -92,6 +92,12 @@ TEST_F(TargetSearch, BlockFormatsFinetuneWithAdaQuantAfterBiasCorrection) {
   EXPECT_EQ(r.trials.back().change, "AdaQuant fast finetune");
   EXPECT_EQ(r.trials[r.trials.size() - 2].change, "BiasCorrection");
   for (const Trial& t : r.trials) EXPECT_EQ(t.change.find("AdaRound"), std::string::npos) << t.change;
+  // Its scales come from each block: neither per-channel weights nor another calibration method
+  // is a recipe.
+  for (const Trial& t : r.trials) {
+    EXPECT_NE(t.change, "per-channel weights");
+    EXPECT_EQ(t.change.find("calibrate_method"), std::string::npos) << t.change;
+  }
   // With bias correction already asked, it is not a recipe.
   c.bias_correction = true;
   r = search_accuracy_target(model_, *reader, c, o);
