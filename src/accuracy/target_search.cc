@@ -361,9 +361,15 @@ class Search {
     Recipe& prepared = recipe_for(recipe);
     std::set<std::string> nameable;
     for (const auto& n : (prepared.prepared ? *prepared.prepared : model_).graph->nodes()) nameable.insert(n->name);
+    // The left-float measures are a whole-model quantization each, one per node: ranked without
+    // the recipe's bias correction and fast finetune, which would run again for every node (337
+    // bias corrections for PP-OCRv4's recognizer); the trials keep them.
+    quant::QuantConfig ranking = recipe;
+    ranking.bias_correction = false;
+    ranking.include_fast_ft = false;
     LeftFloatPlan left_float;
     if (o_.fallback_order == FallbackOrder::LeftFloat)
-      left_float = left_float_plans(model_, prepared.prepared, calibration_data(), recipe, prepared.ranges);
+      left_float = left_float_plans(model_, prepared.prepared, calibration_data(), ranking, prepared.ranges);
     std::vector<NodeSensitivity> ranked = analyze_nodes(best.prepared ? *best.prepared : model_, best.plan, recipe,
                                                         sensitivity_set_, o_.threads, /*split=*/false, left_float);
     std::erase_if(ranked, [&](const NodeSensitivity& s) {
