@@ -107,14 +107,27 @@ CONFIGS = [(name, ["--config", name]) for name in [
     (base + "_ADAQUANT", ["--config", base + "_ADAQUANT"]) for base in BLOCK_FINETUNED]
 
 
-def run(command, ok=(0,)):
+def run(command, ok=(0,), echo=False):
     """Runs command; returns its stdout, or raises RuntimeError with the last line of its stderr
-    when its exit status is not in `ok`."""
-    result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if result.returncode not in ok:
-        lines = result.stderr.strip().splitlines() or [f"exit status {result.returncode}"]
+    when its exit status is not in `ok`. With `echo`, its stderr lines are also passed on as they
+    come (an accuracy-target search's trials, which take minutes each)."""
+    if not echo:
+        result = subprocess.run(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        stdout, stderr, code = result.stdout, result.stderr, result.returncode
+    else:
+        with tempfile.TemporaryFile("w+") as out:
+            process = subprocess.Popen(command, stdout=out, stderr=subprocess.PIPE, text=True)
+            lines = []
+            for line in process.stderr:
+                print(line, end="", file=sys.stderr, flush=True)
+                lines.append(line)
+            code = process.wait()
+            out.seek(0)
+            stdout, stderr = out.read(), "".join(lines)
+    if code not in ok:
+        lines = stderr.strip().splitlines() or [f"exit status {code}"]
         raise RuntimeError(lines[-1].removeprefix("error: "))
-    return result.stdout
+    return stdout
 
 
 def infer(model, batch, build, engine="ort"):
@@ -298,9 +311,11 @@ def bench(kind, args, extra, work):
         report = out + ".json"
         start = time.monotonic()
         try:
-            run([os.path.join(args.build, "onnxptq"), "quantize", model, "-o", out, "--calib-data", calib, "--quiet"]
+            # A search prints a line per trial: passed on, and without --quiet.
+            run([os.path.join(args.build, "onnxptq"), "quantize", model, "-o", out, "--calib-data", calib]
+                + ([] if args.target else ["--quiet"])
                 + options + (target_options(kind, args, report) if args.target else []) + extra,
-                ok=(0, 1) if args.target else (0,))  # 1: the search missed its target, and says by how much
+                ok=(0, 1) if args.target else (0,), echo=args.target)  # 1: the search missed its target, and says by how much
             row["quantize_s"] = time.monotonic() - start
             if args.target:  # the search scored its model with this script's own metric
                 search = json.load(open(report))["accuracy_target"]
