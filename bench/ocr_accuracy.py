@@ -324,7 +324,10 @@ def bench(kind, args, extra, work):
                 row["target"] = {"met": search["met"], "trials": len(search["trials"]),
                                  "fallback": len(best["fallback"]), "fallback_type": best["fallback_type"] or "",
                                  "weighted_nodes": search["weighted_nodes"],
-                                 "best": f"{best['phase']}: {best['change']}"}
+                                 "best": f"{best['phase']}: {best['change']}",
+                                 # every trial, for --json: which recipes were kept, what fell back
+                                 "trials_run": [{k: t[k] for k in ("index", "phase", "change", "metric", "meets",
+                                                                   "fallback")} for t in search["trials"]]}
             else:
                 row["value"], row["engine"] = score_any(score, out)
             row["delta"] = row["value"] - baseline
