@@ -375,8 +375,8 @@ void bfp_lanes_avx2(const float* x, float* y, int64_t stride, int64_t rows, int 
 }
 #endif
 
-// to_bfp of `count` consecutive blocks of n values: 8, 16 and 32 in AVX2 registers where the
-// machine has them.
+// to_bfp of `count` consecutive blocks of n values: 8 (two a 512-bit register with AVX-512), 16 and
+// 32 in AVX2 registers where the machine has them.
 template <Rounding R>
 void bfp_blocks_of_size(const float* x, float* y, int64_t n, int64_t count, int m) {
 #if defined(__AVX2__)
