@@ -511,7 +511,8 @@ void mx_scaled(const float* x, float* y, int64_t n, const MxElementFormat& f, in
 [[gnu::always_inline]] inline double squared_error_tree(const float* x, const float* y, int64_t n, int64_t width,
                                                         double* s) {
   for (int64_t i = 0; i < width; ++i) {
-    const double d = i >= n || biased_exponent(x[i]) == 0xFFu ? 0.0 : static_cast<double>(x[i]) - static_cast<double>(y[i]);
+    const bool counted = i < n && biased_exponent(x[i]) != 0xFFu;
+    const double d = counted ? static_cast<double>(x[i]) - static_cast<double>(y[i]) : 0.0;
     s[i] = d * d;
   }
   for (int64_t half = width / 2; half >= 1; half /= 2)
@@ -549,8 +550,8 @@ void mx_block(const float* x, float* y, int64_t n, const MxElementFormat& f, con
   if (!scaling.min_error_scale) return;
   // The values of scale 2^(e+1) are among those of 2^e (an element doubled is an element, up to
   // the largest), so where no value of the block goes past the largest element at 2^e, each value
-  // is at least as close at 2^e and the rule's scale stands: most blocks, decided without the
-  // second pass. (Away from float32's limits, where every product is exact.)
+  // is at least as close at 2^e and the rule's scale stands, decided without the second pass.
+  // (Away from float32's limits, where every product is exact.)
   if (e >= -100 && e <= 100) {
     const float largest = static_cast<float>(pow2(e)) * (f.ebits > 0 ? f.max_norm : 127.0f / 64.0f);
     float top = 0;
