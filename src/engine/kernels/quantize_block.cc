@@ -46,7 +46,11 @@ namespace {
 constexpr int64_t kMinBlocksPerThread = 512;
 constexpr int64_t kMaxBlockSize = 65536;  // Quark's formats use 8 to 32
 constexpr int64_t kTileLines = 32;        // lines quantized together when the blocks are strided
-constexpr int64_t kLanes = 8;             // blocks side by side in a lanes function (AVX2 floats)
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+constexpr int64_t kLanes = 16;  // blocks side by side in a lanes function (the floats of a register)
+#else
+constexpr int64_t kLanes = 8;
+#endif
 constexpr int64_t kMaxLaneRows = 64;      // the longest block a lanes function takes
 
 uint32_t bits_of(float f) { return std::bit_cast<uint32_t>(f); }
@@ -275,8 +279,9 @@ void bfp_blocks_avx2(const float* x, float* y, int64_t count, int m) {
 
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_epi32() as the unused merge source and then
-// warn that it may be uninitialized (GCC bug 105593, fixed in GCC 13).
+// warn that it is, or may be, uninitialized (GCC bug 105593, fixed in GCC 13).
 #pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 // round_to_integer8 on 16 lanes, the same values bit for bit.
@@ -331,6 +336,41 @@ void bfp_blocks8_avx512(const float* x, float* y, int64_t count, int m) {
     _mm512_storeu_ps(y, _mm512_mask_blend_ps(special, clamped, v));
   }
   if (b < count) bfp_blocks_avx2<R, 1>(x, y, count - b, m);
+}
+
+// bfp_lanes_avx2 (below) on 16 blocks side by side.
+template <Rounding R>
+void bfp_lanes_avx512(const float* x, float* y, int64_t stride, int64_t rows, int m) {
+  const __m512i exponent_bits = _mm512_set1_epi32(0xFF);
+  __m512i e_max = _mm512_setzero_si512();
+  for (int64_t j = 0; j < rows; ++j) {
+    const __m512i e = _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(_mm512_loadu_ps(x + j * stride)), 23),
+                                       exponent_bits);
+    e_max = _mm512_max_epi32(e_max, _mm512_maskz_mov_epi32(_mm512_cmpneq_epi32_mask(e, exponent_bits), e));
+  }
+  const __m512i step_biased = _mm512_sub_epi32(e_max, _mm512_set1_epi32(m - 1));
+  const __mmask16 abnormal = _mm512_cmpgt_epi32_mask(_mm512_set1_epi32(1), step_biased) |
+                             _mm512_cmpgt_epi32_mask(step_biased, _mm512_set1_epi32(253));
+  const __m512 step = _mm512_castsi512_ps(_mm512_slli_epi32(step_biased, 23));
+  const __m512 inverse =
+      _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(254), step_biased), 23));
+  const __m512 hi = _mm512_mul_ps(step, _mm512_set1_ps(static_cast<float>((1u << m) - 1)));
+  const __m512 lo = _mm512_xor_ps(hi, _mm512_set1_ps(-0.0f));
+  for (int64_t j = 0; j < rows; ++j) {
+    const __m512 v = _mm512_loadu_ps(x + j * stride);
+    const __m512i e = _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(v), 23), exponent_bits);
+    const __m512 q = _mm512_mul_ps(round_to_integer16<R>(_mm512_mul_ps(v, inverse)), step);
+    const __m512 clamped = _mm512_max_ps(_mm512_min_ps(hi, q), lo);  // clamp_value's operand order
+    _mm512_storeu_ps(y + j * stride, _mm512_mask_blend_ps(_mm512_cmpeq_epi32_mask(e, exponent_bits), clamped, v));
+  }
+  if (abnormal == 0) return;
+  float in[kMaxLaneRows], out[kMaxLaneRows];
+  for (int l = 0; l < 16; ++l) {
+    if (!(abnormal >> l & 1)) continue;
+    for (int64_t j = 0; j < rows; ++j) in[j] = x[l + j * stride];
+    bfp_block<R>(in, out, rows, m);
+    for (int64_t j = 0; j < rows; ++j) y[l + j * stride] = out[j];
+  }
 }
 #pragma GCC diagnostic pop
 #endif
@@ -748,7 +788,11 @@ class BfpQuantizeDequantizeKernel : public Kernel {
 #if defined(__AVX2__)
         out[0] = fake_quantize_blocks(ctx, x, axis_, block_size_, to_bfloat16_first_, blocks,
                                       [=](const float* a, float* b, int64_t stride, int64_t rows) {
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+                                        bfp_lanes_avx512<R>(a, b, stride, rows, m);
+#else
                                         bfp_lanes_avx2<R>(a, b, stride, rows, m);
+#endif
                                       });
 #else
         out[0] = fake_quantize_blocks(ctx, x, axis_, block_size_, to_bfloat16_first_, blocks);
