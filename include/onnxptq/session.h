@@ -21,9 +21,9 @@ struct SessionOptions {
 };
 
 // The time one node took in a run. The nodes are those the engine runs: a Conv and the activation
-// it fused are one node "FusedConv" (domain onnxptq.engine) under the Conv's name, and the
-// Transposes of its channels-last layout are nodes of their own; an If, Loop or Scan node's time
-// includes its bodies'.
+// it fused are one node "FusedConv" ("NhwcConv" when it runs channels-last; domain onnxptq.engine)
+// under the Conv's name, and the Transposes of its channels-last layout are nodes of their own; an
+// If, Loop or Scan node's time includes its bodies'.
 struct NodeTime {
   std::string node;     // its name, or for a node without one the name of its first output
   std::string op_type;  // "domain.OpType" outside the default ONNX domain
