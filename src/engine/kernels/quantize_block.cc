@@ -205,6 +205,19 @@ template <Rounding R>
   bfp_values<R>(x, y, n, step, -vmax, vmax);
 }
 
+// The blocks of a lanes function (below) whose step is not a normal float, one bit a lane in
+// `lanes`: gathered, quantized on the scalar path, and put back.
+template <Rounding R>
+void bfp_lanes_scalar(const float* x, float* y, int64_t stride, int64_t rows, int m, uint32_t lanes) {
+  float in[kMaxLaneRows], out[kMaxLaneRows];
+  for (int l = 0; l < 32; ++l) {
+    if (!(lanes >> l & 1u)) continue;
+    for (int64_t j = 0; j < rows; ++j) in[j] = x[l + j * stride];
+    bfp_block<R>(in, out, rows, m);
+    for (int64_t j = 0; j < rows; ++j) y[l + j * stride] = out[j];
+  }
+}
+
 #if defined(__AVX2__)
 // round_to_integer on 8 lanes, the same values bit for bit.
 template <Rounding R>
@@ -306,18 +319,42 @@ template <Rounding R>
   }
 }
 
+// The biased exponent of each of 16 floats.
+[[gnu::always_inline]] inline __m512i biased_exponents16(__m512 v) {
+  return _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(v), 23), _mm512_set1_epi32(0xFF));
+}
+
+// Each lane's step, 1/step and clamp bounds, from the biased exponent of its block's step (a normal
+// float's: the callers send the other blocks to the scalar path), and values quantized with them.
+struct BfpSteps16 {
+  BfpSteps16(__m512i step_biased, int m)
+      : step(_mm512_castsi512_ps(_mm512_slli_epi32(step_biased, 23))),
+        inverse(_mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(254), step_biased), 23))),
+        hi(_mm512_mul_ps(step, _mm512_set1_ps(static_cast<float>((1u << m) - 1)))),
+        lo(_mm512_xor_ps(hi, _mm512_set1_ps(-0.0f))) {}
+
+  // v on its lanes' grids, the `special` lanes (Inf and NaN) passed through.
+  template <Rounding R>
+  [[gnu::always_inline]] __m512 quantize(__m512 v, __mmask16 special) const {
+    const __m512 q = _mm512_mul_ps(round_to_integer16<R>(_mm512_mul_ps(v, inverse)), step);
+    const __m512 clamped = _mm512_max_ps(_mm512_min_ps(hi, q), lo);  // clamp_value's operand order
+    return _mm512_mask_blend_ps(special, clamped, v);
+  }
+
+  __m512 step, inverse, hi, lo;
+};
+
 // bfp_blocks_avx2 for blocks of 8, two at a time in one 512-bit register (the shared exponent is a
 // maximum within each 256-bit half): about half the instructions per value. A pair with a block
 // whose step is not a normal float, and an odd last block, go to bfp_blocks_avx2.
 template <Rounding R>
 void bfp_blocks8_avx512(const float* x, float* y, int64_t count, int m) {
   const __m512i exponent_bits = _mm512_set1_epi32(0xFF), step_offset = _mm512_set1_epi32(m - 1);
-  const __m512i lowest = _mm512_set1_epi32(1), highest = _mm512_set1_epi32(253), inverse_base = _mm512_set1_epi32(254);
-  const __m512 levels = _mm512_set1_ps(static_cast<float>((1u << m) - 1)), sign = _mm512_set1_ps(-0.0f);
+  const __m512i lowest = _mm512_set1_epi32(1), highest = _mm512_set1_epi32(253);
   int64_t b = 0;
   for (; b + 2 <= count; b += 2, x += 16, y += 16) {
     const __m512 v = _mm512_loadu_ps(x);
-    const __m512i e = _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(v), 23), exponent_bits);
+    const __m512i e = biased_exponents16(v);
     const __mmask16 special = _mm512_cmpeq_epi32_mask(e, exponent_bits);  // Inf and NaN: passed through
     __m512i e_max = _mm512_maskz_mov_epi32(static_cast<__mmask16>(~special), e);
     e_max = _mm512_max_epi32(e_max, _mm512_shuffle_i32x4(e_max, e_max, _MM_SHUFFLE(2, 3, 0, 1)));
@@ -328,12 +365,7 @@ void bfp_blocks8_avx512(const float* x, float* y, int64_t count, int m) {
       bfp_blocks_avx2<R, 1>(x, y, 2, m);
       continue;
     }
-    const __m512 step = _mm512_castsi512_ps(_mm512_slli_epi32(step_biased, 23));
-    const __m512 inverse = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(inverse_base, step_biased), 23));
-    const __m512 hi = _mm512_mul_ps(step, levels), lo = _mm512_xor_ps(hi, sign);
-    const __m512 q = _mm512_mul_ps(round_to_integer16<R>(_mm512_mul_ps(v, inverse)), step);
-    const __m512 clamped = _mm512_max_ps(_mm512_min_ps(hi, q), lo);  // clamp_value's operand order
-    _mm512_storeu_ps(y, _mm512_mask_blend_ps(special, clamped, v));
+    _mm512_storeu_ps(y, BfpSteps16(step_biased, m).quantize<R>(v, special));
   }
   if (b < count) bfp_blocks_avx2<R, 1>(x, y, count - b, m);
 }
@@ -344,33 +376,19 @@ void bfp_lanes_avx512(const float* x, float* y, int64_t stride, int64_t rows, in
   const __m512i exponent_bits = _mm512_set1_epi32(0xFF);
   __m512i e_max = _mm512_setzero_si512();
   for (int64_t j = 0; j < rows; ++j) {
-    const __m512i e = _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(_mm512_loadu_ps(x + j * stride)), 23),
-                                       exponent_bits);
+    const __m512i e = biased_exponents16(_mm512_loadu_ps(x + j * stride));
     e_max = _mm512_max_epi32(e_max, _mm512_maskz_mov_epi32(_mm512_cmpneq_epi32_mask(e, exponent_bits), e));
   }
   const __m512i step_biased = _mm512_sub_epi32(e_max, _mm512_set1_epi32(m - 1));
   const __mmask16 abnormal = _mm512_cmpgt_epi32_mask(_mm512_set1_epi32(1), step_biased) |
                              _mm512_cmpgt_epi32_mask(step_biased, _mm512_set1_epi32(253));
-  const __m512 step = _mm512_castsi512_ps(_mm512_slli_epi32(step_biased, 23));
-  const __m512 inverse =
-      _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_sub_epi32(_mm512_set1_epi32(254), step_biased), 23));
-  const __m512 hi = _mm512_mul_ps(step, _mm512_set1_ps(static_cast<float>((1u << m) - 1)));
-  const __m512 lo = _mm512_xor_ps(hi, _mm512_set1_ps(-0.0f));
+  const BfpSteps16 steps(step_biased, m);
   for (int64_t j = 0; j < rows; ++j) {
     const __m512 v = _mm512_loadu_ps(x + j * stride);
-    const __m512i e = _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(v), 23), exponent_bits);
-    const __m512 q = _mm512_mul_ps(round_to_integer16<R>(_mm512_mul_ps(v, inverse)), step);
-    const __m512 clamped = _mm512_max_ps(_mm512_min_ps(hi, q), lo);  // clamp_value's operand order
-    _mm512_storeu_ps(y + j * stride, _mm512_mask_blend_ps(_mm512_cmpeq_epi32_mask(e, exponent_bits), clamped, v));
+    _mm512_storeu_ps(y + j * stride,
+                     steps.quantize<R>(v, _mm512_cmpeq_epi32_mask(biased_exponents16(v), exponent_bits)));
   }
-  if (abnormal == 0) return;
-  float in[kMaxLaneRows], out[kMaxLaneRows];
-  for (int l = 0; l < 16; ++l) {
-    if (!(abnormal >> l & 1)) continue;
-    for (int64_t j = 0; j < rows; ++j) in[j] = x[l + j * stride];
-    bfp_block<R>(in, out, rows, m);
-    for (int64_t j = 0; j < rows; ++j) y[l + j * stride] = out[j];
-  }
+  if (abnormal != 0) bfp_lanes_scalar<R>(x, y, stride, rows, m, abnormal);
 }
 #pragma GCC diagnostic pop
 #endif
@@ -403,15 +421,8 @@ void bfp_lanes_avx2(const float* x, float* y, int64_t stride, int64_t rows, int 
     const __m256 clamped = _mm256_max_ps(_mm256_min_ps(hi, q), lo);  // clamp_value's operand order
     _mm256_storeu_ps(y + j * stride, _mm256_blendv_ps(clamped, v, _mm256_castsi256_ps(_mm256_cmpeq_epi32(e, exponent_bits))));
   }
-  const int abnormal = _mm256_movemask_ps(_mm256_castsi256_ps(outside));
-  if (abnormal == 0) return;
-  float in[kMaxLaneRows], out[kMaxLaneRows];
-  for (int l = 0; l < 8; ++l) {
-    if (!(abnormal >> l & 1)) continue;
-    for (int64_t j = 0; j < rows; ++j) in[j] = x[l + j * stride];
-    bfp_block<R>(in, out, rows, m);
-    for (int64_t j = 0; j < rows; ++j) y[l + j * stride] = out[j];
-  }
+  const auto abnormal = static_cast<uint32_t>(_mm256_movemask_ps(_mm256_castsi256_ps(outside)));
+  if (abnormal != 0) bfp_lanes_scalar<R>(x, y, stride, rows, m, abnormal);
 }
 #endif
 
