@@ -484,8 +484,11 @@ std::vector<BfpCase> bfp_cases() {
     bfp12.bit_width = 12;
     bfp12.block_size = 5;
     cases.push_back({"BFP12 blocks of 5" + r, bfp12});
-    for (auto [bit_width, size] : {std::pair{13, 16}, std::pair{24, 32}, std::pair{10, 8}}) {
-      BfpAttrs wider = bfp16;  // the vector kernel's other block sizes; bit_width 10: 1 mantissa bit
+    // The vector kernel's other block sizes; bit_width 10: 1 mantissa bit; 31 and 32: the widest
+    // grid that rounds by float addition (22 bits) and the first that does not.
+    for (auto [bit_width, size] :
+         {std::pair{13, 16}, std::pair{24, 32}, std::pair{10, 8}, std::pair{31, 8}, std::pair{32, 8}}) {
+      BfpAttrs wider = bfp16;
       wider.bit_width = bit_width;
       wider.block_size = size;
       cases.push_back({"BFP" + std::to_string(bit_width) + " blocks of " + std::to_string(size) + r, wider});

@@ -344,11 +344,64 @@ struct BfpSteps16 {
   __m512 step, inverse, hi, lo;
 };
 
+// Rounding half to even with the float adder, for blocks whose largest biased exponent e is in
+// [m, 230 + m] and m <= 22: with magic = 1.5 * 2^23 * step, (v + magic) - magic is v rounded to a
+// multiple of step, ties to an even multiple (|v| < 2^m * step <= 2^22 * step keeps v + magic in
+// magic's binade, where one unit in the last place is one step); the clamp to +-(2^(e+1) - step)
+// is one VRANGEPS (the smaller magnitude, v's sign). round_to_integer16<HalfEven>'s zeros: a value
+// whose scaled v / step is +-0 (v itself, or a product that underflows) keeps that zero, every
+// other value rounding to zero gives +0, as the adder's x + -x does. Both bounds and 1/step are
+// additions to the exponent bits a_max = e << 23 (the exponents of an Inf or NaN, 255, fall
+// outside the range: such blocks take another path).
+struct BfpEvenGrid16 {
+  BfpEvenGrid16(__m512i a_max, int m)
+      : magic(_mm512_castsi512_ps(_mm512_add_epi32(a_max, _mm512_set1_epi32(((24 - m) << 23) | 0x400000)))),
+        inverse(_mm512_castsi512_ps(_mm512_sub_epi32(_mm512_set1_epi32((253 + m) << 23), a_max))),
+        hi(_mm512_castsi512_ps(_mm512_add_epi32(
+            a_max, _mm512_set1_epi32(static_cast<int>(bits_of(static_cast<float>((1u << m) - 1))) - ((m + 126) << 23))))) {}
+
+  static bool applies(int m) { return m <= 22; }
+  // The lanes whose a_max the grid takes.
+  static __mmask16 in_range(__m512i a_max, int m) {
+    return _mm512_cmple_epu32_mask(_mm512_sub_epi32(a_max, _mm512_set1_epi32(m << 23)), _mm512_set1_epi32(230 << 23));
+  }
+  static __m512i exponent_bits(__m512 v) { return _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7F800000)); }
+
+  [[gnu::always_inline]] __m512 quantize(__m512 v) const {
+    const __m512 scaled = _mm512_mul_ps(v, inverse);
+    const __mmask16 nonzero = _mm512_cmp_ps_mask(scaled, _mm512_setzero_ps(), _CMP_NEQ_OQ);
+    const __m512 rounded = _mm512_mask_sub_ps(scaled, nonzero, _mm512_add_ps(v, magic), magic);
+    return _mm512_range_ps(rounded, hi, 0x02);  // min |.|, sign of the first operand
+  }
+
+  __m512 magic, inverse, hi;
+};
+
+// bfp_blocks8_avx512 with rounding half to even, on BfpEvenGrid16.
+void bfp_blocks8_even_avx512(const float* x, float* y, int64_t count, int m) {
+  int64_t b = 0;
+  for (; b + 2 <= count; b += 2, x += 16, y += 16) {
+    const __m512 v = _mm512_loadu_ps(x);
+    __m512i a_max = BfpEvenGrid16::exponent_bits(v);
+    a_max = _mm512_max_epu32(a_max, _mm512_shuffle_i32x4(a_max, a_max, _MM_SHUFFLE(2, 3, 0, 1)));
+    a_max = _mm512_max_epu32(a_max, _mm512_shuffle_epi32(a_max, static_cast<_MM_PERM_ENUM>(_MM_SHUFFLE(1, 0, 3, 2))));
+    a_max = _mm512_max_epu32(a_max, _mm512_shuffle_epi32(a_max, static_cast<_MM_PERM_ENUM>(_MM_SHUFFLE(2, 3, 0, 1))));
+    if (BfpEvenGrid16::in_range(a_max, m) != 0xFFFF) {
+      bfp_blocks_avx2<Rounding::HalfEven, 1>(x, y, 2, m);
+      continue;
+    }
+    _mm512_storeu_ps(y, BfpEvenGrid16(a_max, m).quantize(v));
+  }
+  if (b < count) bfp_blocks_avx2<Rounding::HalfEven, 1>(x, y, count - b, m);
+}
+
 // bfp_blocks_avx2 for blocks of 8, two at a time in one 512-bit register (the shared exponent is a
 // maximum within each 256-bit half): about half the instructions per value. A pair with a block
 // whose step is not a normal float, and an odd last block, go to bfp_blocks_avx2.
 template <Rounding R>
 void bfp_blocks8_avx512(const float* x, float* y, int64_t count, int m) {
+  if constexpr (R == Rounding::HalfEven)
+    if (BfpEvenGrid16::applies(m)) return bfp_blocks8_even_avx512(x, y, count, m);
   const __m512i exponent_bits = _mm512_set1_epi32(0xFF), step_offset = _mm512_set1_epi32(m - 1);
   const __m512i lowest = _mm512_set1_epi32(1), highest = _mm512_set1_epi32(253);
   int64_t b = 0;
@@ -373,6 +426,18 @@ void bfp_blocks8_avx512(const float* x, float* y, int64_t count, int m) {
 // bfp_lanes_avx2 (below) on 16 blocks side by side.
 template <Rounding R>
 void bfp_lanes_avx512(const float* x, float* y, int64_t stride, int64_t rows, int m) {
+  if constexpr (R == Rounding::HalfEven) {
+    if (BfpEvenGrid16::applies(m)) {
+      __m512i a_max = _mm512_setzero_si512();
+      for (int64_t j = 0; j < rows; ++j)
+        a_max = _mm512_max_epu32(a_max, BfpEvenGrid16::exponent_bits(_mm512_loadu_ps(x + j * stride)));
+      const BfpEvenGrid16 grid(a_max, m);
+      for (int64_t j = 0; j < rows; ++j) _mm512_storeu_ps(y + j * stride, grid.quantize(_mm512_loadu_ps(x + j * stride)));
+      const auto others = static_cast<__mmask16>(~BfpEvenGrid16::in_range(a_max, m));
+      if (others != 0) bfp_lanes_scalar<R>(x, y, stride, rows, m, others);
+      return;
+    }
+  }
   const __m512i exponent_bits = _mm512_set1_epi32(0xFF);
   __m512i e_max = _mm512_setzero_si512();
   for (int64_t j = 0; j < rows; ++j) {
