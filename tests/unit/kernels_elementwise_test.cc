@@ -394,6 +394,32 @@ TEST(ElementwiseUnary, FastExpTanhSigmoidErfAccuracy) {
   EXPECT_TRUE(std::signbit(values_of<float>(run_elementwise({"Tanh"}, {f32({1}, {-0.0f})}))[0]));
 }
 
+// The array function (in 512-bit registers on AVX-512) gives fast_sigmoid's values bit for bit,
+// on every lane of a remainder too, and SiLU's are x times them: the Sigmoid op, a Conv's fused
+// Sigmoid or SiLU and the unfused ops agree (a NaN's sign bit aside).
+TEST(VectorMath, SigmoidValuesAreFastSigmoidsBitForBit) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> wide(0.0f, 40.0f);
+  std::vector<float> xs = {0.0f, -0.0f, kInf, -kInf, kNaN, -104.0f, -103.99999f, -104.00001f, -87.5f, -88.0f,
+                           -100.0f, 1e-40f, -1e-40f, 1e-30f, -1e-30f, 88.8f, 120.0f, -120.0f, 0.5f, -0.5f};
+  for (int i = 0; i < 5000; ++i) xs.push_back(wide(rng));
+  for (float x = -120.0f; x <= 120.0f; x += 0.00731f) xs.push_back(x);
+  xs.resize(xs.size() / 16 * 16 + 7);  // a remainder of 7
+  std::vector<float> s(xs.size()), silu(xs.size());
+  sigmoid_values(xs.data(), s.data(), static_cast<int64_t>(xs.size()));
+  sigmoid_values<true>(xs.data(), silu.data(), static_cast<int64_t>(xs.size()));
+  auto same = [](float a, float b) { return std::memcmp(&a, &b, sizeof(float)) == 0 || (a != a && b != b); };
+  size_t differ = 0;
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const float want = fast_sigmoid(xs[i]);
+    const float want_silu = xs[i] * want;
+    if (!same(s[i], want) || !same(silu[i], want_silu)) {
+      if (differ++ < 5) ADD_FAILURE() << "x " << xs[i] << ": " << s[i] << " / " << silu[i] << ", want " << want << " / " << want_silu;
+    }
+  }
+  EXPECT_EQ(differ, 0u) << "of " << xs.size();
+}
+
 TEST(VectorMath, FastLogAccuracy) {
   // Every normal float from the smallest to the largest in steps of about 1e-3 relative, and
   // around 1 (where ln x is small and its relative error would show) more densely.

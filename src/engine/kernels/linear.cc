@@ -144,16 +144,14 @@ void apply_post_ops(const std::vector<PostOp>& post_ops, float* d, int64_t n, co
         break;
       // The engine's own Sigmoid and Tanh (vector_math.h), vectorised: the values the ops unfused give.
       case PostOp::Kind::Sigmoid:
-#pragma omp simd
-        for (int64_t i = 0; i < n; ++i) d[i] = fast_sigmoid(d[i]);
+        sigmoid_values(d, d, n);
         break;
       case PostOp::Kind::Tanh:
 #pragma omp simd
         for (int64_t i = 0; i < n; ++i) d[i] = fast_tanh(d[i]);
         break;
       case PostOp::Kind::Swish:
-#pragma omp simd
-        for (int64_t i = 0; i < n; ++i) d[i] = d[i] * fast_sigmoid(d[i]);
+        sigmoid_values<true>(d, d, n);
         break;
       case PostOp::Kind::Sum:
         for (int64_t i = 0; i < n; ++i) d[i] += p.alpha * summand[i];
