@@ -1,6 +1,6 @@
 // Engine-internal fusion: a Conv and the activation after it (or x * Sigmoid(x), SiLU) become one
-// FusedConv node (domain onnxptq.engine), run as one oneDNN primitive with a post-op, wherever no
-// observer needs the tensor between them.
+// FusedConv node (domain onnxptq.engine), one kernel with a post-op (oneDNN's, or the engine's own
+// pass over the output: see make_conv_plan), wherever no observer needs the tensor between them.
 #include "engine/fusion.h"
 
 #include <optional>
