@@ -40,13 +40,6 @@ std::string lower(std::string s) {
   return s;
 }
 
-float sigmoid(float x) {
-  // With e = e^-|x| (never overflows): 1 / (1 + e) for x >= 0, e / (1 + e) below.
-  float e = fast_exp(-std::fabs(x));
-  float s = 1.0f / (1.0f + e);
-  return select_bits(x < 0.0f, e * s, s);
-}
-
 }  // namespace
 
 std::vector<Activation> read_activations(const ir::Node& node, const std::vector<std::string>& defaults,
@@ -92,8 +85,7 @@ void activate(const Activation& f, float* x, int64_t n) {
       for (int64_t i = 0; i < n; ++i) x[i] = fast_tanh(x[i]);
       return;
     case ActivationKind::Sigmoid:
-      #pragma omp simd
-      for (int64_t i = 0; i < n; ++i) x[i] = sigmoid(x[i]);
+      sigmoid_values(x, x, n);
       return;
     case ActivationKind::Affine:
       #pragma omp simd
