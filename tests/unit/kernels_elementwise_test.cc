@@ -348,6 +348,36 @@ TEST(ElementwiseWhere, BroadcastsAllThreeAndCopiesAnyType) {
 // --- unary
 
 // The fast float exp, tanh, sigmoid and erf against the double-precision library over their range.
+// Softplus and Mish in float (fast_exp, fast_log and ln(1 + u) by Goldberg's factor) against the
+// double-precision formulas, Softplus's tiny results below -87 (down into the denormals) included.
+TEST(ElementwiseUnary, SoftplusAndMishAccuracy) {
+  std::vector<float> xs;
+  for (float x = -110.0f; x <= 110.0f; x += 0.00917f) xs.push_back(x);
+  for (float x : {0.0f, -0.0f, 1e-30f, -1e-30f, 1e-7f, -1e-7f, 16.6f, 17.0f, 88.0f, -88.0f}) xs.push_back(x);
+  Tensor x = f32({static_cast<int64_t>(xs.size())}, xs);
+  std::vector<float> sp = values_of<float>(run_elementwise({"Softplus"}, {x}));
+  std::vector<float> mish = values_of<float>(run_elementwise({"Mish", 18}, {x}));
+  double worst_sp = 0, worst_mish = 0;
+  auto rel = [](double got, double want) {
+    if (std::fabs(want) < std::numeric_limits<float>::min()) return std::fabs(got - want) <= 2.9e-45 ? 0.0 : 1.0;
+    return std::fabs(got - want) / std::fabs(want);
+  };
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double v = xs[i];
+    const double want = std::max(v, 0.0) + std::log1p(std::exp(-std::fabs(v)));
+    worst_sp = std::max(worst_sp, rel(sp[i], want));
+    // (Mish below about -87 multiplies a softplus in the denormals, of a few significant bits.)
+    if (want >= std::numeric_limits<float>::min()) worst_mish = std::max(worst_mish, rel(mish[i], v * std::tanh(want)));
+  }
+  EXPECT_LT(worst_sp, 1e-6);
+  EXPECT_LT(worst_mish, 2e-6);
+  std::cout << "float relative error: softplus " << worst_sp << ", mish " << worst_mish << "\n";
+  std::vector<float> special = values_of<float>(run_elementwise({"Softplus"}, {f32({3}, {kNaN, kInf, -kInf})}));
+  EXPECT_TRUE(std::isnan(special[0]));
+  EXPECT_EQ(special[1], kInf);
+  EXPECT_EQ(special[2], 0.0f);
+}
+
 TEST(ElementwiseUnary, FastExpTanhSigmoidErfAccuracy) {
   std::vector<float> xs;
   for (float x = -110.0f; x <= 90.0f; x += 0.0137f) xs.push_back(x);

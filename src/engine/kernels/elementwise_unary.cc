@@ -296,6 +296,20 @@ struct Softsign : UnaryOp {
 // log(1 + e^x) without overflow for large x.
 template <class T> T softplus(T x) { return std::fmax(x, T(0)) + std::log1p(std::exp(-std::fabs(x))); }
 
+// ln(1 + u) for u in [0, 1], vectorisable: ln(w) u / (w - 1) with w = 1 + u rounded, whose factor
+// cancels w's rounding error (Goldberg, "What every computer scientist should know about
+// floating-point arithmetic", 1991, theorem 4), and u itself where w rounds to 1. A NaN u gives NaN.
+[[gnu::always_inline]] inline float log1p_unit(float u) {
+  const float w = 1.0f + u;
+  return select_bits(w == 1.0f, u, fast_log(w) * (u / (w - 1.0f)));
+}
+
+// softplus in float through fast_exp and fast_log: within about 4e-7 relative (libm per value took
+// 12 ms for a million values, 50 times the Exp op).
+template <> [[gnu::always_inline]] inline float softplus(float x) {
+  return select_bits(x > 0.0f, x, 0.0f) + log1p_unit(fast_exp(-std::fabs(x)));
+}
+
 struct Softplus : UnaryOp {
   static constexpr const char* kName = "Softplus";
   template <class T> T operator()(T x) const { return softplus(x); }
