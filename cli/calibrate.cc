@@ -7,7 +7,6 @@
 #include <iostream>
 #include <iterator>
 #include <nlohmann/json.hpp>
-#include <optional>
 #include <set>
 #include <sstream>
 
@@ -90,8 +89,8 @@ void calibrate_command(CalibrateArgs a) {
         "themselves: drop them, or run without mpirun");
   if (!a.first_pass.empty() && a.shard.empty())
     throw Error("--first-pass goes with --shard i/N and --save-stats: a shard's second pass");
-  const std::optional<std::pair<size_t, size_t>> shard =
-      a.shard.empty() ? std::nullopt : std::optional(parse_shard(a.shard));
+  const bool sharded = !a.shard.empty();
+  const auto [shard_index, shard_count] = sharded ? parse_shard(a.shard) : std::pair<size_t, size_t>{0, 0};
   if (!a.save_stats.empty()) check_output_path(a.model, a.save_stats, "--save-stats");
   if (!a.output.empty() && a.output != "-") check_output_path(a.model, a.output, "--output");
   const bool writer = command_rank() == 0;  // the other ranks compute the same, and say nothing
@@ -134,7 +133,7 @@ void calibrate_command(CalibrateArgs a) {
 
   Model model = Model::load(a.model);
   std::unique_ptr<DataReader> data = open_calib_data(a.data, model);
-  if (shard) {
+  if (sharded) {
     std::string first_pass;
     if (!a.first_pass.empty()) {
       std::ifstream in(a.first_pass, std::ios::binary);
@@ -142,9 +141,9 @@ void calibrate_command(CalibrateArgs a) {
       first_pass.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
     }
     write_text_file(a.save_stats,
-                    calibrate_shard(model, *data, config, shard->first, shard->second, options, first_pass));
+                    calibrate_shard(model, *data, config, shard_index, shard_count, options, first_pass));
     if (!a.quiet)
-      std::cerr << "statistics of shard " << shard->first << " of " << shard->second
+      std::cerr << "statistics of shard " << shard_index << " of " << shard_count
                 << (first_pass.empty() ? "" : " (second pass)") << " written to " << a.save_stats << "\n";
     return;
   }
