@@ -10,6 +10,7 @@ of quark.onnx.tools are onnxptq.quark.dump_model and onnxptq.quark.tools. See do
 import copy
 import dataclasses
 import json
+import os
 import warnings
 from typing import Any, Dict, List, Optional
 
@@ -70,7 +71,6 @@ class Config:
 # Switches whose algorithm the core does not have yet: field -> what is missing.
 _UNBUILT_FLAGS = {
     "include_rotation": "QuaRot rotation",
-    "crypto_mode": "crypto mode (models kept in memory only)",
 }
 
 # Quark's names of extra_options the core knows under vai_q_onnx's names.
@@ -95,6 +95,36 @@ def _check(config, what):
     for key in config.extra_options:
         if key in _UNBUILT_OPTIONS:
             raise _unbuilt(f"{what}extra option {key}", _UNBUILT_OPTIONS[key])
+
+
+def _crypto_mode_extra(model_input, model_output, q):
+    """Quark's crypto mode: the model comes in and goes out as an onnx.ModelProto and nothing is
+    written to disk. Refuses what reads or writes a model or ranges file; returns the extra
+    options to run with (FastFinetune MemOptLevel 2, which keeps samples in files, back to 1 with a
+    warning, as Quark does)."""
+    if isinstance(model_input, (str, os.PathLike)):
+        raise Error("crypto_mode: model_input must be an onnx.ModelProto, not a path (crypto mode reads and "
+                    "writes no model file)")
+    if q.use_external_data_format:
+        raise Error("crypto_mode with use_external_data_format: external data is a file beside the model, and "
+                    "crypto mode writes none")
+    extra = q.extra_options
+    for key in ("SaveAndRestore", "TensorsRangeFile"):
+        if extra.get(key) is not None:
+            raise Error(f"crypto_mode with extra option {key}: it reads or writes a ranges file, and crypto "
+                        "mode writes none")
+    auto_mp = extra.get("AutoMixprecision")
+    if isinstance(auto_mp, dict) and "EvaluateFunction" in auto_mp:
+        raise Error("crypto_mode with AutoMixprecision EvaluateFunction: the function reads each candidate model "
+                    "from a file, and crypto mode writes none (the built-in L2 metric needs no file)")
+    fast_ft = extra.get("FastFinetune")
+    if isinstance(fast_ft, dict) and fast_ft.get("MemOptLevel") == 2:
+        warnings.warn("crypto_mode: FastFinetune MemOptLevel 2 keeps the samples in files; set to 1 (in memory)")
+        extra = dict(extra, FastFinetune=dict(fast_ft, MemOptLevel=1))
+    if model_output is not None:
+        warnings.warn(f"crypto_mode: model_output {os.fspath(model_output)} is not written; the quantized model "
+                      "is returned as an onnx.ModelProto")
+    return extra
 
 
 def _core_config(config):
@@ -189,8 +219,8 @@ class ModelQuantizer:
         """Quantizes `model_input` (a path or an onnx.ModelProto, which is not changed) into the
         file `model_output` with samples from `calibration_data_reader` or the .npy folder
         `calibration_data_path` (neither: one random sample). Returns the report as a dict; with
-        `model_output=None`, the quantized model as an onnx.ModelProto instead (nothing written).
-        `algorithms` (Quark's deprecated argument, legacy Config only) are algorithm configs
+        `model_output=None`, or with the config's crypto_mode (model_input then an onnx.ModelProto),
+        the quantized model as an onnx.ModelProto instead (nothing written). `algorithms` (Quark's deprecated argument, legacy Config only) are algorithm configs
         (CLEConfig(), AdaRoundConfig(), ...), as QConfig's algo_config."""
         if isinstance(self.config, QConfig):
             if algorithms:
@@ -204,14 +234,18 @@ class ModelQuantizer:
         _check(q, "")
         for flag, value in apply_algorithms(algorithms, q.extra_options).items():
             setattr(q, flag, getattr(q, flag) or value)
-        config, extra = _core_config(q)
         verbose = q.debug_mode or q.log_severity_level <= 0
         with warnings.catch_warnings():
             if q.ignore_warnings:
                 warnings.simplefilter("ignore")
+            if q.crypto_mode:
+                q.extra_options = _crypto_mode_extra(model_input, model_output, q)
+                model_output = None
+            config, extra = _core_config(q)
+            # Crypto mode prints no summary of the model, as Quark prints no quantized-model details then.
             result = _run(model_input, model_output, calibration_data_reader, config, extra,
                           q.extra_options.get("RandomDataReaderInputShape"), q.use_external_data_format,
-                          q.print_summary, verbose, calibration_data_path=calibration_data_path)
+                          q.print_summary and not q.crypto_mode, verbose, calibration_data_path=calibration_data_path)
         return result["model"] if model_output is None else result["report"]
 
 

@@ -123,6 +123,36 @@ def test_unbuilt_fields_and_options_raise_at_quantize(tiny_model, tmp_path):
                                                                                     str(tmp_path / "q.onnx"))
 
 
+def test_crypto_mode_returns_the_model_and_writes_nothing(tiny_model, tmp_path, monkeypatch):
+    # Quark's crypto mode: a ModelProto in, a ModelProto out, no file written (model_output
+    # included), not even a temporary folder: TMPDIR names no folder, which making one would need.
+    temp = tmp_path / "absent"
+    monkeypatch.setenv("TMPDIR", str(temp))
+    proto = onnx.load(tiny_model)
+    plain = dataclasses.replace(quark.QuantizationConfig(), print_summary=False)
+    want = quark.ModelQuantizer(quark.Config(global_quant_config=plain)).quantize_model(proto, None)
+    crypto = dataclasses.replace(plain, crypto_mode=True, ignore_warnings=False)
+    with pytest.warns(UserWarning, match="model_output .*q.onnx is not written"):
+        got = quark.ModelQuantizer(quark.Config(global_quant_config=crypto)).quantize_model(proto, tmp_path / "q.onnx")
+    assert isinstance(got, onnx.ModelProto)
+    assert got.SerializeToString() == want.SerializeToString()
+    auto_mp = dataclasses.replace(crypto, include_auto_mp=True, ignore_warnings=True, extra_options={"AutoMixprecision": {
+        "ActTargetQuantType": "QUInt8", "WeightTargetQuantType": "QInt8", "L2Target": 10.0}})
+    assert isinstance(quark.ModelQuantizer(quark.Config(global_quant_config=auto_mp)).quantize_model(proto), onnx.ModelProto)
+    assert not (tmp_path / "q.onnx").exists() and not temp.exists()
+    # What would read or write a file is refused by name.
+    for change, error in ((dict(), "model_input must be an onnx.ModelProto"),
+                          (dict(use_external_data_format=True), "use_external_data_format"),
+                          (dict(extra_options={"SaveAndRestore": str(tmp_path / "r.json")}), "SaveAndRestore"),
+                          (dict(include_auto_mp=True, extra_options={"AutoMixprecision": {
+                              "Top1AccTarget": 0.1, "EvaluateFunction": lambda path: 1.0}}), "EvaluateFunction")):
+        q = dataclasses.replace(crypto, **change)
+        model = tiny_model if not change else proto
+        with pytest.raises(onnxptq.Error, match=error):
+            quark.ModelQuantizer(quark.Config(global_quant_config=q)).quantize_model(model)
+    assert not temp.exists() and not (tmp_path / "r.json").exists()
+
+
 def test_quark_option_names_reach_the_core(tiny_model, tmp_path):
     # Quark's "Percentile" is vai_q_onnx's CalibPercentile: a different percentile, other bytes.
     write_samples(tmp_path / "calib", (1, 3, 8, 8), 3)

@@ -4,6 +4,7 @@
 #include "onnxptq/quantize.h"
 
 #include <fstream>
+#include <optional>
 #include <nlohmann/json.hpp>
 
 #include "accuracy/auto_mixprecision.h"
@@ -126,15 +127,18 @@ QuantizeOutcome quantize(const Model& model, DataReader& reader, const Config& c
   nlohmann::json search_json, auto_mp_json;
   std::string search_line;
   bool met = true;
+  // Candidate models are written to files only for an evaluate function, which reads them by path:
+  // without one the searches write nothing (Quark's crypto mode).
+  std::optional<ir::TemporaryFolder> trials;
+  if (o.evaluate && (c.include_auto_mp || o.target)) trials.emplace("onnxptq-trials");
+  const std::filesystem::path work_dir = trials ? trials->path() : std::filesystem::path();
   if (c.include_auto_mp) {
-    ir::TemporaryFolder trials("onnxptq-trials");
-    accuracy::AutoMixResult mixed = accuracy::auto_mixprecision(m, data, c, o.evaluate, trials.path(), o.log);
+    accuracy::AutoMixResult mixed = accuracy::auto_mixprecision(m, data, c, o.evaluate, work_dir, o.log);
     auto_mp_json = accuracy::auto_mixprecision_report(mixed);
     result = std::move(mixed.result);
   } else if (o.target) {
     accuracy::SearchOptions options = search_options(*o.target, o.evaluate, o.model_path);
-    ir::TemporaryFolder trials("onnxptq-trials");
-    options.work_dir = trials.path();
+    options.work_dir = work_dir;
     accuracy::SearchResult search = accuracy::search_accuracy_target(m, data, c, options, o.log);
     search_json = accuracy::search_report(search);
     search_line = accuracy::search_summary(search);

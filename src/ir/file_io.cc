@@ -87,7 +87,10 @@ void AtomicFile::commit() {
 }
 
 TemporaryFolder::TemporaryFolder(const std::string& prefix) {
-  std::string pattern = (std::filesystem::temp_directory_path() / (prefix + "-XXXXXX")).string();
+  std::error_code ec;
+  const std::filesystem::path temp = std::filesystem::temp_directory_path(ec);
+  if (ec) throw Error("cannot make a temporary folder: the temporary directory (TMPDIR) " + ec.message());
+  std::string pattern = (temp / (prefix + "-XXXXXX")).string();
   if (!mkdtemp(pattern.data())) throw Error("cannot make a temporary folder " + pattern + ": " + errno_text());
   path_ = pattern;
 }

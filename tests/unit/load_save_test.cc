@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "ir/file_io.h"
 #include "ir/model.h"
 #include "onnxptq/error.h"
 #include "support/proto_compare.h"
@@ -266,6 +267,26 @@ TEST_F(LoadSave, AFailedSaveLeavesNothingBehind) {
   size_t entries = 0;
   for ([[maybe_unused]] const auto& e : fs::directory_iterator(dir_)) ++entries;
   EXPECT_EQ(entries, 1u);  // only the directory made above: no temporary file left
+}
+
+// The searches' folder for candidate models, where TMPDIR names no folder: an Error that says
+// so, not the standard library's exception.
+TEST(TemporaryFolder, ATmpdirThatIsNoFolderIsAnError) {
+  const char* saved = std::getenv("TMPDIR");
+  const std::string previous = saved ? saved : "";
+  setenv("TMPDIR", "/nonexistent-onnxptq-tmpdir", 1);
+  EXPECT_THROW(
+      {
+        try {
+          TemporaryFolder folder("onnxptq-test");
+        } catch (const Error& e) {
+          EXPECT_NE(std::string(e.what()).find("TMPDIR"), std::string::npos) << e.what();
+          throw;
+        }
+      },
+      Error);
+  if (saved) setenv("TMPDIR", previous.c_str(), 1);
+  else unsetenv("TMPDIR");
 }
 
 TEST_F(LoadSave, MissingFile) {
