@@ -79,6 +79,9 @@ void add_quant_options(CLI::App* cmd, QuantOptions& o) {
   cmd->add_flag("--no-include-cle", o.no_include_cle,
                 "include_cle=False, over a --config that turns it on (Quark's presets do)")
       ->excludes(include_cle);
+  cmd->add_flag("--include-rotation", o.include_rotation,
+                "include_rotation=True: QuaRot's R1 rotation of the nodes the extra option RConfigPath names "
+                "(RMatrixDim, UseRandomHad)");
   cmd->add_flag("--include-sq", o.include_sq,
                 "include_sq=True: SmoothQuant of the MatMuls with constant weights before calibration (SmoothAlpha, "
                 "SmoothAlphaRange, SmoothFolding extra options)");
@@ -177,6 +180,7 @@ Config config_from(const QuantOptions& a) {
   if (a.no_optimize_model) c.set("optimize_model", "false");
   if (a.include_cle) c.set("include_cle", "true");
   if (a.include_sq) c.set("include_sq", "true");
+  if (a.include_rotation) c.set("include_rotation", "true");
   if (a.convert_fp16_to_fp32) c.set("convert_fp16_to_fp32", "true");
   if (a.convert_nchw_to_nhwc) c.set("convert_nchw_to_nhwc", "true");
   if (a.no_include_cle) c.set("include_cle", "false");  // Quark's presets turn it on

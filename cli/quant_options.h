@@ -27,7 +27,7 @@ struct QuantOptions {
   bool strict = false;
   bool no_optimize_model = false;
   bool standard_ops = false;  // BlockQDQAsStandardOps
-  bool include_cle = false, no_include_cle = false, include_sq = false;
+  bool include_cle = false, no_include_cle = false, include_sq = false, include_rotation = false;
   bool include_fast_ft = false, no_include_fast_ft = false;
   bool convert_fp16_to_fp32 = false, convert_nchw_to_nhwc = false;
   bool enable_dpu = false;

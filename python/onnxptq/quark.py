@@ -68,11 +68,6 @@ class Config:
     global_quant_config: QuantizationConfig
 
 
-# Switches whose algorithm the core does not have yet: field -> what is missing.
-_UNBUILT_FLAGS = {
-    "include_rotation": "QuaRot rotation",
-}
-
 # Quark's names of extra_options the core knows under vai_q_onnx's names.
 _RENAMED_OPTIONS = {
     "Percentile": "CalibPercentile",
@@ -89,9 +84,6 @@ _UNBUILT_OPTIONS = {
 
 def _check(config, what):
     """Raises onnxptq.Error naming the first part of `config` the core lacks."""
-    for field, part in _UNBUILT_FLAGS.items():
-        if getattr(config, field):
-            raise _unbuilt(f"{what}{field}=True", part)
     for key in config.extra_options:
         if key in _UNBUILT_OPTIONS:
             raise _unbuilt(f"{what}extra option {key}", _UNBUILT_OPTIONS[key])
@@ -149,6 +141,7 @@ def _core_config(config):
         "optimize_model": bool(config.optimize_model),
         "include_cle": bool(config.include_cle),
         "include_sq": bool(config.include_sq),
+        "include_rotation": bool(config.include_rotation),
         "enable_dpu": bool(config.enable_npu_cnn),  # Quark's XINT8 quantizer is vai_q_onnx's dpu quantizer
         "enable_npu_transformer": bool(config.enable_npu_transformer),
         "convert_fp16_to_fp32": bool(config.convert_fp16_to_fp32),

@@ -20,7 +20,7 @@ QuantizationConfig as Quark's own quark/onnx/quantization/config/maps.py (_map_q
   nothing and switches its algorithm on (AlgoConfig._get_config, ModelQuantizer.quantize_model).
 
 What Quark's lowering ignores (a global bias or output spec, Group granularity) and what the core
-has not built (QuaRot, BFP/MX types per layer) is
+has not built (BFP/MX types per layer) is
 refused by name, never dropped. A BFP/MX global data type brings its attribute set (BFPAttributes,
 MXAttributes: the presets' values for BFP16, MX4/6/9 and each OCP MX type) unless given.
 """
@@ -340,21 +340,16 @@ class GPTQConfig(AlgoConfig):
         return config
 
 
-class _UnbuiltAlgo(AlgoConfig):
-    _PART = ""
+class QuarotConfig(AlgoConfig):
+    """QuaRot (Ashkboos et al. 2024, arXiv:2404.00456), its R1 rotation: include_rotation with
+    RMatrixDim (a power of two), UseRandomHad and RConfigPath (the JSON of R1_pairs)."""
+    name = "quarot"
+    _PARAMS = (("r_matrix_dim", "RMatrixDim", 4096), ("use_random_had", "UseRandomHad", False),
+               ("r_config_path", "RConfigPath", None))
 
-
-def _unbuilt_algo(name, algo_name, part, params):
-    return type(name, (_UnbuiltAlgo,), {"name": algo_name, "_PART": part, "_PARAMS": params,
-                                         "__doc__": f"Quark's {name}; {part} is not built in onnxptq yet."})
-
-
-QuarotConfig = _unbuilt_algo("QuarotConfig", "quarot", "QuaRot rotation",
-                             (("r_matrix_dim", "RMatrixDim", 4096), ("use_random_had", "UseRandomHad", False),
-                              ("r_config_path", "RConfigPath", None)))
 
 _ALGO_FLAGS = {CLEConfig: "include_cle", AdaRoundConfig: "include_fast_ft", AutoMixprecisionConfig: "include_auto_mp",
-               SmoothQuantConfig: "include_sq"}
+               SmoothQuantConfig: "include_sq", QuarotConfig: "include_rotation"}
 
 
 def _recursive_update(base, new):
@@ -378,8 +373,6 @@ def apply_algorithms(algorithms, extra_options, what="algorithms"):
     for algo in algorithms:
         if not isinstance(algo, AlgoConfig):
             raise TypeError(f"{what}: expected algorithm configs (CLEConfig(), AdaRoundConfig(), ...), got {algo!r}")
-        if isinstance(algo, _UnbuiltAlgo):
-            raise _unbuilt(f"{what}: {type(algo).__name__}", algo._PART)
         _recursive_update(extra_options, algo._get_config(extra_options))
         flags.update({flag: True for cls, flag in _ALGO_FLAGS.items() if isinstance(algo, cls)})
     return flags

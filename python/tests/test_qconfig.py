@@ -15,7 +15,7 @@ from onnxptq.quark import (A8W8_QCONFIG, A16W8_QCONFIG, BF16_QCONFIG, BFP16_QCON
                            CalibMethod, GPTQConfig, Int8Spec, Int16Spec, MX6Spec, MX9Spec, QConfig, QLayerConfig,
                            QuantGranularity, QuarotConfig,
                            ScaleType, SmoothQuantConfig, XInt8Spec)
-from conftest import real_model
+from conftest import real_model, run_cli
 
 
 class ListReader:
@@ -128,11 +128,42 @@ def test_layer_configs_are_their_tensor_overrides(tiny_model):
     assert run(QConfig(base), tiny_model, data).SerializeToString() != expected
 
 
+def test_quarot_config_rotates_what_its_json_names(tmp_path):
+    # x -> MatMul a (64 -> 64, a few columns 30 times the rest: outlier channels) -> h -> MatMul b:
+    # QuarotConfig rotates h (a's weight times R, b's R^T times its weight), the same function,
+    # whose int8 quantization loses less.
+    from onnx import helper, numpy_helper
+    rng = np.random.default_rng(4)
+    w1 = rng.standard_normal((64, 64)).astype(np.float32) * 0.1
+    w1[:, [5, 40]] *= 30
+    w2 = rng.standard_normal((64, 10)).astype(np.float32) * 0.1
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w1"], ["h"], name="a"), helper.make_node("MatMul", ["h", "w2"], ["y"], name="b")],
+        "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [4, 64])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [4, 10])],
+        [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(w2, "w2")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    (tmp_path / "r1.json").write_text('{"R1_pairs": [{"prev_nodes": ["a"], "next_nodes": ["b"]}]}')
+    data = samples("x", (4, 64), count=8)
+    base = QLayerConfig(input_tensors=Int8Spec(), weight=Int8Spec())
+    plain = run(QConfig(base), model, data)
+    rotated = run(QConfig(base, algo_config=[QuarotConfig(r_matrix_dim=64, r_config_path=str(tmp_path / "r1.json"))]),
+                  model, data)
+    x = samples("x", (4, 64), count=1, seed=5)[0]["x"]
+    np.save(tmp_path / "x.npy", x)
+    want = x.astype(np.float64) @ w1 @ w2
+    errors = {}
+    for name, m in (("plain", plain), ("rotated", rotated)):
+        onnx.save(m, str(tmp_path / f"{name}.onnx"))
+        run_cli("run", tmp_path / f"{name}.onnx", "--inputs", f"x={tmp_path / 'x.npy'}", "--outputs", tmp_path / name)
+        y = np.load(tmp_path / name / "y.npy")
+        errors[name] = float(np.abs(y - want).max() / np.abs(want).max())
+    assert errors["rotated"] < 0.5 * errors["plain"], errors
+
+
 @pytest.mark.parametrize("make,message", [
     (lambda: QConfig(QLayerConfig(input_tensors=Int8Spec(), weight=Int8Spec(
         quant_granularity=QuantGranularity.Group))), "QuantGranularity.Group: group-wise quantization"),
-    (lambda: QConfig(QLayerConfig(input_tensors=Int8Spec(), weight=Int8Spec()), algo_config=[QuarotConfig()]),
-     "algorithms: QuarotConfig: QuaRot rotation is not built"),
 ])
 def test_unbuilt_parts_are_refused_by_name(tiny_model, make, message):
     with pytest.raises(onnxptq.UnsupportedError, match=message) as e:

@@ -115,7 +115,7 @@ def test_unknown_preset_is_a_value_error():
 
 
 def test_unbuilt_fields_and_options_raise_at_quantize(tiny_model, tmp_path):
-    for change in (dict(include_rotation=True),
+    for change in (dict(extra_options={"CalibPassthroughOpTypes": ["Reshape"]}),
                    dict(extra_options={"UseMatMulNBits": True, "MatMulNBitsParams": {"Algorithm": "HQQ", "Bits": 8}})):
         q = dataclasses.replace(quark.QuantizationConfig(), **change)
         with pytest.raises(onnxptq.Error, match="not built|4 bits only"):

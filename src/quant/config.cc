@@ -287,6 +287,14 @@ void check_config(const QuantConfig& c) {
     throw Error(std::string("include_sq (SmoothQuant, scales chosen from calibration data) with ") +
                 (c.use_matmul_nbits ? "UseMatMulNBits" : "use_dynamic_quant") +
                 ": those calibrate nothing; choose one");
+  if (c.rotation.given && !c.include_rotation)
+    throw Error("extra options RMatrixDim, UseRandomHad and RConfigPath take effect only with include_rotation");
+  if (c.include_rotation && c.rotation.config_path.empty())
+    throw Error("include_rotation: QuaRot rotates the nodes that extra option RConfigPath names (a JSON file of "
+                "R1_pairs); it is not set");
+  if (c.include_rotation && c.use_dynamic_quant)
+    throw Error("include_rotation with use_dynamic_quant: Quark's dynamic quantization runs no pre-quantization "
+                "algorithm; choose one");
   if (c.matmul_nbits.given && !c.use_matmul_nbits)
     throw Error("extra option MatMulNBitsParams takes effect only with UseMatMulNBits true");
   // The MatMulNBits path writes no Q/DQ and calibrates nothing (Quark): what works on those is refused.

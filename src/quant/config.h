@@ -111,6 +111,14 @@ struct SmoothQuantOptions {
   bool range_given = false, given = false;  // SmoothAlphaRange; any of the keys
 };
 
+// include_rotation's options (quant/quarot.h), Quark's keys.
+struct RotationOptions {
+  int64_t matrix_dim = 4096;  // RMatrixDim: the rotation's size, the hidden size of the rotated stream
+  bool random = false;        // UseRandomHad: a random +-1 diagonal before the Hadamard matrix
+  std::string config_path;    // RConfigPath: the JSON of R1_pairs
+  bool given = false;         // any of the keys
+};
+
 // include_auto_mp's AutoMixprecision (Quark's legacy automatic mixed precision,
 // accuracy/auto_mixprecision.h): its keys, with Quark's defaults.
 struct AutoMixprecision {
@@ -263,6 +271,8 @@ struct QuantConfig {
   bool include_fast_ft = false;
   bool include_sq = false;  // SmoothQuant before calibration (quant/smooth_quant.h), with `smooth`
   SmoothQuantOptions smooth;
+  bool include_rotation = false;  // QuaRot's R1 rotation before calibration (quant/quarot.h), with `rotation`
+  RotationOptions rotation;
   // BiasCorrection (Quark, extra option): after the parameters, before fast finetune, the biases
   // of the quantized Conv, ConvTranspose and Gemm nodes corrected (finetune/fast_finetune.h).
   bool bias_correction = false;

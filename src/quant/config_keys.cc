@@ -217,6 +217,35 @@ void add_quantizer_options(std::vector<ConfigKey>& keys) {
       "onnxptq; with include_sq: the LayerNormalization, MatMul, Gemm or Mul before the MatMuls takes the scales, no "
       "Mul added"));
   add(works(
+      kConfig, "include_rotation", "bool", "false", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) { c.include_rotation = json_bool(k.name, v); },
+      "QuaRot's R1 rotation (Hadamard) of the nodes RConfigPath names, before calibration"));
+  add(works(
+      kExtra, "RMatrixDim", "integer", "4096", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) {
+        const int64_t n = json_integer(k.name, v);
+        if (n < 1 || n > (int64_t{1} << 20) || (n & (n - 1)) != 0)
+          throw Error("extra option RMatrixDim: " + v.dump() + " is not a power of two up to 2^20 (onnxptq builds "
+                      "the Sylvester Hadamard matrices; Quark also takes 12, 20, 28, ... times a power of two)");
+        c.rotation.matrix_dim = n;
+        c.rotation.given = true;
+      },
+      "with include_rotation: the rotation's size, the hidden size; a power of two"));
+  add(works(
+      kExtra, "UseRandomHad", "bool", "false", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) {
+        c.rotation.random = json_bool(k.name, v);
+        c.rotation.given = true;
+      },
+      "with include_rotation: a random +-1 diagonal (seeded: the same each run) before the Hadamard matrix"));
+  add(works(
+      kExtra, "RConfigPath", "string", "unset", "quant",
+      [](QuantConfig& c, const ConfigKey& k, const json& v) {
+        c.rotation.config_path = json_string(k.name, v);
+        c.rotation.given = true;
+      },
+      "with include_rotation: the JSON file of R1_pairs (prev_nodes, next_nodes, norm_node)"));
+  add(works(
       kExtra, "BiasCorrection", "bool", "false", "finetune",
       [](QuantConfig& c, const ConfigKey& k, const json& v) { c.bias_correction = json_bool(k.name, v); },
       "the biases of quantized Conv, ConvTranspose, Gemm (and a MatMul's Add) moved by the mean output error on the "

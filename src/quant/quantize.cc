@@ -25,6 +25,7 @@
 #include "quant/matmul_nbits.h"
 #include "quant/node_selection.h"
 #include "quant/post_process.h"
+#include "quant/quarot.h"
 #include "quant/smooth_quant.h"
 
 namespace onnxptq::quant {
@@ -311,6 +312,12 @@ std::optional<ir::Model> prepare_float_model(const ir::Model& model, calib::Data
     smooth_quant(*prepared, adapted ? *adapted : reader, config, quantizable_nodes(*prepared, config), say);
     reader.rewind();
     if (seconds) (*seconds)["smooth_quant"] = seconds_since(start);
+  }
+  if (config.include_rotation) {  // Quark: after SmoothQuant, before calibration
+    start = std::chrono::steady_clock::now();
+    if (!prepared) prepared = ir::clone_model(model);
+    rotate_r1(*prepared, config.rotation, say);
+    if (seconds) (*seconds)["rotation"] = seconds_since(start);
   }
   if (any_rewrite(config)) {  // as vai_q_onnx's optimize.py and Quark's rewrites, on the nodes quantized
     start = std::chrono::steady_clock::now();
