@@ -575,6 +575,15 @@ TEST(BlockQuantizeTest, MxRandomAndEdgeBlocksMatchReference) {
     auto got = run_float("MXQuantizeDequantize", x, dims, mx_attributes(f.name, bs, mode, -1));
     auto want = ref_tensor(x, dims, 1, bs, [&](const std::vector<float>& blk) { return ref_mx(blk, f, mode); });
     expect_same_bits(got, want, x, name);
+    // The same blocks strided, as along the channels of an NCHW tensor: block i is column i.
+    const int64_t blocks = dims[0];
+    std::vector<float> columns(x.size());
+    for (int64_t i = 0; i < blocks; ++i)
+      for (int64_t j = 0; j < bs; ++j) columns[j * blocks + i] = x[i * bs + j];
+    const std::vector<int64_t> strided = {bs, blocks};
+    expect_same_bits(run_float("MXQuantizeDequantize", columns, strided, mx_attributes(f.name, bs, mode, 0)),
+                     ref_tensor(columns, strided, 0, bs, [&](const std::vector<float>& blk) { return ref_mx(blk, f, mode); }),
+                     columns, name + " strided");
   });
 }
 

@@ -681,6 +681,154 @@ void mx_block(const float* x, float* y, int64_t n, const MxElementFormat& f, con
   if (squared_error(x, coarser.data(), n) < squared_error(x, y, n)) std::copy(coarser.begin(), coarser.end(), y);
 }
 
+// The blocks of an MX lanes function (MxEven32::lanes) that its vector path refuses, one bit a lane
+// in `lanes`: gathered, quantized by mx_block, and put back.
+template <Rounding R>
+void mx_lanes_scalar(const float* x, float* y, int64_t stride, int64_t rows, uint32_t lanes, const MxElementFormat& f,
+                     const MxScaling& scaling) {
+  float in[kMaxLaneRows], out[kMaxLaneRows];
+  for (int l = 0; l < 32; ++l) {
+    if (!(lanes >> l & 1u)) continue;
+    for (int64_t j = 0; j < rows; ++j) in[j] = x[l + j * stride];
+    mx_block<R>(in, out, rows, f, scaling);
+    for (int64_t j = 0; j < rows; ++j) y[l + j * stride] = out[j];
+  }
+}
+
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+// mx_block for blocks of 32 in two 512-bit registers, where every element rounds half to even
+// (the float elements always, int8 with rounding_mode 2): the same values bit for bit. Rounding
+// is the float adder's, as in BfpEvenGrid16: w = v / 2^e rounded to a multiple of its element's
+// step u by (w + 1.5 * 2^23 u) - 1.5 * 2^23 u, u = 2^(max(exponent of w, 1 - bias) - mbits) per
+// lane for the float elements (their subnormals included), 2^-6 for int8; then saturated (float:
+// VRANGEPS to max_norm, which drops no sign; int8: clamped to [int8_min, 127] / 64) and scaled
+// back. Zeros: the float elements give +0 for every value that rounds to zero, as the adder does;
+// int8 keeps the sign of a w that is +-0 (round_to_integer's rule) and gives +0 otherwise.
+class MxEven32 {
+ public:
+  explicit MxEven32(const MxElementFormat& f, const MxScaling& s)
+      : floats_(f.ebits > 0),
+        emax_(f.emax),
+        min_error_(s.min_error_scale),
+        scale_lo_(_mm512_set1_epi32((1 + f.emax) << 23)),
+        scale_span_(_mm512_set1_epi32((std::min(253 + f.emax - (s.min_error_scale ? 1 : 0), 254) - 1 - f.emax) << 23)),
+        emax_bits_(_mm512_set1_epi32(f.emax << 23)),
+        inverse_base_(_mm512_set1_epi32((254 + f.emax) << 23)),
+        step_floor_(_mm512_set1_epi32(f.ebits > 0 ? (128 - ((1 << (f.ebits - 1)) - 1)) << 23 : 0)),  // 1 - bias
+        magic_offset_(_mm512_set1_epi32(((23 - f.mbits) << 23) | 0x400000)),
+        max_norm_(_mm512_set1_ps(f.max_norm)),
+        int8_lo_(_mm512_set1_ps(s.int8_min / 64.0f)),
+        largest_(_mm512_set1_ps(floats_ ? f.max_norm : 127.0f / 64.0f)) {}
+
+  static bool applies(const MxElementFormat& f, Rounding r) { return f.ebits > 0 || r == Rounding::HalfEven; }
+
+  // `count` consecutive blocks of 32; a block holding an Inf or NaN, or whose scale is not a
+  // normal float both ways, goes to other(x, y) (mx_block).
+  template <class Other>
+  void blocks(const float* x, float* y, int64_t count, Other&& other) const {
+    for (int64_t b = 0; b < count; ++b, x += 32, y += 32)
+      if (!block(x, y)) other(x, y);
+  }
+
+  // 16 blocks side by side, one a lane (block l: x[l], x[l + stride], ... `rows` values), as
+  // bfp_lanes_avx512; without min_error_scale. A lane the block path would refuse goes to
+  // other(mask of those lanes).
+  template <class Other>
+  void lanes(const float* x, float* y, int64_t stride, int64_t rows, Other&& other) const {
+    __m512i a = _mm512_setzero_si512();
+    for (int64_t j = 0; j < rows; ++j)
+      a = _mm512_max_epu32(a, _mm512_and_si512(_mm512_castps_si512(_mm512_loadu_ps(x + j * stride)),
+                                               _mm512_set1_epi32(0x7F800000)));
+    const __m512 d = _mm512_castsi512_ps(_mm512_sub_epi32(a, emax_bits_));
+    const __m512 inverse = _mm512_castsi512_ps(_mm512_sub_epi32(inverse_base_, a));
+    for (int64_t j = 0; j < rows; ++j)
+      _mm512_storeu_ps(y + j * stride, quantize(_mm512_loadu_ps(x + j * stride), d, inverse));
+    const __mmask16 refused = _mm512_cmpgt_epu32_mask(_mm512_sub_epi32(a, scale_lo_), scale_span_);
+    if (refused != 0) other(static_cast<uint32_t>(refused));
+  }
+
+ private:
+  [[gnu::always_inline]] bool block(const float* x, float* y) const {
+    const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+    const __m512i exponent = _mm512_set1_epi32(0x7F800000);
+    // The block's largest exponent bits in every lane.
+    __m512i a = _mm512_max_epu32(_mm512_and_si512(_mm512_castps_si512(v0), exponent),
+                                 _mm512_and_si512(_mm512_castps_si512(v1), exponent));
+    a = _mm512_max_epu32(a, _mm512_shuffle_i32x4(a, a, _MM_SHUFFLE(1, 0, 3, 2)));
+    a = _mm512_max_epu32(a, _mm512_shuffle_i32x4(a, a, _MM_SHUFFLE(2, 3, 0, 1)));
+    a = _mm512_max_epu32(a, _mm512_shuffle_epi32(a, static_cast<_MM_PERM_ENUM>(_MM_SHUFFLE(1, 0, 3, 2))));
+    a = _mm512_max_epu32(a, _mm512_shuffle_epi32(a, static_cast<_MM_PERM_ENUM>(_MM_SHUFFLE(2, 3, 0, 1))));
+    // 2^e and 2^-e normal floats (and 2^(e+1) with min_error_scale); an Inf or NaN falls outside.
+    if (_mm512_cmpgt_epu32_mask(_mm512_sub_epi32(a, scale_lo_), scale_span_) != 0) return false;
+    const __m512 d = _mm512_castsi512_ps(_mm512_sub_epi32(a, emax_bits_));
+    const __m512 inverse = _mm512_castsi512_ps(_mm512_sub_epi32(inverse_base_, a));
+    __m512 y0 = quantize(v0, d, inverse), y1 = quantize(v1, d, inverse);
+    if (min_error_) {
+      // As mx_block: the coarser scale only where a value goes past the largest element (or
+      // near float32's limits).
+      const __m512 largest = _mm512_mul_ps(d, largest_);
+      const int e = (_mm_cvtsi128_si32(_mm512_castsi512_si128(a)) >> 23) - 127 - emax_;
+      if (e < -100 || e > 100 || _mm512_cmp_ps_mask(_mm512_abs_ps(v0), largest, _CMP_GT_OQ) != 0 ||
+          _mm512_cmp_ps_mask(_mm512_abs_ps(v1), largest, _CMP_GT_OQ) != 0) {
+        const __m512 d2 = _mm512_add_ps(d, d), inverse2 = _mm512_mul_ps(inverse, _mm512_set1_ps(0.5f));
+        const __m512 c0 = quantize(v0, d2, inverse2), c1 = quantize(v1, d2, inverse2);
+        if (squared_error(v0, v1, c0, c1) < squared_error(v0, v1, y0, y1)) {
+          y0 = c0;
+          y1 = c1;
+        }
+      }
+    }
+    _mm512_storeu_ps(y, y0);
+    _mm512_storeu_ps(y + 16, y1);
+    return true;
+  }
+
+  [[gnu::always_inline]] __m512 quantize(__m512 v, __m512 d, __m512 inverse) const {
+    const __m512 w = _mm512_mul_ps(v, inverse);
+    if (floats_) {
+      const __m512i ew = _mm512_max_epi32(_mm512_and_si512(_mm512_castps_si512(w), _mm512_set1_epi32(0x7F800000)),
+                                          step_floor_);
+      const __m512 magic = _mm512_castsi512_ps(_mm512_add_epi32(ew, magic_offset_));
+      const __m512 r = _mm512_sub_ps(_mm512_add_ps(w, magic), magic);
+      return _mm512_mul_ps(_mm512_range_ps(r, max_norm_, 0x02), d);  // min |.|, sign of r
+    }
+    const __m512 magic = _mm512_set1_ps(196608.0f);  // 1.5 * 2^23 * 2^-6
+    const __mmask16 nonzero = _mm512_cmp_ps_mask(w, _mm512_setzero_ps(), _CMP_NEQ_OQ);
+    const __m512 r = _mm512_mask_sub_ps(w, nonzero, _mm512_add_ps(w, magic), magic);
+    const __m512 clamped = _mm512_max_ps(_mm512_min_ps(r, _mm512_set1_ps(127.0f / 64.0f)), int8_lo_);
+    return _mm512_mul_ps(clamped, d);
+  }
+
+  // squared_error's sum over the 32 values: the same tree (halves of 16, 8, 4, 2, 1 added element
+  // by element) in double.
+  static double squared_error(__m512 x0, __m512 x1, __m512 y0, __m512 y1) {
+    auto squares = [](__m256 x, __m256 y) {
+      const __m512d d = _mm512_sub_pd(_mm512_cvtps_pd(x), _mm512_cvtps_pd(y));
+      return _mm512_mul_pd(d, d);
+    };
+    const __m512d s0 = squares(_mm512_castps512_ps256(x0), _mm512_castps512_ps256(y0));
+    const __m512d s1 = squares(_mm512_extractf32x8_ps(x0, 1), _mm512_extractf32x8_ps(y0, 1));
+    const __m512d s2 = squares(_mm512_castps512_ps256(x1), _mm512_castps512_ps256(y1));
+    const __m512d s3 = squares(_mm512_extractf32x8_ps(x1, 1), _mm512_extractf32x8_ps(y1, 1));
+    const __m512d h8 = _mm512_add_pd(_mm512_add_pd(s0, s2), _mm512_add_pd(s1, s3));  // halves of 16, then 8
+    const __m256d h4 = _mm256_add_pd(_mm512_castpd512_pd256(h8), _mm512_extractf64x4_pd(h8, 1));
+    const __m128d h2 = _mm_add_pd(_mm256_castpd256_pd128(h4), _mm256_extractf128_pd(h4, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(h2, _mm_unpackhi_pd(h2, h2)));
+  }
+
+  bool floats_;
+  int emax_;
+  bool min_error_;
+  __m512i scale_lo_, scale_span_, emax_bits_, inverse_base_, step_floor_, magic_offset_;
+  __m512 max_norm_, int8_lo_, largest_;
+};
+#pragma GCC diagnostic pop
+#endif
+
 // ---------------------------------------------------------------------------------------------
 // Tensor handling shared by both ops.
 
@@ -700,6 +848,21 @@ void for_each_block(int threads, const float* x, float* y, const std::vector<int
   if (inner == 1 && len % block_size == 0) {  // contiguous whole blocks: straight from x to y
     parallel_for(threads, count, kMinBlocksPerThread,
                  [&](int64_t b, int64_t e) { blocks(x + b * block_size, y + b * block_size, block_size, e - b); });
+    return;
+  }
+  if (inner == 1) {  // contiguous lines (channels last) ending in a short block: that one padded
+    const int64_t whole = len / block_size, rest = len - whole * block_size;
+    parallel_for(threads, outer, std::max<int64_t>(1, kMinBlocksPerThread / per_line), [&](int64_t b, int64_t e) {
+      std::vector<float> in(static_cast<size_t>(block_size), 0.0f), out(in.size());
+      for (int64_t line = b; line < e; ++line) {
+        const float* a = x + line * len;
+        float* c = y + line * len;
+        if (whole > 0) blocks(a, c, block_size, whole);
+        std::copy(a + whole * block_size, a + len, in.begin());
+        blocks(in.data(), out.data(), block_size, 1);
+        std::copy(out.begin(), out.begin() + rest, c + whole * block_size);
+      }
+    });
     return;
   }
   // Otherwise tiles of up to kTileLines lines side by side: runs of kLanes lines go to `lanes`,
@@ -916,6 +1079,25 @@ class MxQuantizeDequantizeKernel : public Kernel {
       constexpr Rounding R = decltype(r)::value;
       const MxElementFormat f = format_;
       const MxScaling scaling = scaling_;
+#if defined(__AVX512F__) && defined(__AVX512DQ__)
+      if (block_size_ == 32 && MxEven32::applies(f, R)) {
+        const MxEven32 even(f, scaling);
+        auto blocks = [=](const float* a, float* b, int64_t, int64_t count) {
+          even.blocks(a, b, count, [&](const float* p, float* q) { mx_block<R>(p, q, 32, f, scaling); });
+        };
+        if (scaling.min_error_scale) {
+          out[0] = fake_quantize_blocks(ctx, x, axis_, 32, false, blocks);
+        } else {
+          out[0] = fake_quantize_blocks(ctx, x, axis_, 32, false, blocks,
+                                        [=](const float* a, float* b, int64_t stride, int64_t rows) {
+                                          even.lanes(a, b, stride, rows, [&](uint32_t lanes) {
+                                            mx_lanes_scalar<R>(a, b, stride, rows, lanes, f, scaling);
+                                          });
+                                        });
+        }
+        return;
+      }
+#endif
       out[0] = fake_quantize_blocks(
           ctx, x, axis_, block_size_, false,
           each_block([=](const float* a, float* b, int64_t n) { mx_block<R>(a, b, n, f, scaling); }));
