@@ -205,17 +205,23 @@ template <Rounding R>
   bfp_values<R>(x, y, n, step, -vmax, vmax);
 }
 
-// The blocks of a lanes function (below) whose step is not a normal float, one bit a lane in
-// `lanes`: gathered, quantized on the scalar path, and put back.
-template <Rounding R>
-void bfp_lanes_scalar(const float* x, float* y, int64_t stride, int64_t rows, int m, uint32_t lanes) {
+// The blocks of a lanes function (block l: x[l], x[l + stride], ... `rows` values) that its vector
+// path leaves, one bit a lane in `lanes`: gathered, block(in, out, rows) on each, and put back.
+template <class OneBlock>
+void each_lane_block(const float* x, float* y, int64_t stride, int64_t rows, uint32_t lanes, OneBlock&& block) {
   float in[kMaxLaneRows], out[kMaxLaneRows];
   for (int l = 0; l < 32; ++l) {
     if (!(lanes >> l & 1u)) continue;
     for (int64_t j = 0; j < rows; ++j) in[j] = x[l + j * stride];
-    bfp_block<R>(in, out, rows, m);
+    block(in, out, rows);
     for (int64_t j = 0; j < rows; ++j) y[l + j * stride] = out[j];
   }
+}
+
+// The blocks whose step is not a normal float, on the scalar path.
+template <Rounding R>
+void bfp_lanes_scalar(const float* x, float* y, int64_t stride, int64_t rows, int m, uint32_t lanes) {
+  each_lane_block(x, y, stride, rows, lanes, [m](const float* in, float* out, int64_t n) { bfp_block<R>(in, out, n, m); });
 }
 
 #if defined(__AVX2__)
@@ -681,20 +687,6 @@ void mx_block(const float* x, float* y, int64_t n, const MxElementFormat& f, con
   if (squared_error(x, coarser.data(), n) < squared_error(x, y, n)) std::copy(coarser.begin(), coarser.end(), y);
 }
 
-// The blocks of an MX lanes function (MxEven32::lanes) that its vector path refuses, one bit a lane
-// in `lanes`: gathered, quantized by mx_block, and put back.
-template <Rounding R>
-void mx_lanes_scalar(const float* x, float* y, int64_t stride, int64_t rows, uint32_t lanes, const MxElementFormat& f,
-                     const MxScaling& scaling) {
-  float in[kMaxLaneRows], out[kMaxLaneRows];
-  for (int l = 0; l < 32; ++l) {
-    if (!(lanes >> l & 1u)) continue;
-    for (int64_t j = 0; j < rows; ++j) in[j] = x[l + j * stride];
-    mx_block<R>(in, out, rows, f, scaling);
-    for (int64_t j = 0; j < rows; ++j) y[l + j * stride] = out[j];
-  }
-}
-
 #if defined(__AVX512F__) && defined(__AVX512DQ__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
@@ -1091,7 +1083,10 @@ class MxQuantizeDequantizeKernel : public Kernel {
           out[0] = fake_quantize_blocks(ctx, x, axis_, 32, false, blocks,
                                         [=](const float* a, float* b, int64_t stride, int64_t rows) {
                                           even.lanes(a, b, stride, rows, [&](uint32_t lanes) {
-                                            mx_lanes_scalar<R>(a, b, stride, rows, lanes, f, scaling);
+                                            each_lane_block(a, b, stride, rows, lanes,
+                                                            [&](const float* p, float* q, int64_t n) {
+                                                              mx_block<R>(p, q, n, f, scaling);
+                                                            });
                                           });
                                         });
         }
