@@ -179,6 +179,28 @@ TEST(QuaRot, TheRotatedDecoderComputesTheSameLogits) {
   }
 }
 
+// With the preparation passes on (optimize_model), which make the MatMuls with a bias Add Gemms
+// under the MatMuls' names, the rotation runs on the prepared model and keeps its function.
+TEST(QuaRot, RotatesThePreparedModel) {
+  const ir::TemporaryFolder folder("onnxptq_quarot");
+  const ir::Model model = tiny_decoder(2);
+  QuantConfig c;
+  c.calibrate_method = calib::Method::MinMax;
+  c.calib.threads = 1;
+  c.include_rotation = true;
+  c.rotation = options_for(folder, kPairs);
+  testing::FeedListReader data(token_feeds(4, 2));
+  std::vector<std::string> lines;
+  const QuantizeResult r = quantize_static(model, data, c, [&](const std::string& l) { lines.push_back(l); });
+  ASSERT_TRUE(r.prepared.has_value());
+  EXPECT_NE(std::find_if(lines.begin(), lines.end(), [](const std::string& l) { return l.starts_with("QuaRot: "); }),
+            lines.end());
+  size_t gemms = 0;
+  for (const auto& n : r.prepared->graph->nodes()) gemms += n->op_type == "Gemm";
+  EXPECT_EQ(gemms, 4u);  // q_proj, o_proj, and up and down fused with their bias
+  EXPECT_LT(logit_difference(model, *r.prepared, token_feeds(8, 5)), 2e-5);
+}
+
 // The embedding's outlier channels dominate the int8 range of the residual stream and of each
 // norm's output; rotated, they spread over all 16 channels and the logits lose less.
 TEST(QuaRot, OutlierChannelsSpreadAndInt8LosesLess) {
