@@ -1,11 +1,13 @@
 #include "quant/quarot.h"
 
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
+#include <sstream>
 
 #include "onnxptq/error.h"
 
@@ -19,12 +21,17 @@ struct Pair {
 
 // R1_pairs of the JSON file; Error naming the file and what is wrong.
 std::vector<Pair> read_pairs(const std::string& path) {
-  std::ifstream in(path);
-  if (!in) throw Error("RConfigPath " + path + ": cannot read the file");
   const std::string what = "RConfigPath " + path + ": ";
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) throw Error(what + "no such file");
+  if (!std::filesystem::is_regular_file(path, ec)) throw Error(what + "not a file");
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in || !text) throw Error(what + "cannot read the file");
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(in);
+    j = nlohmann::json::parse(text.str());
   } catch (const nlohmann::json::exception& e) {
     throw Error(what + "not JSON (" + e.what() + ")");
   }
