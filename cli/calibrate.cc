@@ -3,9 +3,7 @@
 
 #include <unistd.h>
 
-#include <fstream>
 #include <iostream>
-#include <iterator>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -134,12 +132,7 @@ void calibrate_command(CalibrateArgs a) {
   Model model = Model::load(a.model);
   std::unique_ptr<DataReader> data = open_calib_data(a.data, model);
   if (sharded) {
-    std::string first_pass;
-    if (!a.first_pass.empty()) {
-      std::ifstream in(a.first_pass, std::ios::binary);
-      if (!in) throw Error("--first-pass " + a.first_pass + ": cannot read the file");
-      first_pass.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
-    }
+    const std::string first_pass = a.first_pass.empty() ? "" : read_text_file(a.first_pass, "--first-pass " + a.first_pass);
     write_text_file(a.save_stats,
                     calibrate_shard(model, *data, config, shard_index, shard_count, options, first_pass));
     if (!a.quiet)

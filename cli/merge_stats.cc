@@ -1,8 +1,6 @@
 // `onnxptq merge-stats`: the ranges of all the samples from the shard files of
 // `calibrate --shard i/N --save-stats`, as `onnxptq calibrate` writes them.
-#include <fstream>
 #include <iostream>
-#include <iterator>
 
 #include "cli/calib_data.h"
 #include "cli/commands.h"
@@ -20,18 +18,10 @@ struct MergeStatsArgs {
   bool quiet = false;
 };
 
-std::string merge_stats_read(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw Error(path + ": cannot read the file");
-  std::string bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-  if (in.bad()) throw Error(path + ": cannot read the file");
-  return bytes;
-}
-
 void merge_stats_command(const MergeStatsArgs& a) {
   std::vector<std::string> bytes;
-  for (const std::string& path : a.files) bytes.push_back(merge_stats_read(path));
-  const std::string first_pass = a.first_pass.empty() ? "" : merge_stats_read(a.first_pass);
+  for (const std::string& path : a.files) bytes.push_back(read_text_file(path, path));
+  const std::string first_pass = a.first_pass.empty() ? "" : read_text_file(a.first_pass, a.first_pass);
   MergedShards merged = merge_shards(bytes, a.files, first_pass, a.first_pass);
   if (!merged.ranges) {  // the first passes of a method that reads the samples twice
     if (a.output.empty() || a.output == "-")

@@ -1,11 +1,12 @@
 #include "cli/quant_options.h"
 
 #include <algorithm>
-#include <fstream>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "onnxptq/error.h"
+#include "onnxptq/files.h"
 
 namespace onnxptq::cli {
 
@@ -119,13 +120,13 @@ Config config_of(const std::string& preset_or_file) {
   if (Config::has_preset(preset_or_file)) {
     c.apply_preset(preset_or_file);  // a preset's name before a file of that name
   } else if (!preset_or_file.empty()) {
-    std::ifstream in(preset_or_file);
-    if (!in) {
+    std::error_code ec;
+    if (!std::filesystem::is_regular_file(preset_or_file, ec)) {
       std::string names;
       for (const PresetInfo& p : Config::presets()) names += (names.empty() ? "" : ", ") + p.name;
       throw Error("--config '" + preset_or_file + "' is neither a preset nor a readable file (presets: " + names + ")");
     }
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string text = read_text_file(preset_or_file, "--config '" + preset_or_file + "'");
     if (nlohmann::json::parse(text, nullptr, false).is_discarded())
       throw Error("config file '" + preset_or_file + "' is not valid JSON");
     try {

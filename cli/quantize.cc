@@ -4,7 +4,6 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -80,9 +79,7 @@ void quantize_command(QuantizeArgs a) {
   options.ranks = command_ranks();
   if (!a.ranges.empty()) {
     options.ranges_source = "--ranges '" + a.ranges + "'";
-    std::ifstream in(a.ranges);
-    if (!in) throw Error(options.ranges_source + ": cannot read the file");
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    const std::string text = read_text_file(a.ranges, options.ranges_source);
     try {
       options.ranges = Calibration::from_json(text);
     } catch (const Error& e) {

@@ -1,11 +1,16 @@
-// Writing what the tools produce (reports, tables, JSON) the way models are written: never
-// half-written, never over the model they came from.
+// Reading the text files a user names (configs, ranges, statistics) and writing what the tools
+// produce (reports, tables, JSON) the way models are written: never half-written, never over the
+// model they came from.
 #pragma once
 
 #include <filesystem>
 #include <string>
 
 namespace onnxptq {
+
+// The whole file; Error starting with `what` (the option that names it) when it does not exist,
+// is not a regular file (a folder) or cannot be read.
+std::string read_text_file(const std::filesystem::path& path, const std::string& what);
 
 // Written to a temporary file beside `path`, then renamed. Error naming the file when it cannot be.
 void write_text_file(const std::filesystem::path& path, const std::string& text);

@@ -3,7 +3,6 @@
 // Python module and C++ callers alike.
 #include "onnxptq/quantize.h"
 
-#include <fstream>
 #include <optional>
 #include <nlohmann/json.hpp>
 
@@ -61,9 +60,7 @@ std::optional<quant::KnownRanges> given_ranges(const quant::QuantConfig& c, cons
     if (given) throw Error(source + " and " + o.ranges_source + " both give the ranges: choose one");
     std::error_code ec;
     if (std::filesystem::exists(c.save_and_restore, ec)) {
-      std::ifstream in(c.save_and_restore);
-      if (!in) throw Error(source + ": cannot read the file");
-      std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+      const std::string text = read_text_file(c.save_and_restore, source);
       try {
         given = api::known_ranges_of(Calibration::from_json(text), source);
       } catch (const Error& e) {

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
+#include <iterator>
 #include <random>
 
 #include "onnxptq/error.h"
@@ -113,6 +115,18 @@ void check_output_path(const std::filesystem::path& input, const std::filesystem
   auto status = std::filesystem::status(output, ec);
   if (std::filesystem::exists(status) && !std::filesystem::is_regular_file(status))
     throw Error(option + " '" + output.string() + "' exists and is not a regular file");
+}
+
+std::string read_text_file(const std::filesystem::path& path, const std::string& what) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(status)) throw Error(what + ": no such file");
+  if (!std::filesystem::is_regular_file(status)) throw Error(what + ": not a file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw Error(what + ": cannot read the file");
+  std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+  if (in.bad()) throw Error(what + ": cannot read the file");
+  return text;
 }
 
 void write_text_file(const std::filesystem::path& path, const std::string& text) {

@@ -1,15 +1,13 @@
 #include "quant/quarot.h"
 
 #include <cmath>
-#include <filesystem>
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
-#include <sstream>
 
 #include "onnxptq/error.h"
+#include "onnxptq/files.h"
 
 namespace onnxptq::quant {
 namespace {
@@ -22,16 +20,10 @@ struct Pair {
 // R1_pairs of the JSON file; Error naming the file and what is wrong.
 std::vector<Pair> read_pairs(const std::string& path) {
   const std::string what = "RConfigPath " + path + ": ";
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) throw Error(what + "no such file");
-  if (!std::filesystem::is_regular_file(path, ec)) throw Error(what + "not a file");
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  if (!in || !text) throw Error(what + "cannot read the file");
+  const std::string text = read_text_file(path, "RConfigPath " + path);
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(text.str());
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw Error(what + "not JSON (" + e.what() + ")");
   }

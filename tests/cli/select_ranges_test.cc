@@ -118,8 +118,13 @@ TEST(CliRanges, ResNet18QuantizeWithRangesFromCalibrateWritesTheSameModel) {
                         "--ranges '" + (f.dir / "fewer.json").string() + "': no range for tensor '" +
                             file["tensors"].begin().key() + "', which the plan calibrates");
   expect_one_line_error(onnxptq(base + (f.dir / "missing.json").string()),
-                        "--ranges '" + (f.dir / "missing.json").string() + "': cannot read the file");
+                        "--ranges '" + (f.dir / "missing.json").string() + "': no such file");
   expect_one_line_error(onnxptq(base + model), "--ranges '" + model + "': not JSON");
+  // A folder where a file goes: said so (the stream library's own failure was an internal error).
+  expect_one_line_error(onnxptq(base + f.dir.string()), "--ranges '" + f.dir.string() + "': not a file");
+  expect_one_line_error(onnxptq("quantize " + model + " -o " + out.string() + " --quiet --random 1 --extra-option " +
+                                "SaveAndRestore='\"" + f.dir.string() + "\"'"),
+                        "SaveAndRestore '" + f.dir.string() + "': not a file");
   EXPECT_FALSE(fs::exists(out));
 }
 
