@@ -26,7 +26,8 @@ std::string input_names(const std::vector<const ir::Value*>& inputs) {
 
 std::vector<fs::path> folder_files(const fs::path& folder, const std::function<bool(const fs::path&)>& wanted) {
   std::error_code ec;
-  if (!fs::is_directory(folder, ec)) throw Error(folder.string() + ": no such folder");
+  if (!fs::is_directory(folder, ec))
+    throw Error(folder.string() + (fs::exists(folder, ec) ? ": not a folder" : ": no such folder"));
   std::vector<fs::path> files;
   fs::directory_iterator it(folder, ec);
   for (; !ec && it != fs::directory_iterator(); it.increment(ec)) {

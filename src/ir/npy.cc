@@ -181,7 +181,8 @@ namespace onnxptq {
 
 Tensor load_npy(const std::filesystem::path& path) {
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) throw Error(path.string() + ": no such file");
+  if (!std::filesystem::is_regular_file(path, ec))
+    throw Error(path.string() + (std::filesystem::exists(path, ec) ? ": not a file" : ": no such file"));
   auto file = ir::MappedFile::open(path);
   return ir::parse(file->data(), file->size(), path.string(), file);
 }

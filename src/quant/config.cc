@@ -255,7 +255,8 @@ void check_config(const QuantConfig& c) {
     throw Error("FastFinetune CacheDir " + c.fast_finetune.cache_dir + ": not a directory");
   if (c.include_fast_ft && !c.fast_finetune.ref_model_path.empty() &&
       !std::filesystem::is_regular_file(c.fast_finetune.ref_model_path))
-    throw Error("FastFinetune RefModelPath " + c.fast_finetune.ref_model_path + ": no such file");
+    throw Error("FastFinetune RefModelPath " + c.fast_finetune.ref_model_path +
+                (std::filesystem::exists(c.fast_finetune.ref_model_path) ? ": not a file" : ": no such file"));
   check_block_types(c);
   check_dynamic_quant_config(c);
   if (c.convert_lstm_to_custom_lstm) {

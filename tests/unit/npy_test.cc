@@ -100,6 +100,8 @@ TEST_F(Npy, BadFilesAreOneLineErrors) {
     return std::string();
   };
   EXPECT_EQ(error_of("missing.npy"), (dir_ / "missing.npy").string() + ": no such file");
+  fs::create_directories(dir_ / "folder.npy");
+  EXPECT_EQ(error_of("folder.npy"), (dir_ / "folder.npy").string() + ": not a file");
   std::ofstream(dir_ / "text.npy") << "hello there, not numpy";
   EXPECT_EQ(error_of("text.npy"), (dir_ / "text.npy").string() + ": not a .npy file");
   ASSERT_EQ(python("np.save('full.npy', np.zeros((4, 4), np.float32))\n"

@@ -90,6 +90,8 @@ open('calib/notes.txt', 'w').write('ignored')
             (dir_ / "calib/sample_0.npy").string() +
                 ": an .npy sample can only feed a model with one input; this model has 2 (x, y): use .npz files with one array per input");
   EXPECT_EQ(error_of([&] { make_npy_folder_reader(dir_ / "none", {x}); }), (dir_ / "none").string() + ": no such folder");
+  EXPECT_EQ(error_of([&] { make_npy_folder_reader(dir_ / "calib/sample_0.npy", {x}); }),
+            (dir_ / "calib/sample_0.npy").string() + ": not a folder");
   fs::create_directories(dir_ / "empty");
   EXPECT_EQ(error_of([&] { make_npy_folder_reader(dir_ / "empty", {x}); }),
             (dir_ / "empty").string() + ": no .npy or .npz files in the folder");
