@@ -76,8 +76,8 @@ ir::Value* own_weight(ir::Graph& graph, ir::Node* node, size_t index, const std:
 
 // Each vector of n values along `axis` (0 or 1) of the 2-D weight `v`: scaled element by element
 // by `scale` when given, then rotated (hadamard_rotate).
-void rotate_along(ir::Value* v, int axis, int64_t n, const std::vector<double>& signs,
-                  const std::vector<double>* scale, const std::string& what) {
+void rotate_along(ir::Value* v, int axis, int64_t n, const std::vector<double>& signs, const std::vector<double>* scale,
+                  const std::string& what) {
   const ir::Tensor& t = v->initializer();
   if (t.dims().size() != 2 || t.dims()[static_cast<size_t>(axis)] != n)
     throw Error(what + ": weight '" + v->name() + "' has dims " + ir::dims_to_string(t.dims()) + ", expected " +
@@ -137,11 +137,13 @@ class Rotation {
     if (norm->op_type == "Mul" && default_domain(*norm)) {
       const bool first = norm->input(0) && norm->input(0)->has_initializer();
       const bool second = norm->inputs().size() > 1 && norm->input(1) && norm->input(1)->has_initializer();
-      if (first == second) throw Error(what + ": a Mul norm_node multiplies by one constant scale (an RMS norm's last step)");
+      if (first == second)
+        throw Error(what + ": a Mul norm_node multiplies by one constant scale (an RMS norm's last step)");
       index = first ? 0 : 1;
     } else if (norm->op_type == "LayerNormalization") {
-      throw Error(what + ": LayerNormalization subtracts the mean, which the rotation does not keep; QuaRot's R1 "
-                         "takes RMS norms (SimplifiedLayerNormalization, RMSNormalization, or a decomposed one's Mul)");
+      throw Error(what +
+                  ": LayerNormalization subtracts the mean, which the rotation does not keep; QuaRot's R1 "
+                  "takes RMS norms (SimplifiedLayerNormalization, RMSNormalization, or a decomposed one's Mul)");
     } else if (!(norm->op_type == "SimplifiedLayerNormalization" && norm->domain == "com.microsoft") &&
                !(norm->op_type == "RMSNormalization" && default_domain(*norm))) {
       throw Error(what + ": a " + norm->op_type +
@@ -155,14 +157,16 @@ class Rotation {
       throw Error(what + ": scale '" + scale->name() + "' has dims " + ir::dims_to_string(t.dims()) + ", expected " +
                   std::to_string(n_) + " (RMatrixDim) values");
     std::vector<double> gamma(t.values<float>().begin(), t.values<float>().end());
-    graph_.set_initializer(scale, ir::Tensor::from_values<float>(t.dims(), std::vector<float>(static_cast<size_t>(t.size()), 1.0f)));
+    graph_.set_initializer(
+        scale, ir::Tensor::from_values<float>(t.dims(), std::vector<float>(static_cast<size_t>(t.size()), 1.0f)));
     return gamma;
   }
 
   // A writer: its output becomes output R.
   void rotate_output(ir::Node* node, const std::string& what) {
     if (node->op_type == "Gather" && default_domain(*node)) {
-      if (node->attr_int("axis", 0) != 0) throw Error(what + ": a Gather along axis other than 0 is no embedding lookup");
+      if (node->attr_int("axis", 0) != 0)
+        throw Error(what + ": a Gather along axis other than 0 is no embedding lookup");
       rotate_along(own_weight(graph_, node, 0, what), 1, n_, signs_, nullptr, what);
       return;
     }

@@ -76,18 +76,19 @@ ir::Model tiny_decoder(int outliers = 0) {
                         testing::add_random_initializer(g, "down.bias", {kHidden}, 6));
   ir::Value* h1 = add("residual1", h0, down);
   ir::Value* q = g.add_value("q");
-  ir::Node* q_proj = g.add_node("Gemm",
-                                {rms_norm(g, h1, "ln2", 7),
-                                 testing::add_random_initializer(g, "q_proj.weight", {8, kHidden}, 8, -0.4f, 0.4f)},
-                                {q}, "q_proj");
+  ir::Node* q_proj = g.add_node(
+      "Gemm",
+      {rms_norm(g, h1, "ln2", 7), testing::add_random_initializer(g, "q_proj.weight", {8, kHidden}, 8, -0.4f, 0.4f)},
+      {q}, "q_proj");
   q_proj->set_attribute(ir::Attribute::of_int("transB", 1));
   ir::Value* relu2 = g.add_value("relu2");
   g.add_node("Relu", {q}, {relu2}, "relu2");
   ir::Value* o = g.add_value("o");
-  ir::Node* o_proj = g.add_node("Gemm",
-                                {relu2, testing::add_random_initializer(g, "o_proj.weight", {kHidden, 8}, 9, -0.4f, 0.4f),
-                                 testing::add_random_initializer(g, "o_proj.bias", {kHidden}, 10)},
-                                {o}, "o_proj");
+  ir::Node* o_proj =
+      g.add_node("Gemm",
+                 {relu2, testing::add_random_initializer(g, "o_proj.weight", {kHidden, 8}, 9, -0.4f, 0.4f),
+                  testing::add_random_initializer(g, "o_proj.bias", {kHidden}, 10)},
+                 {o}, "o_proj");
   o_proj->set_attribute(ir::Attribute::of_int("transB", 1));
   ir::Value* h2 = add("residual2", h1, o);
   ir::Value* logits = linear("lm_head", rms_norm(g, h2, "ln3", 11), {kHidden, kVocab}, 12);
@@ -173,7 +174,8 @@ TEST(QuaRot, TheRotatedDecoderComputesTheSameLogits) {
     // The norms' scales are ones now, the weights and biases changed.
     for (const char* name : {"ln1.weight", "ln3.weight"})
       for (float s : rotated.graph->find_value(name)->initializer().values<float>()) EXPECT_EQ(s, 1.0f) << name;
-    for (const char* name : {"embed.weight", "up.weight", "down.bias", "o_proj.weight", "o_proj.bias", "lm_head.weight"})
+    for (const char* name :
+         {"embed.weight", "up.weight", "down.bias", "o_proj.weight", "o_proj.bias", "lm_head.weight"})
       EXPECT_FALSE(std::ranges::equal(rotated.graph->find_value(name)->initializer().values<float>(),
                                       model.graph->find_value(name)->initializer().values<float>()))
           << name;
