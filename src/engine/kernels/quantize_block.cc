@@ -726,6 +726,18 @@ class MxEven32 {
       if (!block(x, y)) other(x, y);
   }
 
+  // A block of n < 32 values, read and written in place, as padded with zeros (which raise no
+  // exponent and add no error); a block block() refuses goes to other(x, y, n).
+  template <class Other>
+  void short_block(const float* x, float* y, int64_t n, Other&& other) const {
+    const auto m0 = static_cast<__mmask16>(n >= 16 ? 0xFFFFu : (1u << n) - 1);
+    const auto m1 = static_cast<__mmask16>(n > 16 ? (1u << (n - 16)) - 1 : 0u);
+    __m512 y0, y1;
+    if (!quantize_block(_mm512_maskz_loadu_ps(m0, x), _mm512_maskz_loadu_ps(m1, x + 16), y0, y1)) return other(x, y, n);
+    _mm512_mask_storeu_ps(y, m0, y0);
+    _mm512_mask_storeu_ps(y + 16, m1, y1);
+  }
+
   // 16 blocks side by side, one a lane (block l: x[l], x[l + stride], ... `rows` values), as
   // bfp_lanes_avx512; without min_error_scale. A lane the block path would refuse goes to
   // other(mask of those lanes).
@@ -745,7 +757,15 @@ class MxEven32 {
 
  private:
   [[gnu::always_inline]] bool block(const float* x, float* y) const {
-    const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+    __m512 y0, y1;
+    if (!quantize_block(_mm512_loadu_ps(x), _mm512_loadu_ps(x + 16), y0, y1)) return false;
+    _mm512_storeu_ps(y, y0);
+    _mm512_storeu_ps(y + 16, y1);
+    return true;
+  }
+
+  // v0, v1 (32 values) on their block's grid into y0, y1; false where block() refuses.
+  [[gnu::always_inline]] bool quantize_block(__m512 v0, __m512 v1, __m512& y0, __m512& y1) const {
     const __m512i exponent = _mm512_set1_epi32(0x7F800000);
     // The block's largest exponent bits in every lane.
     __m512i a = _mm512_max_epu32(_mm512_and_si512(_mm512_castps_si512(v0), exponent),
@@ -758,7 +778,8 @@ class MxEven32 {
     if (_mm512_cmpgt_epu32_mask(_mm512_sub_epi32(a, scale_lo_), scale_span_) != 0) return false;
     const __m512 d = _mm512_castsi512_ps(_mm512_sub_epi32(a, emax_bits_));
     const __m512 inverse = _mm512_castsi512_ps(_mm512_sub_epi32(inverse_base_, a));
-    __m512 y0 = quantize(v0, d, inverse), y1 = quantize(v1, d, inverse);
+    y0 = quantize(v0, d, inverse);
+    y1 = quantize(v1, d, inverse);
     if (min_error_) {
       // As mx_block: the coarser scale only where a value goes past the largest element (or
       // near float32's limits).
@@ -774,8 +795,6 @@ class MxEven32 {
         }
       }
     }
-    _mm512_storeu_ps(y, y0);
-    _mm512_storeu_ps(y + 16, y1);
     return true;
   }
 
@@ -827,10 +846,12 @@ class MxEven32 {
 // Calls blocks(in, out, block_size, count) on every block of x along `axis`, `count` consecutive
 // blocks at a time (both buffers count * block_size long, the input zero-padded past the end of a
 // line), writing the results to y. Where the blocks are strided, `lanes` (when not nullptr) takes
-// kLanes of them side by side in place: lanes(x, y, stride, rows) (rows <= kMaxLaneRows).
-template <class BlockFn, class LanesFn = std::nullptr_t>
+// kLanes of them side by side in place: lanes(x, y, stride, rows) (rows <= kMaxLaneRows). Where
+// a contiguous line ends in a short block of n values, `short_block` (when not nullptr) takes it
+// in place, as if padded with zeros: short_block(x, y, n).
+template <class BlockFn, class LanesFn = std::nullptr_t, class ShortFn = std::nullptr_t>
 void for_each_block(int threads, const float* x, float* y, const std::vector<int64_t>& dims, int64_t axis,
-                    int64_t block_size, BlockFn&& blocks, LanesFn&& lanes = nullptr) {
+                    int64_t block_size, BlockFn&& blocks, LanesFn&& lanes = nullptr, ShortFn&& short_block = nullptr) {
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < axis; ++d) outer *= dims[d];
   for (size_t d = static_cast<size_t>(axis) + 1; d < dims.size(); ++d) inner *= dims[d];
@@ -850,9 +871,13 @@ void for_each_block(int threads, const float* x, float* y, const std::vector<int
         const float* a = x + line * len;
         float* c = y + line * len;
         if (whole > 0) blocks(a, c, block_size, whole);
-        std::copy(a + whole * block_size, a + len, in.begin());
-        blocks(in.data(), out.data(), block_size, 1);
-        std::copy(out.begin(), out.begin() + rest, c + whole * block_size);
+        if constexpr (!std::is_same_v<std::decay_t<ShortFn>, std::nullptr_t>) {
+          short_block(a + whole * block_size, c + whole * block_size, rest);
+        } else {
+          std::copy(a + whole * block_size, a + len, in.begin());
+          blocks(in.data(), out.data(), block_size, 1);
+          std::copy(out.begin(), out.begin() + rest, c + whole * block_size);
+        }
       }
     });
     return;
@@ -939,9 +964,10 @@ int64_t read_block_size(const ir::Node& node, int64_t fallback) {
 
 // The float32 input (float16 converted), its original type, and the output: the input itself when
 // it has one element, else blocks quantized by `block` into a new tensor.
-template <class BlockFn, class LanesFn = std::nullptr_t>
+template <class BlockFn, class LanesFn = std::nullptr_t, class ShortFn = std::nullptr_t>
 Tensor fake_quantize_blocks(const RunContext& ctx, const Tensor& x_in, int64_t axis_attr, int64_t block_size,
-                            bool to_bfloat16_first, BlockFn&& block, LanesFn&& lanes = nullptr) {
+                            bool to_bfloat16_first, BlockFn&& block, LanesFn&& lanes = nullptr,
+                            ShortFn&& short_block = nullptr) {
   if (x_in.dtype() != DataType::Float && x_in.dtype() != DataType::Float16)
     throw Error("the input x has type " + std::string(ir::data_type_name(x_in.dtype())) +
                 ", expected float or float16");
@@ -958,7 +984,7 @@ Tensor fake_quantize_blocks(const RunContext& ctx, const Tensor& x_in, int64_t a
   const int64_t axis = rank == 1 ? 0 : normalize_axis(axis_attr, rank);
   Tensor y = Tensor::uninitialized(DataType::Float, x.dims());
   for_each_block(ctx.threads, x.values<float>().data(), y.mutable_values<float>().data(), x.dims(), axis, block_size,
-                 block, lanes);
+                 block, lanes, short_block);
   return float32_as(y, x_in.dtype());
 }
 
@@ -1077,18 +1103,25 @@ class MxQuantizeDequantizeKernel : public Kernel {
         auto blocks = [=](const float* a, float* b, int64_t, int64_t count) {
           even.blocks(a, b, count, [&](const float* p, float* q) { mx_block<R>(p, q, 32, f, scaling); });
         };
+        auto one = [=](const float* p, float* q, int64_t n) { mx_block<R>(p, q, n, f, scaling); };
+        auto short_block = [=](const float* a, float* b, int64_t n) {
+          even.short_block(a, b, n, [&](const float* p, float* q, int64_t m) {
+            float in[32] = {}, out[32];
+            std::copy(p, p + m, in);
+            one(in, out, 32);
+            std::copy(out, out + m, q);
+          });
+        };
         if (scaling.min_error_scale) {
-          out[0] = fake_quantize_blocks(ctx, x, axis_, 32, false, blocks);
+          out[0] = fake_quantize_blocks(ctx, x, axis_, 32, false, blocks, nullptr, short_block);
         } else {
           out[0] = fake_quantize_blocks(ctx, x, axis_, 32, false, blocks,
                                         [=](const float* a, float* b, int64_t stride, int64_t rows) {
                                           even.lanes(a, b, stride, rows, [&](uint32_t lanes) {
-                                            each_lane_block(a, b, stride, rows, lanes,
-                                                            [&](const float* p, float* q, int64_t n) {
-                                                              mx_block<R>(p, q, n, f, scaling);
-                                                            });
+                                            each_lane_block(a, b, stride, rows, lanes, one);
                                           });
-                                        });
+                                        },
+                                        short_block);
         }
         return;
       }
