@@ -316,7 +316,20 @@ std::optional<ir::Model> prepare_float_model(const ir::Model& model, calib::Data
   if (config.include_rotation) {  // Quark: after SmoothQuant, before calibration
     start = std::chrono::steady_clock::now();
     if (!prepared) prepared = ir::clone_model(model);
+    // The float model's outputs on the first sample, which the rotated model must still give.
+    std::optional<Feed> first;
+    std::vector<ir::Tensor> before;
+    if (reader.can_rewind()) {
+      reader.rewind();
+      std::unique_ptr<calib::DataReader> adapted = adapted_reader(reader, *prepared, config);
+      first = (adapted ? *adapted : reader).next();
+      reader.rewind();
+      engine::SessionOptions so;
+      so.threads = config.calib.threads;
+      if (first) before = engine::Session(*prepared, so).run(*first);
+    }
     rotate_r1(*prepared, config.rotation, say);
+    if (first) check_rotation_kept_function(*prepared, *first, before, config.rotation, config.calib.threads);
     if (seconds) (*seconds)["rotation"] = seconds_since(start);
   }
   if (any_rewrite(config)) {  // as vai_q_onnx's optimize.py and Quark's rewrites, on the nodes quantized

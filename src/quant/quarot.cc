@@ -1,11 +1,16 @@
 #include "quant/quarot.h"
 
+#include <algorithm>
 #include <cmath>
+#include <iomanip>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <set>
+#include <span>
+#include <sstream>
 
+#include "engine/session.h"
 #include "onnxptq/error.h"
 #include "onnxptq/files.h"
 
@@ -259,6 +264,36 @@ std::vector<double> random_signs(int64_t n) {
   std::vector<double> s(static_cast<size_t>(n));
   for (double& e : s) e = (rng() & 1u) ? 1.0 : -1.0;
   return s;
+}
+
+void check_rotation_kept_function(const ir::Model& rotated, const Feed& feed, const std::vector<ir::Tensor>& before,
+                                  const RotationOptions& options, int threads) {
+  engine::SessionOptions so;
+  so.threads = threads;
+  const std::vector<ir::Tensor> after = engine::Session(rotated, so).run(feed);
+  for (size_t o = 0; o < before.size() && o < after.size(); ++o) {
+    if (before[o].dtype() != ir::DataType::Float || after[o].dtype() != ir::DataType::Float) continue;
+    std::span<const float> a = before[o].values<float>(), b = after[o].values<float>();
+    if (a.size() != b.size() || a.empty()) continue;
+    double lo = INFINITY, hi = -INFINITY, worst = 0;
+    for (size_t i = 0; i < a.size(); ++i)
+      if (std::isfinite(a[i])) {
+        lo = std::min(lo, double{a[i]});
+        hi = std::max(hi, double{a[i]});
+      }
+    for (size_t i = 0; i < a.size(); ++i)
+      if (std::isfinite(a[i])) worst = std::max(worst, std::abs(double{a[i]} - double{b[i]}));
+    const double range = std::max(hi - lo, 1e-30);
+    if (!(worst <= 1e-3 * range)) {
+      std::ostringstream text;
+      text << "RConfigPath " << options.config_path << ": the rotated model's output '"
+           << rotated.graph->outputs()[o]->name() << "' differs from the float model's by " << std::setprecision(3)
+           << worst / range
+           << " of its range on the first calibration sample: the R1_pairs miss a node that reads or writes the "
+              "rotated stream, or name one that does not";
+      throw Error(text.str());
+    }
+  }
 }
 
 QuaRotResult rotate_r1(ir::Model& model, const RotationOptions& options,

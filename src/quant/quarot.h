@@ -30,6 +30,7 @@
 #include <vector>
 
 #include "ir/model.h"
+#include "onnxptq/data_reader.h"
 #include "quant/config.h"
 
 namespace onnxptq::quant {
@@ -46,6 +47,12 @@ struct QuaRotResult {
 // options.matrix_dim, a norm that subtracts the mean, ...). `log` gets one summary line.
 QuaRotResult rotate_r1(ir::Model& model, const RotationOptions& options,
                        const std::function<void(const std::string&)>& log = {});
+
+// Error when the rotated model's outputs on `feed` differ from `before` (the float model's there)
+// by more than 1e-3 of each output's range: R1 pairs that miss a node reading or writing the
+// rotated stream change the model's function (Quark rotates such a model without a word).
+void check_rotation_kept_function(const ir::Model& rotated, const Feed& feed, const std::vector<ir::Tensor>& before,
+                                  const RotationOptions& options, int threads);
 
 // With R = D H / sqrt(n) (H the Sylvester Hadamard matrix, n a power of two, D the diagonal of
 // `signs`, empty for the identity): v R for a row vector v of n values, in place, which is also

@@ -183,7 +183,8 @@ TEST(QuaRot, TheRotatedDecoderComputesTheSameLogits) {
 }
 
 // With the preparation passes on (optimize_model), which make the MatMuls with a bias Add Gemms
-// under the MatMuls' names, the rotation runs on the prepared model and keeps its function.
+// under the MatMuls' names, the rotation runs on the prepared model and keeps its function; pairs
+// that do not cover the stream are caught on the first calibration sample.
 TEST(QuaRot, RotatesThePreparedModel) {
   const ir::TemporaryFolder folder("onnxptq_quarot");
   const ir::Model model = tiny_decoder(2);
@@ -202,6 +203,20 @@ TEST(QuaRot, RotatesThePreparedModel) {
   for (const auto& n : r.prepared->graph->nodes()) gemms += n->op_type == "Gemm";
   EXPECT_EQ(gemms, 4u);  // q_proj, o_proj, and up and down fused with their bias
   EXPECT_LT(logit_difference(model, *r.prepared, token_feeds(8, 5)), 2e-5);
+
+  // Pairs that leave out a writer of the stream change the function: refused, not quantized.
+  c.rotation = options_for(folder, R"({"R1_pairs": [
+    {"prev_nodes": ["embed"], "next_nodes": ["up"], "norm_node": "ln1"},
+    {"prev_nodes": ["down"], "next_nodes": ["q_proj"], "norm_node": "ln2"},
+    {"next_nodes": ["lm_head"], "norm_node": "ln3"}]})");
+  data.rewind();
+  try {
+    quantize_static(model, data, c);
+    ADD_FAILURE() << "pairs without o_proj accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("differs from the float model's by"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("the R1_pairs miss a node"), std::string::npos) << e.what();
+  }
 }
 
 // The embedding's outlier channels dominate the int8 range of the residual stream and of each
