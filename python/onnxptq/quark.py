@@ -213,8 +213,9 @@ class ModelQuantizer:
         file `model_output` with samples from `calibration_data_reader` or the .npy folder
         `calibration_data_path` (neither: one random sample). Returns the report as a dict; with
         `model_output=None`, or with the config's crypto_mode (model_input then an onnx.ModelProto),
-        the quantized model as an onnx.ModelProto instead (nothing written). `algorithms` (Quark's deprecated argument, legacy Config only) are algorithm configs
-        (CLEConfig(), AdaRoundConfig(), ...), as QConfig's algo_config."""
+        the quantized model as an onnx.ModelProto instead (nothing written). `algorithms` (Quark's
+        deprecated argument, legacy Config only) are algorithm configs (CLEConfig(),
+        AdaRoundConfig(), ...), as QConfig's algo_config."""
         if isinstance(self.config, QConfig):
             if algorithms:
                 raise Error("algorithms: with a QConfig the algorithms are QConfig(algo_config=[...])")
