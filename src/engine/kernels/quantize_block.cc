@@ -330,6 +330,18 @@ template <Rounding R>
   return _mm512_and_si512(_mm512_srli_epi32(_mm512_castps_si512(v), 23), _mm512_set1_epi32(0xFF));
 }
 
+// The exponent field of each of 16 floats, in place (e << 23; an Inf or NaN's is 255 << 23).
+[[gnu::always_inline]] inline __m512i exponent_fields16(__m512 v) {
+  return _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7F800000));
+}
+
+// Each lane the largest of the 8 lanes of its 256-bit half (values below 2^31).
+[[gnu::always_inline]] inline __m512i max_within_halves16(__m512i a) {
+  a = _mm512_max_epu32(a, _mm512_shuffle_i32x4(a, a, _MM_SHUFFLE(2, 3, 0, 1)));
+  a = _mm512_max_epu32(a, _mm512_shuffle_epi32(a, static_cast<_MM_PERM_ENUM>(_MM_SHUFFLE(1, 0, 3, 2))));
+  return _mm512_max_epu32(a, _mm512_shuffle_epi32(a, static_cast<_MM_PERM_ENUM>(_MM_SHUFFLE(2, 3, 0, 1))));
+}
+
 // Each lane's step, 1/step and clamp bounds, from the biased exponent of its block's step (a normal
 // float's: the callers send the other blocks to the scalar path), and values quantized with them.
 struct BfpSteps16 {
@@ -371,7 +383,6 @@ struct BfpEvenGrid16 {
   static __mmask16 in_range(__m512i a_max, int m) {
     return _mm512_cmple_epu32_mask(_mm512_sub_epi32(a_max, _mm512_set1_epi32(m << 23)), _mm512_set1_epi32(230 << 23));
   }
-  static __m512i exponent_bits(__m512 v) { return _mm512_and_si512(_mm512_castps_si512(v), _mm512_set1_epi32(0x7F800000)); }
 
   [[gnu::always_inline]] __m512 quantize(__m512 v) const {
     const __m512 scaled = _mm512_mul_ps(v, inverse);
@@ -388,10 +399,7 @@ void bfp_blocks8_even_avx512(const float* x, float* y, int64_t count, int m) {
   int64_t b = 0;
   for (; b + 2 <= count; b += 2, x += 16, y += 16) {
     const __m512 v = _mm512_loadu_ps(x);
-    __m512i a_max = BfpEvenGrid16::exponent_bits(v);
-    a_max = _mm512_max_epu32(a_max, _mm512_shuffle_i32x4(a_max, a_max, _MM_SHUFFLE(2, 3, 0, 1)));
-    a_max = _mm512_max_epu32(a_max, _mm512_shuffle_epi32(a_max, static_cast<_MM_PERM_ENUM>(_MM_SHUFFLE(1, 0, 3, 2))));
-    a_max = _mm512_max_epu32(a_max, _mm512_shuffle_epi32(a_max, static_cast<_MM_PERM_ENUM>(_MM_SHUFFLE(2, 3, 0, 1))));
+    const __m512i a_max = max_within_halves16(exponent_fields16(v));
     if (BfpEvenGrid16::in_range(a_max, m) != 0xFFFF) {
       bfp_blocks_avx2<Rounding::HalfEven, 1>(x, y, 2, m);
       continue;
@@ -415,10 +423,7 @@ void bfp_blocks8_avx512(const float* x, float* y, int64_t count, int m) {
     const __m512 v = _mm512_loadu_ps(x);
     const __m512i e = biased_exponents16(v);
     const __mmask16 special = _mm512_cmpeq_epi32_mask(e, exponent_bits);  // Inf and NaN: passed through
-    __m512i e_max = _mm512_maskz_mov_epi32(static_cast<__mmask16>(~special), e);
-    e_max = _mm512_max_epi32(e_max, _mm512_shuffle_i32x4(e_max, e_max, _MM_SHUFFLE(2, 3, 0, 1)));
-    e_max = _mm512_max_epi32(e_max, _mm512_shuffle_epi32(e_max, static_cast<_MM_PERM_ENUM>(_MM_SHUFFLE(1, 0, 3, 2))));
-    e_max = _mm512_max_epi32(e_max, _mm512_shuffle_epi32(e_max, static_cast<_MM_PERM_ENUM>(_MM_SHUFFLE(2, 3, 0, 1))));
+    const __m512i e_max = max_within_halves16(_mm512_maskz_mov_epi32(static_cast<__mmask16>(~special), e));
     const __m512i step_biased = _mm512_sub_epi32(e_max, step_offset);
     if (_mm512_cmpgt_epi32_mask(lowest, step_biased) | _mm512_cmpgt_epi32_mask(step_biased, highest)) {
       bfp_blocks_avx2<R, 1>(x, y, 2, m);
@@ -436,7 +441,7 @@ void bfp_lanes_avx512(const float* x, float* y, int64_t stride, int64_t rows, in
     if (BfpEvenGrid16::applies(m)) {
       __m512i a_max = _mm512_setzero_si512();
       for (int64_t j = 0; j < rows; ++j)
-        a_max = _mm512_max_epu32(a_max, BfpEvenGrid16::exponent_bits(_mm512_loadu_ps(x + j * stride)));
+        a_max = _mm512_max_epu32(a_max, exponent_fields16(_mm512_loadu_ps(x + j * stride)));
       const BfpEvenGrid16 grid(a_max, m);
       for (int64_t j = 0; j < rows; ++j) _mm512_storeu_ps(y + j * stride, grid.quantize(_mm512_loadu_ps(x + j * stride)));
       const auto others = static_cast<__mmask16>(~BfpEvenGrid16::in_range(a_max, m));
@@ -745,8 +750,7 @@ class MxEven32 {
   void lanes(const float* x, float* y, int64_t stride, int64_t rows, Other&& other) const {
     __m512i a = _mm512_setzero_si512();
     for (int64_t j = 0; j < rows; ++j)
-      a = _mm512_max_epu32(a, _mm512_and_si512(_mm512_castps_si512(_mm512_loadu_ps(x + j * stride)),
-                                               _mm512_set1_epi32(0x7F800000)));
+      a = _mm512_max_epu32(a, exponent_fields16(_mm512_loadu_ps(x + j * stride)));
     const __m512 d = _mm512_castsi512_ps(_mm512_sub_epi32(a, emax_bits_));
     const __m512 inverse = _mm512_castsi512_ps(_mm512_sub_epi32(inverse_base_, a));
     for (int64_t j = 0; j < rows; ++j)
@@ -766,14 +770,9 @@ class MxEven32 {
 
   // v0, v1 (32 values) on their block's grid into y0, y1; false where block() refuses.
   [[gnu::always_inline]] bool quantize_block(__m512 v0, __m512 v1, __m512& y0, __m512& y1) const {
-    const __m512i exponent = _mm512_set1_epi32(0x7F800000);
-    // The block's largest exponent bits in every lane.
-    __m512i a = _mm512_max_epu32(_mm512_and_si512(_mm512_castps_si512(v0), exponent),
-                                 _mm512_and_si512(_mm512_castps_si512(v1), exponent));
-    a = _mm512_max_epu32(a, _mm512_shuffle_i32x4(a, a, _MM_SHUFFLE(1, 0, 3, 2)));
-    a = _mm512_max_epu32(a, _mm512_shuffle_i32x4(a, a, _MM_SHUFFLE(2, 3, 0, 1)));
-    a = _mm512_max_epu32(a, _mm512_shuffle_epi32(a, static_cast<_MM_PERM_ENUM>(_MM_SHUFFLE(1, 0, 3, 2))));
-    a = _mm512_max_epu32(a, _mm512_shuffle_epi32(a, static_cast<_MM_PERM_ENUM>(_MM_SHUFFLE(2, 3, 0, 1))));
+    // The block's largest exponent field in every lane: the two halves' maxima of both registers.
+    __m512i a = _mm512_max_epu32(exponent_fields16(v0), exponent_fields16(v1));
+    a = max_within_halves16(_mm512_max_epu32(a, _mm512_shuffle_i32x4(a, a, _MM_SHUFFLE(1, 0, 3, 2))));
     // 2^e and 2^-e normal floats (and 2^(e+1) with min_error_scale); an Inf or NaN falls outside.
     if (_mm512_cmpgt_epu32_mask(_mm512_sub_epi32(a, scale_lo_), scale_span_) != 0) return false;
     const __m512 d = _mm512_castsi512_ps(_mm512_sub_epi32(a, emax_bits_));
@@ -801,8 +800,7 @@ class MxEven32 {
   [[gnu::always_inline]] __m512 quantize(__m512 v, __m512 d, __m512 inverse) const {
     const __m512 w = _mm512_mul_ps(v, inverse);
     if (floats_) {
-      const __m512i ew = _mm512_max_epi32(_mm512_and_si512(_mm512_castps_si512(w), _mm512_set1_epi32(0x7F800000)),
-                                          step_floor_);
+      const __m512i ew = _mm512_max_epi32(exponent_fields16(w), step_floor_);
       const __m512 magic = _mm512_castsi512_ps(_mm512_add_epi32(ew, magic_offset_));
       const __m512 r = _mm512_sub_ps(_mm512_add_ps(w, magic), magic);
       return _mm512_mul_ps(_mm512_range_ps(r, max_norm_, 0x02), d);  // min |.|, sign of r
