@@ -49,9 +49,7 @@ std::string inflate_raw(const std::byte* in, size_t in_size, size_t out_size, co
 }  // namespace
 
 std::map<std::string, ir::Tensor> load_npz(const std::filesystem::path& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    throw Error(path.string() + (std::filesystem::exists(path, ec) ? ": not a file" : ": no such file"));
+  ir::require_file(path, path.string());
   auto file = ir::MappedFile::open(path);
   Archive zip{file->data(), file->size(), path.string()};
 

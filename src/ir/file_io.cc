@@ -88,6 +88,13 @@ void AtomicFile::commit() {
   committed_ = true;
 }
 
+void require_file(const std::filesystem::path& path, const std::string& what) {
+  std::error_code ec;
+  const auto status = std::filesystem::status(path, ec);
+  if (!std::filesystem::exists(status)) throw Error(what + ": no such file");
+  if (!std::filesystem::is_regular_file(status)) throw Error(what + ": not a file");
+}
+
 TemporaryFolder::TemporaryFolder(const std::string& prefix) {
   std::error_code ec;
   const std::filesystem::path temp = std::filesystem::temp_directory_path(ec);
@@ -118,10 +125,7 @@ void check_output_path(const std::filesystem::path& input, const std::filesystem
 }
 
 std::string read_text_file(const std::filesystem::path& path, const std::string& what) {
-  std::error_code ec;
-  const auto status = std::filesystem::status(path, ec);
-  if (!std::filesystem::exists(status)) throw Error(what + ": no such file");
-  if (!std::filesystem::is_regular_file(status)) throw Error(what + ": not a file");
+  ir::require_file(path, what);
   std::ifstream in(path, std::ios::binary);
   if (!in) throw Error(what + ": cannot read the file");
   std::string text{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};

@@ -52,6 +52,9 @@ class AtomicFile {
 using onnxptq::check_output_path;
 using onnxptq::write_text_file;
 
+// Error "WHAT: no such file" or "WHAT: not a file" (a folder) unless `path` is a regular file.
+void require_file(const std::filesystem::path& path, const std::string& what);
+
 // A new folder under the system's temporary folder, removed with all it holds when this goes.
 class TemporaryFolder {
  public:

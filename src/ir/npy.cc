@@ -180,9 +180,7 @@ std::string npy_bytes(const Tensor& tensor) {
 namespace onnxptq {
 
 Tensor load_npy(const std::filesystem::path& path) {
-  std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec))
-    throw Error(path.string() + (std::filesystem::exists(path, ec) ? ": not a file" : ": no such file"));
+  ir::require_file(path, path.string());
   auto file = ir::MappedFile::open(path);
   return ir::parse(file->data(), file->size(), path.string(), file);
 }

@@ -5,6 +5,7 @@
 #include <tuple>
 #include <utility>
 
+#include "ir/file_io.h"
 #include "onnxptq/error.h"
 #include "passes/dpu.h"
 #include "qmath/quantize.h"
@@ -253,10 +254,8 @@ void check_config(const QuantConfig& c) {
   if (c.include_fast_ft && c.fast_finetune.mem_opt_level == 2 && !c.fast_finetune.cache_dir.empty() &&
       !std::filesystem::is_directory(c.fast_finetune.cache_dir))
     throw Error("FastFinetune CacheDir " + c.fast_finetune.cache_dir + ": not a directory");
-  if (c.include_fast_ft && !c.fast_finetune.ref_model_path.empty() &&
-      !std::filesystem::is_regular_file(c.fast_finetune.ref_model_path))
-    throw Error("FastFinetune RefModelPath " + c.fast_finetune.ref_model_path +
-                (std::filesystem::exists(c.fast_finetune.ref_model_path) ? ": not a file" : ": no such file"));
+  if (c.include_fast_ft && !c.fast_finetune.ref_model_path.empty())
+    ir::require_file(c.fast_finetune.ref_model_path, "FastFinetune RefModelPath " + c.fast_finetune.ref_model_path);
   check_block_types(c);
   check_dynamic_quant_config(c);
   if (c.convert_lstm_to_custom_lstm) {
