@@ -119,16 +119,11 @@ std::vector<Feed> token_feeds(size_t count, uint32_t seed) {
   return feeds;
 }
 
-// The largest |a - b| over the feeds, relative to the range of a's logits.
+// The largest |a - b| over the feeds, relative to the range of a's logits (testing::relative_diff).
 double logit_difference(const ir::Model& a, const ir::Model& b, const std::vector<Feed>& feeds) {
   engine::Session sa(a), sb(b);
   double worst = 0;
-  for (const Feed& f : feeds) {
-    const std::vector<ir::Tensor> ya = sa.run(f), yb = sb.run(f);
-    std::span<const float> p = ya[0].values<float>(), q = yb[0].values<float>();
-    const auto [lo, hi] = std::minmax_element(p.begin(), p.end());
-    for (size_t i = 0; i < p.size(); ++i) worst = std::max(worst, std::abs(double{p[i]} - q[i]) / (*hi - *lo));
-  }
+  for (const Feed& f : feeds) worst = std::max(worst, testing::relative_diff(sa.run(f), sb.run(f)));
   return worst;
 }
 

@@ -79,15 +79,7 @@ auto every_node = [](const ir::Node&) { return true; };
 double relative_difference(const ir::Model& a, const ir::Model& b, const std::vector<ir::Tensor>& x) {
   engine::Session sa(a), sb(b);
   double worst = 0;
-  for (const ir::Tensor& t : x) {
-    std::vector<ir::Tensor> ya = sa.run({{"x", t}}), yb = sb.run({{"x", t}});
-    for (size_t o = 0; o < ya.size(); ++o) {
-      std::span<const float> p = ya[o].values<float>(), q = yb[o].values<float>();
-      const auto [lo, hi] = std::minmax_element(p.begin(), p.end());
-      for (size_t i = 0; i < p.size(); ++i)
-        worst = std::max(worst, static_cast<double>(std::abs(p[i] - q[i]) / (*hi - *lo)));
-    }
-  }
+  for (const ir::Tensor& t : x) worst = std::max(worst, testing::relative_diff(sa.run({{"x", t}}), sb.run({{"x", t}})));
   return worst;
 }
 
